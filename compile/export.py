@@ -1,0 +1,309 @@
+"""Hugging Face model -> model bundle (ARCHITECTURE.md section 3). Needs the compile extra.
+
+``export_bundle`` resolves the model offline (a local folder, or an id in the local Hugging
+Face cache), writes the tokenizer, the float32 embedding tables and the FP32 encoder body,
+reads pooling and normalisation from the sentence-transformers config, and then verifies
+itself: the bundle's own pipeline (ONNX Runtime) against the full model with its own pooling
+on the built-in multilingual sample texts, cosine >= 0.9999 per text, or it fails loudly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from hefsearch.embed.bundle import SCHEMA_VERSION, Bundle, EncoderEntry, sha256_file, write_json_atomic
+from hefsearch.embed.errors import ExportError, ModelNotFound
+from hefsearch.embed.samples import VERIFY_TEXTS
+
+from .body import DEFAULT_MASK_VALUE, export_body_onnx
+
+log = logging.getLogger("hefsearch.compile")
+
+PARITY_MIN_COSINE = 0.9999
+SUPPORTED_MODEL_TYPES = {"bert", "xlm-roberta", "roberta", "camembert"}
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclass
+class ExportReport:
+    bundle: Path
+    model_id: str
+    seq_len: int
+    pooling: str
+    normalize: bool
+    notices: list[str] = field(default_factory=list)
+    cosines: list[float] = field(default_factory=list)
+
+    @property
+    def min_cosine(self) -> float:
+        return min(self.cosines) if self.cosines else float("nan")
+
+
+def resolve_model(model: str) -> Path:
+    """A local folder as is; otherwise a Hugging Face id from the local cache, offline.
+
+    If the id is not cached, one download attempt is made only when the hub is not switched
+    off (HF_HUB_OFFLINE), with short timeouts, so nothing hangs on a closed network.
+    """
+    p = Path(model).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ModelNotFound(
+                f"{p} has no config.json: it is not a Hugging Face model folder.",
+                "Point MODEL at the folder that holds config.json and the weights.",
+            )
+        return p
+    if p.exists() or model.count("/") > 1 or model.startswith((".", "~")):
+        raise ModelNotFound(f"{model} is neither a model folder nor a Hugging Face id.")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.utils import LocalEntryNotFoundError
+    except ImportError:  # pragma: no cover - comes with transformers
+        raise ModelNotFound("huggingface_hub is not installed.", "pip install 'hefsearch[compile]'") from None
+    try:
+        return Path(snapshot_download(model, local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
+        pass
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
+    hint = (
+        f"On a machine with internet: huggingface-cli download {model} (or copy its "
+        "~/.cache/huggingface/hub folder here), or pass the path of a local model folder."
+    )
+    if offline:
+        raise ModelNotFound(f"Model {model!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set.", hint)
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
+    try:
+        return Path(snapshot_download(model, etag_timeout=5))
+    except Exception as e:
+        raise ModelNotFound(
+            f"Model {model!r} is not in the local Hugging Face cache and could not be downloaded "
+            f"({type(e).__name__}).",
+            hint,
+        ) from None
+
+
+def read_sentence_transformers_config(folder: Path) -> tuple[str, bool, int | None, list[str]]:
+    """(pooling, normalize, max_seq_length or None, notices) from modules.json and friends."""
+    notices = []
+    modules_path = folder / "modules.json"
+    if not modules_path.is_file():
+        notices.append("No sentence-transformers config (modules.json): using mean pooling and L2 normalisation.")
+        return "mean", True, None, notices
+    modules = json.loads(modules_path.read_text())
+    types = [m.get("type", "") for m in modules]
+    pooling, normalize = "mean", False
+    for m in modules:
+        t = m.get("type", "")
+        if t.endswith("Pooling"):
+            cfg_path = folder / m.get("path", "") / "config.json"
+            cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
+            modes = [k for k, v in cfg.items() if k.startswith("pooling_mode_") and v]
+            mode = cfg.get("pooling_mode") or (modes[0].removeprefix("pooling_mode_").removesuffix("_tokens") if modes else "mean")
+            mode = {"mean_tokens": "mean", "cls_token": "cls", "max_tokens": "max"}.get(mode, mode)
+            if mode not in {"mean", "cls", "max"} or len(modes) > 1:
+                raise ExportError(f"Pooling {modes or mode} in {cfg_path} is not supported.",
+                                  "hefsearch supports mean, cls and max pooling.")
+            pooling = mode
+        elif t.endswith("Normalize"):
+            normalize = True
+        elif t.endswith("Transformer"):
+            continue
+        else:
+            raise ExportError(f"sentence-transformers module {t} in {modules_path} is not supported.",
+                              "hefsearch supports Transformer + Pooling (+ Normalize) models.")
+    if not any(t.endswith("Normalize") for t in types):
+        notices.append("The model has no Normalize module; hefsearch stores raw pooled vectors.")
+    max_len = None
+    sb = folder / "sentence_bert_config.json"
+    if sb.is_file():
+        max_len = json.loads(sb.read_text()).get("max_seq_length")
+    return pooling, normalize, max_len, notices
+
+
+def _model_id(model: str, folder: Path) -> str:
+    """The Hugging Face id when given one; for a folder its name (with the parent's when the
+    folder has a generic name such as ``model``)."""
+    if not Path(model).expanduser().is_dir():
+        return model
+    if folder.name.lower() in {"model", "models", "snapshot"}:
+        return f"{folder.parent.name}/{folder.name}"
+    return folder.name
+
+
+def _model_hash(folder: Path) -> tuple[str, str]:
+    """(sha256 of the weights file, its name). Identifies the source weights."""
+    for name in WEIGHT_FILES:
+        f = folder / name
+        if f.is_file():
+            return sha256_file(f), name
+    raise ExportError(f"No weights ({' or '.join(WEIGHT_FILES)}) in {folder}.")
+
+
+def export_bundle(
+    model: str,
+    out: str | os.PathLike,
+    *,
+    seq_len: int | None = None,
+    query_prefix: str | None = None,
+    passage_prefix: str | None = None,
+    mask_value: float = DEFAULT_MASK_VALUE,
+    verify_texts: list[str] | None = None,
+    overwrite: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ExportReport:
+    say = progress or (lambda msg: log.info(msg))
+    folder = resolve_model(model)
+    out = Path(out).expanduser()
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise ExportError(f"{out} exists and is not empty.", "Choose another --out, or pass --overwrite.")
+        if not (out / "manifest.json").is_file():
+            raise ExportError(f"{out} is not a bundle; refusing to overwrite it.", "Choose an empty --out folder.")
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+    except ImportError:
+        raise ExportError("Export needs torch and transformers.", "pip install 'hefsearch[compile]'") from None
+
+    config = AutoConfig.from_pretrained(folder)
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        raise ExportError(
+            f"Model type {config.model_type!r} is not supported.",
+            f"Supported: {', '.join(sorted(SUPPORTED_MODEL_TYPES))} (BERT-family encoders).",
+        )
+    pooling, normalize, st_max, notices = read_sentence_transformers_config(folder)
+    for n in notices:
+        say(n)
+    hf_model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    emb = hf_model.embeddings
+    is_roberta = config.model_type != "bert"
+    offset = int(config.pad_token_id) + 1 if is_roberta else 0
+    max_positions = int(config.max_position_embeddings) - offset
+    if seq_len is None:
+        seq_len = int(st_max) if st_max else 256
+        if st_max:
+            say(f"Sequence length {seq_len} (the model's sentence-transformers max_seq_length).")
+    if seq_len > max_positions:
+        raise ExportError(f"--seq-len {seq_len} exceeds the model's {max_positions} positions.")
+    prefixes = {"query": query_prefix or "", "passage": passage_prefix or ""}
+    if not any(prefixes.values()) and "e5" in str(model).lower():
+        notices.append("e5 models expect --query-prefix 'query: ' --passage-prefix 'passage: '.")
+        say(notices[-1])
+
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "embeddings").mkdir(parents=True)
+    say(f"Writing tokenizer and embedding tables from {folder}")
+    if (folder / "tokenizer.json").is_file():
+        shutil.copyfile(folder / "tokenizer.json", tmp / "tokenizer.json")
+    else:
+        tok = AutoTokenizer.from_pretrained(folder, use_fast=True)
+        tok.backend_tokenizer.save(str(tmp / "tokenizer.json"))
+    for name, module in (("word", emb.word_embeddings), ("position", emb.position_embeddings),
+                         ("token_type", emb.token_type_embeddings)):
+        np.save(tmp / f"embeddings/{name}.npy", module.weight.detach().to(torch.float32).cpu().numpy())
+    say("Exporting the encoder body to ONNX")
+    export_body_onnx(hf_model, tmp / "encoder.onnx", int(config.hidden_size), mask_value=mask_value)
+
+    files = {}
+    for rel in ("tokenizer.json", "embeddings/word.npy", "embeddings/position.npy",
+                "embeddings/token_type.npy", "encoder.onnx"):
+        f = tmp / rel
+        files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
+    weights_sha, weights_name = _model_hash(folder)
+    identity = hashlib.sha256()
+    for rel in ("tokenizer.json", "embeddings/word.npy", "embeddings/position.npy", "embeddings/token_type.npy"):
+        identity.update(files[rel]["sha256"].encode())
+    identity.update(weights_sha.encode())
+    manifest = {
+        "schema": SCHEMA_VERSION,
+        "model": {
+            "id": _model_id(model, folder),
+            "source": str(model),
+            "revision": folder.name if "snapshots" in folder.parts else None,
+            "weights": {"file": weights_name, "sha256": weights_sha},
+            "hash": identity.hexdigest()[:24],
+            "type": config.model_type,
+            "hidden": int(config.hidden_size),
+            "layers": int(config.num_hidden_layers),
+            "heads": int(config.num_attention_heads),
+            "vocab": int(config.vocab_size),
+            "max_positions": max_positions,
+        },
+        "position_ids": {"scheme": "padding_offset" if is_roberta else "absolute", "offset": offset},
+        "seq_len": int(seq_len),
+        "pooling": pooling,
+        "normalize": bool(normalize),
+        "prefixes": prefixes,
+        "mask_value": float(mask_value),
+        "files": files,
+        "encoders": [
+            EncoderEntry(
+                kind="onnx",
+                file="encoder.onnx",
+                extra={
+                    "precision": "fp32",
+                    "inputs": {"embeddings": ["N", "S", config.hidden_size], "attention_mask": ["N", "S"]},
+                    "outputs": {"last_hidden_state": ["N", "S", config.hidden_size]},
+                },
+            ).to_dict()
+        ],
+    }
+    write_json_atomic(tmp / "manifest.json", manifest)
+
+    report = ExportReport(tmp, manifest["model"]["id"], int(seq_len), pooling, bool(normalize), notices)
+    say("Verifying the bundle against the full model")
+    report.cosines = verify_against_model(tmp, hf_model, pooling, normalize, offset, verify_texts or VERIFY_TEXTS)
+    bad = [(i, c) for i, c in enumerate(report.cosines) if not c >= PARITY_MIN_COSINE]
+    if bad:
+        raise ExportError(
+            f"Export did not verify: {len(bad)} sample texts have cosine < {PARITY_MIN_COSINE} between the "
+            f"bundle and the full model (worst {min(c for _, c in bad):.6f}). The partial bundle is in {tmp}.",
+            "This model's architecture may differ from a BERT/XLM-R encoder; please report it.",
+        )
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    report.bundle = out
+    say(f"Bundle written to {out} (min cosine {report.min_cosine:.6f} on {len(report.cosines)} texts)")
+    return report
+
+
+def verify_against_model(bundle_path: Path, hf_model, pooling: str, normalize: bool, offset: int,
+                         texts: list[str]) -> list[float]:
+    """Cosine per text between the bundle's ONNX pipeline and the full torch model."""
+    import torch
+
+    from hefsearch.embed.encoder import Encoder
+
+    with Encoder.open(bundle_path, backend="cpu") as enc:
+        ours = enc.encode(texts)
+        tok = enc.host
+        batch = tok.tokenize(texts)
+    refs = []
+    with torch.no_grad():
+        for ids in batch.ids:
+            input_ids = torch.as_tensor(ids[None, :])
+            mask = torch.ones_like(input_ids)
+            hidden = hf_model(input_ids=input_ids, attention_mask=mask).last_hidden_state[0].numpy()
+            if pooling == "mean":
+                v = hidden.mean(axis=0)
+            elif pooling == "cls":
+                v = hidden[0]
+            else:
+                v = hidden.max(axis=0)
+            refs.append(v)
+    refs = np.asarray(refs, dtype=np.float64)
+    a = ours.astype(np.float64)
+    cos = (a * refs).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(refs, axis=1) + 1e-30)
+    return [float(c) for c in cos]

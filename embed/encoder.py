@@ -1,0 +1,163 @@
+"""``Encoder``: texts in, unit vectors out, on any backend, through one host pipeline.
+
+    enc = Encoder.open("bundle/", backend="cpu")
+    q = enc.encode_queries(["wo ist der bahnhof?"])      # float32 [1, H]
+    p = enc.encode_passages(chunks)                       # float32 [N, H]
+
+Texts are length-sorted into batches padded only to each batch's longest text (CPU), or to
+the smallest fixed sequence length that fits (a HEF). Empty and whitespace-only texts get a
+zero vector on purpose: they carry no meaning, so they match nothing (score 0) and are
+counted in ``stats.empty``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .backends import open_backend, resolve_backend_name
+from .bundle import Bundle
+from .fingerprint import space_fingerprint
+from .host import POOLERS, HostPipeline, l2_normalize
+
+
+@dataclass
+class EncodeStats:
+    texts: int = 0
+    truncated: int = 0
+    empty: int = 0
+    batches: int = 0
+    frames: int = 0
+    seconds: float = 0.0
+    #: indexes (into the last call's input) of texts that were truncated
+    last_truncated: list[int] = field(default_factory=list)
+
+
+class Encoder:
+    def __init__(self, bundle: Bundle, backend, *, backend_reason: str = "", post_transform=None):
+        self.bundle = bundle
+        self.backend = backend
+        self.backend_reason = backend_reason or backend.name
+        limit = bundle.seq_len
+        if backend.seq_lens:
+            limit = min(limit, max(backend.seq_lens))
+        self.host = HostPipeline(bundle, max_tokens=limit)
+        self._pool = POOLERS[bundle.pooling]
+        #: optional space post-transform (e.g. mean-centering); part of the fingerprint
+        self.post_transform = post_transform
+        self.stats = EncodeStats()
+        #: called after every batch with the number of texts finished so far in the call
+        self.on_batch: Callable[[int], None] | None = None
+
+    @classmethod
+    def open(
+        cls,
+        bundle: Bundle | str | Path,
+        backend: str | None = "cpu",
+        *,
+        post_transform=None,
+        **backend_opts,
+    ) -> "Encoder":
+        if not isinstance(bundle, Bundle):
+            bundle = Bundle.open(bundle)
+        name, reason = resolve_backend_name(backend, bundle)
+        be = open_backend(name, bundle, **backend_opts)
+        return cls(bundle, be, backend_reason=reason, post_transform=post_transform)
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return self.bundle.hidden
+
+    @property
+    def max_tokens(self) -> int:
+        return self.host.max_tokens
+
+    @property
+    def space_kind(self) -> str:
+        return self.backend.space_kind
+
+    def fingerprint_parts(self) -> dict:
+        parts = {
+            "model_hash": self.bundle.model_hash,
+            **self.backend.fingerprint_parts(),
+            "pooling": self.bundle.pooling,
+            "normalize": self.bundle.normalize,
+            "max_tokens": self.max_tokens,
+            "post_transform": None if self.post_transform is None else self.post_transform.describe(),
+        }
+        return parts
+
+    @property
+    def fingerprint(self) -> str:
+        return space_fingerprint(self.fingerprint_parts())
+
+    # -- encoding ------------------------------------------------------------------------
+    def encode_queries(self, texts: Iterable[str]) -> np.ndarray:
+        return self.encode(texts, prefix=self.bundle.prefixes["query"])
+
+    def encode_passages(self, texts: Iterable[str]) -> np.ndarray:
+        return self.encode(texts, prefix=self.bundle.prefixes["passage"])
+
+    def count_tokens(self, text: str, *, passage: bool = True) -> int:
+        prefix = self.bundle.prefixes["passage" if passage else "query"]
+        return self.host.count_tokens(prefix + text)
+
+    def encode(self, texts: Iterable[str], prefix: str = "") -> np.ndarray:
+        t0 = time.perf_counter()
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        live = [i for i, t in enumerate(texts) if t and not t.isspace()]
+        self.stats.texts += len(texts)
+        self.stats.empty += len(texts) - len(live)
+        self.stats.last_truncated = []
+        if live:
+            tok = self.host.tokenize([prefix + texts[i] for i in live])
+            cut = [live[j] for j in np.flatnonzero(tok.truncated)]
+            self.stats.truncated += len(cut)
+            self.stats.last_truncated = cut
+            order = np.argsort(tok.lengths, kind="stable")
+            done = 0
+            for batch in _batches(order, self.backend.batch_size):
+                ids = [tok.ids[j] for j in batch]
+                pad = self._pad_length(max(len(a) for a in ids))
+                e, mask = self.host.embed(ids, pad_to=pad)
+                hidden = self.backend.run(e, mask)
+                vecs = self._pool(hidden, mask)
+                if self.bundle.normalize:
+                    vecs = l2_normalize(vecs)
+                out[[live[j] for j in batch]] = vecs
+                self.stats.batches += 1
+                self.stats.frames += len(batch)
+                done += len(batch)
+                if self.on_batch:
+                    self.on_batch(done)
+        if self.post_transform is not None:
+            out = self.post_transform.apply(out)
+        self.stats.seconds += time.perf_counter() - t0
+        return out
+
+    def _pad_length(self, longest: int) -> int:
+        lens = self.backend.seq_lens
+        if not lens:
+            return longest
+        fitting = [s for s in sorted(lens) if s >= longest]
+        return fitting[0] if fitting else max(lens)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> "Encoder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _batches(order: np.ndarray, size: int):
+    for i in range(0, len(order), max(1, size)):
+        yield order[i : i + size]

@@ -1,0 +1,51 @@
+"""Errors written for humans: what went wrong, where, and what to do next.
+
+Every error hefsearch raises on purpose derives from :class:`HefsearchError`. The CLI prints
+``message`` and ``hint`` on stderr and exits non-zero, never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class HefsearchError(Exception):
+    """Base error: ``message`` says what happened, ``hint`` what to do about it."""
+
+    title = "error"
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class BundleError(HefsearchError):
+    """A model bundle is missing, incomplete, corrupt or of an unknown schema."""
+
+    title = "bundle error"
+
+
+class BackendUnavailable(HefsearchError):
+    """A backend cannot run here (missing SDK, no device, no compiled encoder)."""
+
+    title = "backend unavailable"
+
+
+class DeviceError(HefsearchError):
+    """The accelerator failed or timed out while running."""
+
+    title = "device error"
+
+
+class ModelNotFound(HefsearchError):
+    """A model id or folder could not be resolved offline."""
+
+    title = "model not found"
+
+
+class ExportError(HefsearchError):
+    """Export of a model into a bundle failed or did not verify."""
+
+    title = "export error"

@@ -1,0 +1,110 @@
+"""The host side of the pipeline, identical for every backend (ARCHITECTURE.md section 4).
+
+text -> token ids (truncated to the budget, specials included) -> E = word[ids] +
+position[pos] + token_type[0] -> backend(E, mask) -> mean over the mask -> L2 normalise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .bundle import Bundle
+
+
+@dataclass
+class Tokenized:
+    """Token ids of several texts, unpadded, and which of them were cut to fit."""
+
+    ids: list[np.ndarray]
+    truncated: np.ndarray  # bool per text
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(i) for i in self.ids), dtype=np.int64, count=len(self.ids))
+
+
+class HostPipeline:
+    """Tokenisation, embedding-table gather-sum, padding, pooling for one bundle."""
+
+    def __init__(self, bundle: Bundle, max_tokens: int | None = None):
+        self.bundle = bundle
+        self.max_tokens = int(max_tokens or bundle.seq_len)
+        tok = bundle.tokenizer
+        # A private copy: truncation settings are per-Tokenizer state, and the bundle's
+        # tokenizer is shared with the chunker.
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_str(tok.to_str())
+        self._tok.no_padding()
+        self._word = bundle.table("word")
+        self._pos = bundle.table("position")
+        self._type0 = np.asarray(bundle.table("token_type")[0], dtype=np.float32)
+        self._offset = bundle.position_offset
+        if self._offset + self.max_tokens > self._pos.shape[0]:
+            self.max_tokens = self._pos.shape[0] - self._offset
+        # tokenizers truncates the body and keeps the specials, as transformers does.
+        self._tok.enable_truncation(max_length=self.max_tokens)
+        self._counter = Tokenizer.from_str(tok.to_str())
+        self._counter.no_padding()
+        self._counter.no_truncation()
+        # Position rows for 0..max_tokens-1 with the type-0 row folded in: one add per frame.
+        self._pos_type = np.ascontiguousarray(
+            self._pos[self._offset : self._offset + self.max_tokens] + self._type0, dtype=np.float32
+        )
+
+    @property
+    def hidden(self) -> int:
+        return self.bundle.hidden
+
+    def tokenize(self, texts: list[str]) -> Tokenized:
+        encs = self._tok.encode_batch(list(texts), add_special_tokens=True)
+        ids = [np.asarray(enc.ids, dtype=np.int64) for enc in encs]
+        truncated = np.fromiter((bool(enc.overflowing) for enc in encs), dtype=bool, count=len(encs))
+        return Tokenized(ids, truncated)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` including the specials, untruncated."""
+        return len(self._counter.encode(text, add_special_tokens=True).ids)
+
+    def embed(self, ids: list[np.ndarray], pad_to: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Gather-sum for a batch: E [N,S,H] float32 and mask [N,S] int64, zero-padded to S."""
+        n = len(ids)
+        longest = max((len(a) for a in ids), default=0)
+        s = int(pad_to or longest)
+        if s < longest:
+            raise ValueError(f"pad_to={s} is shorter than the longest text ({longest} tokens)")
+        e = np.zeros((n, s, self.hidden), dtype=np.float32)
+        mask = np.zeros((n, s), dtype=np.int64)
+        for i, a in enumerate(ids):
+            k = len(a)
+            np.take(self._word, a, axis=0, out=e[i, :k])
+            e[i, :k] += self._pos_type[:k]
+            mask[i, :k] = 1
+        return e, mask
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of the hidden states over real tokens: [N,S,H], [N,S] -> [N,H] float32."""
+    m = mask.astype(np.float32)[..., None]
+    summed = (hidden * m).sum(axis=1)
+    counts = np.clip(m.sum(axis=1), 1e-9, None)
+    return (summed / counts).astype(np.float32)
+
+
+def cls_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(hidden[:, 0, :], dtype=np.float32)
+
+
+def max_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    h = np.where(mask[..., None].astype(bool), hidden, -1e9)
+    return h.max(axis=1).astype(np.float32)
+
+
+POOLERS = {"mean": mean_pool, "cls": cls_pool, "max": max_pool}
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.clip(norms, 1e-12, None)).astype(np.float32)

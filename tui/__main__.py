@@ -1,0 +1,3 @@
+from hefsearch.tui.cli import main
+
+main()

@@ -1,0 +1,81 @@
+"""The ``hefsearch`` command. A thin adapter: every verb calls library functions.
+
+Subcommands live in their own modules and are imported only when run, so ``hefsearch
+--help`` is fast and ``hefsearch search`` never loads torch or textual.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import click
+
+from hefsearch.embed.errors import HefsearchError
+
+#: verb -> "module:attribute" under hefsearch.tui
+COMMANDS = {
+    "compile": "cmd_compile:compile_group",
+    "embed": "cmd_embed:embed_cmd",
+}
+
+
+class LazyGroup(click.Group):
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx, name):
+        if name in self.lazy:
+            module, attr = self.lazy[name].split(":")
+            return getattr(importlib.import_module(f"hefsearch.tui.{module}"), attr)
+        return super().get_command(ctx, name)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except HefsearchError as e:
+            report_error(e)
+            sys.exit(2)
+
+
+def report_error(e: HefsearchError) -> None:
+    click.secho(f"Error: {e.message}", fg="red", err=True)
+    if e.hint:
+        click.echo(f"  hint: {e.hint}", err=True)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hefsearch")
+    except PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), prog_name="hefsearch")
+@click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug) on stderr.")
+def main(verbose: int) -> None:
+    """Multilingual semantic search over your own document folders.
+
+    The sentence encoder runs on a Hailo NPU (Raspberry Pi 5 + Hailo-10H, Hailo-8/8L) or on
+    the CPU in FP32, and hefsearch tells you, with numbers, what the 8-bit NPU costs.
+
+    \b
+    Typical use:
+      hefsearch compile export MODEL --out BUNDLE   # on any machine with the compile extra
+      hefsearch index ~/Documents --bundle BUNDLE   # build or update your library
+      hefsearch search "wo ist die rechnung?"       # or: hefsearch tui
+    """
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
