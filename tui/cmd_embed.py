@@ -42,7 +42,6 @@ def embed_cmd(bundle, backend, query, fmt, batch_size, threads, source):
             raise click.UsageError("Refusing to write binary .npy to a terminal; redirect stdout to a file.")
         np.save(sys.stdout.buffer, vecs)
     else:
-        out = click.get_text_stream("stdout")
         for v in vecs:
-            out.write(json.dumps([round(float(x), 7) for x in v]) + "\n")
+            click.echo(json.dumps([round(float(x), 7) for x in v]))
     click.echo(f"{len(texts)} texts, {st.truncated} truncated, {st.empty} empty", err=True)
