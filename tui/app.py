@@ -1,0 +1,435 @@
+"""``HefsearchApp``: search, read and compare NPU vs FP32 results in the terminal.
+
+The app holds no search logic. Widgets post request messages; the app runs the library and
+search API (``Searcher.search``, ``compare``, ``Library.neighbours``/``status``,
+``index.sync.sync``) in thread workers, and the workers post dataclass messages back
+(:mod:`hefsearch.tui.messages`). Build it with :func:`hefsearch.tui.factory.make_app`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Callable, Sequence
+
+from textual import on, work
+from textual.app import App, ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import ContentSwitcher, Footer
+
+from . import launch
+from .history import QueryHistory
+from .messages import (CompareFinished, HitChosen, PreviewLoaded, SearchFailed, SearchFinished,
+                       SearchRequested, StatusLoaded, SyncFailed, SyncFinished, SyncProgressed)
+from .present import SearchRequest, pick_compare_spaces, side_title, space_label
+from .screens.library import LibraryScreen
+from .widgets import CompareView, NoticeBar, PreviewPane, ResultsList, SearchBar, StatusBar
+from .widgets.compare import CompareColumn
+
+log = logging.getLogger("hefsearch.tui")
+
+DARK, LIGHT = "textual-dark", "textual-light"
+
+
+class HefsearchApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "hefsearch"
+    # responsive layout (classes on the screen, rules in app.tcss): below 72 columns the compare
+    # sides stack; below 110 the results list and the preview stack
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (72, "-medium"), (110, "-wide")]
+    BINDINGS = [
+        Binding("f2", "cycle_mode", "Mode"),
+        Binding("f3", "toggle_compare", "Compare"),
+        Binding("f4", "library", "Library"),
+        Binding("ctrl+o", "open_hit", "Open"),
+        Binding("f6", "toggle_theme", "Theme"),
+        Binding("escape", "focus_search", "Search", show=False),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, library, searcher, *, sync_encoders: Sequence | None = None,
+                 roots: Sequence[Path] | None = None, launcher: launch.Launcher | None = None,
+                 history: QueryHistory | None = None, k: int = 10, mode: str = "hybrid",
+                 live: bool = False, theme: str = DARK, neighbours: int = 2,
+                 sync_library: Callable[[], object] | None = None, sync_fn: Callable | None = None, compare_fn: Callable | None = None,
+                 open_sync_encoders: Callable[[], Sequence] | None = None, env=None):
+        super().__init__()
+        self.library = library
+        self.searcher = searcher
+        self.sync_encoders = list(sync_encoders) if sync_encoders is not None else None
+        self.open_sync_encoders = open_sync_encoders
+        self.roots = [Path(r) for r in roots] if roots else None
+        self.launcher = launcher or launch.run_argv
+        self.history = history or QueryHistory(None)
+        self.k = k
+        self.initial_mode = mode
+        self.live = live
+        self.initial_theme = theme
+        self.neighbours = neighbours
+        self.sync_library = sync_library
+        self.sync_fn = sync_fn
+        self.compare_fn = compare_fn
+        self.env = env
+        self.compare_spaces: tuple[str, str] | None = None
+        self.spaces: dict[str, object] = {}
+        self.last_status = None
+        self.last_result = None
+        self.last_comparison = None
+        self.last_sync_report = None
+        self.sync_progress: tuple[int | None, int | None, str] | None = None
+        self.sync_running = False
+        self._seq = 0
+        self._request: SearchRequest | None = None
+        self._preview_query = ""
+
+    # -- layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield SearchBar(self.history, mode=self.initial_mode, k=self.k, live=self.live, id="search-bar")
+        yield NoticeBar(id="notice")
+        with ContentSwitcher(initial="results-view", id="views"):
+            with Horizontal(id="results-view"):
+                yield ResultsList(id="results")
+                yield PreviewPane(id="preview")
+            yield CompareView(id="compare-view")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme = self.initial_theme
+        self.status_bar.mode = self.initial_mode
+        self.search_bar.query_input.focus()
+        self.action_refresh_status()
+
+    # -- typed accessors -------------------------------------------------------------------
+    @property
+    def search_bar(self) -> SearchBar:
+        return self.query_one("#search-bar", SearchBar)
+
+    @property
+    def results(self) -> ResultsList:
+        return self.query_one("#results", ResultsList)
+
+    @property
+    def preview(self) -> PreviewPane:
+        return self.query_one("#preview", PreviewPane)
+
+    @property
+    def compare_view(self) -> CompareView:
+        return self.query_one("#compare-view", CompareView)
+
+    @property
+    def status_bar(self) -> StatusBar:
+        return self.query_one("#status", StatusBar)
+
+    @property
+    def notice_bar(self) -> NoticeBar:
+        return self.query_one("#notice", NoticeBar)
+
+    @property
+    def comparing(self) -> bool:
+        return self.query_one("#views", ContentSwitcher).current == "compare-view"
+
+    # -- searching -------------------------------------------------------------------------
+    @on(SearchRequested)
+    def _on_search_requested(self, message: SearchRequested) -> None:
+        self.submit(message.request)
+
+    def submit(self, request: SearchRequest) -> SearchRequest:
+        """Start a search (or a comparison, in the compare view); newer requests win."""
+        self._seq += 1
+        request = dataclasses.replace(request, seq=self._seq, compare=self.comparing)
+        self._request = request
+        self.status_bar.mode = request.mode
+        self.status_bar.activity = "comparing…" if request.compare else "searching…"
+        if request.compare:
+            if self.compare_spaces is None:
+                self.status_bar.activity = ""
+                self.compare_view.unavailable(self._compare_unavailable_text())
+                return request
+            self.run_compare(request, self.compare_spaces)
+        else:
+            self.run_search(request)
+        return request
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def run_search(self, request: SearchRequest) -> None:
+        try:
+            result = self.searcher.search(request.query, k=request.k, mode=request.mode,
+                                          path_glob=request.path_glob, kinds=request.kinds)
+        except Exception as e:  # shown to the user, never a crash
+            self.post_message(SearchFailed(request, e))
+            return
+        self.post_message(SearchFinished(request, result))
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def run_compare(self, request: SearchRequest, spaces: tuple[str, str]) -> None:
+        compare = self.compare_fn
+        if compare is None:
+            from hefsearch.search import compare
+        # keyword search does not depend on the vector space: compare the vector side instead
+        mode = "vector" if request.mode == "keyword" else request.mode
+        try:
+            comparison = compare(self.searcher, request.query, spaces=spaces, k=request.k, mode=mode)
+        except Exception as e:
+            self.post_message(SearchFailed(request, e))
+            return
+        self.post_message(CompareFinished(dataclasses.replace(request, mode=mode), comparison, spaces))
+
+    def _is_current(self, request: SearchRequest) -> bool:
+        return self._request is not None and request.seq == self._request.seq
+
+    @on(SearchFinished)
+    def _on_search_finished(self, message: SearchFinished) -> None:
+        if not self._is_current(message.request):
+            return  # an older query answered late
+        result = message.result
+        self.last_result = result
+        self.status_bar.activity = ""
+        self.status_bar.backend = result.backend_label or self.status_bar.backend
+        self.status_bar.space = result.space or ("keyword index" if result.mode == "keyword" else "")
+        self.status_bar.latency = float(result.timings.get("total", -1.0))
+        self.notice_bar.show(result.notice)
+        self.preview.clear("" if result.hits else "No results.")
+        self.results.show(result)
+
+    @on(CompareFinished)
+    def _on_compare_finished(self, message: CompareFinished) -> None:
+        if not self._is_current(message.request):
+            return
+        c = message.comparison
+        self.last_comparison = c
+        self.status_bar.activity = ""
+        titles = (self._side_title(message.spaces[0], c.left), self._side_title(message.spaces[1], c.right))
+        self.compare_view.show(c, message.request.k, titles)
+        notice = c.left.notice or c.right.notice
+        self.notice_bar.show(notice)
+        self.status_bar.backend = " vs ".join(filter(None, (c.left.backend_label, c.right.backend_label)))
+        self.status_bar.space = ""
+        self.status_bar.latency = float(c.left.timings.get("total", 0) + c.right.timings.get("total", 0))
+
+    @on(SearchFailed)
+    def _on_search_failed(self, message: SearchFailed) -> None:
+        if not self._is_current(message.request):
+            return
+        self.status_bar.activity = ""
+        e = message.error
+        text = getattr(e, "message", None) or str(e) or type(e).__name__
+        hint = getattr(e, "hint", None)
+        self.notify(f"{text}\n{hint}" if hint else text, title="Search failed", severity="error", timeout=8)
+        self.notice_bar.show(f"Search failed: {text}")
+
+    # -- reading ---------------------------------------------------------------------------
+    @on(HitChosen)
+    def _on_hit_chosen(self, message: HitChosen) -> None:
+        if isinstance(message.control, CompareColumn) or self.comparing:
+            return  # the compare view has no preview pane; Ctrl+O still opens the hit
+        self.load_preview(message.hit)
+
+    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
+    def load_preview(self, hit) -> None:
+        try:
+            records = self.library.neighbours(hit.chunk_id, before=self.neighbours, after=self.neighbours)
+        except Exception as e:
+            log.warning("preview of chunk %s failed: %s", hit.chunk_id, e)
+            records = []
+        self.post_message(PreviewLoaded(hit, list(records)))
+
+    @on(PreviewLoaded)
+    async def _on_preview_loaded(self, message: PreviewLoaded) -> None:
+        current = self.results.current_hit
+        if current is not None and current.chunk_id != message.hit.chunk_id:
+            return
+        query = self.last_result.query if self.last_result is not None else ""
+        await self.preview.show(message.hit, message.records, query)
+
+    def current_hit(self):
+        focused = self.focused
+        node = focused
+        while node is not None:
+            if isinstance(node, CompareColumn):
+                return node.current_hit
+            node = node.parent
+        if self.comparing:
+            return self.compare_view.left.current_hit or self.compare_view.right.current_hit
+        return self.results.current_hit
+
+    def action_open_hit(self) -> None:
+        hit = self.current_hit()
+        if hit is None:
+            self.notify("No result selected.", severity="warning")
+            return
+        try:
+            plan = launch.plan_open(hit.path, line=hit.line, kind=hit.doc_kind, env=self.env)
+            if plan.terminal:
+                try:
+                    with self.suspend():
+                        self.launcher(plan.argv, terminal=True)
+                except SuspendNotSupported:
+                    self.launcher(plan.argv, terminal=True)
+            else:
+                self.launcher(plan.argv, terminal=False)
+        except launch.LaunchError as e:
+            self.notify(f"{e.message}\n{e.hint or ''}".strip(), title="Cannot open", severity="error")
+        except OSError as e:
+            self.notify(str(e), title="Cannot open", severity="error")
+
+    # -- views, modes, theme -------------------------------------------------------------
+    def action_cycle_mode(self) -> None:
+        self.search_bar.cycle_mode()
+
+    def action_toggle_compare(self) -> None:
+        switcher = self.query_one("#views", ContentSwitcher)
+        switcher.current = "results-view" if self.comparing else "compare-view"
+        if self.comparing and self.compare_spaces is None:
+            self.compare_view.unavailable(self._compare_unavailable_text())
+        self.notice_bar.show(None)
+        if self.search_bar.build_request().query:
+            self.search_bar.submit()
+
+    def action_toggle_theme(self) -> None:
+        self.theme = LIGHT if self.theme == DARK else DARK
+
+    def action_focus_search(self) -> None:
+        self.search_bar.query_input.focus()
+
+    def _compare_unavailable_text(self) -> str:
+        have = ", ".join(self.spaces) or "none"
+        return ("The compare view needs an NPU space (hef or npu-sim*) and a cpu-fp32 space; "
+                f"this library has: {have}. Index with both encoders to compare them.")
+
+    def _side_title(self, name: str, result) -> tuple[str, str]:
+        """(device, space) for a compare column; says so when the answer came from another
+        space than the one asked (the NPU failed and the FP32 space answered)."""
+        info = self.spaces.get(name)
+        label, space = side_title(info) if info is not None else (name, name)
+        if result.space and result.space != name:
+            return f"{result.backend_label or result.space} (fallback)", f"{name} → {result.space}"
+        return result.backend_label or label, space
+
+    # -- library status and re-index ------------------------------------------------------
+    def action_library(self) -> None:
+        if isinstance(self.screen, LibraryScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(LibraryScreen())
+
+    def action_refresh_status(self) -> None:
+        self.load_status()
+
+    @work(thread=True, exclusive=True, group="status", exit_on_error=False)
+    def load_status(self) -> None:
+        try:
+            status = self.library.status()
+        except Exception as e:
+            log.warning("library status failed: %s", e)
+            return
+        self.post_message(StatusLoaded(status))
+
+    @on(StatusLoaded)
+    def _on_status_loaded(self, message: StatusLoaded) -> None:
+        status = message.status
+        self.last_status = status
+        self.spaces = {s.name: s for s in status.spaces}
+        self.compare_spaces = pick_compare_spaces(status.spaces)
+        bar = self.status_bar
+        bar.documents, bar.chunks = status.documents, status.chunks
+        if not bar.space:
+            default = self._default_space()
+            if default and default in self.spaces:
+                bar.space = default
+                bar.backend = space_label(self.spaces[default])
+        for screen in self.screen_stack:
+            if isinstance(screen, LibraryScreen):
+                screen.show_status(status, str(getattr(self.library, "path", "")))
+
+    def _default_space(self) -> str | None:
+        try:
+            return self.searcher.default_space()
+        except Exception:
+            return None
+
+    def action_reindex(self) -> None:
+        if self.sync_running:
+            self.notify("A re-index is already running.", severity="warning")
+            return
+        roots = self.roots or self._recorded_roots()
+        if not roots:
+            self.notify("This library does not record which folders it indexes; run "
+                        "'hefsearch index PATH' once.", title="Nothing to re-index", severity="warning")
+            return
+        self.sync_running = True
+        self._progress(0, None, f"re-indexing {', '.join(str(r) for r in roots)}…")
+        self.run_sync(roots)
+
+    def _recorded_roots(self) -> list[Path]:
+        try:
+            return [Path(r) for r in (self.library.settings().get("roots") or [])]
+        except Exception:
+            return []
+
+    @work(thread=True, exclusive=False, group="sync", exit_on_error=False)
+    def run_sync(self, roots: list[Path]) -> None:
+        try:
+            sync_fn = self.sync_fn
+            if sync_fn is None:
+                from hefsearch.index.sync import sync as sync_fn
+            encoders = self.sync_encoders
+            if encoders is None and self.open_sync_encoders is not None:
+                encoders = list(self.open_sync_encoders())
+            library = self.sync_library() if self.sync_library is not None else self.library
+            try:
+                report = sync_fn(library, roots, encoders, progress=self._on_sync_event)
+            finally:
+                if library is not self.library:
+                    library.close()
+        except Exception as e:
+            self.post_message(SyncFailed(e))
+            return
+        self.post_message(SyncFinished(report))
+
+    def _on_sync_event(self, event) -> None:
+        """Called on the sync thread: turn a ProgressEvent into a message (coalesced)."""
+        done = getattr(event, "done", None)
+        total = getattr(event, "total", None)
+        phase = getattr(event, "phase", None) or getattr(event, "stage", None) or "indexing"
+        path = getattr(event, "path", None)
+        text = f"{phase} {Path(str(path)).name}" if path else str(phase)
+        self.post_message(SyncProgressed(done, total, text))
+
+    def _progress(self, done, total, text) -> None:
+        self.sync_progress = (done, total, text)
+        pct = f" {100 * done // total}%" if done is not None and total else ""
+        self.status_bar.activity = f"indexing{pct}" if self.sync_running else ""
+        for screen in self.screen_stack:
+            if isinstance(screen, LibraryScreen):
+                screen.show_progress(done, total, text)
+
+    @on(SyncProgressed)
+    def _on_sync_progressed(self, message: SyncProgressed) -> None:
+        if self.sync_running:
+            self._progress(message.done, message.total, message.text)
+
+    @on(SyncFinished)
+    def _on_sync_finished(self, message: SyncFinished) -> None:
+        r = message.report
+        self.sync_running = False
+        self.last_sync_report = r
+        failed = len(getattr(r, "failed", []) or [])
+        text = (f"done: {r.added} added, {r.changed} changed, {r.removed} removed, "
+                f"{r.unchanged} unchanged, {failed} failed, {r.chunks_embedded} chunks embedded "
+                f"in {r.seconds:.1f} s")
+        total = max(1, r.added + r.changed + r.removed + r.unchanged)
+        self._progress(total, total, text)
+        self.status_bar.activity = ""
+        self.notify(text, title="Re-index finished", severity="warning" if failed else "information")
+        self.action_refresh_status()
+
+    @on(SyncFailed)
+    def _on_sync_failed(self, message: SyncFailed) -> None:
+        self.sync_running = False
+        e = message.error
+        text = getattr(e, "message", None) or str(e) or type(e).__name__
+        self._progress(None, None, f"failed: {text}")
+        self.notify(text, title="Re-index failed", severity="error", timeout=10)

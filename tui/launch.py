@@ -1,0 +1,111 @@
+"""Open a search hit outside the TUI: text in ``$VISUAL``/``$EDITOR`` at its line, PDFs and
+other binary formats with the system opener (xdg-open / open).
+
+Always an argument list, never a shell: a file name with spaces, quotes or ``;`` stays one
+argument. ``$EDITOR`` may hold options ("code --wait"); it is split with :func:`shlex.split`
+(the same rules a shell would use for words, without running one).
+
+The launcher is injectable: the app calls ``launcher(argv, terminal=...)``; tests pass a
+function that records argv.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Protocol
+
+from hefsearch.embed.errors import HefsearchError
+
+#: document kinds an editor cannot show as text: handed to the system opener
+BINARY_KINDS = {"pdf", "docx"}
+BINARY_SUFFIXES = {".pdf", ".docx"}
+
+#: editors that take "+LINE FILE"
+_PLUS_LINE = {"vi", "vim", "nvim", "gvim", "view", "nano", "pico", "emacs", "emacsclient", "micro",
+              "kak", "joe", "jed", "ne", "mg", "ed", "ex", "mcedit", "elvis", "nvi", "vis"}
+#: editors that take "FILE:LINE"
+_COLON_LINE = {"hx", "helix", "subl", "sublime_text", "zed", "mate"}
+#: editors that take "--goto FILE:LINE"
+_GOTO = {"code", "code-insiders", "codium", "vscodium", "cursor"}
+
+
+class LaunchError(HefsearchError):
+    title = "cannot open"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: list[str]
+    #: True when the program runs in this terminal (the TUI must step aside while it runs)
+    terminal: bool
+
+
+class Launcher(Protocol):
+    def __call__(self, argv: list[str], *, terminal: bool) -> None: ...
+
+
+def editor_command(env: Mapping[str, str] | None = None) -> list[str]:
+    """``$VISUAL``, else ``$EDITOR``, else the first of nano/vi found on PATH, as argv words."""
+    env = os.environ if env is None else env
+    for var in ("VISUAL", "EDITOR"):
+        value = (env.get(var) or "").strip()
+        if value:
+            return shlex.split(value)
+    for fallback in ("nano", "vi"):
+        if shutil.which(fallback):
+            return [fallback]
+    raise LaunchError("No editor configured.", "Set $EDITOR (e.g. export EDITOR=nano).")
+
+
+def editor_argv(editor: list[str], path: str, line: int | None) -> list[str]:
+    """The argv that opens ``path`` at ``line`` in ``editor`` (line syntax per editor family)."""
+    name = Path(editor[0]).name.lower()
+    if line is None or line < 1:
+        return [*editor, path]
+    if name in _GOTO:
+        return [*editor, "--goto", f"{path}:{line}"]
+    if name in _COLON_LINE:
+        return [*editor, f"{path}:{line}"]
+    if name in _PLUS_LINE:
+        return [*editor, f"+{line}", path]
+    # unknown editors: the "+LINE" convention is the most widely understood one
+    return [*editor, f"+{line}", path]
+
+
+def opener_argv(path: str, platform: str | None = None) -> list[str]:
+    platform = sys.platform if platform is None else platform
+    if platform == "darwin":
+        return ["open", path]
+    if platform.startswith("win"):
+        # explorer.exe opens a file with its associated program; no cmd.exe involved
+        return ["explorer", path]
+    return ["xdg-open", path]
+
+
+def plan_open(path: str, *, line: int | None = None, kind: str | None = None,
+              env: Mapping[str, str] | None = None, platform: str | None = None) -> LaunchPlan:
+    """Decide how to open a hit: the editor at ``line`` for text, the system opener otherwise."""
+    binary = (kind in BINARY_KINDS) or Path(path).suffix.lower() in BINARY_SUFFIXES
+    if binary:
+        return LaunchPlan(opener_argv(path, platform), terminal=False)
+    return LaunchPlan(editor_argv(editor_command(env), path, line), terminal=True)
+
+
+def run_argv(argv: list[str], *, terminal: bool) -> None:
+    """The default launcher. A terminal editor runs in the foreground (the app is suspended
+    around it); a desktop opener is started detached so the TUI keeps running."""
+    if not argv or shutil.which(argv[0]) is None:
+        raise LaunchError(f"Program not found: {argv[0] if argv else '(none)'}",
+                          "Install it or set $EDITOR to an editor on your PATH.")
+    if terminal:
+        subprocess.run(argv, check=False)
+    else:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+

@@ -1,0 +1,148 @@
+"""How results look: pure functions from search data to text, shared by the TUI widgets.
+
+No Textual here, so these are cheap to test and reuse. Nothing in this module
+decides *what* is found; it only formats what the search API returned.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Iterable, Sequence
+
+MODES = ("hybrid", "vector", "keyword")
+#: file-type filter choices: label -> kinds passed to Searcher.search (None = all)
+KIND_FILTERS: dict[str, tuple[str, ...] | None] = {
+    "all": None,
+    "text": ("text", "markdown"),
+    "html": ("html",),
+    "pdf": ("pdf",),
+    "docx": ("docx",),
+}
+FP32_SPACE = "cpu-fp32"
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One query as the user asked it; ``seq`` orders requests so stale answers are dropped."""
+
+    seq: int
+    query: str
+    mode: str = "hybrid"
+    k: int = 10
+    path_glob: str | None = None
+    kinds: tuple[str, ...] | None = None
+    compare: bool = False
+
+
+# -- text ----------------------------------------------------------------------------------
+def query_terms(query: str) -> list[str]:
+    """Words worth highlighting: longest first so "notebook" wins over "note"."""
+    seen: dict[str, None] = {}
+    for w in _WORD.findall(query.lower()):
+        # one-letter Latin words are noise; a single CJK character is a word
+        if len(w) > 1 or not w.isascii():
+            seen.setdefault(w, None)
+    return sorted(seen, key=len, reverse=True)
+
+
+def term_spans(text: str, terms: Sequence[str]) -> list[tuple[int, int]]:
+    """(start, end) of every case-insensitive occurrence of a query term in ``text``."""
+    if not terms:
+        return []
+    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
+    return [m.span() for m in pattern.finditer(text) if m.end() > m.start()]
+
+
+def one_line(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+def short_path(path: str, parts: int = 2) -> str:
+    """The last ``parts`` components: enough to tell files apart in a narrow column."""
+    p = PurePath(path)
+    tail = p.parts[-parts:]
+    return str(PurePath(*tail)) if tail else path
+
+
+def location(hit) -> str:
+    """"p.3 l.42" for PDFs, "l.42" otherwise."""
+    bits = []
+    if getattr(hit, "page", None):
+        bits.append(f"p.{hit.page}")
+    if getattr(hit, "line", None):
+        bits.append(f"l.{hit.line}")
+    return " ".join(bits)
+
+
+def ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.0f} ms" if value >= 100 else f"{value:.1f} ms"
+
+
+def timing_parts(timings: dict) -> list[tuple[str, str]]:
+    """[(name, "3.1 ms"), ...] for encode / search / fetch, in that order, then total."""
+    return [(name, ms(timings.get(name))) for name in ("encode", "search", "fetch", "total")
+            if name in timings]
+
+
+# -- spaces and devices ----------------------------------------------------------------------
+def is_npu_space(info) -> bool:
+    kind = (getattr(info, "kind", "") or "").lower()
+    name = (getattr(info, "name", "") or "").lower()
+    return kind == "hef" or name == "hef" or kind.startswith("npu-sim") or name.startswith("npu-sim")
+
+
+def is_fp32_space(info) -> bool:
+    return info.name == FP32_SPACE or (getattr(info, "kind", "") or "") == FP32_SPACE
+
+
+def pick_compare_spaces(spaces: Iterable) -> tuple[str, str] | None:
+    """(NPU space, FP32 space) when the library has both; a real HEF space wins over a
+    simulation. None when the compare view has nothing to compare."""
+    spaces = list(spaces)
+    fp32 = next((s.name for s in spaces if s.name == FP32_SPACE), None) or next(
+        (s.name for s in spaces if is_fp32_space(s)), None)
+    npus = [s for s in spaces if is_npu_space(s)]
+    npus.sort(key=lambda s: (s.kind != "hef" and s.name != "hef", s.name))
+    if fp32 is None or not npus:
+        return None
+    return npus[0].name, fp32
+
+
+def space_label(info) -> str:
+    """What a person calls the device behind a space: "Hailo-10H", "CPU FP32", ..."""
+    label = getattr(info, "label", None)
+    if label:
+        return label
+    if is_fp32_space(info):
+        return "CPU FP32"
+    if (info.kind or "").startswith("npu-sim"):
+        return "NPU simulation"
+    if info.kind == "hef":
+        return "Hailo NPU"
+    return info.kind or info.name
+
+
+def side_title(info) -> tuple[str, str]:
+    """(device label, space name) for a compare-view column: ("Hailo-10H", "hef")."""
+    return space_label(info), info.name
+
+
+# -- comparison ------------------------------------------------------------------------------
+def ranks(result) -> dict[int, int]:
+    return {h.chunk_id: h.rank for h in result.hits}
+
+
+def rank_move(hit, other_ranks: dict[int, int]) -> str:
+    """Where the other side ranked the same chunk: "=" at the same rank, "↔3" at rank 3, ""
+    when the other side did not find it (the caller marks the hit as found on one side only)."""
+    other = other_ranks.get(hit.chunk_id)
+    if other is None:
+        return ""
+    return "=" if other == hit.rank else f"↔{other}"

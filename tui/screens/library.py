@@ -1,0 +1,75 @@
+"""The library screen: what is indexed (documents, chunks, spaces), what failed and why,
+truncated chunks, and an incremental re-index with a progress bar.
+
+The re-index runs in the app's thread worker (so it keeps going when this screen is closed
+and searching stays responsive); this screen only shows its progress.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Label, ProgressBar, Static
+
+from ..present import space_label
+
+
+class LibraryScreen(Screen):
+    BINDINGS = [
+        Binding("escape,f4", "app.pop_screen", "Back to search"),
+        Binding("r", "app.reindex", "Re-index"),
+        Binding("f5", "app.refresh_status", "Refresh"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="library-body"):
+            yield Static(id="library-summary")
+            yield Label("Vector spaces", classes="section")
+            yield DataTable(id="spaces", cursor_type="row", zebra_stripes=True)
+            yield Label("Files that could not be indexed", classes="section")
+            yield DataTable(id="failures", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="sync-row"):
+            yield ProgressBar(id="sync-progress", show_eta=True)
+            yield Static("Press r to re-index (new, changed and deleted files only).", id="sync-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#spaces", DataTable).add_columns("space", "device", "kind", "vectors", "dim", "index")
+        self.query_one("#failures", DataTable).add_columns("file", "reason")
+        self.app.action_refresh_status()
+        progress = getattr(self.app, "sync_progress", None)
+        if progress is not None:
+            self.show_progress(*progress)
+
+    def show_status(self, status, library_path: str = "") -> None:
+        skipped = ", ".join(f"{n} {why}" for why, n in sorted((status.skipped or {}).items()) if n)
+        summary = Content.assemble(
+            ("Library ", "bold"), (library_path, "$text-muted"), "\n",
+            (f"{status.documents:,}", "bold"), " documents   ",
+            (f"{status.chunks:,}", "bold"), " chunks   ",
+            (f"{status.truncated_chunks:,}", "bold $text-warning" if status.truncated_chunks else "bold"),
+            " chunks cut to fit the model window   ",
+            (f"{len(status.failures):,}", "bold $text-error" if status.failures else "bold"), " failed",
+            "\n", ("last sync ", "$text-muted"), (status.last_sync or "never", ""),
+            (f"   skipped: {skipped}" if skipped else "", "$text-muted"),
+        )
+        self.query_one("#library-summary", Static).update(summary)
+        spaces = self.query_one("#spaces", DataTable)
+        spaces.clear()
+        for info in status.spaces:
+            spaces.add_row(info.name, space_label(info), info.kind, f"{info.count:,}", str(info.dim),
+                           info.index_factory or "")
+        failures = self.query_one("#failures", DataTable)
+        failures.clear()
+        for path, reason in status.failures:
+            failures.add_row(path, reason)
+        if not status.failures:
+            failures.add_row("—", "none")
+
+    def show_progress(self, done: int | None, total: int | None, text: str) -> None:
+        bar = self.query_one("#sync-progress", ProgressBar)
+        bar.update(total=total, progress=done or 0)
+        self.query_one("#sync-text", Static).update(text)

@@ -1,0 +1,76 @@
+"""The ranked results list: rank, score, file, page/line, and the snippet with the query
+terms highlighted."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.content import Content
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from ..messages import HitChosen
+from ..present import location, one_line, query_terms, short_path
+from ._text import clip, highlighted
+
+SNIPPET_CHARS = 220
+
+
+def sources_tag(hit) -> str:
+    """For hybrid hits: which retrievers found it, e.g. "vec 2 · kw 1"."""
+    src = getattr(hit, "sources", None) or {}
+    names = {"vector": "vec", "keyword": "kw"}
+    return " · ".join(f"{names.get(k, k)} {v}" for k, v in src.items() if v is not None)
+
+
+def hit_prompt(hit, terms) -> Content:
+    head = Content.assemble(
+        (f"{hit.rank:>2} ", "bold $text-primary"),
+        (f" {hit.score:6.3f} ", "$text-muted"),
+        (f" {short_path(hit.path)}", "bold"),
+        (f"  {location(hit)}", "$text-muted"),
+    )
+    tag = sources_tag(hit)
+    if tag:
+        head = head + Content.styled(f"  [{tag}]", "$text-secondary")
+    body = highlighted(clip(one_line(hit.snippet or hit.text), SNIPPET_CHARS), terms)
+    return Content.assemble(head, "\n    ", body)
+
+
+class ResultsList(OptionList):
+    """Shows a SearchResult; highlighting a row posts :class:`HitChosen` for the preview."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hits: list = []
+
+    def show(self, result) -> None:
+        self.hits = list(result.hits)
+        terms = query_terms(result.query)
+        self.clear_options()
+        if not self.hits:
+            self.add_option(Option(Content.styled(f"No results for {result.query!r}.", "$text-muted"),
+                                   disabled=True))
+            return
+        self.add_options(Option(hit_prompt(h, terms), id=str(i)) for i, h in enumerate(self.hits))
+        self.highlighted = 0
+
+    @property
+    def current_hit(self):
+        i = self.highlighted
+        if i is None or not self.hits or i >= len(self.hits):
+            return None
+        return self.hits[i]
+
+    @on(OptionList.OptionHighlighted)
+    def _on_highlight(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        hit = self.current_hit
+        if hit is not None:
+            self.post_message(HitChosen(hit))
+
+    @on(OptionList.OptionSelected)
+    def _on_select(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        hit = self.current_hit
+        if hit is not None:
+            self.post_message(HitChosen(hit))

@@ -1,0 +1,116 @@
+"""The search bar: query input with history, mode switch, path glob and file-type filters."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.timer import Timer
+from textual.widgets import Input, Select
+
+from ..history import QueryHistory
+from ..messages import SearchRequested
+from ..present import KIND_FILTERS, MODES, SearchRequest
+
+
+class QueryInput(Input):
+    """An Input whose Up/Down walk the query history."""
+
+    BINDINGS = [
+        Binding("up", "history_older", "Older query", show=False),
+        Binding("down", "history_newer", "Newer query", show=False),
+    ]
+
+    def __init__(self, history: QueryHistory, **kwargs):
+        super().__init__(**kwargs)
+        self.history = history
+
+    def _recall(self, value: str | None) -> None:
+        if value is not None:
+            self.value = value
+            self.cursor_position = len(value)
+
+    def action_history_older(self) -> None:
+        self._recall(self.history.older(self.value))
+
+    def action_history_newer(self) -> None:
+        self._recall(self.history.newer())
+
+
+class SearchBar(Horizontal):
+    """Posts :class:`SearchRequested` on Enter, on a mode/filter change, and (when
+    ``live``) shortly after typing stops."""
+
+    DEBOUNCE_SECONDS = 0.35
+
+    def __init__(self, history: QueryHistory, *, mode: str = "hybrid", k: int = 10,
+                 live: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.history = history
+        self._mode = mode
+        self.k = k
+        self.live = live
+        self._debounce: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield QueryInput(self.history, placeholder="Search your documents…  (Enter)", id="query")
+        yield Select([(m, m) for m in MODES], value=self._mode, allow_blank=False, id="mode",
+                     tooltip="Search mode (F2 cycles)")
+        yield Input(placeholder="path glob", id="glob", tooltip="Only paths matching this glob, e.g. *notes*")
+        yield Select([(label, label) for label in KIND_FILTERS], value="all",
+                     allow_blank=False, id="kind", tooltip="File type")
+
+    # -- state -------------------------------------------------------------------------
+    @property
+    def query_input(self) -> QueryInput:
+        return self.query_one("#query", QueryInput)
+
+    @property
+    def mode(self) -> str:
+        return str(self.query_one("#mode", Select).value)
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        self.query_one("#mode", Select).value = value
+
+    def cycle_mode(self) -> str:
+        nxt = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
+        self.mode = nxt  # the Select posts Changed, which re-runs the search
+        return nxt
+
+    def build_request(self) -> SearchRequest:
+        glob = self.query_one("#glob", Input).value.strip() or None
+        kinds = KIND_FILTERS.get(str(self.query_one("#kind", Select).value))
+        return SearchRequest(seq=0, query=self.query_input.value.strip(), mode=self.mode,
+                             k=self.k, path_glob=glob, kinds=kinds)
+
+    def submit(self) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+            self._debounce = None
+        request = self.build_request()
+        if request.query:
+            self.post_message(SearchRequested(request))
+
+    # -- events ------------------------------------------------------------------------
+    @on(Input.Submitted)
+    def _on_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.input.id == "query" and event.value.strip():
+            self.history.add(event.value)
+        self.submit()
+
+    @on(Select.Changed)
+    def _on_select(self, event: Select.Changed) -> None:
+        event.stop()
+        if self.is_mounted and self.query_input.value.strip():
+            self.submit()
+
+    @on(Input.Changed, "#query")
+    def _on_typing(self, event: Input.Changed) -> None:
+        if not self.live:
+            return
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(self.DEBOUNCE_SECONDS, self.submit)
