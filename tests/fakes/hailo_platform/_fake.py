@@ -1,0 +1,58 @@
+"""Test controls of the fake ``hailo_platform`` (NOT part of HailoRT's API).
+
+Tests configure the simulated machine here: which devices answer, the runtime version, the
+async queue depth, and failures to inject. ``WORLD.reset()`` restores the defaults (one
+Hailo-10H on HailoRT 5.2.0). ``WORLD.stats`` records what the code under test did, so tests
+can assert on it (back-pressure, out-of-order completion, shutdown).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Stats:
+    vdevice_params: list = field(default_factory=list)   # (scheduling_algorithm, group_id, multi_process_service)
+    infer_models: int = 0
+    set_format_types: list = field(default_factory=list)  # (stream name, FormatType, configured_already)
+    batch_sizes: list = field(default_factory=list)
+    configures: int = 0
+    shutdowns: int = 0
+    released_vdevices: int = 0
+    frames: int = 0
+    run_async_calls: int = 0
+    ready_waits: int = 0
+    max_in_flight: int = 0
+    completion_order: list = field(default_factory=list)  # per configured model: frame sequence numbers
+    legacy_configure_calls: int = 0
+    identify_calls: int = 0
+
+
+@dataclass
+class World:
+    #: devices Device.scan() finds: {"id": ..., "arch": DeviceArchitectureTypes name}
+    devices: list = field(default_factory=lambda: [{"id": "0001:01:00.0", "arch": "HAILO10H"}])
+    version: str = "5.2.0"
+    async_queue_size: int = 4
+    #: complete the queued frames newest-first (real hardware gives no order guarantee)
+    out_of_order: bool = True
+    #: after this many frames, every further frame fails with ``fail_kind``
+    fail_after_frames: int | None = None
+    fail_kind: str = "driver"  # "driver" | "communication" | "aborted"
+    #: after this many frames, frames are never completed (job.wait times out)
+    hang_after_frames: int | None = None
+    #: Device(...).control.identify() raises (device busy or broken)
+    identify_fails: bool = False
+    stats: Stats = field(default_factory=Stats)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reset(self) -> None:
+        fresh = World()
+        for name in ("devices", "version", "async_queue_size", "out_of_order", "fail_after_frames",
+                     "fail_kind", "hang_after_frames", "identify_fails", "stats"):
+            setattr(self, name, getattr(fresh, name))
+
+
+WORLD = World()

@@ -1,0 +1,1 @@
+"""Fake of hailo_platform.pyhailort (tests only)."""

@@ -1,0 +1,757 @@
+"""Fake of ``hailo_platform.pyhailort.pyhailort``: VDevice, HEF, InferModel, ConfiguredInferModel.
+
+Behaviour taken from the public HailoRT 5.2.0 / 4.23.0 Python binding (pyhailort.py and
+bindings/python/src/*.cpp):
+
+- ``VDevice(params)`` with ``VDevice.create_params()`` (scheduler ROUND_ROBIN, group id
+  "UNIQUE" by default); ``create_infer_model`` only in the creating process; the legacy
+  ``configure()`` is HAILO_NOT_IMPLEMENTED on Hailo-10H.
+- ``HEF(str | bytes)``: vstream infos whose ``shape`` follows the format order ((h,w,c); (c,) for
+  NC; (h,w) for NHW), ``format.type/order/flags``, ``quant_info.qp_scale/qp_zp``.
+- ``InferModel``: streams with ``shape``, ``format``, ``quant_infos``, ``set_format_type`` (read
+  at ``configure()``; later changes do not affect a configured model); ``set_batch_size``.
+- ``ConfiguredInferModel``: one Bindings = one frame; buffers must be C-contiguous; at
+  ``run_async`` every buffer's byte size must equal the frame size of the stream's format
+  ("Input buffer size X is different than expected Y for input 'name'", HAILO_INVALID_OPERATION);
+  the async queue holds ``get_async_queue_size()`` frames and ``run_async`` on a full queue fails
+  with HAILO_QUEUE_IS_FULL, so callers must use ``wait_for_async_ready``; frames complete in
+  any order; ``job.wait(timeout_ms)`` raises HailoRTTimeout or the job's error; after an error
+  the pipeline is shut down.
+
+A device "runs" the HEF's ``onnx`` (the bundle's FP32 body) with onnxruntime; outputs whose
+native type is UINT8/UINT16 are quantised with the stream's scale and zero point (and
+dequantised again if the user asked for FLOAT32), so they carry 8-bit error like hardware.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._fake import WORLD
+
+
+# -- exceptions (names and messages as in pyhailort.py) ---------------------------------------
+class HailoRTException(Exception):
+    pass
+
+
+class HailoRTTimeout(HailoRTException):
+    pass
+
+
+class HailoRTStreamAborted(HailoRTException):
+    pass
+
+
+class HailoRTStreamAbortedByUser(HailoRTException):
+    pass
+
+
+class HailoRTInvalidOperationException(HailoRTException):
+    pass
+
+
+class HailoRTInvalidArgumentException(HailoRTException):
+    pass
+
+
+class HailoRTNotFoundException(HailoRTException):
+    pass
+
+
+class HailoRTInvalidHEFException(HailoRTException):
+    pass
+
+
+class HailoRTHEFNotCompatibleWithDevice(HailoRTException):
+    pass
+
+
+class HailoRTDriverOperationFailedException(HailoRTException):
+    pass
+
+
+class HailoCommunicationClosedException(HailoRTException):
+    pass
+
+
+def _timeout():
+    return HailoRTTimeout("Received a timeout - hailort has failed because a timeout had occurred")
+
+
+def _status(code: int, name: str):
+    return HailoRTException(f"libhailort failed with error: {code} ({name})")
+
+
+def _injected_failure():
+    kind = WORLD.fail_kind
+    if kind == "communication":
+        return HailoCommunicationClosedException("Communication closed failure. Check server-client connection")
+    if kind == "aborted":
+        return HailoRTStreamAborted("Stream was aborted")
+    return HailoRTDriverOperationFailedException(
+        "Failure in hailort driver ioctl. run 'dmesg | grep hailo' for more information"
+    )
+
+
+# -- enums ---------------------------------------------------------------------------------
+class FormatType(enum.IntEnum):
+    AUTO = 0
+    UINT8 = 1
+    UINT16 = 2
+    FLOAT32 = 3
+
+
+class FormatOrder(enum.IntEnum):
+    AUTO = 0
+    NHWC = 1
+    NHCW = 2
+    FCR = 3
+    F8CR = 4
+    NHW = 5
+    NC = 6
+    NCHW = 7
+    HAILO_NMS_BY_CLASS = 20
+
+
+class FormatFlags(enum.IntEnum):
+    NONE = 0
+    TRANSPOSED = 1
+
+
+class HailoSchedulingAlgorithm(enum.IntEnum):
+    NONE = 0
+    ROUND_ROBIN = 1
+
+
+class HailoStreamInterface(enum.IntEnum):
+    PCIe = 0
+    INTEGRATED = 1
+    ETH = 2
+    MIPI = 3
+
+
+class DeviceArchitectureTypes(enum.IntEnum):
+    HAILO8_A0 = 0
+    HAILO8 = 1
+    HAILO8L = 2
+    HAILO15H = 3
+    HAILO15L = 4
+    HAILO15M = 5
+    HAILO10H = 6
+
+    def __str__(self):
+        return self.name
+
+
+_DTYPES = {FormatType.UINT8: np.uint8, FormatType.UINT16: np.uint16, FormatType.FLOAT32: np.float32}
+_QMAX = {FormatType.UINT8: 255, FormatType.UINT16: 65535}
+
+
+# -- stream descriptions ----------------------------------------------------------------------
+@dataclass
+class HailoFormat:
+    type: FormatType
+    order: FormatOrder
+    flags: FormatFlags = FormatFlags.NONE
+
+
+@dataclass
+class QuantInfo:
+    qp_zp: float
+    qp_scale: float
+    limvals_min: float = 0.0
+    limvals_max: float = 0.0
+
+
+def _reported_shape(hwc, order: FormatOrder) -> tuple:
+    h, w, c = hwc
+    if order == FormatOrder.NC:
+        return (h * w * c,)
+    if order == FormatOrder.NHW:
+        return (h, w * c)
+    return (h, w, c)
+
+
+class VStreamInfo:
+    def __init__(self, d: dict, network_name: str, direction: str):
+        self.name = d["name"]
+        self.network_name = network_name
+        self.direction = direction
+        self._hwc = tuple(int(x) for x in d["shape"])
+        order = FormatOrder[d.get("order", "NHWC")]
+        self.format = HailoFormat(FormatType[d.get("type", "UINT8")], order)
+        q = (d.get("quant") or [[1.0, 0.0]])
+        self.quant_infos = [QuantInfo(qp_zp=float(z), qp_scale=float(s)) for s, z in q]
+        self.quant_info = self.quant_infos[0]
+        self.spec = d
+
+    @property
+    def shape(self):
+        return _reported_shape(self._hwc, self.format.order)
+
+    def __repr__(self):
+        return f'VStreamInfo("{self.name}")'
+
+
+class HEF:
+    """A fake HEF: a JSON file (or its bytes) describing the streams and the ONNX to run."""
+
+    def __init__(self, hef_source):
+        if isinstance(hef_source, str):
+            try:
+                raw = Path(hef_source).read_bytes()
+            except OSError:
+                raise HailoRTException("libhailort failed with error: 61 (HAILO_NOT_FOUND)") from None
+            base = Path(hef_source).parent
+            self._path = hef_source
+        elif isinstance(hef_source, bytes):
+            raw, base, self._path = hef_source, Path.cwd(), None
+        else:
+            raise ValueError("HEF can only be created from a file path (str) or a buffer (bytes)")
+        try:
+            self._d = json.loads(raw.decode("utf-8"))
+            assert self._d.get("fake_hef") == 1
+        except Exception:
+            raise HailoRTInvalidHEFException("Invalid HEF. See hailort.log for more information") from None
+        self._base = base
+        self._group = self._d.get("network_group", "net")
+        self._inputs = [VStreamInfo(s, self._group, "H2D") for s in self._d["inputs"]]
+        self._outputs = [VStreamInfo(s, self._group, "D2H") for s in self._d["outputs"]]
+
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def hw_arch(self) -> str:
+        return self._d["hw_arch"]
+
+    def get_network_group_names(self):
+        return [self._group]
+
+    def get_networks_names(self, network_group_name=None):
+        return [f"{self._group}/{self._group}"]
+
+    def get_input_vstream_infos(self, name=None):
+        return list(self._inputs)
+
+    def get_output_vstream_infos(self, name=None):
+        return list(self._outputs)
+
+    def get_all_vstream_infos(self, name=None):
+        return self._inputs + self._outputs
+
+    def get_sorted_output_names(self, network_group_name=None):
+        return list(self._d.get("sorted_outputs") or sorted(s.name for s in self._outputs))
+
+    def bottleneck_fps(self, network_group_name=None):
+        return float(self._d.get("fps", 200.0))
+
+
+# -- devices ------------------------------------------------------------------------------------
+class _FwVersion:
+    def __init__(self, v: str):
+        self.major, self.minor, self.revision = (int(x) for x in v.split(".")[:3])
+
+    def __str__(self):
+        return f"{self.major}.{self.minor}.{self.revision} (release,app)"
+
+
+class BoardInformation:
+    def __init__(self, arch: str, fw: str):
+        self.device_architecture = DeviceArchitectureTypes[arch]
+        self.firmware_version = _FwVersion(fw)
+        self.board_name = "Hailo-" + arch.removeprefix("HAILO")
+        self.serial_number = "FAKE0001"
+        self.product_name = "fake"
+
+
+class Control:
+    def __init__(self, dev: dict):
+        self._dev = dev
+
+    def identify(self):
+        WORLD.stats.identify_calls += 1
+        if WORLD.identify_fails:
+            raise HailoRTDriverOperationFailedException(
+                "Failure in hailort driver ioctl. run 'dmesg | grep hailo' for more information"
+            )
+        return BoardInformation(self._dev["arch"], self._dev.get("fw", WORLD.version))
+
+
+class Device:
+    @classmethod
+    def scan(cls):
+        return [d["id"] for d in WORLD.devices]
+
+    def __init__(self, device_id=None):
+        ids = Device.scan()
+        if device_id is None:
+            if not ids:
+                raise HailoRTException("HailoRT device not found in the system")
+            device_id = ids[0]
+        match = [d for d in WORLD.devices if d["id"] == device_id]
+        if not match:
+            raise _status(61, "HAILO_NOT_FOUND")
+        self._device_id = device_id
+        self._control_object = Control(match[0])
+
+    @property
+    def device_id(self):
+        return self._device_id
+
+    @property
+    def control(self):
+        return self._control_object
+
+    def release(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        self.release()
+        return False
+
+
+class VDeviceParams:
+    def __init__(self):
+        self.device_count = 1
+        self.device_ids = []
+        self.scheduling_algorithm = HailoSchedulingAlgorithm.ROUND_ROBIN
+        self.group_id = "UNIQUE"
+        self.multi_process_service = False
+
+
+class ConfigureParams:
+    @staticmethod
+    def create_from_hef(hef, interface):
+        return {name: {} for name in hef.get_network_group_names()}
+
+
+class VDevice:
+    def __init__(self, params=None, *, device_ids=None):
+        self._vdevice = None
+        self._params = params or VDevice.create_params()
+        self._creation_pid = os.getpid()
+        if not WORLD.devices:
+            raise _status(74, "HAILO_OUT_OF_PHYSICAL_DEVICES")
+        self._arch = WORLD.devices[0]["arch"]
+        if self._arch == "HAILO10H" and getattr(self._params, "multi_process_service", False):
+            raise HailoRTInvalidOperationException("Invalid operation. See hailort.log for more information")
+        WORLD.stats.vdevice_params.append(
+            (self._params.scheduling_algorithm, self._params.group_id, self._params.multi_process_service)
+        )
+        self._vdevice = object()
+
+    @staticmethod
+    def create_params():
+        return VDeviceParams()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        self.release()
+        return False
+
+    def release(self):
+        if self._vdevice is not None:
+            self._vdevice = None
+            WORLD.stats.released_vdevices += 1
+
+    def configure(self, hef, configure_params_by_name={}):
+        """The legacy path: HAILO_NOT_IMPLEMENTED on Hailo-10H (an HRPC client there)."""
+        WORLD.stats.legacy_configure_calls += 1
+        if os.getpid() != self._creation_pid:
+            raise HailoRTException("VDevice can only be configured from the process it was created in.")
+        if self._arch == "HAILO10H":
+            raise _status(7, "HAILO_NOT_IMPLEMENTED")
+        raise NotImplementedError("fake hailo_platform: the legacy InferVStreams path is not modelled")
+
+    def get_physical_devices_ids(self):
+        return [d["id"] for d in WORLD.devices]
+
+    def create_infer_model(self, hef_source, name=""):
+        if os.getpid() != self._creation_pid:
+            raise HailoRTException("InferModel can be created only from the process VDevice was created in.")
+        if self._vdevice is None:
+            raise _status(6, "HAILO_INVALID_OPERATION")
+        hef = HEF(hef_source)
+        if hef.hw_arch.upper() != self._arch:
+            raise HailoRTHEFNotCompatibleWithDevice(
+                "HEF file is not compatible with device. See hailort.log for more information"
+            )
+        WORLD.stats.infer_models += 1
+        return InferModel(hef, hef_source)
+
+
+# -- InferModel ---------------------------------------------------------------------------------
+class InferModel:
+    class InferStream:
+        def __init__(self, info: VStreamInfo, model: "InferModel"):
+            self._info = info
+            self._model = model
+            self._type = info.format.type
+
+        @property
+        def name(self):
+            return self._info.name
+
+        @property
+        def shape(self):
+            return list(self._info.shape)
+
+        @property
+        def format(self):
+            return HailoFormat(self._type, self._info.format.order, self._info.format.flags)
+
+        def set_format_type(self, type):
+            WORLD.stats.set_format_types.append((self._info.name, FormatType(type), self._model._configured))
+            self._type = FormatType(type)
+
+        def set_format_order(self, order):
+            raise HailoRTInvalidArgumentException("Invalid argument. See hailort.log for more information")
+
+        @property
+        def quant_infos(self):
+            return list(self._info.quant_infos)
+
+        @property
+        def is_nms(self):
+            return False
+
+        def frame_dtype(self):
+            t = self._type if self._type != FormatType.AUTO else self._info.format.type
+            return np.dtype(_DTYPES[t])
+
+        def frame_size(self):
+            return int(np.prod(self._info._hwc)) * self.frame_dtype().itemsize
+
+    def __init__(self, hef: HEF, hef_path):
+        self._hef = hef
+        self._hef_path = hef_path
+        self._configured = False
+        self._batch_size = 0
+        self._inputs = {i.name: self.InferStream(i, self) for i in hef.get_input_vstream_infos()}
+        self._outputs = {o.name: self.InferStream(o, self) for o in hef.get_output_vstream_infos()}
+
+    @property
+    def hef(self):
+        return self._hef
+
+    @property
+    def input_names(self):
+        return list(self._inputs)
+
+    @property
+    def output_names(self):
+        return list(self._outputs)
+
+    @property
+    def inputs(self):
+        return list(self._inputs.values())
+
+    @property
+    def outputs(self):
+        return list(self._outputs.values())
+
+    def _get(self, table, name):
+        if name == "" and len(table) == 1:
+            return next(iter(table.values()))
+        if name not in table:
+            raise HailoRTNotFoundException("Item not found. See hailort.log for more information")
+        return table[name]
+
+    def input(self, name=""):
+        return self._get(self._inputs, name)
+
+    def output(self, name=""):
+        return self._get(self._outputs, name)
+
+    def set_batch_size(self, batch_size):
+        WORLD.stats.batch_sizes.append(batch_size)
+        self._batch_size = batch_size
+
+    def set_power_mode(self, power_mode):
+        pass
+
+    def configure(self):
+        WORLD.stats.configures += 1
+        self._configured = True
+        return ConfiguredInferModel(self)
+
+
+# -- ConfiguredInferModel -----------------------------------------------------------------------------
+class AsyncInferCompletionInfo:
+    def __init__(self, exception):
+        self._exception = exception
+
+    @property
+    def exception(self):
+        return self._exception
+
+
+class AsyncInferJob:
+    def __init__(self, n_frames: int):
+        self._left = n_frames
+        self._done = threading.Event()
+        self._error = None
+
+    def wait(self, timeout_ms):
+        if not self._done.wait(timeout_ms / 1000.0):
+            raise _timeout()
+        if self._error is not None:
+            raise self._error
+
+
+class ConfiguredInferModel:
+    class Bindings:
+        class InferStream:
+            def __init__(self):
+                self._buffer = None
+
+            def set_buffer(self, buffer):
+                if not buffer.flags.c_contiguous:
+                    raise HailoRTException("Buffer must be C_CONTIGUOUS")
+                self._buffer = buffer
+
+            def get_buffer(self, tf_format=False):
+                return self._buffer
+
+        def __init__(self, input_names, output_names):
+            self._inputs = {n: self.InferStream() for n in input_names}
+            self._outputs = {n: self.InferStream() for n in output_names}
+
+        def _get(self, table, name):
+            if name == "" and len(table) == 1:
+                return next(iter(table.values()))
+            if name not in table:
+                raise HailoRTNotFoundException("Item not found. See hailort.log for more information")
+            return table[name]
+
+        def input(self, name=""):
+            return self._get(self._inputs, name)
+
+        def output(self, name=""):
+            return self._get(self._outputs, name)
+
+    def __init__(self, model: InferModel):
+        self._model = model
+        # formats are fixed at configure() time, as in HailoRT
+        self._in = {n: (s.frame_size(), s.frame_dtype()) for n, s in model._inputs.items()}
+        self._out = {n: (s.frame_size(), s.frame_dtype()) for n, s in model._outputs.items()}
+        self._in_streams = dict(model._inputs)
+        self._out_streams = dict(model._outputs)
+        self._queue_size = WORLD.async_queue_size
+        self._pending = deque()  # (seq_no, bindings, job)
+        self._in_flight = 0
+        self._cv = threading.Condition()
+        self._closed = False
+        self._failed = None
+        self._session = None
+        self._thread = threading.Thread(target=self._worker, name="fake-hailo-device", daemon=True)
+        self._thread.start()
+        self._completion_order = []
+        WORLD.stats.completion_order.append(self._completion_order)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        pass
+
+    def create_bindings(self, input_buffers=None, output_buffers=None):
+        b = self.Bindings(list(self._in), list(self._out))
+        for name, buf in (input_buffers or {}).items():
+            b.input(name).set_buffer(buf)
+        for name, buf in (output_buffers or {}).items():
+            b.output(name).set_buffer(buf)
+        return b
+
+    def get_async_queue_size(self):
+        return self._queue_size
+
+    def wait_for_async_ready(self, timeout_ms=1000, frames_count=1):
+        WORLD.stats.ready_waits += 1
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        with self._cv:
+            while self._queue_size - self._in_flight < frames_count:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    raise _timeout()
+                self._cv.wait(left)
+
+    def _validate(self, b):
+        for kind, table, streams in (("input", self._in, b._inputs), ("output", self._out, b._outputs)):
+            for name, (size, _dtype) in table.items():
+                buf = streams[name]._buffer
+                if buf is None:
+                    raise HailoRTNotFoundException(f"Couldnt find {kind} buffer for '{name}'")
+                if buf.nbytes != size:
+                    raise HailoRTInvalidOperationException(
+                        f"{kind.capitalize()} buffer size {buf.nbytes} is different than expected {size} for {kind} '{name}'"
+                    )
+
+    def run_async(self, bindings, callback=None):
+        WORLD.stats.run_async_calls += 1
+        if self._closed:
+            raise _status(6, "HAILO_INVALID_OPERATION")
+        if self._failed is not None:
+            raise HailoRTStreamAborted("Stream was aborted")
+        for b in bindings:
+            self._validate(b)
+        job = AsyncInferJob(len(bindings))
+        job._callback = callback
+        with self._cv:
+            if self._in_flight + len(bindings) > self._queue_size:
+                raise _status(82, "HAILO_QUEUE_IS_FULL")
+            for b in bindings:
+                with WORLD.lock:
+                    seq_no = WORLD.stats.frames
+                    WORLD.stats.frames += 1
+                self._pending.append((seq_no, b, job))
+                self._in_flight += 1
+            WORLD.stats.max_in_flight = max(WORLD.stats.max_in_flight, self._in_flight)
+            self._cv.notify_all()
+        return job
+
+    def run(self, bindings, timeout):
+        job = self.run_async(bindings)
+        job.wait(timeout)
+
+    def set_scheduler_timeout(self, timeout_ms):
+        pass
+
+    def set_scheduler_threshold(self, threshold):
+        pass
+
+    def set_scheduler_priority(self, priority):
+        pass
+
+    def shutdown(self):
+        WORLD.stats.shutdowns += 1
+        with self._cv:
+            self._closed = True
+            aborted = list(self._pending)
+            self._pending.clear()
+            self._cv.notify_all()
+        for _, _, job in aborted:
+            self._finish(job, HailoRTStreamAbortedByUser("Stream was aborted by user"))
+
+    # -- the simulated device ------------------------------------------------------------------
+    def _finish(self, job, error):
+        if error is not None and job._error is None:
+            job._error = error
+        job._left -= 1
+        if job._left == 0:
+            if job._callback is not None:
+                job._callback(completion_info=AsyncInferCompletionInfo(job._error))
+            job._done.set()
+
+    def _worker(self):
+        while True:
+            with self._cv:
+                while not self._pending and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    return
+            time.sleep(0.002)  # let the host queue more frames, like a busy device
+            with self._cv:
+                if not self._pending:
+                    continue
+                batch = list(self._pending)
+                self._pending.clear()
+            if WORLD.out_of_order:
+                batch.reverse()
+            for seq_no, b, job in batch:
+                if WORLD.hang_after_frames is not None and seq_no >= WORLD.hang_after_frames:
+                    continue  # never completes; the frame stays in flight
+                error = None
+                if self._failed is not None:
+                    error = HailoRTStreamAborted("Stream was aborted")
+                elif WORLD.fail_after_frames is not None and seq_no >= WORLD.fail_after_frames:
+                    error = self._failed = _injected_failure()
+                else:
+                    try:
+                        self._compute(b)
+                    except Exception as e:  # a fake bug must not hang the test
+                        error = HailoRTException(f"fake device crashed: {e!r}")
+                self._completion_order.append(seq_no)
+                with self._cv:
+                    self._in_flight -= 1
+                    self._cv.notify_all()
+                self._finish(job, error)
+
+    def _onnx(self):
+        if self._session is None:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = 1
+            opts.log_severity_level = 3
+            path = self._model._hef._base / self._model._hef._d["onnx"]
+            self._session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        return self._session
+
+    def _read_input(self, b, role):
+        spec = next(i for i in self._model._hef._d["inputs"] if i["role"] == role)
+        name = spec["name"]
+        stream = self._in_streams[name]
+        raw = b._inputs[name]._buffer
+        x = np.frombuffer(raw.tobytes(), dtype=stream.frame_dtype())
+        if stream.frame_dtype() != np.float32:  # the device's own type: dequantise like HailoRT would
+            q = stream.quant_infos[0]
+            x = (x.astype(np.float32) - q.qp_zp) * q.qp_scale
+        return x.astype(np.float32)
+
+    def _compute(self, b):
+        d = self._model._hef._d
+        seq, hidden = int(d["seq_len"]), int(d["hidden"])
+        e = self._read_input(b, "embeddings").reshape(1, seq, hidden)
+        m = self._read_input(b, "attention_mask").reshape(1, seq)
+        (h,) = self._onnx().run(["last_hidden_state"], {"embeddings": e, "attention_mask": np.rint(m).astype(np.int64)})
+        h = h[0]  # [seq, hidden]
+        bug = d.get("device_bug")
+        if bug == "transpose":  # the device writes [H, S] into a buffer declared [S, H]
+            h = np.ascontiguousarray(h.T).reshape(seq, hidden)
+        elif bug == "permute_channels":
+            h = h[:, np.random.default_rng(7).permutation(hidden)]
+        for spec in d["outputs"]:
+            name = spec["name"]
+            take = spec.get("take")
+            part = h
+            if take:
+                sl = slice(take["start"], take["stop"])
+                part = h[:, sl] if take["axis"] == "channels" else h[sl, :]
+            native = FormatType[spec.get("type", "UINT8")]
+            stream = self._out_streams[name]
+            user = stream.frame_dtype()
+            if native != FormatType.FLOAT32:
+                qs = np.asarray(spec["quant"], dtype=np.float64)
+                scale, zp = (qs[0, 0], qs[0, 1]) if len(qs) == 1 else (qs[:, 0], qs[:, 1])
+                q = np.clip(np.rint(part / scale + zp), 0, _QMAX[native])
+                part = q if user != np.float32 else (q - zp) * scale
+            hwc = tuple(spec["shape"])
+            order = spec.get("order", "NHWC")
+            if order in ("NHWC", "FCR", "F8CR", "NC", "NHW"):
+                host = part.reshape(hwc)
+            elif order == "NHCW":
+                host = part.reshape(hwc).transpose(0, 2, 1)
+            elif order == "NCHW":
+                host = part.reshape(hwc).transpose(2, 0, 1)
+            else:
+                raise ValueError(f"fake cannot lay out order {order}")
+            out = b._outputs[name]._buffer
+            out.reshape(-1).view(np.uint8)[:] = np.ascontiguousarray(host, dtype=user).reshape(-1).view(np.uint8)

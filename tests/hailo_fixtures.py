@@ -1,0 +1,50 @@
+"""Fixtures for the hailo tests: the contract fake of ``hailo_platform`` on sys.path, and
+bundles with fake HEFs. Import the fixtures you use into a test module."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.fake_hef import add_fake_hef, copy_bundle
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+
+
+def _drop_hailo_modules() -> None:
+    for name in [m for m in sys.modules if m == "hailo_platform" or m.startswith("hailo_platform.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def fake_hailo(monkeypatch):
+    """The fake hailo_platform importable as ``hailo_platform``; yields its WORLD (reset)."""
+    _drop_hailo_modules()
+    monkeypatch.syspath_prepend(str(FAKES))
+    import hailo_platform  # noqa: F401  (the fake)
+    from hailo_platform._fake import WORLD
+
+    assert "fakes" in hailo_platform.__file__, "the real hailo_platform shadows the fake"
+    WORLD.reset()
+    yield WORLD
+    WORLD.reset()
+    _drop_hailo_modules()
+
+
+@pytest.fixture
+def no_hailo(monkeypatch):
+    """hailo_platform cannot be imported (as on a machine without HailoRT)."""
+    _drop_hailo_modules()
+    monkeypatch.setitem(sys.modules, "hailo_platform", None)
+    yield
+    _drop_hailo_modules()
+
+
+@pytest.fixture
+def hef_bundle(tiny_bert_bundle, tmp_path):
+    """A copy of the tiny BERT bundle with one fake float-output HEF for hailo10h (SEQ 64)."""
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
+    add_fake_hef(path)
+    return path
