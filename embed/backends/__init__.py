@@ -13,6 +13,7 @@ log = logging.getLogger("hefsearch.embed")
 #: name -> "module:Class" relative to this package
 REGISTRY: dict[str, str] = {
     "cpu": "cpu:CpuBackend",
+    "hailo": "hailo:HailoBackend",
 }
 
 ENV_BACKEND = "HEFSEARCH_BACKEND"
