@@ -1,0 +1,137 @@
+"""Check calibration arrays against the parsed network before ``optimize()`` ever runs.
+
+The DFC parses the body's 3-D ``embeddings`` [N,S,H] into a 4-D layer ``[-1,1,S,H]`` and the
+mask into ``[-1,1,1,S]``. Calibration arrays of another rank do not fail at the call: they
+crash ``optimize()`` deep inside LayerNorm decomposition with an ``IndexError`` (public report,
+DFC 5.3.0), possibly hours into the run. This module reads the parsed input layers and refuses
+anything that does not match, naming the layer, the expected and the given shape, and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hefsearch.embed.errors import HefsearchError
+
+from .dfc_onnx import EMBEDDINGS, MASK
+
+ROLES = (EMBEDDINGS, MASK)
+
+
+class CalibrationMismatch(HefsearchError):
+    """The calibration arrays do not fit the parsed network's input layers."""
+
+    title = "calibration mismatch"
+
+
+@dataclass(frozen=True)
+class InputLayer:
+    name: str  # the parsed layer name, as the calibration dict must be keyed
+    role: str  # "embeddings" or "attention_mask"
+    shape: tuple  # parsed input shape with the batch dim (-1 or 1) first
+
+    @property
+    def sample_shape(self) -> tuple:
+        return tuple(self.shape[1:])
+
+    def expected(self, n: int | str = "N") -> str:
+        return "(" + ", ".join(str(d) for d in (n, *self.sample_shape)) + ")"
+
+
+def input_layers(hn: dict) -> list[InputLayer]:
+    """The parsed network's input layers with their role (by ONNX origin, else by order)."""
+    raw = [(name, layer) for name, layer in hn["layers"].items() if layer.get("type") == "input_layer"]
+    if len(raw) != len(ROLES):
+        raise CalibrationMismatch(
+            f"The parsed network has {len(raw)} input layers ({', '.join(n for n, _ in raw) or 'none'}); "
+            f"hefsearch expects two: {EMBEDDINGS} and {MASK}.",
+            "Re-parse from a bundle exported by 'hefsearch compile export' (delete the build folder).",
+        )
+    out, unassigned = [], []
+    for name, layer in raw:
+        origin = set(layer.get("original_names") or [])
+        role = next((r for r in ROLES if r in origin), None)
+        shape = tuple(int(d) for d in layer["input_shapes"][0])
+        if role:
+            out.append(InputLayer(name, role, shape))
+        else:
+            unassigned.append((name, shape))
+    for (name, shape), role in zip(unassigned, [r for r in ROLES if r not in {x.role for x in out}]):
+        out.append(InputLayer(name, role, shape))
+    return sorted(out, key=lambda x: ROLES.index(x.role))
+
+
+def calibration_dict(layers: list[InputLayer], embeddings: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """{parsed input-layer name: array}, the form ``optimize()`` takes for a two-input network."""
+    by_role = {EMBEDDINGS: embeddings, MASK: mask}
+    return {layer.name: by_role[layer.role] for layer in layers}
+
+
+def _fix(layer: InputLayer) -> str:
+    return (f"Rebuild the calibration with 'hefsearch compile calib BUNDLE --from YOUR_DOCS --seq-len "
+            f"{layer.sample_shape[-1] if layer.role == MASK else layer.sample_shape[-2]}' "
+            f"(it writes 4-D arrays), or reshape your array to {layer.expected()}.")
+
+
+def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray]) -> dict:
+    """Raise :class:`CalibrationMismatch` on the first problem; return a small summary dict."""
+    names = {layer.name for layer in layers}
+    given = set(calib)
+    if given != names:
+        missing, extra = sorted(names - given), sorted(given - names)
+        raise CalibrationMismatch(
+            f"The calibration set is keyed {sorted(given)}; the parsed network's input layers are "
+            f"{sorted(names)} (missing {missing or 'none'}, unknown {extra or 'none'}).",
+            "Key the calibration dict by the parsed input-layer names (hefsearch does this itself "
+            "for calibration made by 'hefsearch compile calib').",
+        )
+    n_rows = set()
+    for layer in layers:
+        arr = calib[layer.name]
+        what = f"Calibration for input layer '{layer.name}' ({layer.role})"
+        if not isinstance(arr, np.ndarray):
+            raise CalibrationMismatch(f"{what} is a {type(arr).__name__}, not a numpy array.", _fix(layer))
+        if arr.ndim != len(layer.shape):
+            raise CalibrationMismatch(
+                f"{what} has shape {tuple(arr.shape)} (rank {arr.ndim}); the parsed network expects "
+                f"{layer.expected(arr.shape[0] if arr.ndim else 'N')} (rank {len(layer.shape)}). The DFC turns the "
+                f"body's {'3-D [N,S,H]' if layer.role == EMBEDDINGS else '[N,S]'} input into a 4-D layer, and "
+                "optimize() would crash with an IndexError inside LayerNorm decomposition.",
+                _fix(layer),
+            )
+        if tuple(arr.shape[1:]) != layer.sample_shape:
+            raise CalibrationMismatch(
+                f"{what} has shape {tuple(arr.shape)}; the parsed network expects {layer.expected(arr.shape[0])}.",
+                _fix(layer),
+            )
+        if arr.dtype != np.float32:
+            raise CalibrationMismatch(
+                f"{what} is {arr.dtype}; the network takes float32.",
+                f"Convert it with arr.astype(np.float32), or rebuild it with 'hefsearch compile calib'.",
+            )
+        if not np.isfinite(arr).all():
+            bad = int(arr.size - np.isfinite(arr).sum())
+            raise CalibrationMismatch(f"{what} holds {bad} NaN or infinite values.",
+                                      "Rebuild the calibration with 'hefsearch compile calib'.")
+        if layer.role == MASK:
+            odd = ~np.isin(arr, (0.0, 1.0))
+            if odd.any():
+                raise CalibrationMismatch(
+                    f"{what} holds values other than 0 and 1 (e.g. {arr[odd].flat[0]!r}). With "
+                    "set_input_mask_to_softmax() the mask input is the raw 0/1 token mask, not an additive bias.",
+                    "Rebuild the calibration with 'hefsearch compile calib'.",
+                )
+            empty = int((arr.reshape(arr.shape[0], -1).sum(axis=1) == 0).sum())
+            if empty:
+                raise CalibrationMismatch(f"{what} has {empty} rows without any real token.",
+                                          "Rebuild the calibration with 'hefsearch compile calib'.")
+        n_rows.add(arr.shape[0])
+    if len(n_rows) != 1:
+        raise CalibrationMismatch(f"The calibration arrays have different row counts {sorted(n_rows)}.",
+                                  "Rebuild the calibration with 'hefsearch compile calib'.")
+    (n,) = n_rows
+    if n == 0:
+        raise CalibrationMismatch("The calibration set is empty.", "Rebuild it with 'hefsearch compile calib'.")
+    return {"rows": int(n), "inputs": {layer.name: [int(d) for d in layer.shape] for layer in layers}}

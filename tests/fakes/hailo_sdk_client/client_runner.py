@@ -1,0 +1,382 @@
+"""Fake ``ClientRunner``: parse an ONNX body, take a model script, "optimise", emulate, compile.
+
+Behaviour copied from the public report behind hefsearch issue 5 (DFC 5.3.0, transformer
+encoders), nothing more:
+
+- ``translate_onnx_model`` elevates a 3-D NWC input to a 4-D NHWC layer with H=1, so a
+  [N,S,H] input becomes ``[-1, 1, S, H]``; a 4-D input with an NHWC format keeps its dims
+  (``[N,1,1,S]`` -> ``[-1, 1, 1, S]``); a 4-D input without a format is read as NCHW. A format
+  whose length differs from the input's rank is rejected ("Input format ... doesn't match its
+  rank"), e.g. a 4-D format for the 3-D embeddings.
+- ``optimize`` with 3-D calibration arrays raises ``IndexError`` (the report's crash in
+  LayerNorm decomposition); calibration must be a dict keyed by the parsed input-layer names
+  (``KeyError`` otherwise) holding ``(N,) + input_shape[1:]`` arrays.
+- ``compile`` raises an exception named ``BackendAllocatorException`` when the model script
+  puts ``a16_w16`` on an attention layer (matmul, softmax and the ops between them). Tests can
+  widen that with the class attribute ``FAIL_A16_ON`` (a set of HN layer types, or "any").
+- ``compile`` returns bytes: a small JSON "HEF" naming the network, its streams and precision.
+
+Emulation runs the ONNX body with onnxruntime; ``SDK_QUANTIZED`` adds uniform 8-bit rounding of
+the input and the output (16-bit where the script asks for it on those layers), with ranges
+taken from the calibration set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .exceptions import AccelerasValueError, BackendAllocatorException, ModelScriptError, ParsingException
+from .exposed_definitions import Dims, InferenceContext
+
+#: every call made on any runner, in order: tests assert e.g. that optimize never ran
+CALLS: list[str] = []
+
+_PLUMBING = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Reshape", "Transpose", "Constant",
+             "Identity", "Cast"}
+_TYPES = {"Add": "ew_add", "Sub": "ew_sub", "Mul": "ew_mult", "Div": "ew_div", "Erf": "activation",
+          "Softmax": "softmax", "LayerNormalization": "layer_normalization"}
+_KNOWN_COMMANDS = {"set_input_mask_to_softmax", "model_optimization_config", "pre_quantization_optimization",
+                   "model_optimization_flavor", "quantization_param", "post_quantization_optimization",
+                   "performance_param", "resources_param", "allocator_param", "compilation_param"}
+
+
+def _format_name(fmt) -> list[str]:
+    return [d.value if isinstance(d, Dims) else str(d).lower() for d in fmt]
+
+
+class ClientRunner:
+    #: HN layer types whose a16_w16 crashes the fake allocator: "attention" (the report),
+    #: "any", or a set of types such as {"ew_add"}
+    FAIL_A16_ON: str | set = "attention"
+
+    def __init__(self, hw_arch: str = "hailo8", har: str | None = None):
+        CALLS.append("__init__")
+        self.hw_arch = hw_arch
+        self._hn: dict | None = None
+        self._onnx: bytes | None = None
+        self._input_map: dict[str, dict] = {}  # hn input layer -> {"onnx": name, "layout": ...}
+        self._script = ""
+        self._a16: list[str] = []
+        self._optimized = False
+        self._ranges: dict = {}
+        self._active_context = None
+        if har is not None:
+            self.load_har(har)
+
+    # -- parsing ------------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return self._hn["name"] if self._hn else ""
+
+    def translate_onnx_model(self, model, net_name, start_node_names=None, end_node_names=None,
+                             net_input_shapes=None, net_input_format=None, **_kwargs):
+        CALLS.append("translate_onnx_model")
+        import onnx
+
+        m = onnx.load(str(model))
+        g = m.graph
+        inits = {i.name for i in g.initializer}
+        consts = {n.output[0] for n in g.node if n.op_type == "Constant"}
+        for n in g.node:  # constant propagation (e.g. Identity of an initializer)
+            if n.input and all(t in inits or t in consts for t in n.input if t):
+                consts.update(n.output)
+        net_input_shapes = dict(net_input_shapes or {})
+        net_input_format = dict(net_input_format or {})
+        if start_node_names:
+            unknown = [s for s in start_node_names if s not in {i.name for i in g.input}]
+            if unknown:
+                raise ParsingException(f"Start node names {unknown} are not inputs of the model")
+        layers: dict[str, dict] = {}
+        counters: dict[str, int] = {}
+        producer: dict[str, str] = {}  # onnx tensor -> hn layer
+
+        def new_layer(kind: str, orig: list[str], **extra) -> str:
+            counters[kind] = counters.get(kind, 0) + 1
+            name = f"{net_name}/{kind}{counters[kind]}"
+            layers[name] = {"type": kind, "original_names": list(orig), "input": [], **extra}
+            return name
+
+        for inp in g.input:
+            dims = [d.dim_value if d.dim_value else d.dim_param for d in inp.type.tensor_type.shape.dim]
+            shape = list(net_input_shapes.get(inp.name, dims))
+            if any(not isinstance(d, int) for d in shape[1:]):
+                raise ParsingException(f"Input {inp.name} has dynamic dims {shape}; pass net_input_shapes")
+            fmt = net_input_format.get(inp.name)
+            if fmt is not None and len(fmt) != len(shape):
+                raise ParsingException(
+                    f"Input format {_format_name(fmt)} of {inp.name} doesn't match its rank ({len(shape)})")
+            if len(shape) == 3:
+                hn_shape, layout = [-1, 1, shape[1], shape[2]], "nwc"
+            elif len(shape) == 4 and fmt is not None and _format_name(fmt) == ["batch", "height", "width", "channels"]:
+                hn_shape, layout = [-1, *shape[1:]], "nhwc"
+            elif len(shape) == 4:
+                hn_shape, layout = [-1, shape[2], shape[3], shape[1]], "nchw"
+            else:
+                raise ParsingException(f"Unsupported input rank {len(shape)} for {inp.name}")
+            name = new_layer("input_layer", [inp.name], input_shapes=[hn_shape], output_shapes=[hn_shape])
+            self._input_map[name] = {"onnx": inp.name, "layout": layout, "onnx_shape": shape}
+            producer[inp.name] = name
+
+        for node in g.node:
+            data_inputs = [t for t in node.input if t and t not in inits and t not in consts]
+            if node.op_type in _PLUMBING:
+                src = [producer[t] for t in data_inputs if t in producer]
+                if src:
+                    producer[node.output[0]] = src[0]
+                continue
+            prev = [producer[t] for t in data_inputs if t in producer]
+            if node.op_type == "MatMul":
+                kind = "conv" if len(data_inputs) == 1 else "matmul"
+            elif node.op_type == "Add" and len(data_inputs) == 1 and prev and layers[prev[0]]["type"] == "conv" \
+                    and len(layers[prev[0]]["original_names"]) == 1:
+                layers[prev[0]]["original_names"].append(node.name)  # bias folded into the conv
+                producer[node.output[0]] = prev[0]
+                continue
+            else:
+                kind = _TYPES.get(node.op_type)
+                if kind is None:
+                    raise ParsingException(f"Unsupported ONNX op {node.op_type} ({node.name})")
+            name = new_layer(kind, [node.name], attention=kind in {"matmul", "softmax"})
+            layers[name]["input"] = prev
+            for t in node.output:
+                producer[t] = name
+        # the attention path: every layer between a scores matmul and its softmax
+        for name, layer in layers.items():
+            if layer["type"] != "softmax":
+                continue
+            todo = list(layer["input"])
+            while todo:
+                cur = todo.pop()
+                lay = layers[cur]
+                if lay["type"] in {"matmul", "input_layer"}:
+                    continue
+                lay["attention"] = True
+                todo.extend(lay["input"])
+        ends = list(end_node_names or [o.name for o in g.output])
+        out_names = []
+        for end in ends:
+            tensor = end
+            node_outs = {n.name: n.output[0] for n in g.node}
+            if end in node_outs:
+                tensor = node_outs[end]
+            if tensor not in producer:
+                raise ParsingException(f"End node {end} was not found in the model")
+            s = net_input_shapes.get(g.input[0].name, [1, 1, 1])
+            shape = [-1, 1, s[1], s[2]]
+            name = new_layer("output_layer", [end], input_shapes=[shape], output_shapes=[shape])
+            layers[name]["input"] = [producer[tensor]]
+            out_names.append(name)
+        self._hn = {"name": net_name, "net_params": {"output_layers_order": out_names}, "layers": layers}
+        self._onnx = m.SerializeToString()
+        self._optimized = False
+        return self._hn, {}
+
+    def get_hn_dict(self) -> dict:
+        CALLS.append("get_hn_dict")
+        self._need_model()
+        return json.loads(json.dumps(self._hn))
+
+    get_hn = get_hn_dict
+
+    def _need_model(self):
+        if self._hn is None:
+            raise RuntimeError("No model: call translate_onnx_model or load_har first")
+
+    # -- model script -------------------------------------------------------------------
+    def load_model_script(self, model_script, append: bool = False):
+        CALLS.append("load_model_script")
+        self._need_model()
+        text = str(model_script)
+        p = Path(text) if "\n" not in text and len(text) < 4096 else None
+        if p is not None and p.is_file():
+            text = p.read_text()
+        short = {n.split("/", 1)[-1]: n for n in self._hn["layers"]}
+        a16: list[str] = []
+        for raw in text.splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            m = re.match(r"^(\w+)\s*\((.*)\)$", line)
+            if not m or m.group(1) not in _KNOWN_COMMANDS:
+                raise ModelScriptError(f"Model script: cannot parse {raw!r}")
+            cmd, args = m.groups()
+            if cmd == "quantization_param":
+                lm = re.match(r"^\[([^\]]*)\]\s*,\s*(.*)$", args) or re.match(r"^\{([^}]*)\}\s*,\s*(.*)$", args) \
+                    or re.match(r"^([\w/]+)\s*,\s*(.*)$", args)
+                if not lm:
+                    raise ModelScriptError(f"Model script: bad layer list in {raw!r}")
+                names = [n.strip() for n in lm.group(1).split(",") if n.strip()]
+                for n in names:
+                    if "*" in n:
+                        continue
+                    if n not in short and n not in self._hn["layers"]:
+                        raise ModelScriptError(f"Model script: layer {n} does not exist in the model")
+                if "precision_mode=a16_w16" in lm.group(2):
+                    for n in names:
+                        if "*" in n:
+                            pat = re.compile("^" + n.replace("*", ".*") + "$")
+                            a16 += [full for s, full in short.items() if pat.match(s)]
+                        else:
+                            a16.append(short.get(n, n))
+        self._script = (self._script + "\n" + text) if append else text
+        self._a16 = sorted(set(self._a16 + a16)) if append else sorted(set(a16))
+
+    # -- optimisation ---------------------------------------------------------------------
+    def optimize_full_precision(self, calib_data=None):
+        CALLS.append("optimize_full_precision")
+
+    def optimize(self, calib_data, data_type=None, work_dir=None):
+        CALLS.append("optimize")
+        self._need_model()
+        inputs = [n for n, l in self._hn["layers"].items() if l["type"] == "input_layer"]
+        if not isinstance(calib_data, dict):
+            if len(inputs) != 1:
+                raise AccelerasValueError("A multi-input model needs a dict of calibration arrays")
+            calib_data = {inputs[0]: calib_data}
+        for name in inputs:
+            if name not in calib_data:
+                raise KeyError(name)
+        n_rows = None
+        for name in inputs:
+            arr = np.asarray(calib_data[name])
+            expected = self._hn["layers"][name]["input_shapes"][0]
+            if arr.ndim != len(expected):
+                # what the report saw: 3-D calibration breaks LayerNorm decomposition
+                raise IndexError("list index out of range")
+            if list(arr.shape[1:]) != list(expected[1:]):
+                raise AccelerasValueError(f"Data shape {arr.shape} does not match input {name} shape {expected}")
+            n_rows = arr.shape[0] if n_rows is None else min(n_rows, arr.shape[0])
+        sub = {k: np.asarray(calib_data[k])[: min(n_rows, 64)] for k in inputs}
+        out = self._run_onnx(sub)
+        self._ranges = {
+            "input": {k: [float(v.min()), float(v.max())] for k, v in sub.items()},
+            "output": [float(out.min()), float(out.max())],
+        }
+        self._optimized = True
+
+    # -- emulation ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def infer_context(self, context: InferenceContext):
+        CALLS.append(f"infer_context:{context.name}")
+        if context not in (InferenceContext.SDK_NATIVE, InferenceContext.SDK_FP_OPTIMIZED,
+                           InferenceContext.SDK_QUANTIZED, InferenceContext.SDK_BIT_EXACT):
+            raise RuntimeError(f"{context} needs a device")
+        if context in (InferenceContext.SDK_QUANTIZED, InferenceContext.SDK_BIT_EXACT) and not self._optimized:
+            raise RuntimeError("The model is not optimized: call optimize() before quantized emulation")
+        ctx = {"context": context}
+        self._active_context = ctx
+        try:
+            yield ctx
+        finally:
+            self._active_context = None
+
+    def infer(self, context, dataset, batch_size: int | None = None, data_count: int | None = None):
+        CALLS.append("infer")
+        if context is None or context is not self._active_context:
+            raise RuntimeError("infer() needs the context object from an active infer_context()")
+        inputs = [n for n, l in self._hn["layers"].items() if l["type"] == "input_layer"]
+        if not isinstance(dataset, dict):
+            dataset = {inputs[0]: dataset}
+        data = {}
+        for name in inputs:
+            arr = np.asarray(dataset[name], dtype=np.float32)
+            expected = self._hn["layers"][name]["input_shapes"][0]
+            if list(arr.shape[1:]) != list(expected[1:]):
+                raise AccelerasValueError(f"Data shape {arr.shape} does not match input {name} shape {expected}")
+            data[name] = arr[:data_count] if data_count else arr
+        quant = context["context"] in (InferenceContext.SDK_QUANTIZED, InferenceContext.SDK_BIT_EXACT)
+        if quant:
+            for name in inputs:
+                lo, hi = self._ranges["input"][name]
+                data[name] = _fake_quant(data[name], lo, hi, 16 if name in self._a16 else 8)
+        out = self._run_onnx(data)
+        if quant:
+            lo, hi = self._ranges["output"]
+            out_layer = self._hn["net_params"]["output_layers_order"][0]
+            out = _fake_quant(out, lo, hi, 16 if out_layer in self._a16 else 8)
+        return out[:, None, :, :]  # NHWC with H=1, as the parsed output layer holds it
+
+    def _run_onnx(self, data: dict) -> np.ndarray:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        sess = ort.InferenceSession(self._onnx, sess_options=opts, providers=["CPUExecutionProvider"])
+        feeds = {}
+        for name, info in self._input_map.items():
+            arr = np.asarray(data[name], dtype=np.float32)
+            if info["layout"] == "nwc":
+                arr = arr[:, 0]
+            elif info["layout"] == "nchw":
+                arr = np.transpose(arr, (0, 3, 1, 2))
+            feeds[info["onnx"]] = np.ascontiguousarray(arr)
+        return sess.run(None, feeds)[0]
+
+    # -- compilation ----------------------------------------------------------------------
+    def compile(self) -> bytes:
+        CALLS.append("compile")
+        self._need_model()
+        if not self._optimized:
+            raise RuntimeError("compile() needs an optimized model")
+        layers = self._hn["layers"]
+        rule = self.FAIL_A16_ON
+        bad = []
+        for name in self._a16:
+            layer = layers.get(name, {})
+            if rule == "any" or (rule == "attention" and layer.get("attention")) or \
+                    (isinstance(rule, (set, frozenset)) and layer.get("type") in rule):
+                bad.append(name)
+        if bad:
+            raise BackendAllocatorException(
+                f"Compilation failed: BackendAllocatorException: Agent infeasible for layers {bad[:3]} "
+                "(16-bit precision)")
+        hef = {
+            "format": "hefsearch-fake-hef/1",
+            "hw_arch": self.hw_arch,
+            "network_name": self.model_name,
+            "inputs": [{"name": n, "shape": l["input_shapes"][0][1:], "original_names": l["original_names"]}
+                       for n, l in layers.items() if l["type"] == "input_layer"],
+            "outputs": [{"name": n, "shape": layers[n]["output_shapes"][0][1:]}
+                        for n in self._hn["net_params"]["output_layers_order"]],
+            "a16_layers": self._a16,
+        }
+        return json.dumps(hef).encode()
+
+    # -- HAR ------------------------------------------------------------------------------
+    def save_har(self, har_path):
+        CALLS.append("save_har")
+        self._need_model()
+        state = {"hw_arch": self.hw_arch, "hn": self._hn, "input_map": self._input_map, "script": self._script,
+                 "a16": self._a16, "optimized": self._optimized, "ranges": self._ranges}
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr("state.json", json.dumps(state))
+            z.writestr("model.onnx", self._onnx)
+        Path(har_path).write_bytes(buf.getvalue())
+
+    def load_har(self, har=None):
+        CALLS.append("load_har")
+        with zipfile.ZipFile(str(har)) as z:
+            state = json.loads(z.read("state.json"))
+            self._onnx = z.read("model.onnx")
+        self.hw_arch = state["hw_arch"]
+        self._hn = state["hn"]
+        self._input_map = state["input_map"]
+        self._script = state["script"]
+        self._a16 = state["a16"]
+        self._optimized = state["optimized"]
+        self._ranges = state["ranges"]
+
+
+def _fake_quant(x: np.ndarray, lo: float, hi: float, bits: int) -> np.ndarray:
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = (hi - lo) / (2**bits - 1) or 1.0
+    q = np.clip(np.round((x - lo) / scale), 0, 2**bits - 1)
+    return (q * scale + lo).astype(np.float32)
