@@ -376,7 +376,8 @@ class HefsearchApp(App):
             if sync_fn is None:
                 from hefsearch.index.sync import sync as sync_fn
             encoders = self.sync_encoders
-            if encoders is None and self.open_sync_encoders is not None:
+            opened = encoders is None and self.open_sync_encoders is not None
+            if opened:
                 encoders = list(self.open_sync_encoders())
             library = self.sync_library() if self.sync_library is not None else self.library
             try:
@@ -384,6 +385,8 @@ class HefsearchApp(App):
             finally:
                 if library is not self.library:
                     library.close()
+                for enc in encoders if opened else ():
+                    enc.close()
         except Exception as e:
             self.post_message(SyncFailed(e))
             return

@@ -18,6 +18,7 @@ from hefsearch.embed.errors import HefsearchError
 COMMANDS = {
     "compile": "cmd_compile:compile_group",
     "embed": "cmd_embed:embed_cmd",
+    "tui": "cmd_tui:tui_cmd",
 }
 
 

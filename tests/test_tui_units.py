@@ -1,0 +1,144 @@
+"""The TUI's pure parts: how a hit is opened (argv, never a shell), query history, text
+highlighting, the preview's context stitching and the choice of spaces to compare."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+
+from hefsearch.tui import launch
+from hefsearch.tui.history import QueryHistory
+from hefsearch.tui.present import (pick_compare_spaces, query_terms, rank_move, space_label,
+                                   term_spans)
+
+
+# -- launching ---------------------------------------------------------------------------
+@pytest.mark.parametrize("editor, expected", [
+    ("vim", ["vim", "+12", "/d/a b;rm -rf ~.txt"]),
+    ("nvim -p", ["nvim", "-p", "+12", "/d/a b;rm -rf ~.txt"]),
+    ("/usr/bin/nano", ["/usr/bin/nano", "+12", "/d/a b;rm -rf ~.txt"]),
+    ("code --wait", ["code", "--wait", "--goto", "/d/a b;rm -rf ~.txt:12"]),
+    ("hx", ["hx", "/d/a b;rm -rf ~.txt:12"]),
+    ("'/opt/My Editor/ed' -x", ["/opt/My Editor/ed", "-x", "+12", "/d/a b;rm -rf ~.txt"]),
+])
+def test_editor_argv_keeps_the_path_one_argument(editor, expected):
+    plan = launch.plan_open("/d/a b;rm -rf ~.txt", line=12, kind="text", env={"EDITOR": editor})
+    assert plan.argv == expected
+    assert plan.terminal is True
+
+
+def test_visual_wins_over_editor_and_pdf_goes_to_the_system_opener():
+    env = {"VISUAL": "vim", "EDITOR": "nano"}
+    assert launch.plan_open("/d/x.md", line=3, env=env).argv == ["vim", "+3", "/d/x.md"]
+    pdf = launch.plan_open("/d/report.pdf", line=40, kind="pdf", env=env, platform="linux")
+    assert pdf.argv == ["xdg-open", "/d/report.pdf"] and pdf.terminal is False
+    mac = launch.plan_open("/d/Report.PDF", line=1, env=env, platform="darwin")
+    assert mac.argv == ["open", "/d/Report.PDF"]
+
+
+def test_default_launcher_runs_argv_without_a_shell(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(launch.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(launch.subprocess, "run", lambda argv, **kw: calls.append(("run", argv, kw)))
+    monkeypatch.setattr(launch.subprocess, "Popen", lambda argv, **kw: calls.append(("popen", argv, kw)))
+    launch.run_argv(["vim", "+2", "/x/a;b.txt"], terminal=True)
+    launch.run_argv(["xdg-open", "/x/r.pdf"], terminal=False)
+    assert [c[:2] for c in calls] == [("run", ["vim", "+2", "/x/a;b.txt"]), ("popen", ["xdg-open", "/x/r.pdf"])]
+    assert all(not c[2].get("shell", False) for c in calls)
+    assert calls[1][2]["start_new_session"] is True
+
+
+def test_missing_program_is_a_readable_error(monkeypatch):
+    monkeypatch.setattr(launch.shutil, "which", lambda name: None)
+    with pytest.raises(launch.LaunchError, match="Program not found: nosuch-editor"):
+        launch.run_argv(["nosuch-editor", "x"], terminal=True)
+    with pytest.raises(launch.LaunchError, match="No editor configured"):
+        launch.editor_command({})
+
+
+# -- history -----------------------------------------------------------------------------
+def test_history_walks_like_a_shell_and_persists(tmp_path):
+    path = tmp_path / "lib" / "tui-history.json"
+    h = QueryHistory(path)
+    for q in ["rechnung 2023", "bahnhof", "rechnung 2023", "  "]:
+        h.add(q)
+    assert h.entries == ["bahnhof", "rechnung 2023"]  # moved to the end, blanks ignored
+    assert h.older("draft") == "rechnung 2023"
+    assert h.older("ignored") == "bahnhof"
+    assert h.older("ignored") is None  # at the oldest
+    assert h.newer() == "rechnung 2023"
+    assert h.newer() == "draft"  # back to what was typed before walking
+    assert h.newer() is None
+    again = QueryHistory(path)
+    assert again.entries == ["bahnhof", "rechnung 2023"]
+    assert json.loads(path.read_text())["queries"] == again.entries
+
+
+def test_history_survives_a_damaged_file_and_keeps_a_limit(tmp_path):
+    path = tmp_path / "h.json"
+    path.write_text("{not json")
+    h = QueryHistory(path, limit=3)
+    assert h.entries == []
+    for i in range(5):
+        h.add(f"q{i}")
+    assert h.entries == ["q2", "q3", "q4"]
+
+
+# -- presentation ------------------------------------------------------------------------
+def test_query_terms_and_spans_are_case_insensitive_longest_first():
+    terms = query_terms("Note notebook a 发票")
+    assert terms[0] == "notebook" and "a" not in terms and "发票" in terms
+    text = "My NOTEBOOK has notes. 这是一张发票"
+    spans = term_spans(text, terms)
+    assert [text[a:b] for a, b in spans] == ["NOTEBOOK", "note", "发票"]
+
+
+@dataclass
+class _Info:
+    name: str
+    kind: str
+    label: str = ""
+
+
+def test_compare_pairs_an_npu_space_with_the_fp32_space():
+    assert pick_compare_spaces([_Info("cpu-fp32", "cpu-fp32")]) is None
+    assert pick_compare_spaces([_Info("npu-sim-a8", "npu-sim"), _Info("cpu-fp32", "cpu-fp32")]) == (
+        "npu-sim-a8", "cpu-fp32")
+    # a real HEF space wins over a simulation
+    assert pick_compare_spaces([_Info("npu-sim", "npu-sim"), _Info("hef", "hef"),
+                                _Info("cpu-fp32", "cpu-fp32")]) == ("hef", "cpu-fp32")
+    assert space_label(_Info("hef", "hef", "Hailo-10H")) == "Hailo-10H"
+    assert space_label(_Info("cpu-fp32", "cpu-fp32")) == "CPU FP32"
+
+
+def test_rank_move_names_the_other_sides_rank():
+    other = {10: 1, 11: 4}
+    assert rank_move(SimpleNamespace(chunk_id=10, rank=1), other) == "="
+    assert rank_move(SimpleNamespace(chunk_id=11, rank=2), other) == "↔4"
+    assert rank_move(SimpleNamespace(chunk_id=12, rank=3), other) == ""
+
+
+def test_context_pieces_do_not_repeat_chunk_overlap():
+    pytest.importorskip("textual")
+    from hefsearch.tui.widgets.preview import context_pieces
+
+    doc = "Alpha one. Beta two. Gamma three. Delta four."
+    def rec(i, a, b):
+        return SimpleNamespace(id=i, ordinal=i, start=a, end=b, text=doc[a:b])
+    records = [rec(0, 0, 20), rec(1, 11, 33), rec(2, 21, 45)]  # overlapping chunks
+    hit = SimpleNamespace(chunk_id=1, start=11, end=33, text=doc[11:33])
+    pieces = context_pieces(records, hit)
+    assert pieces == [("Alpha one. ", False), ("Beta two. Gamma three.", True), (" Delta four.", False)]
+    assert "".join(p for p, _ in pieces) == doc
+
+
+def test_cli_modules_do_not_import_textual():
+    code = ("import sys, json, hefsearch.tui.cli, hefsearch.tui.cmd_tui, hefsearch.tui.launch, "
+            "hefsearch.tui.history, hefsearch.tui.present; print(json.dumps('textual' in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) is False

@@ -1,0 +1,43 @@
+"""``hefsearch tui``: the terminal app (search, read, compare NPU vs FP32, library status)."""
+
+from __future__ import annotations
+
+import click
+
+from .present import MODES
+
+
+@click.command("tui")
+@click.option("--library", "library_path", envvar="HEFSEARCH_LIBRARY", default=None,
+              help="Library folder or name (default: the user data dir's library). Env: HEFSEARCH_LIBRARY.")
+@click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
+              help="Initial search mode (F2 cycles vector / keyword / hybrid).")
+@click.option("-k", "--k", "k", type=click.IntRange(1, 200), default=10, show_default=True,
+              help="Results per query (and per side in the compare view).")
+@click.option("--live", is_flag=True, help="Search as you type (debounced), not only on Enter.")
+@click.option("--light", is_flag=True, help="Start with the light theme (F6 toggles).")
+def tui_cmd(library_path, mode, k, live, light):
+    """Search your library in a terminal app.
+
+    \b
+    Keys: Enter search · F2 mode · F3 compare NPU vs FP32 · F4 library (r: re-index)
+          Ctrl+O open the hit in $EDITOR at its line (PDFs: system opener)
+          Up/Down query history · F6 light/dark · Ctrl+Q quit
+
+    The compare view needs a library indexed into an NPU space (hef or npu-sim) and the
+    cpu-fp32 space; it runs each query in both and shows overlap@k and rank-biased overlap.
+    """
+    from hefsearch.index.library import Library
+    from hefsearch.search import Searcher
+
+    from .factory import make_app
+    from .session import sync_encoder_opener
+
+    library = Library.open(library_path, create=False)
+    try:
+        searcher = Searcher(library)
+        app = make_app(library, searcher, k=k, mode=mode, live=live, light=light,
+                       open_sync_encoders=sync_encoder_opener(library))
+        app.run()
+    finally:
+        library.close()
