@@ -1,0 +1,475 @@
+"""The library: a folder holding ``library.db`` (SQLite) and ``spaces/<name>/`` (vectors).
+
+Crash safety: SQLite is the commit point.
+
+1. A batch is embedded in memory first (nothing written).
+2. Under the library write lock (``library.lock``, an ``flock`` held by the one writer), each
+   space's vectors for the batch are written as a new raw segment: temp file, fsync, atomic
+   rename, fsync of the folder. The segment carries chunk ids reserved inside the open SQLite
+   transaction (the chunks are inserted first, in the same transaction).
+3. The same SQLite transaction inserts the batch's documents, chunks and ``space_members`` rows
+   and commits. Only now does the batch exist; readers see all of it or none of it (WAL).
+4. The in-memory FAISS index gets the new ids; the FAISS file is saved now and then (it is a
+   cache of the raw vectors).
+
+A crash before 3 leaves a segment whose ids SQLite never committed; a crash after 3 leaves a
+FAISS file that lags behind SQLite. The reconcile step, run at open (when no other process is
+writing) and whenever the write lock is taken, repairs both: segments with no committed member
+are deleted, ids in the FAISS file that SQLite does not list are removed, and members missing
+from FAISS are added from the raw vectors. A member whose raw vector is missing (someone
+deleted files) loses its membership; the next sync embeds such chunks again (sync back-fills
+every chunk a space lacks). So after every open, each space's FAISS ids equal its
+``space_members`` rows, and a re-run of an interrupted sync ends with exactly the chunks of a
+clean run: documents are committed whole (one document's old chunks are replaced by its new
+ones in one transaction), and documents a killed run never committed are simply done again.
+
+Readers in other processes never repair: they bring their in-memory FAISS index to the member
+set of their own SQLite snapshot, and refresh when ``PRAGMA data_version`` says another
+connection committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import numpy as np
+
+from . import store
+from .errors import LibraryBusy, LibraryError, SpaceError
+from .spaces import DEFAULT_HNSW_THRESHOLD, Space, SpaceInfo, check_fingerprint
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.embed.encoder import Encoder
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process lock, single writer assumed
+    fcntl = None
+
+log = logging.getLogger("hefsearch.index")
+
+ENV_HOME = "HEFSEARCH_HOME"
+ENV_LIBRARY = "HEFSEARCH_LIBRARY"
+DB_FILE = "library.db"
+LOCK_FILE = "library.lock"
+DEFAULT_NAME = "library"
+
+
+def data_dir() -> Path:
+    """hefsearch's data folder: $HEFSEARCH_HOME, else the platform's user data dir."""
+    env = os.environ.get(ENV_HOME)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("hefsearch", appauthor=False))
+
+
+def resolve_library_path(name_or_path: str | os.PathLike | None = None) -> Path:
+    """``None`` -> $HEFSEARCH_LIBRARY or ``<data dir>/library``; a bare name (no path
+    separator, not starting with ``.`` or ``~``) -> ``<data dir>/<name>``; else a path."""
+    if name_or_path is None or str(name_or_path) == "":
+        env = os.environ.get(ENV_LIBRARY)
+        if env:
+            return resolve_library_path(env)
+        return data_dir() / DEFAULT_NAME
+    text = str(name_or_path)
+    is_name = (
+        isinstance(name_or_path, str)
+        and os.sep not in text
+        and (os.altsep is None or os.altsep not in text)
+        and not text.startswith((".", "~"))
+    )
+    return data_dir() / text if is_name else Path(text).expanduser().resolve()
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class ChunkRecord:
+    id: int
+    doc_id: int
+    path: str
+    ordinal: int
+    text: str
+    start: int
+    end: int
+    page: int | None
+    line: int
+    tokens: int
+    cut: bool
+    doc_kind: str
+
+
+@dataclass
+class LibraryStatus:
+    documents: int
+    chunks: int
+    spaces: list[SpaceInfo]
+    failures: list[tuple[str, str]]  # (path, reason)
+    truncated_chunks: int
+    skipped: dict[str, int]
+    last_sync: str | None
+    #: documents whose latest version failed but whose previous version is still indexed
+    stale: int = 0
+    path: str = ""
+    settings: dict = field(default_factory=dict)
+
+
+_CHUNK_SELECT = (
+    'SELECT c.id, c.doc_id, d.path, c.ordinal, c.text, c.start, c."end", c.page, c.line, '
+    "c.tokens, c.cut, d.kind FROM chunks c JOIN documents d ON d.id = c.doc_id"
+)
+
+
+def _chunk_record(row) -> ChunkRecord:
+    return ChunkRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                       row[9], bool(row[10]), row[11] or "")
+
+
+class Library:
+    def __init__(self, path: Path, db):
+        self.path = Path(path)
+        self.db = db
+        self._dblock = threading.RLock()  # one connection, several threads: one at a time
+        self._wlock = threading.RLock()
+        self._wdepth = 0
+        self._lockfile = None
+        self._spaces: dict[str, Space] = {}
+        self.last_reconcile: dict[str, dict] = {}
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path | None = None, *, create: bool = True) -> "Library":
+        folder = resolve_library_path(path)
+        dbfile = folder / DB_FILE
+        if not dbfile.exists():
+            if not create:
+                raise LibraryError(
+                    f"No library at {folder}.",
+                    "Build one with: hefsearch index FOLDER --bundle BUNDLE"
+                    + (f" --library {path}" if path else ""),
+                )
+            try:
+                (folder / "spaces").mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise LibraryError(f"Cannot create the library folder {folder}: {e.strerror}.",
+                                   "Choose another place with --library PATH.") from None
+        elif folder.is_file():  # pragma: no cover
+            raise LibraryError(f"{folder} is a file, not a library folder.")
+        try:
+            db = store.connect(dbfile)
+        except Exception as e:
+            raise LibraryError(f"Cannot open {dbfile}: {e}", "Is it a hefsearch library?") from None
+        lib = cls(folder, db)
+        try:
+            lib._check_version()
+            with lib.write_lock(wait=False, reconcile=False):
+                store.migrate(db, lib._dblock)
+            lib.reconcile()
+        except LibraryBusy:
+            # another process is writing: it ran the migrations; we only read
+            lib._check_version(strict=True)
+            lib.reconcile()
+        except BaseException:
+            lib.close()
+            raise
+        return lib
+
+    def _check_version(self, strict: bool = False) -> None:
+        v = store.schema_version(self.db)
+        if v > store.SCHEMA_VERSION:
+            raise LibraryError(
+                f"The library {self.path} was written by a newer hefsearch (schema {v}, this one "
+                f"knows {store.SCHEMA_VERSION}).", "Upgrade hefsearch: pip install -U hefsearch")
+        if strict and v < store.SCHEMA_VERSION:
+            raise LibraryBusy(f"The library {self.path} is being upgraded by another process.",
+                              "Try again in a moment.")
+
+    def close(self) -> None:
+        for sp in self._spaces.values():
+            if sp.dirty and self._wdepth:
+                with contextlib.suppress(Exception):
+                    sp.save()
+        self._spaces.clear()
+        if self._lockfile is not None:
+            with contextlib.suppress(OSError):
+                self._lockfile.close()
+            self._lockfile = None
+            self._wdepth = 0
+        with contextlib.suppress(Exception):
+            self.db.conn.close()
+
+    def __enter__(self) -> "Library":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- locking and transactions --------------------------------------------------------
+    @contextlib.contextmanager
+    def write_lock(self, *, wait: bool = True, reconcile: bool = True) -> Iterator[None]:
+        """Be the one writer of this library (re-entrant). On first acquisition the
+        reconcile step runs with repairs, so leftovers of a crashed writer are cleared."""
+        with self._wlock:
+            if self._wdepth == 0:
+                self._acquire_file_lock(wait)
+                self._wdepth = 1
+                try:
+                    if reconcile:
+                        self.reconcile()
+                except BaseException:
+                    self._release_file_lock()
+                    raise
+            else:
+                self._wdepth += 1
+            try:
+                yield
+            finally:
+                self._wdepth -= 1
+                if self._wdepth == 0:
+                    for sp in self._spaces.values():
+                        if sp.dirty:
+                            sp.save()
+                    self._release_file_lock()
+
+    def _acquire_file_lock(self, wait: bool) -> None:
+        f = open(self.path / LOCK_FILE, "a+")
+        if fcntl is not None:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                f.seek(0)
+                who = f.read().strip()
+                f.close()
+                raise LibraryBusy(
+                    f"Another process{' (' + who + ')' if who else ''} is writing to the library "
+                    f"{self.path}.", "Wait for it to finish (searching still works meanwhile).")
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}")
+        f.flush()
+        self._lockfile = f
+
+    def _release_file_lock(self) -> None:
+        if self._lockfile is not None:
+            with contextlib.suppress(OSError):
+                self._lockfile.truncate(0)
+                self._lockfile.close()  # closing releases the flock
+            self._lockfile = None
+
+    @property
+    def writing(self) -> bool:
+        return self._wdepth > 0
+
+    def transaction(self):
+        """A write transaction (``BEGIN IMMEDIATE``); call it while holding :meth:`write_lock`."""
+        return store.transaction(self.db, self._dblock)
+
+    def snapshot(self):
+        """A read transaction: all queries inside see one committed state."""
+        return store.snapshot(self.db, self._dblock)
+
+    def query(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        with self._dblock:
+            return self.db.execute(sql, list(params)).fetchall()
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (cheap; no disk read)."""
+        with self._dblock:
+            return self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    def member_ids(self, space: str, among: Sequence[int] | None = None) -> set[int]:
+        with self._dblock:
+            if among is None:
+                rows = self.db.execute("SELECT chunk_id FROM space_members WHERE space = ?", [space])
+                return {r[0] for r in rows}
+            out: set[int] = set()
+            ids = [int(i) for i in among]
+            for i in range(0, len(ids), 900):
+                part = ids[i : i + 900]
+                rows = self.db.execute(
+                    f"SELECT chunk_id FROM space_members WHERE space = ? AND chunk_id IN "
+                    f"({','.join('?' * len(part))})", [space, *part])
+                out.update(r[0] for r in rows)
+            return out
+
+    # -- reconcile -----------------------------------------------------------------------
+    def reconcile(self) -> dict[str, dict]:
+        """Make every space's FAISS index equal its committed members (see module doc).
+
+        Repairs files only while holding the write lock (or if it can be taken right now);
+        otherwise (another process writes) it fixes the in-memory view only.
+        """
+        if self._wdepth:
+            return self._reconcile(repair=True)
+        try:
+            with self.write_lock(wait=False, reconcile=False):
+                return self._reconcile(repair=True)
+        except LibraryBusy:
+            return self._reconcile(repair=False)
+
+    def _reconcile(self, repair: bool) -> dict[str, dict]:
+        report = {}
+        for info in self._space_infos():
+            with self.snapshot():
+                members = self.member_ids(info.name)
+            sp = self._spaces.get(info.name) or Space(self, info)
+            done = sp.load(members, repair=repair)
+            sp._seen_version = None
+            lost = done.pop("lost_ids")
+            if repair and lost:
+                with self.transaction():
+                    self.db.conn.executemany(
+                        "DELETE FROM space_members WHERE space = ? AND chunk_id = ?",
+                        [(info.name, i) for i in lost])
+            self._spaces[info.name] = sp
+            report[info.name] = done
+            if any(done.values()):
+                log.info("reconcile %s: %s", info.name, done)
+        self.last_reconcile = report
+        return report
+
+    # -- settings ------------------------------------------------------------------------
+    def settings(self) -> dict:
+        with self._dblock:
+            return store.all_settings(self.db)
+
+    def set_settings(self, **values) -> None:
+        with self._dblock:
+            if self.db.conn.in_transaction:
+                for k, v in values.items():
+                    store.put_setting(self.db, k, v)
+                return
+        with self.transaction():
+            for k, v in values.items():
+                store.put_setting(self.db, k, v)
+
+    # -- spaces --------------------------------------------------------------------------
+    def _space_infos(self) -> list[SpaceInfo]:
+        rows = self.query(
+            "SELECT s.name, s.kind, s.fingerprint, s.parts, s.dim, "
+            "(SELECT COUNT(*) FROM space_members m WHERE m.space = s.name), s.backend, "
+            "s.backend_opts, s.label, s.index_factory FROM spaces s ORDER BY s.created_at, s.name")
+        return [SpaceInfo(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]),
+                          r[8], r[9]) for r in rows]
+
+    def spaces(self) -> list[SpaceInfo]:
+        return self._space_infos()
+
+    def space(self, name: str) -> Space:
+        sp = self._spaces.get(name)
+        if sp is not None:
+            return sp
+        infos = {i.name: i for i in self._space_infos()}
+        if name not in infos:
+            known = ", ".join(sorted(infos)) or "none yet"
+            raise SpaceError(f"The library {self.path} has no vector space {name!r} (spaces: {known}).",
+                             "Index with the backend that builds it, e.g. hefsearch index PATH "
+                             "--backend cpu, or pick one of the listed spaces.")
+        self._reconcile_one(infos[name])
+        return self._spaces[name]
+
+    def _reconcile_one(self, info: SpaceInfo) -> None:
+        with self.snapshot():
+            members = self.member_ids(info.name)
+        sp = Space(self, info)
+        sp.load(members, repair=False)
+        self._spaces[info.name] = sp
+
+    def ensure_space(self, encoder: "Encoder", name: str | None = None, *,
+                     backend_opts: dict | None = None) -> Space:
+        """The space for this encoder: created on first use, else its fingerprint is checked."""
+        name = name or getattr(encoder.backend, "space_name", None) or encoder.space_kind
+        parts, fp = encoder.fingerprint_parts(), encoder.fingerprint
+        existing = {i.name: i for i in self._space_infos()}
+        if name in existing:
+            check_fingerprint(existing[name], parts, fp)
+            return self.space(name)
+        opts = backend_opts if backend_opts is not None else dict(getattr(encoder.backend, "space_opts", {}) or {})
+        factory = self.settings().get("index_factory") or "Flat"
+        info = SpaceInfo(name=name, kind=encoder.space_kind, fingerprint=fp, parts=parts,
+                         dim=encoder.dim, count=0, backend=encoder.backend.name, backend_opts=opts,
+                         label=getattr(encoder.backend, "label", encoder.backend.name),
+                         index_factory=factory)
+        with self.write_lock(reconcile=False):
+            with self.transaction():
+                self.db.execute(
+                    "INSERT INTO spaces(name, kind, fingerprint, parts, dim, backend, backend_opts, "
+                    "label, index_factory, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    [name, info.kind, fp, json.dumps(parts, sort_keys=True, default=str), info.dim,
+                     info.backend, json.dumps(opts, sort_keys=True), info.label, factory, utc_now()])
+            sp = Space(self, info)
+            sp.load(set(), repair=True)
+            self._spaces[name] = sp
+        return sp
+
+    def _set_space_factory(self, name: str, factory: str) -> None:
+        with self.transaction():
+            self.db.execute("UPDATE spaces SET index_factory = ? WHERE name = ?", [factory, name])
+
+    def hnsw_threshold(self) -> int:
+        return int(self.settings().get("hnsw_threshold") or DEFAULT_HNSW_THRESHOLD)
+
+    # -- reading -------------------------------------------------------------------------
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRecord]:
+        """Chunk records in the order given; ids that no longer exist are left out."""
+        ids = [int(i) for i in ids]
+        found: dict[int, ChunkRecord] = {}
+        with self._dblock:
+            for i in range(0, len(ids), 900):
+                part = ids[i : i + 900]
+                rows = self.db.execute(
+                    f"{_CHUNK_SELECT} WHERE c.id IN ({','.join('?' * len(part))})", part)
+                for row in rows:
+                    found[row[0]] = _chunk_record(row)
+        return [found[i] for i in ids if i in found]
+
+    def neighbours(self, chunk_id: int, before: int = 1, after: int = 1) -> list[ChunkRecord]:
+        """The chunk with up to ``before``/``after`` chunks of the same document around it."""
+        with self.snapshot():
+            row = self.db.execute("SELECT doc_id, ordinal FROM chunks WHERE id = ?", [chunk_id]).fetchone()
+            if row is None:
+                return []
+            rows = self.db.execute(
+                f"{_CHUNK_SELECT} WHERE c.doc_id = ? AND c.ordinal BETWEEN ? AND ? ORDER BY c.ordinal",
+                [row[0], row[1] - before, row[1] + after]).fetchall()
+        return [_chunk_record(r) for r in rows]
+
+    def status(self) -> LibraryStatus:
+        with self.snapshot():
+            q = self.db.execute
+            docs = q("SELECT COUNT(*) FROM documents WHERE status IN ('ok', 'stale')").fetchone()[0]
+            stale = q("SELECT COUNT(*) FROM documents WHERE status = 'stale'").fetchone()[0]
+            chunks = q("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            cut = q("SELECT COUNT(*) FROM chunks WHERE cut").fetchone()[0]
+            failures = [
+                (p, e if s == "failed" else f"{e} (the previously indexed version is kept)")
+                for p, s, e in q("SELECT path, status, error FROM documents "
+                                 "WHERE status != 'ok' ORDER BY path")
+            ]
+            failures += [(p, r) for p, r in q("SELECT path, reason FROM failures ORDER BY path")]
+            settings = store.all_settings(self.db)
+            spaces = self._space_infos()
+        last = settings.get("last_sync") or {}
+        return LibraryStatus(
+            documents=docs, chunks=chunks, spaces=spaces, failures=failures, truncated_chunks=cut,
+            skipped=dict(last.get("skipped") or {}), last_sync=last.get("at"), stale=stale,
+            path=str(self.path), settings=settings,
+        )
+
+    def document_count(self) -> int:
+        return self.query("SELECT COUNT(*) FROM documents WHERE status IN ('ok', 'stale')")[0][0]
+
+    def chunk_ids(self) -> np.ndarray:
+        return np.array([r[0] for r in self.query("SELECT id FROM chunks ORDER BY id")], np.int64)

@@ -1,0 +1,592 @@
+"""Vector spaces: one per encoder fingerprint, each with raw vectors and a FAISS index.
+
+On disk, ``spaces/<name>/`` holds
+
+- ``seg-<seq>-<tag>.npy``: the raw vectors, the source of truth. Each write is one segment,
+  a structured ``.npy`` of records ``(id int64, v float32[dim])``, written to a temp file,
+  fsynced and renamed into place (then the folder is fsynced). Segments are never modified;
+  compaction writes one merged segment and then deletes the old ones. When the same id is in
+  two segments (a crash between those two steps) the newest segment wins; both hold the same
+  vector anyway, because a chunk id is never reused for other text once committed.
+- ``index.faiss``: an ``IndexIDMap2`` whose ids are chunk ids, over flat inner product by
+  default, HNSW above a size threshold, or a factory string from the library settings. It is a
+  cache: it can always be rebuilt from the raw vectors without re-encoding.
+
+Which ids a space really holds is decided by SQLite alone (``space_members``, committed in
+the same transaction as the chunks). A segment written for a batch whose transaction never
+committed holds ids SQLite does not list; they are ignored and deleted by the reconcile step
+(:meth:`Space.load` with ``repair=True``), and the FAISS index is brought to exactly the
+member set at load and on every refresh. See :mod:`hefsearch.index.library` for the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import numpy as np
+
+from hefsearch.embed.fingerprint import describe_difference
+
+from .errors import FingerprintMismatch, SpaceError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.embed.encoder import Encoder
+
+log = logging.getLogger("hefsearch.index")
+
+INDEX_FILE = "index.faiss"
+SEGMENT_RE = re.compile(r"^seg-(\d{10})-([0-9a-f]+)\.npy$")
+#: chunk count from which a space switches from exact flat search to HNSW (library setting
+#: ``hnsw_threshold`` overrides; ``index_factory`` forces a factory string)
+DEFAULT_HNSW_THRESHOLD = 200_000
+DEFAULT_HNSW_FACTORY = "HNSW32"
+#: filtered searches over at most this many candidate chunks are answered exactly
+EXACT_FILTER_LIMIT = 50_000
+#: rebuild a non-removable index (HNSW) when this share of its ids are deleted ones
+TOMBSTONE_REBUILD_SHARE = 0.1
+#: merge segments when there are more than this many
+MAX_SEGMENTS = 32
+
+
+@dataclass
+class SpaceInfo:
+    name: str
+    kind: str
+    fingerprint: str
+    parts: dict
+    dim: int
+    count: int
+    backend: str
+    backend_opts: dict = field(default_factory=dict)
+    label: str = ""
+    index_factory: str = "Flat"
+
+
+# -- files -----------------------------------------------------------------------------------
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, write) -> None:
+    """Write via ``write(tmp_path)`` to a temp file beside ``path``, fsync, rename, fsync dir."""
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def record_dtype(dim: int) -> np.dtype:
+    return np.dtype([("id", "<i8"), ("v", "<f4", (dim,))])
+
+
+class RawVectors:
+    """The append-only segment store of one space. Reads memory-map the segments."""
+
+    def __init__(self, folder: Path, dim: int):
+        self.folder = folder
+        self.dim = dim
+        self._segments: dict[str, np.ndarray] = {}  # file name -> memmap of records
+        self._ids = np.empty(0, np.int64)  # sorted unique ids
+        self._seg = np.empty(0, np.int32)  # index into self._order
+        self._row = np.empty(0, np.int64)
+        self._order: list[str] = []
+        self.reload()
+
+    # -- listing -------------------------------------------------------------------------
+    def segment_names(self) -> list[str]:
+        names = [n for n in os.listdir(self.folder) if SEGMENT_RE.match(n)]
+        return sorted(names, key=lambda n: (int(SEGMENT_RE.match(n).group(1)), n))
+
+    def reload(self) -> None:
+        """Rescan the folder (another process may have added or merged segments)."""
+        for _attempt in range(5):
+            try:
+                names = self.segment_names()
+                segs = {}
+                for n in names:
+                    segs[n] = self._segments.get(n)
+                    if segs[n] is None:
+                        segs[n] = self._open_segment(n)
+                break
+            except FileNotFoundError:  # merged away between listing and opening: list again
+                continue
+        else:  # pragma: no cover
+            raise SpaceError(f"The vector files in {self.folder} keep changing under us.")
+        self._segments = {n: a for n, a in segs.items() if a is not None}
+        self._order = list(self._segments)
+        ids, seg, row = [], [], []
+        for i, n in enumerate(self._order):
+            a = self._segments[n]
+            ids.append(np.asarray(a["id"]))
+            seg.append(np.full(len(a), i, np.int32))
+            row.append(np.arange(len(a), dtype=np.int64))
+        if not ids:
+            self._ids = np.empty(0, np.int64)
+            self._seg = np.empty(0, np.int32)
+            self._row = np.empty(0, np.int64)
+            return
+        ids_a, seg_a, row_a = np.concatenate(ids), np.concatenate(seg), np.concatenate(row)
+        order = np.lexsort((seg_a, ids_a))  # by id, then segment: the newest copy comes last
+        ids_s = ids_a[order]
+        last = np.r_[ids_s[1:] != ids_s[:-1], True] if len(ids_s) else np.empty(0, bool)
+        self._ids, self._seg, self._row = ids_s[last], seg_a[order][last], row_a[order][last]
+
+    def _open_segment(self, name: str) -> np.ndarray | None:
+        path = self.folder / name
+        try:
+            arr = np.load(path, mmap_mode="r")
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # a torn file cannot exist (atomic rename), but never crash on one
+            log.warning("ignoring unreadable vector segment %s: %s", path, e)
+            return None
+        if arr.dtype != record_dtype(self.dim):
+            log.warning("ignoring vector segment %s with unexpected layout %s", path, arr.dtype)
+            return None
+        return arr
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def ids(self) -> np.ndarray:
+        return self._ids
+
+    def has(self, ids: Sequence[int]) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        pos = np.searchsorted(self._ids, ids)
+        pos = np.minimum(pos, max(len(self._ids) - 1, 0))
+        return (self._ids[pos] == ids) if len(self._ids) else np.zeros(len(ids), bool)
+
+    def get(self, ids: Sequence[int]) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        if not self.has(ids).all():
+            self.reload()
+        found = self.has(ids)
+        if not found.all():
+            missing = ids[~found][:5].tolist()
+            raise SpaceError(f"No stored vector for chunk ids {missing} in {self.folder}.")
+        pos = np.searchsorted(self._ids, ids)
+        out = np.empty((len(ids), self.dim), np.float32)
+        seg, row = self._seg[pos], self._row[pos]
+        for s in np.unique(seg):
+            sel = np.flatnonzero(seg == s)
+            out[sel] = self._segments[self._order[s]]["v"][row[sel]]
+        return out
+
+    def segment_ids(self, name: str) -> np.ndarray:
+        return np.asarray(self._segments[name]["id"])
+
+    # -- writing (under the library write lock) ------------------------------------------
+    def write(self, ids: Sequence[int], vectors: np.ndarray) -> str:
+        ids = np.asarray(ids, dtype=np.int64)
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
+        rec = np.empty(len(ids), record_dtype(self.dim))
+        rec["id"], rec["v"] = ids, vectors
+        names = self.segment_names()
+        seq = int(SEGMENT_RE.match(names[-1]).group(1)) + 1 if names else 1
+        name = f"seg-{seq:010d}-{secrets.token_hex(4)}.npy"
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                np.save(f, rec, allow_pickle=False)
+
+        _write_atomic(self.folder / name, write)
+        self.reload()
+        return name
+
+    def delete_segments(self, names: Iterable[str]) -> None:
+        for n in names:
+            (self.folder / n).unlink(missing_ok=True)
+        fsync_dir(self.folder)
+        self.reload()
+
+    def compact(self, keep: set[int]) -> bool:
+        """Merge every segment into one holding only ``keep`` ids. Returns True if it ran."""
+        names = list(self._order)
+        keep_ids = np.fromiter(keep, np.int64, len(keep)) if keep else np.empty(0, np.int64)
+        keep_ids = keep_ids[self.has(keep_ids)] if len(keep_ids) else keep_ids
+        garbage = len(self._ids) - len(keep_ids)
+        if len(names) <= MAX_SEGMENTS and garbage <= max(1000, len(self._ids) // 4):
+            return False
+        keep_ids.sort()
+        vecs = self.get(keep_ids) if len(keep_ids) else np.empty((0, self.dim), np.float32)
+        if len(keep_ids):
+            self.write(keep_ids, vecs)
+        self.delete_segments(names)
+        return True
+
+
+# -- FAISS -----------------------------------------------------------------------------------
+def _faiss():
+    import faiss  # imported on first use: `hefsearch --help` stays fast
+
+    return faiss
+
+
+def make_index(factory: str, dim: int):
+    faiss = _faiss()
+    if factory in ("Flat", "FlatIP", ""):
+        base = faiss.IndexFlatIP(dim)
+    else:
+        try:
+            base = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+        except Exception as e:
+            raise SpaceError(
+                f"FAISS cannot build an index from the factory string {factory!r}: {e}",
+                "Use 'Flat', 'HNSW32' or another faiss.index_factory string "
+                "(library setting index_factory).",
+            ) from None
+    return faiss.IndexIDMap2(base)
+
+
+def index_ids(index) -> np.ndarray:
+    return _faiss().vector_to_array(index.id_map).astype(np.int64) if index.ntotal else np.empty(0, np.int64)
+
+
+class Space:
+    """One vector space of a library. Get it from ``Library.space(name)``."""
+
+    def __init__(self, library, info: SpaceInfo):
+        self.library = library
+        self.info = info
+        self.folder = Path(library.path) / "spaces" / info.name
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.raw = RawVectors(self.folder, info.dim)
+        self.index = None
+        self._lock = threading.RLock()
+        self._members: set[int] = set()
+        self._in_index: set[int] = set()
+        self._seen_version: int | None = None
+        self._dirty = False
+
+    # -- identity ------------------------------------------------------------------------
+    def check_encoder(self, encoder: "Encoder") -> None:
+        check_fingerprint(self.info, encoder.fingerprint_parts(), encoder.fingerprint)
+
+    @property
+    def count(self) -> int:
+        return len(self._members)
+
+    # -- loading and reconciling ---------------------------------------------------------
+    def load(self, members: set[int], *, repair: bool) -> dict:
+        """Bring the in-memory FAISS index to exactly ``members`` (the committed SQLite set).
+
+        With ``repair`` (the caller holds the library write lock) it also deletes segments
+        holding no member (left by a batch that never committed), removes member rows whose
+        vector is gone, and saves the FAISS file when it changed. Returns what it did.
+        """
+        with self._lock:
+            done = {"orphan_segments": 0, "lost": 0, "added": 0, "removed": 0, "rebuilt": False}
+            self.raw.reload()
+            member_arr = np.fromiter(members, np.int64, len(members))
+            member_arr.sort()
+            if repair:
+                for f in self.folder.glob("*.tmp"):
+                    f.unlink(missing_ok=True)
+                orphans = [n for n in self.raw.segment_names()
+                           if n in self.raw._segments
+                           and not np.isin(self.raw.segment_ids(n), member_arr).any()]
+                if orphans:
+                    self.raw.delete_segments(orphans)
+                    done["orphan_segments"] = len(orphans)
+            lost = set(member_arr[~self.raw.has(member_arr)].tolist()) if len(member_arr) else set()
+            if lost:
+                log.warning("space %s: %d chunks have no stored vector; they will be re-embedded "
+                            "by the next sync", self.info.name, len(lost))
+                done["lost"] = len(lost)
+                members = members - lost
+            self._members = set(members)
+            self.index = self._read_index()
+            if self.index is None:
+                self._rebuild()
+                done["rebuilt"] = True
+            else:
+                self._in_index = set(index_ids(self.index).tolist())
+                a, r = self._sync_index()
+                done["added"], done["removed"] = a, r
+            if repair and (done["rebuilt"] or done["added"] or done["removed"] or self._dirty):
+                self.save()
+            done["lost_ids"] = lost
+            return done
+
+    def _read_index(self):
+        path = self.folder / INDEX_FILE
+        if not path.exists():
+            return None
+        try:
+            index = _faiss().read_index(str(path))
+        except Exception as e:
+            log.warning("rebuilding unreadable FAISS index %s: %s", path, e)
+            return None
+        if index.d != self.info.dim or not hasattr(index, "id_map"):
+            log.warning("rebuilding FAISS index %s: wrong dimension or layout", path)
+            return None
+        return index
+
+    def _sync_index(self) -> tuple[int, int]:
+        """Add members missing from the index, remove ids that are no members."""
+        add = self._members - self._in_index
+        rem = self._in_index - self._members
+        if add:
+            add_ids = np.fromiter(add, np.int64, len(add))
+            add_ids.sort()
+            self._add_to_index(add_ids, self.raw.get(add_ids))
+        if rem:
+            self._remove_from_index(rem)
+        return len(add), len(rem)
+
+    def _add_to_index(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        fresh = np.array([i not in self._in_index for i in ids.tolist()], bool)
+        if not fresh.any():
+            return
+        ids, vectors = ids[fresh], np.ascontiguousarray(vectors[fresh], np.float32)
+        if not self.index.is_trained:
+            self._rebuild()
+            return
+        self.index.add_with_ids(vectors, ids)
+        self._in_index.update(ids.tolist())
+        self._dirty = True
+
+    def _remove_from_index(self, ids: set[int]) -> None:
+        arr = np.fromiter(ids, np.int64, len(ids))
+        try:
+            self.index.remove_ids(arr)
+            self._in_index.difference_update(ids)
+        except RuntimeError:
+            pass  # e.g. HNSW: stays as a tombstone, filtered at search, gone at the next rebuild
+        self._dirty = True
+        if len(self._in_index) - len(self._members) > TOMBSTONE_REBUILD_SHARE * max(1, len(self._in_index)):
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Build a fresh index over the members from the raw vectors (no re-encoding)."""
+        ids = np.fromiter(self._members, np.int64, len(self._members))
+        ids.sort()
+        vecs = self.raw.get(ids) if len(ids) else np.empty((0, self.info.dim), np.float32)
+        factory = self.info.index_factory
+        index = make_index(factory, self.info.dim)
+        if not index.is_trained:
+            if len(ids) < 1000:
+                log.warning("space %s: %d vectors are too few to train %r; using Flat",
+                            self.info.name, len(ids), factory)
+                index = make_index("Flat", self.info.dim)
+            else:
+                sample = vecs[np.random.default_rng(0).permutation(len(ids))[:100_000]]
+                index.train(np.ascontiguousarray(sample))
+        if len(ids):
+            index.add_with_ids(np.ascontiguousarray(vecs), ids)
+        self.index = index
+        self._in_index = set(ids.tolist())
+        self._dirty = True
+
+    def save(self) -> None:
+        """Persist the FAISS index atomically (a cache: reconcile repairs a stale one)."""
+        with self._lock:
+            faiss = _faiss()
+            _write_atomic(self.folder / INDEX_FILE, lambda tmp: faiss.write_index(self.index, tmp))
+            self._dirty = False
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
+    # -- keeping up with other processes -------------------------------------------------
+    def refresh(self) -> None:
+        """See batches committed by other connections since the last look (cheap if none)."""
+        lib = self.library
+        version = lib.data_version()
+        if version == self._seen_version:
+            return
+        members = lib.member_ids(self.info.name)
+        with self._lock:
+            self._seen_version = version
+            new = members - self._members
+            if new:
+                new_arr = np.fromiter(new, np.int64, len(new))
+                if not self.raw.has(new_arr).all():
+                    self.raw.reload()
+                missing = new_arr[~self.raw.has(new_arr)]
+                if len(missing):  # members whose vector is not (yet) readable: leave them out
+                    members = members - set(missing.tolist())
+            self._members = members
+            self._sync_index()
+
+    # -- the write path (the library holds the write lock) -------------------------------
+    def stage(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> str:
+        """Write vectors durably BEFORE the SQLite transaction that makes them members."""
+        vectors = np.asarray(vectors, np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.info.dim:
+            raise SpaceError(
+                f"Vectors of shape {vectors.shape} do not fit space {self.info.name!r} "
+                f"(dimension {self.info.dim})."
+            )
+        return self.raw.write(chunk_ids, vectors)
+
+    def unstage(self, segment: str) -> None:
+        self.raw.delete_segments([segment])
+
+    def committed(self, added_ids: Sequence[int], vectors: np.ndarray | None = None,
+                  removed_ids: Iterable[int] = ()) -> None:
+        """Apply a committed transaction to the in-memory index."""
+        with self._lock:
+            removed = set(int(i) for i in removed_ids)
+            if removed:
+                self._members.difference_update(removed)
+                self._remove_from_index(removed & self._in_index)
+            ids = np.asarray(added_ids, np.int64)
+            if len(ids):
+                self._members.update(ids.tolist())
+                vecs = self.raw.get(ids) if vectors is None else np.asarray(vectors, np.float32)
+                self._add_to_index(ids, vecs)
+
+    def forget(self, removed_ids: Iterable[int]) -> None:
+        self.committed([], None, removed_ids)
+
+    def maintain(self, *, hnsw_threshold: int, factory_override: str | None) -> bool:
+        """After a sync: switch factory when the size calls for it, merge segments."""
+        with self._lock:
+            changed = False
+            want = factory_override or (
+                DEFAULT_HNSW_FACTORY if len(self._members) >= hnsw_threshold else "Flat")
+            if want != self.info.index_factory:
+                self.info.index_factory = want
+                self.library._set_space_factory(self.info.name, want)
+                self._rebuild()
+                changed = True
+            if self.raw.compact(self._members):
+                changed = True
+            if self._dirty:
+                self.save()
+            return changed
+
+    def add(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Store vectors for existing chunks (FP32 back-fill, caches). Ids of chunks that no
+        longer exist are ignored; ids already in the space are kept as they are."""
+        ids = np.asarray(chunk_ids, np.int64)
+        vectors = np.asarray(vectors, np.float32)
+        if len(ids) != len(vectors):
+            raise SpaceError(f"{len(ids)} chunk ids but {len(vectors)} vectors.")
+        if not len(ids):
+            return
+        lib = self.library
+        with lib.write_lock():
+            seg = self.stage(ids, vectors)
+            try:
+                with lib.transaction():
+                    lib.db.conn.executemany(
+                        "INSERT OR IGNORE INTO space_members(space, chunk_id) "
+                        "SELECT ?, id FROM chunks WHERE id = ?",
+                        [(self.info.name, int(i)) for i in ids],
+                    )
+                    added = lib.member_ids(self.info.name, ids)
+            except BaseException:
+                self.unstage(seg)
+                raise
+            keep = np.array([int(i) in added for i in ids], bool)
+            self.committed(ids[keep], vectors[keep])
+
+    # -- reading -------------------------------------------------------------------------
+    def has(self, chunk_ids) -> np.ndarray:
+        self.refresh()
+        with self._lock:
+            return np.array([int(i) in self._members for i in np.asarray(chunk_ids).ravel()], bool)
+
+    def vectors(self, chunk_ids: Sequence[int]) -> np.ndarray:
+        """The stored vectors (the source of truth) of chunks this space holds."""
+        ids = np.asarray(chunk_ids, np.int64)
+        if not len(ids):
+            return np.empty((0, self.info.dim), np.float32)
+        self.refresh()
+        with self._lock:
+            outside = [int(i) for i in ids.tolist() if int(i) not in self._members]
+            if outside:
+                raise SpaceError(
+                    f"Space {self.info.name!r} holds no vector for chunk ids {outside[:5]}.",
+                    "Run 'hefsearch index' with this space's backend to embed them.",
+                )
+            return self.raw.get(ids)
+
+    def search(self, query_vectors: np.ndarray, k: int, *,
+               allowed: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k by inner product: (scores [Q,k], chunk ids [Q,k]); id -1 marks an empty slot.
+
+        ``allowed`` restricts the candidates (path/kind filters); small sets are scored exactly.
+        """
+        self.refresh()
+        q = np.ascontiguousarray(np.asarray(query_vectors, np.float32).reshape(-1, self.info.dim))
+        scores = np.full((len(q), k), -np.inf, np.float32)
+        ids = np.full((len(q), k), -1, np.int64)
+        with self._lock:
+            if k <= 0 or not self._members:
+                return scores, ids
+            if allowed is not None:
+                cand = np.fromiter((i for i in allowed if i in self._members), np.int64)
+                if not len(cand):
+                    return scores, ids
+                if len(cand) <= EXACT_FILTER_LIMIT or not self._is_flat():
+                    return self._exact(q, cand, k, scores, ids)
+                faiss = _faiss()
+                params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(cand))
+                d, i = self.index.search(q, min(k, len(cand)), params=params)
+            else:
+                extra = len(self._in_index) - len(self._members)  # tombstones (HNSW)
+                fetch = min(k + extra, self.index.ntotal)
+                self._tune(fetch)
+                d, i = self.index.search(q, fetch)
+            for r in range(len(q)):
+                keep = [(s, c) for s, c in zip(d[r], i[r]) if c >= 0 and int(c) in self._members][:k]
+                for j, (s, c) in enumerate(keep):
+                    scores[r, j], ids[r, j] = s, c
+            return scores, ids
+
+    def _is_flat(self) -> bool:
+        faiss = _faiss()
+        return isinstance(faiss.downcast_index(self.index.index), faiss.IndexFlat)
+
+    def _tune(self, k: int) -> None:
+        base = _faiss().downcast_index(self.index.index)
+        if hasattr(base, "hnsw"):
+            base.hnsw.efSearch = max(64, 2 * k)
+
+    def _exact(self, q, cand, k, scores, ids):
+        vecs = self.raw.get(cand)
+        sims = q @ vecs.T
+        kk = min(k, len(cand))
+        for r in range(len(q)):
+            top = np.argpartition(-sims[r], kk - 1)[:kk]
+            top = top[np.argsort(-sims[r][top], kind="stable")]
+            scores[r, :kk], ids[r, :kk] = sims[r][top], cand[top]
+        return scores, ids
+
+
+def check_fingerprint(info: SpaceInfo, parts: dict, fingerprint: str) -> None:
+    if fingerprint != info.fingerprint:
+        raise FingerprintMismatch(
+            f"Space {info.name!r} holds vectors of another encoder than the one given "
+            f"({describe_difference(info.parts, parts)}). Vectors of different encoders never mix.",
+            "Use the bundle and backend this space was built with (see 'hefsearch status'), "
+            "or index into another space or library.",
+        )

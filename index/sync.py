@@ -1,0 +1,485 @@
+"""Incremental sync: make the library match a set of folders.
+
+For each file under the roots: unchanged (same size and mtime, or else the same sha256) is
+skipped; new or changed files are extracted, chunked and embedded by every encoder into its
+own space; files gone from disk are removed from SQLite and every space. A file that fails to
+extract is recorded with its reason; if an earlier version of it was indexed, that version is
+kept (status ``stale``) rather than lost. Files under a folder that could not be listed, or
+that are unreadable right now, are left as they are.
+
+Work is done in batches: a bounded number of chunks is embedded in memory, then committed in
+one SQLite transaction (see :mod:`hefsearch.index.library` for why that is crash-safe). A
+document is always committed whole, so an interrupted sync re-done ends with exactly the
+chunks a clean run produces. Extraction and chunking run one file ahead in a background
+thread while the encoder works.
+
+Finally every space of the sync is back-filled: chunks it does not hold yet (a space added
+later, e.g. ``--also-fp32`` on a second run, or vectors lost on disk) are embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from hefsearch.embed.errors import HefsearchError
+
+from .library import Library, utc_now
+from .store import put_setting
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.embed.encoder import Encoder
+
+log = logging.getLogger("hefsearch.index")
+
+#: chunks embedded per commit (bounded memory and bounded work lost to a crash)
+DEFAULT_BATCH_CHUNKS = 256
+#: crawl skips that mean "a document we should have indexed could not be": make a sync partial
+FAILED_SKIPS = ("unreadable", "too_large")
+#: crawl skips worth a line in the summary but not a failure
+NOTED_SKIPS = ("special", "loop", "broken_link")
+
+
+@dataclass
+class ProgressEvent:
+    phase: str  # "scan", "remove", "index", "backfill", "done"
+    files_total: int = 0  # files found under the roots
+    files_done: int = 0  # files whose fate is settled (unchanged, indexed, failed)
+    files_todo: int = 0  # files that needed work (new or changed)
+    chunks_done: int = 0  # chunks embedded (by the first encoder) so far
+    chunks_per_s: float = 0.0
+    eta_s: float | None = None
+    path: str | None = None
+    failed: int = 0
+
+
+@dataclass
+class SyncReport:
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    chunks_embedded: int = 0
+    seconds: float = 0.0
+    #: files that now fail to extract but whose previous version stays indexed
+    stale: list[tuple[str, str]] = field(default_factory=list)
+    #: skipped entries worth telling (special files, symlink loops, broken links)
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    #: chunks embedded into a space that lacked them (space added later, lost vectors)
+    backfilled: int = 0
+    chunks_cut: int = 0
+    spaces: list[str] = field(default_factory=list)
+    encode_seconds: float = 0.0
+
+    @property
+    def partial(self) -> bool:
+        """Some files failed but the rest was indexed."""
+        return bool(self.failed or self.stale)
+
+
+@dataclass
+class _Job:
+    path: str
+    size: int
+    mtime_ns: int
+    kind: str
+    doc_id: int | None  # existing document row
+    old_status: str | None
+    sha256: str | None = None
+    same_content: bool = False
+    chunks: list = field(default_factory=list)
+    encoding: str | None = None
+    error: str | None = None
+
+
+def sha256_of(path: str, block: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while data := f.read(block):
+            h.update(data)
+    return h.hexdigest()
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def sync(
+    library: Library,
+    roots: Sequence[Path],
+    encoders: Sequence["Encoder"],
+    *,
+    include_hidden: bool = False,
+    excludes: Sequence[str] = (),
+    max_bytes: int | None = None,
+    overlap_tokens: int = 32,
+    progress: Callable[[ProgressEvent], None] | None = None,
+    batch_chunks: int = DEFAULT_BATCH_CHUNKS,
+) -> SyncReport:
+    """Bring the library up to date with ``roots``; see the module docstring."""
+    from .crawl import DEFAULT_MAX_BYTES, FoundFile, crawl
+
+    if not encoders:
+        raise ValueError("sync needs at least one encoder")
+    max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    t0 = time.perf_counter()
+    report = SyncReport()
+    resolved = []
+    for r in roots:
+        p = Path(os.path.expanduser(os.fspath(r)))
+        if not p.exists():
+            raise HefsearchError(f"{p} does not exist.", "Check the path; nothing was changed.")
+        resolved.append(p.resolve())
+    emit = progress or (lambda ev: None)
+
+    with library.write_lock(wait=False):
+        spaces = [library.ensure_space(enc) for enc in encoders]
+        report.spaces = [sp.info.name for sp in spaces]
+        settings = library.settings()
+        new_settings = {"bundle": str(Path(encoders[0].bundle.path).resolve())}
+        if not settings.get("default_space"):
+            new_settings["default_space"] = spaces[0].info.name
+        library.set_settings(**new_settings)
+
+        # 1. crawl (stat only)
+        found: list = []
+        protected: list[str] = []  # unreadable now: keep what is indexed under these paths
+        crawl_failures: list[tuple[str, str, str]] = []
+        emit(ProgressEvent("scan"))
+        for item in crawl(resolved, include_hidden=include_hidden, excludes=excludes, max_bytes=max_bytes):
+            if isinstance(item, FoundFile):
+                found.append(item)
+                continue
+            report.skipped[item.counted_as] = report.skipped.get(item.counted_as, 0) + 1
+            path = str(item.path)
+            if item.counted_as == "unreadable":
+                protected.append(path)
+            if item.counted_as in FAILED_SKIPS:
+                report.failed.append((path, item.reason))
+                crawl_failures.append((path, item.reason, item.counted_as))
+            elif item.counted_as in NOTED_SKIPS:
+                report.notes.append((path, item.reason))
+                crawl_failures.append((path, item.reason, item.counted_as))
+
+        # 2. compare with what is stored
+        root_strs = [str(r) for r in resolved]
+        existing: dict[str, tuple] = {}
+        for row in library.query("SELECT path, id, size, mtime_ns, sha256, status, error FROM documents"):
+            if any(_under(row[0], r) for r in root_strs):
+                existing[row[0]] = row[1:]
+        found_paths = {str(f.path) for f in found}
+        todo: list[_Job] = []
+        for f in found:
+            path = str(f.path)
+            old = existing.get(path)
+            if old is not None and old[1] == f.size and old[2] == f.mtime_ns:
+                status, error = old[4], old[5]
+                if status == "failed":
+                    report.failed.append((path, error or "failed before"))
+                elif status == "stale":
+                    report.stale.append((path, error or "failed before"))
+                else:
+                    report.unchanged += 1
+                continue
+            todo.append(_Job(path, f.size, f.mtime_ns, f.kind, None if old is None else old[0],
+                             None if old is None else old[4]))
+        gone = [p for p in existing if p not in found_paths and not any(_under(p, q) for q in protected)]
+
+        # 3. removals
+        if gone:
+            emit(ProgressEvent("remove", files_total=len(found)))
+            _remove_documents(library, spaces, [existing[p][0] for p in gone])
+            report.removed = len(gone)
+
+        # 4. new and changed files: extract + chunk ahead in a thread, embed and commit in batches
+        state = _Progress(emit, len(found), len(todo), report)
+        state.files_done = len(found) - len(todo)
+        state.tick(force=True)
+        if todo:
+            _index_files(library, spaces, encoders, todo, report, state, overlap_tokens=overlap_tokens,
+                         batch_chunks=batch_chunks, max_bytes=max_bytes,
+                         old_sha={p: existing[p][3] for p in existing})
+
+        # 5. back-fill chunks a space does not hold yet
+        for sp, enc in zip(spaces, encoders):
+            report.backfilled += _backfill(library, sp, enc, batch_chunks, state)
+
+        # 6. bookkeeping
+        with library.transaction():
+            for r in root_strs:
+                library.db.execute("DELETE FROM failures WHERE path = ? OR path LIKE ? ESCAPE '\\'",
+                                   [r, _like_prefix(r)])
+            library.db.conn.executemany(
+                "INSERT OR REPLACE INTO failures(path, reason, counted_as, seen_at) VALUES (?,?,?,?)",
+                [(p, reason, kind, utc_now()) for p, reason, kind in crawl_failures])
+            put_setting(library.db, "last_sync", {
+                "at": utc_now(), "roots": root_strs, "skipped": report.skipped,
+                "added": report.added, "changed": report.changed, "removed": report.removed,
+                "failed": len(report.failed), "chunks_embedded": report.chunks_embedded})
+        threshold, override = library.hnsw_threshold(), library.settings().get("index_factory")
+        for sp in spaces:
+            sp.maintain(hnsw_threshold=threshold, factory_override=override)
+    report.seconds = time.perf_counter() - t0
+    state.phase = "done"
+    state.tick(force=True)
+    return report
+
+
+def _like_prefix(root: str) -> str:
+    esc = root.rstrip(os.sep).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return esc + os.sep + "%"
+
+
+class _Progress:
+    """Counts for progress events; ETA from the bytes of the files that need work."""
+
+    def __init__(self, emit, files_total: int, files_todo: int, report: SyncReport):
+        self.emit = emit
+        self.files_total = files_total
+        self.files_todo = files_todo
+        self.files_done = 0
+        self.todo_done = 0
+        self.chunks = 0
+        self.report = report
+        self.phase = "index"
+        self.path: str | None = None
+        self.started = time.perf_counter()
+        self.embed_seconds = 0.0
+        self._last = 0.0
+
+    def tick(self, force: bool = False, extra_chunks: int = 0) -> None:
+        now = time.perf_counter()
+        if not force and now - self._last < 0.1:
+            return
+        self._last = now
+        elapsed = max(now - self.started, 1e-6)
+        chunks = self.chunks + extra_chunks
+        eta = None
+        if self.todo_done and self.files_todo and self.phase == "index":
+            eta = elapsed / self.todo_done * (self.files_todo - self.todo_done)
+        self.emit(ProgressEvent(
+            self.phase, files_total=self.files_total, files_done=self.files_done,
+            files_todo=self.files_todo, chunks_done=chunks, chunks_per_s=chunks / elapsed,
+            eta_s=eta, path=self.path, failed=len(self.report.failed)))
+
+
+def _prepare(job: _Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> _Job:
+    """Hash, extract and chunk one file (runs in the background thread)."""
+    from .chunk import chunk_text
+    from .extract import ExtractionError, extract
+
+    try:
+        job.sha256 = sha256_of(job.path)
+        if old_sha is not None and job.sha256 == old_sha and job.old_status == "ok":
+            job.same_content = True
+            return job
+        doc = extract(Path(job.path), kind=job.kind, max_bytes=max_bytes)
+        job.kind, job.encoding = doc.kind, doc.encoding
+        chunks = chunk_text(doc, first.count_tokens, first.max_tokens, overlap_tokens)
+        lines = _line_numbers(doc.text, [c.start for c in chunks])
+        job.chunks = [(c, ln) for c, ln in zip(chunks, lines)]
+    except ExtractionError as e:
+        job.error = e.message
+    except OSError as e:
+        job.error = f"cannot read: {e.strerror or e}"
+    except Exception as e:  # an extractor bug must not stop the whole sync
+        log.debug("unexpected error on %s", job.path, exc_info=True)
+        job.error = f"unexpected error: {type(e).__name__}: {e}"
+    return job
+
+
+def _line_numbers(text: str, starts: list[int]) -> list[int]:
+    out, line, pos = [], 1, 0
+    for s in starts:  # starts are ascending
+        if s < pos:
+            line, pos = 1, 0
+        line += text.count("\n", pos, s)
+        pos = s
+        out.append(line)
+    return out
+
+
+def _index_files(library, spaces, encoders, todo, report, state, *, overlap_tokens, batch_chunks,
+                 max_bytes, old_sha) -> None:
+    jobs: queue.Queue = queue.Queue(maxsize=32)
+    stop = threading.Event()
+    first = encoders[0]
+
+    def produce():
+        try:
+            for job in todo:
+                if stop.is_set():
+                    return
+                job = _prepare(job, first, overlap_tokens, max_bytes, old_sha.get(job.path))
+                while not stop.is_set():
+                    try:
+                        jobs.put(job, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+        finally:
+            jobs.put(None)
+
+    worker = threading.Thread(target=produce, name="hefsearch-extract", daemon=True)
+    worker.start()
+    pending: list[_Job] = []
+    pending_chunks = 0
+    try:
+        while True:
+            job = jobs.get()
+            if job is None:
+                break
+            state.path = job.path
+            pending.append(job)
+            pending_chunks += len(job.chunks)
+            if pending_chunks >= batch_chunks:
+                _flush(library, spaces, encoders, pending, report, state)
+                pending, pending_chunks = [], 0
+            elif not job.chunks:
+                state.tick()
+        if pending:
+            _flush(library, spaces, encoders, pending, report, state)
+    finally:
+        stop.set()
+        worker.join(timeout=10)
+
+
+def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncReport, state: _Progress) -> None:
+    texts = [c.text for job in jobs for c, _ in job.chunks]
+    vectors = []
+    for i, enc in enumerate(encoders):
+        if i == 0:
+            enc.on_batch = lambda n: state.tick(extra_chunks=n)
+        try:
+            t = time.perf_counter()
+            vectors.append(enc.encode_passages(texts) if texts else np.empty((0, enc.dim), np.float32))
+            report.encode_seconds += time.perf_counter() - t
+        finally:
+            enc.on_batch = None
+    added, removed = _commit(library, spaces, jobs, vectors)
+    for sp, vecs in zip(spaces, vectors):
+        sp.committed(added, vecs, removed)
+    for job in jobs:
+        if job.error is not None:
+            if job.old_status in ("ok", "stale"):
+                report.stale.append((job.path, job.error))
+            else:
+                report.failed.append((job.path, job.error))
+        elif job.same_content:
+            report.unchanged += 1
+        elif job.doc_id is None or job.old_status == "failed":
+            report.added += 1
+        else:
+            report.changed += 1
+        report.chunks_cut += sum(1 for c, _ in job.chunks if c.cut)
+    report.chunks_embedded += len(texts)
+    state.chunks += len(texts)
+    state.files_done += len(jobs)
+    state.todo_done += len(jobs)
+    state.tick(force=True)
+
+
+def _commit(library: Library, spaces, jobs: list[_Job], vectors: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:
+    """One transaction for a batch of whole documents; returns (new chunk ids, removed ids)."""
+    now = utc_now()
+    conn = library.db.conn
+    staged: list[tuple] = []
+    removed: list[int] = []
+    new_ids: list[int] = []
+    try:
+        with library.transaction():
+            for job in jobs:
+                if job.error is not None:
+                    if job.old_status in ("ok", "stale"):  # keep the indexed version, say why
+                        conn.execute("UPDATE documents SET status='stale', error=?, size=?, mtime_ns=? "
+                                     "WHERE id=?", [job.error, job.size, job.mtime_ns, job.doc_id])
+                    else:
+                        _upsert_document(conn, job, "failed", 0, 0, now)
+                    continue
+                if job.same_content:
+                    conn.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?",
+                                 [job.size, job.mtime_ns, job.doc_id])
+                    continue
+                if job.doc_id is not None:
+                    removed += [r[0] for r in conn.execute("SELECT id FROM chunks WHERE doc_id=?", [job.doc_id])]
+                    conn.execute("DELETE FROM chunks WHERE doc_id=?", [job.doc_id])
+                cut = sum(1 for c, _ in job.chunks if c.cut)
+                doc_id = _upsert_document(conn, job, "ok", len(job.chunks), cut, now)
+                conn.executemany(
+                    'INSERT INTO chunks(doc_id, ordinal, text, start, "end", page, line, tokens, cut) '
+                    "VALUES (?,?,?,?,?,?,?,?,?)",
+                    [(doc_id, c.ordinal, c.text, c.start, c.end, c.page, ln, c.tokens, int(c.cut))
+                     for c, ln in job.chunks])
+                if job.chunks:
+                    new_ids += [r[0] for r in conn.execute(
+                        "SELECT id FROM chunks WHERE doc_id=? ORDER BY ordinal", [doc_id])]
+            ids = np.asarray(new_ids, np.int64)
+            if len(ids):
+                # vectors first (durable), then the members that make them real, in this transaction
+                for sp, vecs in zip(spaces, vectors):
+                    staged.append((sp, sp.stage(ids, vecs)))
+                for sp in spaces:
+                    conn.executemany("INSERT INTO space_members(space, chunk_id) VALUES (?, ?)",
+                                     [(sp.info.name, int(i)) for i in ids])
+    except BaseException:
+        for sp, seg in staged:
+            try:
+                sp.unstage(seg)
+            except Exception:  # pragma: no cover - reconcile removes it at the next open
+                pass
+        raise
+    return ids, removed
+
+
+def _upsert_document(conn, job: _Job, status: str, nchunks: int, cut: int, now: str) -> int:
+    conn.execute(
+        "INSERT INTO documents(path, size, mtime_ns, sha256, kind, status, error, chunks, cut_chunks, "
+        "encoding, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET "
+        "size=excluded.size, mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, kind=excluded.kind, "
+        "status=excluded.status, error=excluded.error, chunks=excluded.chunks, "
+        "cut_chunks=excluded.cut_chunks, encoding=excluded.encoding, indexed_at=excluded.indexed_at",
+        [job.path, job.size, job.mtime_ns, job.sha256, job.kind, status,
+         job.error, nchunks, cut, job.encoding, now])
+    return conn.execute("SELECT id FROM documents WHERE path=?", [job.path]).fetchone()[0]
+
+
+def _remove_documents(library: Library, spaces, doc_ids: list[int]) -> None:
+    removed: list[int] = []
+    with library.transaction():
+        for i in range(0, len(doc_ids), 500):
+            part = doc_ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            removed += [r[0] for r in library.db.execute(
+                f"SELECT id FROM chunks WHERE doc_id IN ({marks})", part)]
+            library.db.execute(f"DELETE FROM documents WHERE id IN ({marks})", part)  # cascades
+    for sp in spaces:
+        sp.forget(removed)
+
+
+def _backfill(library: Library, space, encoder, batch_chunks: int, state: _Progress) -> int:
+    total = 0
+    while True:
+        rows = library.query(
+            "SELECT c.id, c.text FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM space_members m "
+            "WHERE m.space = ? AND m.chunk_id = c.id) ORDER BY c.id LIMIT ?",
+            [space.info.name, batch_chunks])
+        if not rows:
+            return total
+        state.phase = "backfill"
+        ids = np.array([r[0] for r in rows], np.int64)
+        vecs = encoder.encode_passages([r[1] for r in rows])
+        space.add(ids, vecs)
+        total += len(ids)
+        state.chunks += len(ids)
+        state.tick(force=True)
