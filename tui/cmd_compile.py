@@ -6,7 +6,10 @@ import click
 
 from .cli import LazyGroup
 
-COMPILE_COMMANDS: dict[str, str] = {}
+COMPILE_COMMANDS: dict[str, str] = {
+    "calib": "cmd_calib:calib_cmd",
+    "hef": "cmd_hef:hef_cmd",
+}
 
 
 @click.group("compile", cls=LazyGroup, lazy=COMPILE_COMMANDS)
@@ -15,6 +18,8 @@ def compile_group() -> None:
 
     \b
     export  Hugging Face model -> bundle (tokenizer, embedding tables, FP32 encoder body)
+    calib   calibration set from your documents (4-D arrays for the DFC)
+    hef     bundle + calibration -> HEF with the Hailo Dataflow Compiler (x86_64 Linux)
     """
 
 

@@ -1,0 +1,439 @@
+"""The Dataflow Compiler driver: bundle + calibration -> HEF, in stages that resume.
+
+    parse     DFC-facing ONNX (compile/dfc_onnx.py) -> translate_onnx_model -> parsed.har
+    preflight calibration arrays vs the parsed input layers (compile/preflight.py)
+    optimize  model script from the precision profile -> optimize(calib) -> optimized-<key>.har
+    report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/emulator_report.py)
+    compile   runner.compile() -> encoder.<hw_arch>[.s<SEQ>].hef, manifest updated
+
+Every stage saves its result in the work folder (default ``BUNDLE/build/<hw_arch>.s<SEQ>/``)
+keyed by what it depends on, so a re-run skips what is done: a failed compile never redoes an
+optimisation that took hours. ``hailo_sdk_client`` is imported only here, at call time.
+
+Known failure modes and what happens:
+
+- no DFC: :class:`DfcUnavailable` with how to get it (x86_64 Linux, Python 3.10-3.12, the
+  Hailo AI Software Suite or the DFC wheel from Hailo's Developer Zone);
+- calibration of the wrong rank/shape: stopped by the preflight before ``optimize()`` (the
+  SDK would raise an ``IndexError`` inside LayerNorm decomposition);
+- ``BackendAllocatorException`` after a 16-bit request: explained; with ``fallback`` the
+  profile steps down (FFN output projections, LayerNorm internals, residual adds, a8),
+  re-optimising only for profiles not optimised before, and the manifest records the profile
+  the HEF finally has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file, write_json_atomic
+from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
+
+from . import calib as calib_mod
+from .dfc_onnx import EMBEDDINGS, MASK, OUTPUT, make_dfc_onnx, verify_dfc_onnx
+from .model_script import build_model_script, read_extra_lines, site_layers
+from .preflight import calibration_dict, input_layers, preflight
+
+log = logging.getLogger("hefsearch.compile")
+
+HW_ARCHS = ("hailo10h", "hailo8", "hailo8l")
+NET_NAME = "hefsearch_encoder"  # no dots: the DFC turns them into "_" in layer names
+STATE_FILE = "state.json"
+_STATE_VERSION = 1
+
+
+class DfcUnavailable(BackendUnavailable):
+    """The Hailo Dataflow Compiler (hailo_sdk_client) cannot be imported."""
+
+    title = "Dataflow Compiler not installed"
+
+
+class CompileError(HefsearchError):
+    title = "compile error"
+
+
+class AllocatorCrash(CompileError):
+    """The DFC allocator could not place the network (BackendAllocatorException)."""
+
+    title = "allocator failure"
+
+
+@dataclass
+class Sdk:
+    ClientRunner: type
+    InferenceContext: object
+    Dims: object | None
+    version: str
+
+
+def load_sdk() -> Sdk:
+    """Import the DFC now; a missing SDK becomes a plain :class:`DfcUnavailable`."""
+    try:
+        import hailo_sdk_client
+        from hailo_sdk_client import ClientRunner
+        from hailo_sdk_client.exposed_definitions import InferenceContext
+    except ImportError as e:
+        here = f"{platform.system()} {platform.machine()}, Python {sys.version_info.major}.{sys.version_info.minor}"
+        raise DfcUnavailable(
+            f"The Hailo Dataflow Compiler (Python package hailo_sdk_client) is not installed here "
+            f"({here}; import failed: {e}).",
+            "Compiling a HEF needs an x86_64 Linux host (Ubuntu 22.04/24.04) with Python 3.10-3.12 and "
+            "either the Hailo AI Software Suite (Docker image) or the Dataflow Compiler wheel "
+            "(hailo_dataflow_compiler-<ver>-py3-none-linux_x86_64.whl) from Hailo's Developer Zone "
+            "(free account). DFC 5.x builds for Hailo-10H, DFC 3.x for Hailo-8/8L. Everything else "
+            "(export, calibration, search) works without it.",
+        ) from None
+    try:
+        from hailo_sdk_client.exposed_definitions import Dims
+    except ImportError:
+        Dims = None
+    return Sdk(ClientRunner, InferenceContext, Dims, str(getattr(hailo_sdk_client, "__version__", "unknown")))
+
+
+@dataclass
+class HefOptions:
+    hw_arch: str
+    seq_len: int | None = None
+    precision: str | Path | PrecisionProfile | None = "balanced"
+    #: MZ uses 0 for every transformer text encoder; 2 is the DFC's default (wants a GPU)
+    optimization_level: int = 0
+    compression_level: int = 0
+    alls_extra: str | Path | None = None
+    fallback: bool = False
+    report: bool = True
+    calib: str | Path | None = None  # an .npz with embeddings/mask; default: the bundle's set
+    calib_batch_size: int = 8
+    work_dir: str | Path | None = None
+    restart: bool = False  # ignore saved stages
+
+
+@dataclass
+class Attempt:
+    profile: str
+    sixteen_bit: list[str]
+    optimize: str = "not run"  # "ran", "reused"
+    compile: str = "not run"  # "ok", "reused", "allocator", "failed"
+    error: str | None = None
+    seconds: dict = field(default_factory=dict)
+
+
+@dataclass
+class HefResult:
+    hef: Path
+    entry: EncoderEntry
+    profile: PrecisionProfile
+    attempts: list[Attempt]
+    report: dict | None
+    skipped: list[str]
+    model_script: Path
+    work_dir: Path
+
+
+def hef_filename(hw_arch: str, seq_len: int, bundle_seq_len: int) -> str:
+    """``encoder.<hw_arch>.hef``, with ``.s<SEQ>`` when SEQ differs from the bundle's window."""
+    return f"encoder.{hw_arch}{'' if seq_len == bundle_seq_len else f'.s{seq_len}'}.hef"
+
+
+def is_allocator_crash(exc: BaseException) -> bool:
+    """True for the DFC's BackendAllocatorException, also when wrapped in another exception."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if "BackendAllocatorException" in type(exc).__name__ or "BackendAllocatorException" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _key(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+class _State:
+    """The work folder's record of finished stages (state.json)."""
+
+    def __init__(self, folder: Path, restart: bool):
+        self.folder = folder
+        self.path = folder / STATE_FILE
+        self.data = {"version": _STATE_VERSION, "parse": None, "optimized": {}, "compiled": {}}
+        if self.path.is_file() and not restart:
+            try:
+                loaded = json.loads(self.path.read_text())
+                if loaded.get("version") == _STATE_VERSION:
+                    self.data = loaded
+            except (OSError, json.JSONDecodeError):
+                pass
+
+    def save(self) -> None:
+        write_json_atomic(self.path, self.data)
+
+
+def _explain_allocator(profile: PrecisionProfile, work: Path, fallback: bool) -> AllocatorCrash:
+    attention = profile.attention_sixteen_bit
+    why = (
+        f"The Dataflow Compiler's allocator could not place the network with precision profile "
+        f"{profile.describe()} (BackendAllocatorException). 16-bit (a16_w16) layers need twice the "
+        "on-chip memory and not every layer can be placed at 16 bits"
+    )
+    why += (f"; 16 bits on the attention path ({', '.join(attention)}) is known to fail this way on DFC 5.3.0."
+            if attention else ".")
+    hint = ("Re-run with --fallback to step down (16-bit FFN projections off, then LayerNorm internals, then "
+            "residual adds, then plain a8), or choose --precision a8. " if not fallback else "")
+    hint += f"Finished stages are kept in {work}; a re-run resumes there."
+    return AllocatorCrash(why, hint)
+
+
+def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str], None] | None = None,
+              sdk: Sdk | None = None) -> HefResult:
+    """Compile ``bundle``'s encoder body to a HEF for ``opts.hw_arch``; see the module docstring."""
+    say = say or (lambda m: log.info(m))
+    if not isinstance(bundle, Bundle):
+        bundle = Bundle.open(bundle)
+    if opts.hw_arch not in HW_ARCHS:
+        raise CompileError(f"Unknown --hw-arch {opts.hw_arch!r}.", f"Use one of: {', '.join(HW_ARCHS)}.")
+    seq = int(opts.seq_len or bundle.seq_len)
+    if not 8 <= seq <= bundle.seq_len:
+        raise CompileError(f"--seq-len {seq} is outside 8..{bundle.seq_len} (the bundle's window).",
+                           "Re-export the bundle with a longer --seq-len to compile a longer window.")
+    requested = load_profile(opts.precision)
+    ladder = fallback_ladder(requested) if opts.fallback else [requested]
+    if requested.attention_sixteen_bit:
+        say(f"warning: profile {requested.name} puts 16 bits on the attention path "
+            f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
+    extra_lines = read_extra_lines(opts.alls_extra)
+
+    sdk = sdk or load_sdk()
+    say(f"Dataflow Compiler {sdk.version}, target {opts.hw_arch}, SEQ {seq}")
+    emb, mask, calib_info = calib_mod.load_calibration(bundle, seq, opts.calib)
+    if emb.ndim and emb.shape[0] < calib_mod.MIN_ROWS:
+        say(f"warning: only {emb.shape[0]} calibration rows (fewer than {calib_mod.MIN_ROWS}).")
+
+    work = Path(opts.work_dir).expanduser() if opts.work_dir else bundle.path / "build" / f"{opts.hw_arch}.s{seq}"
+    work.mkdir(parents=True, exist_ok=True)
+    state = _State(work, opts.restart)
+    skipped: list[str] = []
+
+    # -- parse --------------------------------------------------------------------------
+    parse_key = _key(bundle.file_sha256("encoder.onnx"), seq, opts.hw_arch, sdk.version, bundle.mask_value, NET_NAME)
+    parsed_har = work / "parsed.har"
+    st = state.data["parse"]
+    if st and st.get("key") == parse_key and parsed_har.is_file():
+        say(f"parse: reusing {parsed_har}")
+        skipped.append("parse")
+        runner = _runner(sdk, opts.hw_arch, parsed_har)
+    else:
+        t0 = time.perf_counter()
+        dfc = make_dfc_onnx(bundle, work / "encoder.dfc.onnx", seq)
+        diff = verify_dfc_onnx(bundle, dfc)
+        say(f"parse: DFC-facing model {dfc.path.name} (mask input [N,1,1,{seq}], max |diff| vs encoder.onnx "
+            f"{diff:.2g})")
+        runner = sdk.ClientRunner(hw_arch=opts.hw_arch)
+        kwargs = dict(end_node_names=[OUTPUT], net_input_shapes=dfc.input_shapes)
+        if sdk.Dims is not None:
+            d = sdk.Dims
+            # 3-D NWC for the embeddings (the parser lifts it to [-1,1,S,H]); the mask is already
+            # 4-D and NHWC, so the parsed layer keeps [-1,1,1,S]
+            kwargs["net_input_format"] = {EMBEDDINGS: [d.BATCH, d.WIDTH, d.CHANNELS],
+                                          MASK: [d.BATCH, d.HEIGHT, d.WIDTH, d.CHANNELS]}
+        try:
+            runner.translate_onnx_model(str(dfc.path), NET_NAME, **kwargs)
+        except Exception as e:
+            raise CompileError(f"The DFC could not parse {dfc.path}: {type(e).__name__}: {e}",
+                               "Please report this with the DFC version and the bundle's manifest.json.") from e
+        runner.save_har(str(parsed_har))
+        state.data["parse"] = {"key": parse_key, "har": parsed_har.name, "max_diff": diff,
+                               "seconds": round(time.perf_counter() - t0, 2)}
+        state.data["optimized"], state.data["compiled"] = {}, {}
+        state.save()
+        say(f"parse: done in {time.perf_counter() - t0:.1f} s -> {parsed_har}")
+
+    hn = runner.get_hn_dict()
+    layers = input_layers(hn)
+    say("parsed inputs: " + ", ".join(f"{x.name} ({x.role}) {list(x.shape)}" for x in layers))
+
+    # -- preflight (always before any optimize) -------------------------------------------
+    calib = calibration_dict(layers, emb, mask)
+    pre = preflight(layers, calib)
+    rows = pre["rows"]
+    say(f"preflight: calibration {rows} rows fits the parsed inputs")
+    calib_sha = calib_info.get("sha256", "")
+
+    attempts: list[Attempt] = []
+    sites = site_layers(hn)
+    for i, profile in enumerate(ladder):
+        att = Attempt(profile.name, list(profile.sixteen_bit))
+        attempts.append(att)
+        if i:
+            say(f"fallback: trying profile {profile.describe()}")
+        script = build_model_script(
+            profile, hn, calibset_size=rows, batch_size=min(opts.calib_batch_size, rows),
+            optimization_level=opts.optimization_level, compression_level=opts.compression_level,
+            extra_lines=extra_lines)
+        skey = _key(parse_key, script, calib_sha)
+        script_path = work / f"model-{skey}.alls"
+        script_path.write_text(script, encoding="utf-8")
+        opt_har = work / f"optimized-{skey}.har"
+        rec = state.data["optimized"].get(skey)
+        try:
+            if rec and opt_har.is_file():
+                say(f"optimize: reusing {opt_har.name} (profile {profile.name})")
+                att.optimize = "reused"
+                skipped.append(f"optimize:{profile.name}")
+                runner = _runner(sdk, opts.hw_arch, opt_har)
+            else:
+                n16 = sum(len(sites[g]) for g in profile.sixteen_bit)
+                say(f"optimize: profile {profile.describe()}, {n16} layers at 16 bits, "
+                    f"optimization level {opts.optimization_level} (this can take a long time)")
+                t0 = time.perf_counter()
+                runner = _runner(sdk, opts.hw_arch, parsed_har)
+                runner.load_model_script(str(script_path))
+                runner.optimize(calib)
+                runner.save_har(str(opt_har))
+                att.optimize = "ran"
+                att.seconds["optimize"] = round(time.perf_counter() - t0, 2)
+                rec = {"har": opt_har.name, "profile": profile.to_dict(), "report": None}
+                state.data["optimized"][skey] = rec
+                state.save()
+                say(f"optimize: done in {att.seconds['optimize']:.1f} s -> {opt_har}")
+        except Exception as e:
+            if is_allocator_crash(e) and not profile.is_all_8bit:
+                att.error = f"{type(e).__name__}: {e}"
+                say(f"optimize: allocator failure with profile {profile.name}")
+                if i + 1 < len(ladder):
+                    continue
+                raise _explain_allocator(profile, work, opts.fallback) from e
+            if isinstance(e, HefsearchError):
+                raise
+            raise CompileError(
+                f"optimize() failed with profile {profile.name}: {type(e).__name__}: {e}",
+                f"The model script is {script_path}; the parsed model is kept in {parsed_har}.") from e
+
+        report = rec.get("report")
+        if opts.report and report is None:
+            from .emulator_report import emulator_report
+
+            t0 = time.perf_counter()
+            try:
+                report = emulator_report(runner, sdk.InferenceContext, bundle, layers, seq, say)
+            except Exception as e:  # the report informs; it must not stop a build
+                report = {"error": f"{type(e).__name__}: {e}"}
+                say(f"warning: the emulator report failed ({report['error']}); compiling anyway")
+            att.seconds["report"] = round(time.perf_counter() - t0, 2)
+            rec["report"] = report
+            state.save()
+        elif opts.report and "error" not in report:
+            from .emulator_report import format_report
+
+            for line in format_report(report).splitlines():
+                say(line)
+
+        hef_name = hef_filename(opts.hw_arch, seq, bundle.seq_len)
+        hef_path = bundle.path / hef_name
+        done = state.data["compiled"].get(skey)
+        if done and hef_path.is_file() and sha256_file(hef_path) == done.get("sha256"):
+            say(f"compile: {hef_name} is already built from this optimised model")
+            att.compile = "reused"
+            skipped.append("compile")
+        else:
+            say(f"compile: allocating for {opts.hw_arch} (this can take a long time)")
+            t0 = time.perf_counter()
+            try:
+                hef_bytes = runner.compile()
+            except Exception as e:
+                att.error = f"{type(e).__name__}: {e}"
+                if is_allocator_crash(e) and not profile.is_all_8bit:
+                    att.compile = "allocator"
+                    say(f"compile: BackendAllocatorException with profile {profile.describe()}")
+                    if i + 1 < len(ladder):
+                        continue
+                    raise _explain_allocator(profile, work, opts.fallback) from e
+                att.compile = "failed"
+                raise CompileError(
+                    f"compile() failed: {type(e).__name__}: {e}",
+                    f"The optimised model is kept in {opt_har}; a re-run resumes at compile.") from e
+            if not isinstance(hef_bytes, (bytes, bytearray)) or not hef_bytes:
+                raise CompileError(f"compile() returned {type(hef_bytes).__name__}, not the HEF bytes.",
+                                   "Please report this with the DFC version.")
+            att.seconds["compile"] = round(time.perf_counter() - t0, 2)
+            _write_atomic(hef_path, bytes(hef_bytes))
+            att.compile = "ok"
+            state.data["compiled"][skey] = {"file": hef_name, "sha256": sha256_file(hef_path)}
+            state.save()
+            say(f"compile: done in {att.seconds['compile']:.1f} s -> {hef_path} ({len(hef_bytes)} bytes)")
+        return _record(bundle, opts, sdk, profile, requested, attempts, report, hn, layers, seq, script,
+                       hef_path, calib_info, skipped, work)
+    raise AssertionError("unreachable: the ladder ends in a return or a raise")  # pragma: no cover
+
+
+def _runner(sdk: Sdk, hw_arch: str, har: Path):
+    runner = sdk.ClientRunner(hw_arch=hw_arch)
+    runner.load_har(str(har))
+    return runner
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def stream_contract(hn: dict, layers, seq: int, hidden: int) -> tuple[dict, dict]:
+    """What the HEF's streams hold, for the runtime to check: keyed by role (ONNX name)."""
+    inputs = {x.role: {"layer": x.name, "shape": list(x.sample_shape), "dtype": "float32",
+                       "values": "0/1 token mask" if x.role == MASK else "host embedding sum"} for x in layers}
+    outputs = {}
+    order = hn.get("net_params", {}).get("output_layers_order") or \
+        [n for n, l in hn["layers"].items() if l.get("type") == "output_layer"]
+    for name in order:
+        layer = hn["layers"].get(name, {})
+        shapes = layer.get("output_shapes") or layer.get("input_shapes") or [[-1, 1, seq, hidden]]
+        outputs[OUTPUT] = {"layer": name, "shape": [int(d) for d in shapes[0][1:]], "dtype": "float32"}
+    return inputs, outputs
+
+
+def _record(bundle, opts, sdk, profile, requested, attempts, report, hn, layers, seq, script, hef_path,
+            calib_info, skipped, work) -> HefResult:
+    bundle = Bundle.open(bundle.path)  # fresh manifest: calibration may have changed it
+    hef_name = hef_path.name
+    script_name = hef_name[: -len(".hef")] + ".alls"
+    (bundle.path / script_name).write_text(script, encoding="utf-8")
+    bundle.add_file(hef_name)
+    bundle.add_file(script_name)
+    inputs, outputs = stream_contract(hn, layers, seq, bundle.hidden)
+    calib_summary = {k: calib_info[k] for k in ("file", "sha256", "rows", "seed", "user_rows", "sample_rows",
+                                                "ks_distance") if k in calib_info}
+    extra = {
+        "precision": profile.to_dict(),
+        "mask": profile.mask,
+        "mask_value": bundle.mask_value,
+        "dfc_version": sdk.version,
+        "model_script": script_name,
+        "optimization_level": opts.optimization_level,
+        "compression_level": opts.compression_level,
+        "calibration": calib_summary,
+        "quality": report,
+        "attempts": [asdict(a) for a in attempts],
+        "inputs": inputs,
+        "outputs": outputs,
+        "network_name": hn.get("name", NET_NAME),
+    }
+    if not profile.same_bits(requested):
+        extra["precision_requested"] = requested.to_dict()
+    entry = EncoderEntry(kind="hef", file=hef_name, seq_len=seq, hw_arch=opts.hw_arch, extra=extra)
+    bundle.upsert_encoder(entry)
+    bundle.save_manifest()
+    return HefResult(hef_path, entry, profile, attempts, report, skipped, bundle.path / script_name, work)
