@@ -1,0 +1,275 @@
+"""Find the documents under a set of folders, safely.
+
+Nothing here opens a file: the crawler only lists directories and stats entries, so FIFOs,
+sockets and devices are reported ("special") without ever being touched. Directories are
+followed through symlinks once; a directory reached again (a symlink loop, or a second route
+to the same folder) is reported as "loop" by its (st_dev, st_ino). Hidden entries are skipped
+silently unless asked for, ``.hefsearchignore`` files (gitignore syntax) apply to their folder
+and everything below it, and ``--exclude`` patterns (same syntax) apply relative to each root.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+from hefsearch.index.extract import SUPPORTED_SUFFIXES
+
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+IGNORE_FILE = ".hefsearchignore"
+_MAX_IGNORE_FILE_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FoundFile:
+    path: Path
+    size: int
+    mtime_ns: int
+    kind: str  # from SUPPORTED_SUFFIXES
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: Path
+    reason: str
+    counted_as: str  # "unsupported", "too_large", "special", "loop", "broken_link", "unreadable", "ignored"
+
+
+def crawl(
+    roots: Sequence[Path],
+    *,
+    include_hidden: bool = False,
+    excludes: Sequence[str] = (),
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Iterator[FoundFile | SkippedFile]:
+    """Yield every supported document under ``roots`` and a SkippedFile for everything that was
+    looked at and left out (except hidden entries, which are skipped silently).
+
+    Roots are made absolute and resolved; entries below a root keep the path they were found
+    at (a symlinked file is reported under the link's path). Within a folder, entries come in
+    name order, so two crawls of an unchanged tree agree.
+    """
+    exclude_spec = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
+    state = _CrawlState(include_hidden=include_hidden, exclude=exclude_spec, max_bytes=max_bytes)
+    for root in roots:
+        yield from state.crawl_root(Path(os.path.expanduser(os.fspath(root))))
+
+
+def human_size(n: int) -> str:
+    """1536 -> '1.5 KiB'; used in reasons a user reads."""
+    size = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} bytes"  # pragma: no cover
+
+
+@dataclass
+class _Rules:
+    """One set of gitignore-style patterns and where they apply from."""
+
+    spec: pathspec.GitIgnoreSpec
+    origin: str  # "--exclude" or the ignore file's path, for the reason text
+    base: str = ""  # folder (relative to the root, posix) the patterns are relative to
+
+    @classmethod
+    def from_lines(cls, lines: list[str], origin: str, base: str = "") -> _Rules:
+        return cls(pathspec.GitIgnoreSpec.from_lines(lines), origin, base)
+
+    def check(self, rel: str) -> tuple[bool | None, str]:
+        """(True = ignore / False = re-included / None = no pattern matched, the pattern)."""
+        if self.base:
+            rel = rel[len(self.base) + 1:]
+        result = self.spec.check_file(rel)
+        if result.include is None:
+            return None, ""
+        return bool(result.include), str(self.spec.patterns[result.index].pattern)
+
+
+@dataclass
+class _Dir:
+    path: Path
+    rel: str  # relative to the root, posix, "" for the root
+    rules: tuple[_Rules, ...]
+    ancestors: dict[tuple[int, int], Path]
+
+
+@dataclass
+class _CrawlState:
+    include_hidden: bool
+    exclude: _Rules | None
+    max_bytes: int
+    seen_dirs: dict[tuple[int, int], Path] = field(default_factory=dict)
+    seen_files: dict[tuple[int, int], Path] = field(default_factory=dict)
+
+    def crawl_root(self, root: Path) -> Iterator[FoundFile | SkippedFile]:
+        try:
+            root = root.resolve()
+            st = os.stat(root)
+        except FileNotFoundError:
+            yield SkippedFile(Path(os.path.abspath(root)), "does not exist", "unreadable")
+            return
+        except RuntimeError:  # Path.resolve on Python < 3.13 raises this for a symlink loop
+            yield SkippedFile(Path(os.path.abspath(root)), "symlink loop", "loop")
+            return
+        except OSError as e:
+            yield _stat_failure(Path(os.path.abspath(root)), e, is_link=os.path.islink(root))
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            # A file given explicitly is indexed even if hidden or matched by --exclude.
+            yield self._file(root, st, rel=None)
+            return
+        key = (st.st_dev, st.st_ino)
+        if key in self.seen_dirs:
+            yield SkippedFile(root, f"already crawled as {self.seen_dirs[key]}", "loop")
+            return
+        self.seen_dirs[key] = root
+        stack = [_Dir(root, "", (), {key: root})]
+        while stack:
+            folder = stack.pop()
+            subdirs: list[_Dir] = []
+            for item in self._scan(folder, subdirs):
+                yield item
+            stack.extend(reversed(subdirs))  # depth-first, in name order
+
+    def _scan(self, folder: _Dir, subdirs: list[_Dir]) -> Iterator[FoundFile | SkippedFile]:
+        try:
+            with os.scandir(folder.path) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            yield SkippedFile(folder.path, f"cannot list folder: {e.strerror or e}", "unreadable")
+            return
+        rules = folder.rules
+        for entry in entries:
+            if entry.name == IGNORE_FILE:
+                loaded = self._load_ignore_file(entry, folder.rel)
+                if isinstance(loaded, SkippedFile):
+                    yield loaded
+                elif loaded is not None:
+                    rules = rules + (loaded,)
+        for entry in entries:
+            name = entry.name
+            if name == IGNORE_FILE or (not self.include_hidden and name.startswith(".")):
+                continue
+            path = folder.path / name
+            if not _encodable(name):
+                yield SkippedFile(path, f"file name is not valid UTF-8 ({os.fsencode(name)!r}); rename it", "unreadable")
+                continue
+            is_link = entry.is_symlink()
+            try:
+                st = entry.stat()  # follows symlinks; never opens the file
+            except OSError as e:
+                yield _stat_failure(path, e, is_link=is_link)
+                continue
+            rel = f"{folder.rel}/{name}" if folder.rel else name
+            is_dir = stat.S_ISDIR(st.st_mode)
+            ignored = self._ignored(rel + "/" if is_dir else rel, rules)
+            if ignored:
+                yield SkippedFile(path, ignored, "ignored")
+                continue
+            if is_dir:
+                key = (st.st_dev, st.st_ino)
+                if key in folder.ancestors:
+                    yield SkippedFile(path, f"symlink loop: leads back to {folder.ancestors[key]}", "loop")
+                elif key in self.seen_dirs:
+                    yield SkippedFile(path, f"already crawled as {self.seen_dirs[key]}", "loop")
+                else:
+                    self.seen_dirs[key] = path
+                    subdirs.append(_Dir(path, rel, rules, {**folder.ancestors, key: path}))
+                continue
+            yield self._file(path, st, rel=rel)
+
+    def _file(self, path: Path, st: os.stat_result, rel: str | None) -> FoundFile | SkippedFile:
+        if not stat.S_ISREG(st.st_mode):
+            return SkippedFile(path, f"special file ({_special_kind(st.st_mode)}); not opened", "special")
+        suffix = path.suffix.lower()
+        kind = SUPPORTED_SUFFIXES.get(suffix)
+        if kind is None:
+            return SkippedFile(path, f"unsupported file type '{suffix or '(no suffix)'}'", "unsupported")
+        if st.st_size > self.max_bytes:
+            return SkippedFile(
+                path,
+                f"too large: {human_size(st.st_size)} ({st.st_size} bytes), over the "
+                f"{human_size(self.max_bytes)} limit per file",
+                "too_large",
+            )
+        key = (st.st_dev, st.st_ino)
+        if st.st_ino:
+            first = self.seen_files.get(key)
+            if first is not None and first != path:
+                return SkippedFile(path, f"same file as {first} (reached twice through a link)", "ignored")
+            self.seen_files[key] = path
+        if not os.access(path, os.R_OK):
+            return SkippedFile(path, "permission denied", "unreadable")
+        return FoundFile(path=path, size=st.st_size, mtime_ns=st.st_mtime_ns, kind=kind)
+
+    def _ignored(self, rel: str, rules: tuple[_Rules, ...]) -> str | None:
+        """The reason ``rel`` is ignored, or None. Deeper ignore files override outer ones."""
+        if self.exclude is not None:
+            hit, pattern = self.exclude.check(rel)
+            if hit:
+                return f"matches --exclude '{pattern}'"
+        verdict: str | None = None
+        for r in rules:
+            hit, pattern = r.check(rel)
+            if hit is True:
+                verdict = f"matches '{pattern}' in {r.origin}"
+            elif hit is False:
+                verdict = None
+        return verdict
+
+    def _load_ignore_file(self, entry: os.DirEntry, rel: str) -> _Rules | SkippedFile | None:
+        path = Path(entry.path)
+        try:
+            st = entry.stat()
+            if not stat.S_ISREG(st.st_mode):
+                return SkippedFile(path, "ignore file is not a regular file; not read", "special")
+            if st.st_size > _MAX_IGNORE_FILE_BYTES:
+                return SkippedFile(path, f"ignore file is too large ({human_size(st.st_size)}); not read", "too_large")
+            with open(path, "rb") as f:
+                lines = f.read().decode("utf-8", errors="replace").splitlines()
+        except OSError as e:
+            return SkippedFile(path, f"cannot read ignore file: {e.strerror or e}", "unreadable")
+        return _Rules.from_lines(lines, origin=str(path), base=rel)
+
+
+def _stat_failure(path: Path, e: OSError, *, is_link: bool) -> SkippedFile:
+    if e.errno == errno.ELOOP:
+        return SkippedFile(path, "symlink loop (the link resolves to itself)", "loop")
+    if is_link and e.errno in (errno.ENOENT, errno.ENOTDIR):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return SkippedFile(path, f"broken symlink: target {target} does not exist", "broken_link")
+    if e.errno == errno.ENOENT:
+        return SkippedFile(path, "vanished while crawling", "unreadable")
+    return SkippedFile(path, f"cannot stat: {e.strerror or e}", "unreadable")
+
+
+def _special_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return "not a regular file"
+
+
+def _encodable(name: str) -> bool:
+    """Names with undecodable bytes arrive with lone surrogates; they cannot be stored as text."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

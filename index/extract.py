@@ -1,0 +1,410 @@
+"""Plain text out of a user's document, or a human reason why not.
+
+One entry point, :func:`extract`. Every format goes through :func:`read_regular_file`, which
+opens without blocking and refuses anything that is not a regular file, so a FIFO or device that
+slipped past the crawler (or replaced a file since) cannot hang us. All work is linear in the
+size of the file: byte statistics and decoding run in C, charset detection samples the data, and
+the parsers are well-kept libraries (charset-normalizer, beautifulsoup4, pypdf, python-docx).
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import logging
+import os
+import re
+import stat
+import warnings
+import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from hefsearch.embed.errors import HefsearchError
+
+SUPPORTED_SUFFIXES: dict[str, str] = {
+    ".txt": "text",
+    ".md": "markdown",
+    ".rst": "text",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+    ".docx": "docx",
+}
+
+# A .docx is a ZIP; refuse one that would inflate beyond this (a zip bomb, not a letter).
+MAX_DOCX_UNPACKED = 512 * 1024 * 1024
+# Share of control bytes (other than tab, newlines, form feed, escape) above which a file is
+# binary. Random or compressed data has about 10%; real text, even legacy text, has ~0%.
+BINARY_CONTROL_SHARE = 0.05
+# Charset detection and the mess check look at this much text, so they cost O(1) per file.
+_SAMPLE_CHARS = 64 * 1024
+
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),  # before UTF-16 LE: it starts with the same two bytes
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_WIDE_ENCODINGS = ["utf_16", "utf_16_be", "utf_16_le", "utf_32", "utf_32_be", "utf_32_le"]
+
+
+class ExtractionError(HefsearchError):
+    """A file could not be turned into text; ``message`` is the reason shown to the user."""
+
+    title = "cannot read document"
+
+
+@dataclass
+class ExtractedText:
+    text: str  # the plain text; NUL bytes removed, newlines normalised to "\n"
+    kind: str  # "text", "markdown", "html", "pdf", "docx"
+    pages: list[tuple[int, int, int]] | None = None  # (page from 1, char_start, char_end), PDFs
+    encoding: str | None = None  # detected encoding for text files
+
+
+def kind_of(path: Path) -> str | None:
+    """The document kind for ``path``'s suffix (case-insensitive), or None if unsupported."""
+    return SUPPORTED_SUFFIXES.get(Path(path).suffix.lower())
+
+
+def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None) -> ExtractedText:
+    """Extract the text of one document.
+
+    :param path: the file; its suffix picks the format unless ``kind`` is given.
+    :param max_bytes: refuse files larger than this (the crawler already applies its limit).
+    :raises ExtractionError: with a reason a user understands (corrupt, binary, undecodable, ...).
+    """
+    path = Path(path)
+    kind = kind or kind_of(path)
+    if kind is None:
+        raise ExtractionError(
+            f"{path.name}: unsupported file type '{path.suffix or '(none)'}'",
+            hint="supported: " + ", ".join(sorted(SUPPORTED_SUFFIXES)),
+        )
+    data = read_regular_file(path, max_bytes=max_bytes)
+    if kind in ("text", "markdown"):
+        text, encoding = decode_text(data)
+        return ExtractedText(text=text, kind=kind, encoding=encoding)
+    if kind == "html":
+        return ExtractedText(text=html_to_text(data), kind=kind)
+    if kind == "pdf":
+        text, pages = pdf_to_text(data)
+        return ExtractedText(text=text, kind=kind, pages=pages)
+    if kind == "docx":
+        return ExtractedText(text=docx_to_text(data), kind=kind)
+    raise ExtractionError(f"{path.name}: no extractor for kind '{kind}'")
+
+
+def read_regular_file(path: Path, *, max_bytes: int | None = None) -> bytes:
+    """Read a regular file completely, never blocking on a FIFO or device."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    flags |= getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise ExtractionError(f"cannot open: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ExtractionError("not a regular file (FIFO, socket or device); not opened for reading")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise ExtractionError(f"too large: {st.st_size} bytes, over the limit of {max_bytes} bytes")
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            fd = -1
+            return f.read()
+    except OSError as e:
+        raise ExtractionError(f"cannot read: {e.strerror or e}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+# --- plain text -------------------------------------------------------------------------------
+
+
+def decode_text(data: bytes) -> tuple[str, str | None]:
+    """Bytes of a text file -> (text, encoding name). Raises ExtractionError for binary data or
+    bytes that are neither UTF-8/16/32 nor a recognisable legacy encoding."""
+    if not data:
+        return "", None
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                text = data[len(bom):].decode(encoding)
+            except UnicodeDecodeError as e:
+                raise ExtractionError(f"starts with a {encoding} byte order mark but is not valid {encoding}: {e.reason} at byte {e.start + len(bom)}") from None
+            return _clean(text), encoding + "-bom"
+    wide = _guess_bomless_utf16(data)
+    if wide is not None:
+        return _clean(wide[0]), wide[1]
+    data = _reject_binary(data)
+    try:
+        return _clean(data.decode("utf-8")), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    mostly_utf8 = _mostly_utf8(data)
+    if mostly_utf8 is not None:
+        return _clean(mostly_utf8), "utf-8 (some invalid bytes replaced)"
+    text, encoding = _decode_legacy(data)
+    return _clean(text), encoding
+
+
+def _clean(text: str) -> str:
+    """Drop NULs and normalise line endings, so char spans and line numbers mean the same everywhere."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _guess_bomless_utf16(data: bytes) -> tuple[str, str] | None:
+    """UTF-16 without a byte order mark: NULs in every other byte of mostly-ASCII text."""
+    n = len(data)
+    if n < 4 or n % 2:
+        return None
+    sample = data[: 2 * _SAMPLE_CHARS]
+    half = len(sample) // 2
+    even_nuls = sample[0::2].count(0)
+    odd_nuls = sample[1::2].count(0)
+    for nuls, other, encoding in ((odd_nuls, even_nuls, "utf-16-le"), (even_nuls, odd_nuls, "utf-16-be")):
+        if nuls >= 0.4 * half and other <= 0.02 * half:
+            try:
+                text = data.decode(encoding)
+            except UnicodeDecodeError:
+                return None
+            if _control_share(text[:_SAMPLE_CHARS].encode("utf-8", "replace")) <= BINARY_CONTROL_SHARE:
+                return text, encoding
+    return None
+
+
+def _control_share(data: bytes) -> float:
+    if not data:
+        return 0.0
+    return (len(data) - len(data.translate(None, _CONTROL_BYTES))) / len(data)
+
+
+def _reject_binary(data: bytes) -> bytes:
+    """Return ``data`` without stray NULs, or raise if it looks like binary data."""
+    nuls = data.count(0)
+    stripped = data.replace(b"\x00", b"") if nuls else data
+    if nuls and not stripped.strip():
+        raise ExtractionError(f"binary data: {nuls} NUL bytes and no text")
+    share = _control_share(stripped)
+    if share > BINARY_CONTROL_SHARE:
+        raise ExtractionError(
+            f"binary data, not text ({share:.0%} control bytes)",
+            hint="if this is a document in another format, convert it to .txt, .pdf or .docx",
+        )
+    return stripped
+
+
+def _mostly_utf8(data: bytes) -> str | None:
+    """UTF-8 with a few broken bytes (a truncated or patched file) stays UTF-8, with U+FFFD for
+    the broken bytes. Pure ASCII plus a few high bytes is a legacy file instead ("café" in cp1252)."""
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count(b"\xef\xbf\xbd")
+    multibyte = len(data) - len(text)  # extra bytes of valid multi-byte sequences
+    if bad <= max(1, len(data) // 1000) and multibyte > 4 * bad:
+        return text
+    return None
+
+
+def _decode_legacy(data: bytes) -> tuple[str, str]:
+    """Pick a legacy code page with charset-normalizer, preferring cp1252 when it reads as well."""
+    from charset_normalizer import from_bytes
+    from charset_normalizer.md import mess_ratio
+
+    results = from_bytes(data, cp_exclusion=_WIDE_ENCODINGS)
+    best = results.best()
+    try:
+        western = data.decode("cp1252")
+    except UnicodeDecodeError:
+        western = None
+    if western is not None:
+        # charset-normalizer often ranks cp1250/cp1257 first for short German or French text
+        # (they decode the common letters identically); cp1252 is the likely truth in the West.
+        mess = mess_ratio(western[:_SAMPLE_CHARS], maximum_threshold=1.0)
+        if (best is None and mess <= 0.1) or (best is not None and mess <= best.chaos + 0.02):
+            return western, "cp1252"
+    if best is None:
+        raise ExtractionError(
+            "not valid UTF-8 nor a known legacy encoding",
+            hint="re-save the file as UTF-8",
+        )
+    return data.decode(best.encoding, errors="replace"), best.encoding
+
+
+# --- HTML -------------------------------------------------------------------------------------
+
+_HTML_DROP = ("script", "style", "noscript", "template", "head", "svg", "canvas", "iframe", "object")
+_HTML_BLOCK = (
+    "p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "blockquote",
+    "pre", "table", "ul", "ol", "dl", "form", "fieldset", "figure", "address", "details",
+    "h1", "h2", "h3", "h4", "h5", "h6", "hr", "title", "caption",
+)
+_HTML_LINE = ("br", "li", "tr", "dt", "dd", "figcaption", "summary", "option")
+_HTML_CELL = ("td", "th")
+_SPACES = re.compile(r"[^\S\n]+")
+_BLANKS = re.compile(r"\n{3,}")
+
+
+def html_parser() -> str:
+    """lxml when installed (fast), else the standard library parser."""
+    try:
+        import lxml  # noqa: F401
+    except ImportError:
+        return "html.parser"
+    return "lxml"
+
+
+def html_to_text(data: bytes) -> str:
+    """Readable text of an HTML page: no scripts, styles or markup; blocks become paragraphs."""
+    from bs4 import BeautifulSoup
+
+    _reject_binary(data)
+    data = data.replace(b"\x00", b"")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bs4 warns about markup that looks like a URL/filename
+        soup = BeautifulSoup(data, html_parser())
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for tag in soup.find_all(_HTML_DROP):
+        tag.decompose()
+    for tag in soup.find_all(_HTML_BLOCK):
+        tag.insert_before("\n\n")
+        tag.insert_after("\n\n")
+    for tag in soup.find_all(_HTML_LINE):
+        tag.insert_before("\n")
+        tag.insert_after("\n")
+    for tag in soup.find_all(_HTML_CELL):
+        tag.insert_after(" \t ")
+    raw = soup.get_text()
+    lines = (_SPACES.sub(" ", line).strip() for line in _clean(raw).split("\n"))
+    text = _BLANKS.sub("\n\n", "\n".join(lines)).strip()
+    if title and not text.startswith(title):
+        text = f"{title}\n\n{text}" if text else title
+    return text
+
+
+# --- PDF --------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _quiet_pypdf():
+    """pypdf logs a warning per malformed object; a bad PDF would flood the terminal."""
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def pdf_to_text(data: bytes) -> tuple[str, list[tuple[int, int, int]]]:
+    """Text of every page joined by blank lines, with (page, start, end) char spans."""
+    from pypdf import PdfReader
+
+    if b"%PDF" not in data[:1024]:
+        raise ExtractionError("PDF is corrupt: no %PDF header (not a PDF file)")
+    with _quiet_pypdf():
+        try:
+            reader = PdfReader(io.BytesIO(data), strict=False)
+            if reader.is_encrypted:
+                try:
+                    ok = reader.decrypt("")
+                except Exception as e:  # noqa: BLE001 - pypdf raises many types for bad crypto
+                    raise ExtractionError(f"PDF is encrypted and cannot be opened: {e}") from None
+                if not ok:
+                    raise ExtractionError("PDF is password-protected", hint="save an unprotected copy to index it")
+            pages = list(reader.pages)
+        except ExtractionError:
+            raise
+        except Exception as e:  # noqa: BLE001 - hostile input; any parser failure means corrupt
+            raise ExtractionError(f"PDF is corrupt: {_describe(e)}") from None
+        if not pages:
+            raise ExtractionError("PDF is corrupt: it has no pages")
+        texts: list[str] = []
+        failed = 0
+        first_error = ""
+        for page in pages:
+            try:
+                texts.append(_clean(page.extract_text() or "").strip())
+            except Exception as e:  # noqa: BLE001 - one bad page must not lose the others
+                failed += 1
+                first_error = first_error or _describe(e)
+                texts.append("")
+    if failed == len(pages):
+        raise ExtractionError(f"PDF is corrupt: no page could be read ({first_error})")
+    if not any(texts):
+        raise ExtractionError(
+            f"PDF has no text layer ({len(pages)} page(s), probably scanned images)",
+            hint="run OCR on it first (e.g. ocrmypdf) to make it searchable",
+        )
+    spans: list[tuple[int, int, int]] = []
+    parts: list[str] = []
+    pos = 0
+    for number, page_text in enumerate(texts, start=1):
+        if parts:
+            parts.append("\n\n")
+            pos += 2
+        parts.append(page_text)
+        spans.append((number, pos, pos + len(page_text)))
+        pos += len(page_text)
+    return "".join(parts), spans
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+# --- DOCX -------------------------------------------------------------------------------------
+
+
+def docx_to_text(data: bytes) -> str:
+    """Body paragraphs and tables of a Word document in reading order, paragraphs separated by
+    blank lines, table cells by " | "."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            unpacked = sum(info.file_size for info in zf.infolist())
+    except zipfile.BadZipFile:
+        raise ExtractionError("DOCX is corrupt: not a ZIP archive") from None
+    except Exception as e:  # noqa: BLE001
+        raise ExtractionError(f"DOCX is corrupt: {_describe(e)}") from None
+    if unpacked > MAX_DOCX_UNPACKED:
+        raise ExtractionError(f"DOCX would unpack to {unpacked // 2**20} MB; refusing (limit {MAX_DOCX_UNPACKED // 2**20} MB)")
+    try:
+        import docx
+        from docx.table import Table
+
+        document = docx.Document(io.BytesIO(data))
+        blocks: list[str] = []
+        for item in document.iter_inner_content():
+            if isinstance(item, Table):
+                blocks.extend(_table_rows(item))
+            else:
+                blocks.append(item.text)
+    except Exception as e:  # noqa: BLE001 - hostile input; any parser failure means corrupt
+        raise ExtractionError(f"DOCX is corrupt: {_describe(e)}") from None
+    return "\n\n".join(b.strip() for b in (_clean(b) for b in blocks) if b.strip())
+
+
+def _table_rows(table) -> list[str]:
+    rows = []
+    for row in table.rows:
+        seen: set[int] = set()
+        cells = []
+        for cell in row.cells:
+            if id(cell._tc) in seen:  # a merged cell repeats for every grid column it spans
+                continue
+            seen.add(id(cell._tc))
+            cells.append(" ".join(cell.text.split()))
+        rows.append(" | ".join(c for c in cells if c))
+    return ["\n".join(r for r in rows if r)]
