@@ -14,6 +14,7 @@ log = logging.getLogger("hefsearch.embed")
 REGISTRY: dict[str, str] = {
     "cpu": "cpu:CpuBackend",
     "hailo": "hailo:HailoBackend",
+    "npu-sim": "npu_sim:NpuSimBackend",
 }
 
 ENV_BACKEND = "HEFSEARCH_BACKEND"
