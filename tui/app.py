@@ -100,7 +100,14 @@ class HefsearchApp(App):
         self.theme = self.initial_theme
         self.status_bar.mode = self.initial_mode
         self.search_bar.query_input.focus()
+        self.results.welcome()
         self.action_refresh_status()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        # the search-view keys do nothing over the library screen: hide them from its footer
+        if action in {"cycle_mode", "toggle_compare", "open_hit"} and isinstance(self.screen, LibraryScreen):
+            return False
+        return True
 
     # -- typed accessors -------------------------------------------------------------------
     @property
@@ -364,10 +371,14 @@ class HefsearchApp(App):
         self.run_sync(roots)
 
     def _recorded_roots(self) -> list[Path]:
+        """The folders the last ``hefsearch index`` synced (``settings()["last_sync"]``)."""
         try:
-            return [Path(r) for r in (self.library.settings().get("roots") or [])]
+            settings = self.library.settings()
         except Exception:
             return []
+        last = settings.get("last_sync") or {}
+        roots = (last.get("roots") if isinstance(last, dict) else None) or settings.get("roots") or []
+        return [Path(r) for r in roots]
 
     @work(thread=True, exclusive=False, group="sync", exit_on_error=False)
     def run_sync(self, roots: list[Path]) -> None:
@@ -393,13 +404,21 @@ class HefsearchApp(App):
         self.post_message(SyncFinished(report))
 
     def _on_sync_event(self, event) -> None:
-        """Called on the sync thread: turn a ProgressEvent into a message (coalesced)."""
-        done = getattr(event, "done", None)
-        total = getattr(event, "total", None)
-        phase = getattr(event, "phase", None) or getattr(event, "stage", None) or "indexing"
+        """Called on the sync thread with an ``index.sync.ProgressEvent``: post it as a
+        message (bursts coalesce, see SyncProgressed.can_replace)."""
+        phase = getattr(event, "phase", "index")
+        done, total = getattr(event, "files_done", None), getattr(event, "files_total", None)
+        bits = [{"scan": "scanning", "remove": "removing deleted files", "index": "indexing",
+                 "backfill": "back-filling spaces", "done": "finishing"}.get(phase, phase)]
+        if total:
+            bits.append(f"{done}/{total} files")
+        chunks = getattr(event, "chunks_done", 0)
+        if chunks:
+            bits.append(f"{chunks} chunks ({getattr(event, 'chunks_per_s', 0.0):.0f}/s)")
         path = getattr(event, "path", None)
-        text = f"{phase} {Path(str(path)).name}" if path else str(phase)
-        self.post_message(SyncProgressed(done, total, text))
+        if path and phase == "index":
+            bits.append(Path(str(path)).name)
+        self.post_message(SyncProgressed(done, total, " · ".join(bits)))
 
     def _progress(self, done, total, text) -> None:
         self.sync_progress = (done, total, text)

@@ -32,13 +32,14 @@ class LibraryScreen(Screen):
             yield Label("Files that could not be indexed", classes="section")
             yield DataTable(id="failures", cursor_type="row", zebra_stripes=True)
         with Horizontal(id="sync-row"):
-            yield ProgressBar(id="sync-progress", show_eta=True)
+            yield ProgressBar(id="sync-progress", show_eta=False)
             yield Static("Press r to re-index (new, changed and deleted files only).", id="sync-text")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#spaces", DataTable).add_columns("space", "device", "kind", "vectors", "dim", "index")
         self.query_one("#failures", DataTable).add_columns("file", "reason")
+        self.query_one("#sync-progress", ProgressBar).display = False
         self.app.action_refresh_status()
         progress = getattr(self.app, "sync_progress", None)
         if progress is not None:
@@ -71,5 +72,6 @@ class LibraryScreen(Screen):
 
     def show_progress(self, done: int | None, total: int | None, text: str) -> None:
         bar = self.query_one("#sync-progress", ProgressBar)
+        bar.display = True
         bar.update(total=total, progress=done or 0)
         self.query_one("#sync-text", Static).update(text)

@@ -43,6 +43,13 @@ class ResultsList(OptionList):
         super().__init__(**kwargs)
         self.hits: list = []
 
+    def welcome(self) -> None:
+        self.clear_options()
+        self.add_option(Option(Content.assemble(
+            ("Type a query and press Enter.", "bold"), "\n",
+            ("F2 switches vector / keyword / hybrid · F3 compares the NPU with FP32 · "
+             "F4 shows the library · Ctrl+O opens a hit in your editor", "$text-muted")), disabled=True))
+
     def show(self, result) -> None:
         self.hits = list(result.hits)
         terms = query_terms(result.query)
