@@ -13,8 +13,8 @@ Saved in the bundle as ``calib/calib_s<SEQ>.npz`` with the arrays the parsed net
 - ``mask`` float32 [N, 1, 1, SEQ]: the 0/1 token mask;
 - ``lengths`` int32 [N] and ``source`` uint8 [N] (0 = user document, 1 = bundled sample).
 
-The file is listed in the manifest's ``files`` (sha256) and described under ``calibration``.
-It holds the user's text in a recoverable form (token embeddings), so do not share a bundle
+The file is described, with its sha256, under the manifest's ``calibration`` key (not under
+``files``: a bundle without ``calib/`` stays valid, e.g. on the Pi). It holds the user's text in a recoverable form (token embeddings), so do not share a bundle
 with its ``calib/`` folder. The same seed over the same documents gives the same file.
 """
 
@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hefsearch.embed import samples
-from hefsearch.embed.bundle import Bundle
+from hefsearch.embed.bundle import Bundle, sha256_file
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.host import HostPipeline
 
@@ -166,18 +166,31 @@ def collect_chunks(
     return pool, read, failed, skipped
 
 
-def build_calibration(
-    bundle: Bundle | str | Path,
-    roots: Sequence[str | Path],
-    *,
-    n: int = DEFAULT_N,
-    seed: int = 0,
-    seq_len: int | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> CalibSummary:
-    """Draw, embed and save a calibration set into ``bundle``; return its summary."""
-    if not isinstance(bundle, Bundle):
-        bundle = Bundle.open(bundle)
+@dataclass
+class CalibTexts:
+    """The drawn texts (prefixes applied) and where they came from; never saved as text."""
+
+    texts: list[str]
+    source: np.ndarray  # uint8: 0 = user document, 1 = bundled sample
+    seq_len: int
+    pool_lengths: np.ndarray  # token counts of every chunk read (the documents' distribution)
+    files_read: int
+    files_failed: int
+    files_skipped: int
+
+    @property
+    def user_rows(self) -> int:
+        return int((self.source == 0).sum())
+
+    @property
+    def sample_rows(self) -> int:
+        return int((self.source == 1).sum())
+
+
+def choose_texts(bundle: Bundle, roots: Sequence[str | Path], *, n: int = DEFAULT_N, seed: int = 0,
+                 seq_len: int | None = None, progress: Callable[[str], None] | None = None) -> CalibTexts:
+    """Draw the calibration texts: chunks of the documents under ``roots`` (cut as the indexer
+    cuts them, passage prefix) and bundled samples (query prefix), in a seeded order."""
     seq = int(seq_len or bundle.seq_len)
     if seq > bundle.seq_len:
         raise CalibrationError(
@@ -204,7 +217,7 @@ def build_calibration(
         raise CalibrationError(
             f"No text found under {', '.join(str(r) for r in roots)} ({read} documents read, {failed} failed, "
             f"{skipped} skipped).",
-            "Point --from at folders with your documents (.txt, .md, .html, .pdf, .docx).")
+            "Point --from at folders with your documents (.txt, .md, .rst, .html, .pdf, .docx).")
     n_user = min(n_user_target, len(pool))
     user_idx = rng.choice(len(pool), size=n_user, replace=False)
     sample_idx = rng.choice(len(sample), size=n_sample, replace=False)
@@ -212,20 +225,45 @@ def build_calibration(
     texts += [prefixes["query"] + sample[int(i)] for i in sample_idx]
     source = np.array([0] * n_user + [1] * n_sample, dtype=np.uint8)
     perm = rng.permutation(len(texts))
-    texts = [texts[int(i)] for i in perm]
-    source = source[perm]
+    return CalibTexts([texts[int(i)] for i in perm], source[perm], seq,
+                      np.array([t for _, t in pool], dtype=np.int64), read, failed, skipped)
 
-    rows, hidden = len(texts), bundle.hidden
-    emb = np.zeros((rows, 1, seq, hidden), dtype=np.float32)
+
+def embed_texts(bundle: Bundle, texts: list[str], seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(embeddings [N,1,S,H] float32, mask [N,1,1,S] float32, lengths [N] int32), exactly the
+    host pipeline's ``embed(tokenize(texts).ids, pad_to=S)``."""
+    host = HostPipeline(bundle, max_tokens=seq_len)
+    rows, seq = len(texts), seq_len
+    emb = np.zeros((rows, 1, seq, bundle.hidden), dtype=np.float32)
     mask = np.zeros((rows, 1, 1, seq), dtype=np.float32)
     lengths = np.zeros(rows, dtype=np.int32)
-    say(f"Embedding {rows} texts with the host pipeline (SEQ={seq})")
     for start in range(0, rows, _EMBED_BATCH):
         tok = host.tokenize(texts[start:start + _EMBED_BATCH])
         e, m = host.embed(tok.ids, pad_to=seq)
         emb[start:start + len(e), 0] = e
         mask[start:start + len(e), 0, 0] = m
         lengths[start:start + len(e)] = tok.lengths
+    return emb, mask, lengths
+
+
+def build_calibration(
+    bundle: Bundle | str | Path,
+    roots: Sequence[str | Path],
+    *,
+    n: int = DEFAULT_N,
+    seed: int = 0,
+    seq_len: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CalibSummary:
+    """Draw, embed and save a calibration set into ``bundle``; return its summary."""
+    if not isinstance(bundle, Bundle):
+        bundle = Bundle.open(bundle)
+    say = progress or (lambda m: log.info(m))
+    drawn = choose_texts(bundle, roots, n=n, seed=seed, seq_len=seq_len, progress=say)
+    seq = drawn.seq_len
+    say(f"Embedding {len(drawn.texts)} texts with the host pipeline (SEQ={seq})")
+    emb, mask, lengths = embed_texts(bundle, drawn.texts, seq)
+    rows = len(drawn.texts)
 
     rel = calib_rel_path(seq)
     path = bundle.path / rel
@@ -233,29 +271,31 @@ def build_calibration(
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp.npz", dir=path.parent)
     os.close(fd)
     try:
-        np.savez_compressed(tmp, embeddings=emb, mask=mask, lengths=lengths, source=source)
+        np.savez_compressed(tmp, embeddings=emb, mask=mask, lengths=lengths, source=drawn.source)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
     edges = length_edges(seq)
-    pool_lengths = np.array([t for _, t in pool], dtype=np.int64)
     real = np.abs(emb[:, 0][mask[:, 0, 0, :] > 0]) if rows else np.zeros(1)
     summary = CalibSummary(
-        file=rel, sha256="", rows=rows, seq_len=seq, hidden=hidden, seed=int(seed),
-        user_rows=int(n_user), sample_rows=int(n_sample), files_read=read, files_failed=failed,
-        files_skipped=skipped, pool_chunks=len(pool), length_edges=edges,
+        file=rel, sha256="", rows=rows, seq_len=seq, hidden=bundle.hidden, seed=int(seed),
+        user_rows=drawn.user_rows, sample_rows=drawn.sample_rows, files_read=drawn.files_read,
+        files_failed=drawn.files_failed, files_skipped=drawn.files_skipped, pool_chunks=len(drawn.pool_lengths),
+        length_edges=edges,
         length_counts=np.histogram(lengths, bins=edges)[0].tolist(),
-        pool_length_counts=np.histogram(pool_lengths, bins=edges)[0].tolist(),
-        ks_distance=_ks(lengths.astype(np.int64), pool_lengths, seq),
+        pool_length_counts=np.histogram(drawn.pool_lengths, bins=edges)[0].tolist(),
+        ks_distance=_ks(lengths.astype(np.int64), drawn.pool_lengths, seq),
         embeddings_min=float(emb.min()), embeddings_max=float(emb.max()),
         embeddings_abs_p999=float(np.quantile(real, 0.999)) if real.size else 0.0,
         mask_ones_share=float(mask.mean()),
     )
     summary.warnings = _warnings(summary, n)
-    bundle.add_file(rel)
-    summary.sha256 = bundle.manifest["files"][rel]["sha256"]
+    summary.sha256 = sha256_file(path)
+    # Recorded under "calibration", not "files": Bundle.open requires every listed file, and
+    # calib/ is build input that a Pi does not need and a shared bundle should not carry.
+    bundle.manifest.get("files", {}).pop(rel, None)
     bundle.manifest.setdefault("calibration", {})[f"s{seq}"] = summary.to_dict()
     bundle.save_manifest()
     return summary
@@ -290,12 +330,10 @@ def load_calibration(bundle: Bundle, seq_len: int, path: str | Path | None = Non
                 f"The bundle has no calibration set for SEQ={seq_len} ({path} is missing).",
                 f"Make one from your documents: hefsearch compile calib {bundle.path} --from ~/Documents "
                 f"--seq-len {seq_len}")
-        bad = rel in bundle.manifest["files"] and bundle.file_sha256(rel) and \
-            bundle.file_sha256(rel) != _sha(path)
-        if bad:
-            raise CalibrationError(f"{path} does not match the sha256 in manifest.json.",
-                                   "Rebuild it with 'hefsearch compile calib'.")
         info = dict(bundle.manifest.get("calibration", {}).get(f"s{seq_len}", {}))
+        if info.get("sha256") and info["sha256"] != sha256_file(path):
+            raise CalibrationError(f"{path} does not match the sha256 recorded in manifest.json.",
+                                   "Rebuild it with 'hefsearch compile calib'.")
         info.setdefault("file", rel)
     else:
         path = Path(path).expanduser()
@@ -309,15 +347,9 @@ def load_calibration(bundle: Bundle, seq_len: int, path: str | Path | None = Non
             emb, mask = z["embeddings"], z["mask"]
     except (OSError, ValueError) as e:
         raise CalibrationError(f"Cannot read {path}: {e}", "Make the set with 'hefsearch compile calib'.") from None
-    info.setdefault("sha256", _sha(path))
+    info.setdefault("sha256", sha256_file(path))
     info.setdefault("rows", int(emb.shape[0]) if emb.ndim else 0)
     return emb, mask, info
-
-
-def _sha(path: Path) -> str:
-    from hefsearch.embed.bundle import sha256_file
-
-    return sha256_file(path)
 
 
 def format_summary(s: CalibSummary) -> str:

@@ -392,16 +392,14 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def stream_contract(hn: dict, layers, seq: int, hidden: int) -> tuple[dict, dict]:
-    """What the HEF's streams hold, for the runtime to check: keyed by role (ONNX name)."""
-    inputs = {x.role: {"layer": x.name, "shape": list(x.sample_shape), "dtype": "float32",
-                       "values": "0/1 token mask" if x.role == MASK else "host embedding sum"} for x in layers}
-    outputs = {}
+    """The HEF's streams for the runtime to check (the hailo backend's contract, keyed by role):
+    ``inputs`` {"embeddings"|"attention_mask": {"name", "shape"}} with the parsed input-layer
+    names (= HailoRT vstream names) and per-frame shapes; ``outputs`` {"last_hidden_state":
+    {"names": [...], "shape": [1, SEQ, H]}}."""
+    inputs = {x.role: {"name": x.name, "shape": [int(d) for d in x.sample_shape]} for x in layers}
     order = hn.get("net_params", {}).get("output_layers_order") or \
         [n for n, l in hn["layers"].items() if l.get("type") == "output_layer"]
-    for name in order:
-        layer = hn["layers"].get(name, {})
-        shapes = layer.get("output_shapes") or layer.get("input_shapes") or [[-1, 1, seq, hidden]]
-        outputs[OUTPUT] = {"layer": name, "shape": [int(d) for d in shapes[0][1:]], "dtype": "float32"}
+    outputs = {OUTPUT: {"names": list(order), "shape": [1, int(seq), int(hidden)]}}
     return inputs, outputs
 
 

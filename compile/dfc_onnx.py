@@ -107,6 +107,7 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int) -> DfcOnnx:
         for i, t in enumerate(node.input):
             if t == tensor:
                 node.input[i] = MASK
+    keep = _live_nodes(keep, {OUTPUT})  # e.g. the Constants the removed Unsqueezes used
     del g.node[:]
     g.node.extend(keep)
 
@@ -130,6 +131,17 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int) -> DfcOnnx:
     out.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(out))
     return DfcOnnx(out, int(seq_len), hidden, bundle.mask_value)
+
+
+def _live_nodes(nodes: list, outputs: set[str]) -> list:
+    """``nodes`` without those whose outputs nothing reads (graph order kept)."""
+    needed = set(outputs)
+    live = []
+    for node in reversed(nodes):
+        if any(t in needed for t in node.output):
+            live.append(node)
+            needed.update(t for t in node.input if t)
+    return live[::-1]
 
 
 def sample_inputs(bundle: Bundle, seq_len: int, texts: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:

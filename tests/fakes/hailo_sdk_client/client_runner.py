@@ -14,7 +14,8 @@ encoders), nothing more:
 - ``compile`` raises an exception named ``BackendAllocatorException`` when the model script
   puts ``a16_w16`` on an attention layer (matmul, softmax and the ops between them). Tests can
   widen that with the class attribute ``FAIL_A16_ON`` (a set of HN layer types, or "any").
-- ``compile`` returns bytes: a small JSON "HEF" naming the network, its streams and precision.
+- ``compile`` returns bytes: a small JSON "HEF" in the format the fake HailoRT
+  (``tests/fakes/hailo_platform``, ``tests/fakes/fake_hef.py``) reads, so a fake-compiled HEF runs there.
 
 Emulation runs the ONNX body with onnxruntime; ``SDK_QUANTIZED`` adds uniform 8-bit rounding of
 the input and the output (16-bit where the script asks for it on those layers), with ranges
@@ -337,14 +338,45 @@ class ClientRunner:
             raise BackendAllocatorException(
                 f"Compilation failed: BackendAllocatorException: Agent infeasible for layers {bad[:3]} "
                 "(16-bit precision)")
+        # the same JSON "HEF" the fake HailoRT (tests/fakes/hailo_platform) reads; its device
+        # runs the bundle's encoder.onnx next to the HEF file
+        seq, hidden = None, None
+        inputs = []
+        for n, l in layers.items():
+            if l["type"] != "input_layer":
+                continue
+            info = self._input_map[n]
+            shape = l["input_shapes"][0][1:]
+            if info["onnx"] == "embeddings":
+                seq, hidden = shape[1], shape[2]
+                lo, hi = self._ranges["input"][n]
+                lo, hi = min(lo, 0.0), max(hi, 0.0)
+                scale = (hi - lo) / 255 or 1.0
+                quant = [[scale, float(round(-lo / scale))]]
+            else:
+                quant = [[1.0 / 255, 0.0]]
+            inputs.append({"name": n, "role": info["onnx"], "shape": shape, "order": "NHWC", "type": "UINT8",
+                           "quant": quant})
+        lo, hi = self._ranges["output"]
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+        outputs = []
+        for n in self._hn["net_params"]["output_layers_order"]:
+            bits = 16 if n in self._a16 else 8
+            scale = (hi - lo) / (2**bits - 1) or 1.0
+            outputs.append({"name": n, "shape": layers[n]["output_shapes"][0][1:], "order": "NHWC",
+                            "type": "UINT16" if bits == 16 else "UINT8",
+                            "quant": [[scale, float(round(-lo / scale))]]})
         hef = {
-            "format": "hefsearch-fake-hef/1",
+            "fake_hef": 1,
+            "compiled_by": "fake hailo_sdk_client",
             "hw_arch": self.hw_arch,
-            "network_name": self.model_name,
-            "inputs": [{"name": n, "shape": l["input_shapes"][0][1:], "original_names": l["original_names"]}
-                       for n, l in layers.items() if l["type"] == "input_layer"],
-            "outputs": [{"name": n, "shape": layers[n]["output_shapes"][0][1:]}
-                        for n in self._hn["net_params"]["output_layers_order"]],
+            "network_group": self.model_name,
+            "onnx": "encoder.onnx",
+            "seq_len": seq,
+            "hidden": hidden,
+            "inputs": inputs,
+            "outputs": outputs,
+            "sorted_outputs": [o["name"] for o in outputs],
             "a16_layers": self._a16,
         }
         return json.dumps(hef).encode()
