@@ -139,10 +139,18 @@ def hef_entries_for(bundle: Bundle, hw_arch: str, precision: str | None = None) 
     for e in bundle.encoder_entries("hef"):
         if (e.hw_arch or "").lower() != hw_arch.lower() or not e.seq_len:
             continue
-        if precision and e.extra.get("precision") != precision:
+        if precision and precision_name(e) != precision:
             continue
         by_seq[int(e.seq_len)] = e
     return [by_seq[s] for s in sorted(by_seq)]
+
+
+def precision_name(entry: EncoderEntry) -> str:
+    """The precision profile's name ("a8", "balanced", ...); the manifest may hold its dict."""
+    p = entry.extra.get("precision")
+    if isinstance(p, dict):
+        return str(p.get("name", "custom"))
+    return str(p) if p else "unknown"
 
 
 def _enum_name(v) -> str:
@@ -228,6 +236,12 @@ def _is_timeout(e: BaseException) -> bool:
     return any("Timeout" in c.__name__ for c in type(e).__mro__)
 
 
+def _root_cause(errors: list[BaseException]) -> BaseException:
+    """After one failure HailoRT aborts every other frame in flight; report the first real one."""
+    real = [e for e in errors if not any("Aborted" in c.__name__ for c in type(e).__mro__)]
+    return (real or errors)[0]
+
+
 def device_error(e: BaseException, doing: str, timeout_ms: int) -> DeviceError:
     if isinstance(e, DeviceError):
         return e
@@ -291,18 +305,28 @@ class _HefModel:
                 errors.append(exc)
 
         jobs = []
-        for i in range(n):
-            # Back-pressure: block until the device queue has room, so frames stream.
-            self.cim.wait_for_async_ready(timeout_ms=self.timeout_ms, frames_count=1)
-            bindings = self.cim.create_bindings(
-                input_buffers={self.emb_name: e[i].reshape(self.emb_shape), self.mask_name: m[i].reshape(self.mask_shape)},
-                output_buffers={name: buf[i] for name, buf in outs.items()},
-            )
-            jobs.append(self.cim.run_async([bindings], callback=on_done))
+        try:
+            for i in range(n):
+                # Back-pressure: block until the device queue has room, so frames stream.
+                self.cim.wait_for_async_ready(timeout_ms=self.timeout_ms, frames_count=1)
+                bindings = self.cim.create_bindings(
+                    input_buffers={self.emb_name: e[i].reshape(self.emb_shape),
+                                   self.mask_name: m[i].reshape(self.mask_shape)},
+                    output_buffers={name: buf[i] for name, buf in outs.items()},
+                )
+                jobs.append(self.cim.run_async([bindings], callback=on_done))
+        except Exception as err:
+            raise _root_cause(errors + [err]) from None
+        failure = None
         for job in jobs:
-            job.wait(self.timeout_ms)
-        if errors:
-            raise errors[0]
+            try:
+                job.wait(self.timeout_ms)
+            except Exception as err:
+                failure = failure or err
+                if _is_timeout(err):
+                    break  # do not wait another timeout for every frame behind it
+        if errors or failure:
+            raise _root_cause(errors + ([failure] if failure else []))
         return self.assemble(outs)
 
     def close(self) -> None:
@@ -372,7 +396,7 @@ class HailoBackend:
                 f"Compile one on an x86 host: hefsearch compile hef {bundle.path} --hw-arch {self.hw_arch}",
             )
         self.seq_lens = tuple(int(e.seq_len) for e in self.entries)
-        self.precision = ",".join(sorted({str(e.extra.get("precision", "unknown")) for e in self.entries}))
+        self.precision = ",".join(sorted({precision_name(e) for e in self.entries}))
         self._file_sha = {int(e.seq_len): bundle.file_sha256(e.file) for e in self.entries}
         self._vdevice = None
         self._models: dict[int, _HefModel] = {}
