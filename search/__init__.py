@@ -1,0 +1,19 @@
+"""hefsearch.search: answering queries (vector, keyword, hybrid), comparing spaces, and the
+quality metrics. Names are imported on first use, so importing the package loads no FAISS."""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "Searcher": "api", "SearchResult": "api", "Hit": "api", "SearchError": "api", "MODES": "api",
+    "compare": "comparison", "Comparison": "comparison", "ranking_agreement": "comparison",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,9 @@ from hefsearch.embed.errors import HefsearchError
 COMMANDS = {
     "compile": "cmd_compile:compile_group",
     "embed": "cmd_embed:embed_cmd",
+    "index": "cmd_index:index_cmd",
+    "search": "cmd_search:search_cmd",
+    "status": "cmd_status:status_cmd",
     "tui": "cmd_tui:tui_cmd",
 }
 

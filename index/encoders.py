@@ -1,0 +1,93 @@
+"""Which encoders a sync uses, so every space of a library stays complete.
+
+The first encoder is the one chosen (``--backend``, or the backend of the library's default
+space when ``auto`` and the library already has spaces); then every other existing space is
+kept up to date with its own backend if it can be opened here; ``also_fp32`` adds the CPU FP32
+space. A space whose backend cannot be opened on this machine is left as it is and reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+
+from .errors import LibraryError
+
+log = logging.getLogger("hefsearch.index")
+
+
+@dataclass
+class EncoderChoice:
+    encoders: list = field(default_factory=list)
+    #: (space name, why it is not updated by this sync)
+    skipped_spaces: list[tuple[str, str]] = field(default_factory=list)
+    bundle: str = ""
+
+    def close(self) -> None:
+        for enc in self.encoders:
+            try:
+                enc.close()
+            except Exception:  # pragma: no cover
+                pass
+
+
+def resolve_bundle(library, bundle: str | Path | None) -> str:
+    if bundle:
+        return str(Path(bundle).expanduser().resolve())
+    recorded = library.settings().get("bundle")
+    if recorded:
+        return recorded
+    raise LibraryError(
+        f"No model bundle given and the library {library.path} does not record one yet.",
+        "Pass --bundle BUNDLE (made by 'hefsearch compile export'), or set HEFSEARCH_BUNDLE.")
+
+
+def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: str | None = "auto",
+                       also_fp32: bool = False, **backend_opts) -> EncoderChoice:
+    from hefsearch.embed.encoder import Encoder
+
+    choice = EncoderChoice(bundle=resolve_bundle(library, bundle))
+    spaces = {s.name: s for s in library.spaces()}
+    default = library.settings().get("default_space")
+    if (backend in (None, "auto")) and default in spaces:
+        info = spaces[default]
+        try:
+            first = Encoder.open(choice.bundle, backend=info.backend, **{**info.backend_opts, **backend_opts})
+        except BackendUnavailable as e:
+            raise BackendUnavailable(
+                f"The library's default space {default!r} needs the {info.backend} backend: {e.message}",
+                f"Index with --backend cpu to fill the cpu-fp32 space instead (the {default!r} "
+                f"space then lags until its backend is back).") from e
+    else:
+        first = Encoder.open(choice.bundle, backend=backend, **backend_opts)
+    choice.encoders.append(first)
+    kinds = {_space_name(first)}
+    try:
+        for name, info in spaces.items():
+            if name in kinds:
+                continue
+            try:
+                enc = Encoder.open(choice.bundle, backend=info.backend, **info.backend_opts)
+            except HefsearchError as e:
+                choice.skipped_spaces.append((name, e.message))
+                log.warning("space %s is not updated: %s", name, e.message)
+                continue
+            if enc.fingerprint != info.fingerprint:
+                choice.skipped_spaces.append((name, "this bundle/backend builds other vectors"))
+                enc.close()
+                continue
+            choice.encoders.append(enc)
+            kinds.add(name)
+        if also_fp32 and "cpu-fp32" not in kinds:
+            choice.encoders.append(Encoder.open(choice.bundle, backend="cpu"))
+    except BaseException:
+        choice.close()
+        raise
+    return choice
+
+
+def _space_name(encoder) -> str:
+    return getattr(encoder.backend, "space_name", None) or encoder.space_kind

@@ -1,0 +1,279 @@
+"""Answering queries: vector, keyword and hybrid search over a library.
+
+- **vector**: the query is encoded by the encoder of the space searched (never another one),
+  then FAISS finds the nearest chunks. This is what finds a German document for a Korean query.
+- **keyword**: FTS5 BM25 over chunk text (see :mod:`hefsearch.search.keyword`): chunks with
+  every query word first, then chunks with some of them.
+- **hybrid** (default): reciprocal rank fusion of the vector ranking with *strong* keyword
+  evidence only: chunks containing every query word (``keyword_strength="all"``). Keyword
+  matches rarely cross languages, so fusing weak (some-words) matches like vector hits pushes
+  the right foreign-language chunk down behind same-language chunks that merely share a word;
+  measured in ``bench/hybrid.py`` and stated in the README. Exact rare terms (model numbers,
+  commands, form codes) still get their boost, because a query naming one is matched whole.
+
+Device fallback (issue 4): when encoding the query for a space fails with ``DeviceError`` (or
+its backend is unavailable at open) and the library has a ``cpu-fp32`` space, the search is
+answered from that space with the CPU encoder and ``SearchResult.notice`` says so. An FP32
+query is never run against NPU vectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchError
+from hefsearch.index.errors import LibraryError
+
+from .fusion import rrf
+from .keyword import filter_sql, keyword_search
+from .snippets import vector_snippets, window
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.embed.encoder import Encoder
+    from hefsearch.index.library import Library
+    from hefsearch.index.spaces import SpaceInfo
+
+log = logging.getLogger("hefsearch.search")
+
+MODES = ("hybrid", "vector", "keyword")
+FP32_SPACE = "cpu-fp32"
+#: candidates taken from each ranking before fusion
+FUSION_DEPTH = 50
+
+
+@dataclass
+class Hit:
+    rank: int
+    chunk_id: int
+    score: float
+    path: str
+    page: int | None
+    line: int
+    start: int
+    end: int
+    snippet: str
+    text: str
+    doc_kind: str
+    sources: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    query: str
+    mode: str
+    space: str | None
+    hits: list[Hit]
+    timings: dict[str, float]
+    notice: str | None = None
+    backend_label: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"query": self.query, "mode": self.mode, "space": self.space,
+                "backend": self.backend_label, "notice": self.notice,
+                "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
+                "hits": [h.to_dict() for h in self.hits]}
+
+
+class SearchError(HefsearchError):
+    title = "search error"
+
+
+class Searcher:
+    """Searches one library. Encoders are opened lazily per space and kept open."""
+
+    def __init__(self, library: "Library", *,
+                 encoder_factory: Callable[["SpaceInfo"], "Encoder"] | None = None,
+                 encoders: dict[str, "Encoder"] | None = None,
+                 bundle: str | None = None,
+                 keyword_strength: str = "all",
+                 keyword_weight: float = 1.0,
+                 semantic_snippets: bool = True):
+        self.library = library
+        self._factory = encoder_factory
+        self._encoders: dict[str, Encoder] = dict(encoders or {})
+        self._checked: set[str] = set()
+        self._bundle = bundle
+        self.keyword_strength = keyword_strength
+        self.keyword_weight = keyword_weight
+        self.semantic_snippets = semantic_snippets
+
+    # -- spaces and encoders -------------------------------------------------------------
+    def space_names(self) -> list[str]:
+        return [s.name for s in self.library.spaces()]
+
+    def default_space(self) -> str | None:
+        names = self.space_names()
+        if not names:
+            return None
+        preferred = self.library.settings().get("default_space")
+        return preferred if preferred in names else names[0]
+
+    def encoder_for(self, space: str) -> "Encoder":
+        """The encoder of ``space`` (opened once); its fingerprint is checked against the space."""
+        sp = self.library.space(space)
+        enc = self._encoders.get(space)
+        if enc is None:
+            enc = self._factory(sp.info) if self._factory else self._open_encoder(sp.info)
+            self._encoders[space] = enc
+        if space not in self._checked:
+            sp.check_encoder(enc)
+            self._checked.add(space)
+        return enc
+
+    def _open_encoder(self, info: "SpaceInfo") -> "Encoder":
+        from hefsearch.embed.encoder import Encoder
+
+        bundle = self._bundle or self.library.settings().get("bundle")
+        if not bundle:
+            raise LibraryError(
+                f"The library {self.library.path} does not record which bundle built it.",
+                "Pass --bundle BUNDLE (or set HEFSEARCH_BUNDLE).")
+        return Encoder.open(bundle, backend=info.backend, **(info.backend_opts or {}))
+
+    def close(self) -> None:
+        for enc in self._encoders.values():
+            try:
+                enc.close()
+            except Exception:  # pragma: no cover
+                pass
+        self._encoders.clear()
+
+    # -- searching -----------------------------------------------------------------------
+    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
+               path_glob: str | None = None, kinds: Sequence[str] | None = None,
+               rerank: int | None = None, fallback: bool = True) -> SearchResult:
+        t_start = time.perf_counter()
+        if mode not in MODES:
+            raise SearchError(f"Unknown search mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+        k = max(1, int(k))
+        timings: dict[str, float] = {}
+        notice = label = None
+        used_space = None
+        query_vec = None
+        encoder = None
+        vec_ids: list[int] = []
+        vec_scores: dict[int, float] = {}
+        kw: list[tuple[int, float, str]] = []
+        depth = max(FUSION_DEPTH, 3 * k) if mode == "hybrid" else k
+
+        if mode in ("vector", "hybrid"):
+            used_space = space or self.default_space()
+            if used_space is None:
+                raise SearchError(f"The library {self.library.path} has no vector space yet.",
+                                  "Index some folders first: hefsearch index FOLDER --bundle BUNDLE")
+            encoder, query_vec, used_space, notice = self._encode(query, used_space, timings, fallback)
+            label = getattr(encoder.backend, "label", None)
+            t = time.perf_counter()
+            allowed = self._allowed(path_glob, kinds)
+            sp = self.library.space(used_space)
+            scores, ids = sp.search(query_vec, depth, allowed=allowed)
+            timings["search"] = _ms(t)
+            vec_ids = [int(i) for i in ids[0] if i >= 0]
+            vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}
+            if rerank:
+                vec_ids, vec_scores = self._rerank(query, used_space, vec_ids, vec_scores, rerank, timings)
+
+        if mode in ("keyword", "hybrid"):
+            t = time.perf_counter()
+            with self.library.snapshot():
+                strength = "all" if mode == "keyword" else self.keyword_strength
+                kw = keyword_search(self.library.db, query, depth, strength=strength,
+                                    path_glob=path_glob, kinds=kinds)
+                if mode == "keyword" and len(kw) < k:
+                    have = {c for c, _, _ in kw}
+                    more = keyword_search(self.library.db, query, k + len(kw), strength="any",
+                                          path_glob=path_glob, kinds=kinds)
+                    kw += [m for m in more if m[0] not in have][: k - len(kw)]
+            timings["keyword"] = _ms(t)
+
+        # ranking
+        if mode == "vector":
+            ranked = [(i, vec_scores[i], {"vector": r}) for r, i in enumerate(vec_ids, 1)]
+        elif mode == "keyword":
+            ranked = [(c, s, {"keyword": r}) for r, (c, s, _) in enumerate(kw, 1)]
+        else:
+            ranked = rrf({"vector": vec_ids, "keyword": [c for c, _, _ in kw]},
+                         {"keyword": self.keyword_weight})
+        ranked = ranked[:k]
+
+        # fetch and snippets
+        t = time.perf_counter()
+        records = {r.id: r for r in self.library.chunks([i for i, _, _ in ranked])}
+        timings["fetch"] = _ms(t)
+        t = time.perf_counter()
+        kw_snip = {c: s for c, _, s in kw}
+        live = [(i, s, src) for i, s, src in ranked if i in records]  # deleted meanwhile: dropped
+        need_vec = [i for i, _, _ in live if i not in kw_snip]
+        snippets = dict(zip(need_vec, vector_snippets(
+            query, [records[i].text for i in need_vec], query_vec,
+            encoder.encode_passages if (encoder is not None and self.semantic_snippets) else None)))
+        timings["snippet"] = _ms(t)
+        hits = []
+        for rank, (i, s, src) in enumerate(live, 1):
+            rec = records[i]
+            snip = kw_snip.get(i) or snippets.get(i) or window(rec.text, (0, 0))
+            hits.append(Hit(rank=rank, chunk_id=i, score=float(s), path=rec.path, page=rec.page,
+                            line=rec.line, start=rec.start, end=rec.end, snippet=snip, text=rec.text,
+                            doc_kind=rec.doc_kind, sources=dict(src)))
+        timings["total"] = _ms(t_start)
+        return SearchResult(query=query, mode=mode, space=used_space, hits=hits, timings=timings,
+                            notice=notice, backend_label=label)
+
+    def _encode(self, query: str, space: str, timings: dict, fallback: bool):
+        t = time.perf_counter()
+        try:
+            enc = self.encoder_for(space)
+            vec = enc.encode_queries([query])
+            timings["encode"] = _ms(t)
+            return enc, vec, space, None
+        except (DeviceError, BackendUnavailable) as e:
+            what = self._label_of(space)
+            if not fallback or space == FP32_SPACE or FP32_SPACE not in self.space_names():
+                hint = e.hint
+                if space != FP32_SPACE and FP32_SPACE not in self.space_names():
+                    hint = ((hint + " ") if hint else "") + (
+                        "To keep searching when the accelerator fails, add an FP32 space: "
+                        "hefsearch index FOLDER --also-fp32")
+                raise type(e)(e.message, hint) from e
+            log.warning("%s failed (%s); answering from the FP32 space", what, e.message)
+            enc = self.encoder_for(FP32_SPACE)
+            vec = enc.encode_queries([query])
+            timings["encode"] = _ms(t)
+            return enc, vec, FP32_SPACE, f"{what} failed: {e.message}; answered from the FP32 space"
+
+    def _label_of(self, space: str) -> str:
+        for info in self.library.spaces():
+            if info.name == space:
+                return info.label or info.backend
+        return space
+
+    def _allowed(self, path_glob, kinds) -> set[int] | None:
+        if not path_glob and not kinds:
+            return None
+        where, params = filter_sql(path_glob, kinds)
+        rows = self.library.query(
+            f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params)
+        return {r[0] for r in rows}
+
+    def _rerank(self, query, space, ids, scores, n, timings):
+        try:
+            from . import rerank as rr
+        except ImportError:
+            raise SearchError("Re-ranking is not available in this installation.") from None
+        t = time.perf_counter()
+        ids, scores = rr.rerank_candidates(self, query=query, space=space, ids=ids, scores=scores, top=n)
+        timings["rerank"] = _ms(t)
+        return list(ids), dict(scores)
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+

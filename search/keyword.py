@@ -1,0 +1,124 @@
+"""Keyword search over the library's FTS5 tables, with a query parser that never raises.
+
+User text is never handed to FTS5 as query syntax. It is split into words the way the
+``unicode61`` tokenizer splits them (letters and digits; everything else separates), each word
+becomes a quoted FTS5 string, ``"double-quoted parts"`` become phrases, and a trailing ``*``
+asks for a prefix. So ``C++ (draft) AND "XR-2000"`` or a lone ``"`` is always a valid query.
+
+Queries containing characters of scripts written without spaces (Chinese, Japanese, Korean,
+Thai, ...) go to the trigram table ``chunks_cjk`` instead, where words of three or more
+characters use the trigram index and shorter ones a LIKE (a scan of that table only).
+
+Two strengths: ``all`` (every word must occur: strong evidence) and ``any`` (BM25 over
+whichever words occur).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_TERM = re.compile(r'"([^"]*)"|(\w+)(\*?)', re.UNICODE)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_NO_SPACE = re.compile(
+    "[\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u9fff\ua960-\ua97f"
+    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
+SNIPPET_TOKENS = 24
+
+
+@dataclass(frozen=True)
+class Term:
+    words: tuple[str, ...]  # one word, or several for a phrase
+    prefix: bool = False
+
+    def fts(self) -> str:
+        body = " ".join(self.words).replace('"', '""')
+        return f'"{body}"' + ("*" if self.prefix else "")
+
+
+def parse_query(text: str) -> list[Term]:
+    """Words and phrases of a user query (duplicates dropped, order kept)."""
+    terms: list[Term] = []
+    seen = set()
+    for m in _TERM.finditer(text or ""):
+        if m.group(1) is not None:
+            words = tuple(w.lower() for w in _WORD.findall(m.group(1)))
+            t = Term(words) if words else None
+        else:
+            t = Term((m.group(2).lower(),), prefix=bool(m.group(3)))
+        if t is not None and t not in seen:
+            seen.add(t)
+            terms.append(t)
+    return terms
+
+
+def needs_trigram(text: str) -> bool:
+    return bool(_NO_SPACE.search(text or ""))
+
+
+def match_expression(terms: list[Term], strength: str = "all") -> str | None:
+    if not terms:
+        return None
+    return (" AND " if strength == "all" else " OR ").join(t.fts() for t in terms)
+
+
+def filter_sql(path_glob: str | None, kinds) -> tuple[str, list]:
+    """SQL condition on ``documents d`` for the path glob and kind filters."""
+    conds, params = [], []
+    if path_glob:
+        if "/" in path_glob:
+            conds.append("d.path GLOB ?")
+            params.append(path_glob)
+        else:  # no folder part: match the file name too
+            conds.append("(d.path GLOB ? OR d.path GLOB ?)")
+            params += [path_glob, "*/" + path_glob]
+    if kinds:
+        kinds = list(kinds)
+        conds.append(f"d.kind IN ({','.join('?' * len(kinds))})")
+        params += kinds
+    return (" AND ".join(conds) or "1"), params
+
+
+def keyword_search(db, query: str, k: int, *, strength: str = "all", path_glob: str | None = None,
+                   kinds=None) -> list[tuple[int, float, str]]:
+    """Top ``k`` chunks for the query: (chunk id, score (higher is better), snippet)."""
+    terms = parse_query(query)
+    if not terms or k <= 0:
+        return []
+    where, params = filter_sql(path_glob, kinds)
+    if needs_trigram(query):
+        return _trigram_search(db, terms, k, strength, where, params)
+    expr = match_expression(terms, strength)
+    rows = db.execute(
+        f"SELECT f.rowid, -bm25(chunks_fts), snippet(chunks_fts, 0, '', '', '…', {SNIPPET_TOKENS}) "
+        f"FROM chunks_fts f JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id "
+        f"WHERE chunks_fts MATCH ? AND {where} ORDER BY bm25(chunks_fts) LIMIT ?",
+        [expr, *params, k]).fetchall()
+    return [(r[0], float(r[1]), r[2]) for r in rows]
+
+
+def _trigram_search(db, terms: list[Term], k: int, strength: str, where: str, params: list):
+    words = [" ".join(t.words) for t in terms]
+    long_ = [w for w in words if len(w) >= 3]
+    short = [w for w in words if len(w) < 3]
+    if strength != "all" and short:  # FTS5 MATCH cannot sit inside an OR: all words by LIKE
+        long_, short = [], words
+    conds, cparams = [], []
+    if long_:
+        joiner = " AND " if strength == "all" else " OR "
+        conds.append("chunks_cjk MATCH ?")
+        cparams.append(joiner.join('"' + w.replace('"', '""') + '"' for w in long_))
+    for w in short:
+        conds.append("f.text LIKE ? ESCAPE '\\'")
+        cparams.append("%" + w.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+    cond = (" AND " if strength == "all" else " OR ").join(conds)
+    if long_:
+        score, order = "-bm25(chunks_cjk)", "bm25(chunks_cjk)"
+        snip = f"snippet(chunks_cjk, 0, '', '', '…', {SNIPPET_TOKENS})"
+    else:  # LIKE only: no BM25; shorter chunks first (denser matches)
+        score, order, snip = "1.0 / length(f.text)", "length(f.text)", "substr(f.text, 1, 160)"
+    rows = db.execute(
+        f"SELECT f.rowid, {score}, {snip} FROM chunks_cjk f JOIN chunks c ON c.id = f.rowid "
+        f"JOIN documents d ON d.id = c.doc_id WHERE ({cond}) AND {where} ORDER BY {order} LIMIT ?",
+        [*cparams, *params, k]).fetchall()
+    return [(r[0], float(r[1]), r[2]) for r in rows]

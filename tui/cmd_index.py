@@ -1,0 +1,94 @@
+"""``hefsearch index``: build or update a library from folders (incremental)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+EXIT_OK, EXIT_ERROR, EXIT_PARTIAL = 0, 2, 3
+
+library_option = click.option(
+    "--library", "library_path", envvar="HEFSEARCH_LIBRARY", default=None, metavar="NAME_OR_PATH",
+    help="Library: a name (a folder in hefsearch's data dir) or a path. Default: the data dir's "
+         "'library' ($HEFSEARCH_HOME overrides the data dir). Env: HEFSEARCH_LIBRARY.")
+
+
+@click.command("index")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@library_option
+@click.option("--bundle", "bundle", envvar="HEFSEARCH_BUNDLE", default=None, type=click.Path(file_okay=False),
+              help="Model bundle folder. Needed the first time; the library remembers it. "
+                   "Env: HEFSEARCH_BUNDLE.")
+@click.option("--backend", "backend", envvar="HEFSEARCH_BACKEND", default="auto", show_default=True,
+              help="Encoder backend: auto, cpu, hailo, npu-sim, ... auto keeps using the backend of "
+                   "the library's default space; on a new library it picks the NPU when one answers, "
+                   "else cpu. Env: HEFSEARCH_BACKEND.")
+@click.option("--also-fp32", is_flag=True,
+              help="Also embed into the CPU FP32 space (the reference for NPU-vs-FP32 comparisons "
+                   "and the fallback when the NPU fails). Chunks indexed earlier are back-filled.")
+@click.option("--exclude", "excludes", multiple=True, metavar="GLOB",
+              help="Skip matching paths (gitignore syntax, relative to each PATH). Repeatable. "
+                   "A .hefsearchignore file in any folder works the same way.")
+@click.option("--include-hidden", is_flag=True, help="Also index hidden files and folders (names starting with '.').")
+@click.option("--max-size", "max_size_mb", type=click.FloatRange(0.001, 10_000), default=20.0, show_default=True,
+              help="Skip (and report) files larger than this many MB.")
+@click.option("--overlap", "overlap", type=click.IntRange(0, 256), default=32, show_default=True,
+              help="Tokens a chunk may repeat from the previous one.")
+@click.option("--batch", "batch_chunks", type=click.IntRange(1, 100_000), default=256, show_default=True,
+              help="Chunks embedded per commit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include_hidden, max_size_mb,
+              overlap, batch_chunks, as_json):
+    """Index the documents under PATH... into the library (or bring it up to date).
+
+    Unchanged files are skipped (size and mtime, then content hash), changed files are
+    re-chunked and re-embedded, deleted files are removed. Supported: .txt .md .rst .html .htm
+    .pdf .docx. Files that cannot be read are reported with the reason and skipped.
+
+    \b
+    Exit codes: 0 all indexed, 3 partial (some files failed, the rest is indexed),
+                2 error (nothing changed by the failing step).
+    An interrupted run keeps every batch it committed; run it again to continue.
+    """
+    from rich.console import Console
+
+    from hefsearch.index.encoders import open_sync_encoders
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import sync
+
+    from .index_progress import SyncProgress
+    from .index_report import print_sync_summary, sync_summary_dict
+
+    err = Console(stderr=True)
+    library = Library.open(library_path, create=True)
+    try:
+        choice = open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32)
+        try:
+            for enc in choice.encoders:
+                err.print(f"[dim]encoder: {enc.backend_reason} -> space "
+                          f"{getattr(enc.backend, 'space_name', None) or enc.space_kind}[/]")
+            for name, why in choice.skipped_spaces:
+                err.print(f"[yellow]space {name} is not updated by this run: {why}[/]")
+            with SyncProgress(err) as progress:
+                try:
+                    report = sync(library, paths, choice.encoders, include_hidden=include_hidden,
+                                  excludes=excludes, max_bytes=int(max_size_mb * 1024 * 1024),
+                                  overlap_tokens=overlap, progress=progress.update,
+                                  batch_chunks=batch_chunks)
+                except KeyboardInterrupt:
+                    progress.stop()
+                    err.print("[yellow]Interrupted. Every committed batch is kept; run the same "
+                              "command again to finish.[/]")
+                    sys.exit(130)
+        finally:
+            choice.close()
+        if as_json:
+            import json
+
+            click.echo(json.dumps(sync_summary_dict(report, library.path, choice.skipped_spaces),
+                                  ensure_ascii=False, indent=2))
+        print_sync_summary(err, report, library.path)
+    finally:
+        library.close()
+    sys.exit(EXIT_PARTIAL if report.partial else EXIT_OK)
