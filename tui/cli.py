@@ -17,8 +17,10 @@ from hefsearch.embed.errors import HefsearchError
 #: verb -> "module:attribute" under hefsearch.tui
 COMMANDS = {
     "compile": "cmd_compile:compile_group",
+    "doctor": "cmd_doctor:doctor_cmd",
     "embed": "cmd_embed:embed_cmd",
     "index": "cmd_index:index_cmd",
+    "inspect": "cmd_inspect:inspect_cmd",
     "search": "cmd_search:search_cmd",
     "status": "cmd_status:status_cmd",
     "tui": "cmd_tui:tui_cmd",
