@@ -1,0 +1,384 @@
+"""``hefsearch doctor``: is this machine ready, and if not, what exactly to fix.
+
+Each check returns a :class:`Check` (ok / warn / fail / skip) with a plain detail and, when
+something is wrong, the fix. The CLI only prints them. Checks:
+
+- Python and package versions (and HailoRT's numpy<2 pin on Python < 3.13);
+- HailoRT: installed, version;
+- devices: present, architecture read from the device;
+- runtime vs device: HailoRT 5.x drives Hailo-10H, 4.x drives Hailo-8/8L;
+- each HEF in the bundle: compiled for this chip, its Dataflow Compiler line (DFC 5.x <->
+  HailoRT 5.x, DFC 3.x <-> HailoRT 4.x), its streams vs the manifest;
+- bundle integrity (every file's sha256);
+- library consistency: SQLite chunk ids vs each space's members and FAISS ids, and whether
+  its spaces were built with this bundle.
+
+The HailoRT parts are verified against the contract fake (tests/fakes/hailo_platform) only.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from hefsearch.embed.errors import HefsearchError
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+
+#: runtime packages hefsearch needs (distribution names)
+RUNTIME_PACKAGES = ("numpy", "tokenizers", "onnxruntime", "faiss-cpu", "sqlite-utils", "click", "rich",
+                    "platformdirs", "textual")
+#: HailoRT major version and DFC major version per chip (hailo-api.md section 0)
+RUNTIME_MAJOR = {"hailo10h": 5, "hailo8": 4, "hailo8l": 4, "hailo8r": 4}
+DFC_MAJOR = {5: 5, 4: 3}  # HailoRT major -> matching DFC major
+APT_PACKAGE = {5: "hailo-h10-all", 4: "hailo-all"}
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str | None = None
+
+
+@dataclass
+class DoctorReport:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == FAIL]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
+
+
+def _major(version: str | None) -> int | None:
+    try:
+        return int(str(version).split(".")[0])
+    except (TypeError, ValueError):
+        return None
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# -- environment -------------------------------------------------------------------------------
+def check_python() -> Check:
+    v = sys.version_info
+    text = f"Python {platform.python_version()} on {platform.system()} {platform.machine()}"
+    if (3, 10) <= (v.major, v.minor) <= (3, 13):
+        return Check("python", OK, text)
+    return Check("python", WARN, text + " (hefsearch is tested on 3.10-3.13)",
+                 "Use Python 3.10-3.13 (Raspberry Pi OS Bookworm has 3.11, Trixie 3.13).")
+
+
+def check_packages() -> Check:
+    found, missing = [], []
+    for name in ("hefsearch",) + RUNTIME_PACKAGES:
+        v = _dist_version(name)
+        (found if v else missing).append(f"{name} {v}" if v else name)
+    if missing:
+        return Check("packages", FAIL, f"missing: {', '.join(missing)}; found: {', '.join(found)}",
+                     "Reinstall: pip install hefsearch (inside the venv you run it from).")
+    return Check("packages", OK, ", ".join(found))
+
+
+def check_hailort() -> tuple[Check, str | None]:
+    from hefsearch.embed.backends import hailo
+
+    try:
+        hp = hailo.import_hailort()
+    except HefsearchError as e:
+        return Check("HailoRT", WARN, f"{e.message} The CPU backends work; the NPU does not.", e.hint), None
+    version = str(getattr(hp, "__version__", "unknown"))
+    np_version = _dist_version("numpy") or "?"
+    if sys.version_info < (3, 13) and (_major(np_version) or 0) >= 2:
+        return Check("HailoRT", WARN, f"HailoRT {version} (hailo_platform) loads, but numpy is {np_version}; "
+                     "HailoRT's wheel requires numpy<2 on Python < 3.13",
+                     "If HailoRT calls fail: pip install 'numpy<2' in this venv."), version
+    return Check("HailoRT", OK, f"HailoRT {version} (hailo_platform)"), version
+
+
+def check_devices(runtime: str | None):
+    """(checks, devices): devices present, their architecture, and runtime <-> device."""
+    from hefsearch.embed.backends import hailo
+
+    if runtime is None:
+        return [Check("device", SKIP, "not checked: HailoRT is not installed")], []
+    try:
+        devices = hailo.probe_devices()
+    except HefsearchError as e:
+        return [Check("device", FAIL, e.message, e.hint)], []
+    if not devices:
+        return [Check("device", FAIL, "no Hailo device found",
+                      "Check the AI HAT+/M.2 card is seated and PCIe is enabled, then 'lspci | grep -i hailo' "
+                      "and 'hailortcli scan'; reboot after installing the driver package.")], []
+    checks = [Check("device", OK, "; ".join(
+        f"{d.label} ({d.arch}) at {d.id}" + (f", firmware {d.firmware}" if d.firmware else "") for d in devices))]
+    want = RUNTIME_MAJOR.get(devices[0].arch)
+    have = _major(runtime)
+    if want is not None and have is not None:
+        if want == have:
+            checks.append(Check("runtime/device", OK, f"HailoRT {runtime} drives the {devices[0].label}"))
+        else:
+            checks.append(Check(
+                "runtime/device", FAIL,
+                f"the {devices[0].label} needs HailoRT {want}.x, but HailoRT {runtime} is installed",
+                f"sudo apt install {APT_PACKAGE[want]} (it replaces {APT_PACKAGE[have] if have in APT_PACKAGE else 'the other'};"
+                " the two cannot be installed together), then reboot."))
+    return checks, devices
+
+
+# -- bundle and HEFs -------------------------------------------------------------------------------
+def check_bundle(path: str | Path | None):
+    """(check, Bundle or None): the bundle opens and every file matches its sha256."""
+    from hefsearch.embed.bundle import Bundle
+
+    if path is None:
+        return Check("bundle", SKIP, "no bundle given (--bundle, $HEFSEARCH_BUNDLE, or the library's)"), None
+    try:
+        bundle = Bundle.open(path)
+    except HefsearchError as e:
+        return Check("bundle", FAIL, e.message, e.hint), None
+    bad = bundle.verify()
+    if bad:
+        return Check("bundle", FAIL, f"{bundle.path}: {len(bad)} file(s) differ from manifest.json: {', '.join(bad)}",
+                     "Copy the whole bundle folder again (or re-export / recompile it)."), bundle
+    hefs = bundle.encoder_entries("hef")
+    return Check("bundle", OK, f"{bundle.path}: {bundle.model_id}, H {bundle.hidden}, SEQ {bundle.seq_len}, "
+                 f"{len(bundle.manifest['files'])} files verified, {len(hefs)} HEF(s)"), bundle
+
+
+def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
+    """Per HEF: chip, DFC line vs chip and runtime, and (with HailoRT) its streams vs the manifest."""
+    from hefsearch.embed.backends import hailo
+
+    if bundle is None:
+        return []
+    entries = bundle.encoder_entries("hef")
+    dev = devices[0] if devices else None
+    if not entries:
+        arch = dev.arch if dev else "hailo10h|hailo8|hailo8l"
+        status = FAIL if dev else WARN
+        return [Check("HEF", status, f"the bundle has no HEF{f' for the {dev.label}' if dev else ''}",
+                      f"On an x86 host with the Dataflow Compiler: hefsearch compile hef {bundle.path} --hw-arch {arch}")]
+    checks = []
+    if dev and not hailo.hef_entries_for(bundle, dev.arch):
+        have = ", ".join(sorted({e.hw_arch or "?" for e in entries}))
+        checks.append(Check("HEF", FAIL, f"no HEF for this {dev.label} ({dev.arch}); the bundle's HEFs are for {have}",
+                            f"hefsearch compile hef {bundle.path} --hw-arch {dev.arch} (on an x86 host with the DFC)"))
+    rt_major = _major(runtime)
+    for e in entries:
+        name = f"HEF {e.file}"
+        arch = (e.hw_arch or "").lower()
+        dfc = e.extra.get("dfc_version")
+        dfc_major = _major(dfc)
+        problems, fixes, notes = [], [], []
+        want_rt = RUNTIME_MAJOR.get(arch)
+        if dfc_major is not None and want_rt is not None and DFC_MAJOR[want_rt] != dfc_major:
+            problems.append(f"compiled with DFC {dfc}, but {hailo.arch_label(arch)} HEFs need DFC {DFC_MAJOR[want_rt]}.x")
+            fixes.append(f"recompile with DFC {DFC_MAJOR[want_rt]}.x")
+        if dfc is None:
+            notes.append("the manifest does not record the DFC version, so its runtime match is unknown")
+        if dev and arch != dev.arch:
+            detail = f"for {hailo.arch_label(arch)}, SEQ {e.seq_len} (not this device's chip; unused here)"
+            checks.append(Check(name, FAIL if problems else OK, "; ".join([detail] + problems + notes),
+                                "; ".join(fixes) or None))
+            continue
+        need_rt = {v: k for k, v in DFC_MAJOR.items()}.get(dfc_major)
+        if rt_major is not None and need_rt is not None and need_rt != rt_major:
+            problems.append(f"DFC {dfc} HEFs run on HailoRT {need_rt}.x; HailoRT {runtime} is installed")
+            fixes.append(f"install HailoRT {need_rt}.x (sudo apt install {APT_PACKAGE[need_rt]}) or recompile "
+                         f"with DFC {DFC_MAJOR.get(rt_major, '?')}.x")
+        contract = None
+        if runtime is not None:
+            try:
+                contract = hailo.inspect_hef(bundle.path / e.file, bundle).check
+            except HefsearchError as err:
+                problems.append(err.message)
+                fixes.append(err.hint or "recompile the HEF")
+        if contract is not None and not contract.ok:
+            problems.extend(contract.problems)
+            fixes.append(f"recompile the HEF from this bundle; 'hefsearch inspect {bundle.path / e.file}' "
+                         "shows its streams")
+        detail = (f"{hailo.arch_label(arch)}, SEQ {e.seq_len}, precision {hailo.precision_name(e)}, "
+                  f"DFC {dfc or 'unknown'}")
+        if contract is not None and contract.ok:
+            detail += ", streams match the manifest"
+        elif runtime is None:
+            detail += " (streams not checked: HailoRT is not installed)"
+        status = FAIL if problems else (WARN if notes else OK)
+        checks.append(Check(name, status, "; ".join([detail] + problems + notes), "; ".join(fixes) or None))
+    return checks
+
+
+# -- library ----------------------------------------------------------------------------------------
+def check_library(path: str | Path | None, bundle=None) -> list[Check]:
+    """SQLite chunks vs each space's members vs its FAISS ids; spaces built with this bundle."""
+    try:
+        from hefsearch.index.library import Library, resolve_library_path
+    except ImportError as e:  # pragma: no cover - the index package is part of hefsearch
+        return [Check("library", SKIP, f"the library code is not available ({e})")]
+    folder = resolve_library_path(path)
+    if not (folder / "library.db").exists():
+        return [Check("library", SKIP, f"no library at {folder}",
+                      "Build one with: hefsearch index FOLDER --bundle BUNDLE")]
+    try:
+        lib = Library.open(folder, create=False)
+    except HefsearchError as e:
+        return [Check("library", FAIL, e.message, e.hint)]
+    checks = []
+    try:
+        repaired = {n: {k: v for k, v in d.items() if v} for n, d in (lib.last_reconcile or {}).items()}
+        repaired = {n: d for n, d in repaired.items() if d}
+        status = lib.status()
+        chunk_ids = set(int(i) for i in lib.chunk_ids())
+        head = f"{folder}: {status.documents} documents, {status.chunks} chunks, {len(status.spaces)} space(s)"
+        checks.append(Check("library", OK if not repaired else WARN,
+                            head + (f"; repaired on open: {repaired}" if repaired else ""),
+                            "An earlier write was interrupted; it was repaired. Run 'hefsearch index' to "
+                            "re-embed anything listed as lost." if repaired else None))
+        for info in status.spaces:
+            checks.append(_check_space(lib, info, chunk_ids, bundle))
+    except Exception as e:  # a library we cannot read fully is itself the finding
+        checks.append(Check("library", FAIL, f"could not check {folder}: {type(e).__name__}: {e}",
+                            "Back up the folder and rebuild the library with 'hefsearch index'."))
+    finally:
+        lib.close()
+    return checks
+
+
+def _check_space(lib, info, chunk_ids: set[int], bundle) -> Check:
+    from hefsearch.index.spaces import index_ids
+
+    name = f"space {info.name}"
+    members = lib.member_ids(info.name)
+    sp = lib.space(info.name)
+    faiss_ids = set(int(i) for i in index_ids(sp.index)) if getattr(sp, "index", None) is not None else set()
+    problems = []
+    dangling = members - chunk_ids
+    if dangling:
+        problems.append(f"{len(dangling)} member(s) point at chunks SQLite no longer has")
+    if faiss_ids != members:
+        problems.append(f"FAISS holds {len(faiss_ids)} ids, SQLite lists {len(members)} members "
+                        f"({len(members - faiss_ids)} missing, {len(faiss_ids - members)} extra)")
+    missing_vectors = int((~sp.raw.has(sorted(members))).sum()) if members else 0
+    if missing_vectors:
+        problems.append(f"{missing_vectors} member(s) have no stored vector")
+    pending = len(chunk_ids - members)
+    detail = f"{info.label or info.kind}: {len(members)} vectors, dim {info.dim}"
+    if pending:
+        detail += f", {pending} chunk(s) not embedded yet"
+    if bundle is not None and info.parts.get("model_hash") not in (None, bundle.model_hash):
+        problems.append(f"built with another model (hash {info.parts.get('model_hash')}; the bundle has "
+                        f"{bundle.model_hash})")
+    if problems:
+        return Check(name, FAIL, detail + "; " + "; ".join(problems),
+                     "Run 'hefsearch index' again (it reconciles and re-embeds); if that does not help, "
+                     "rebuild this space.")
+    return Check(name, WARN if pending else OK, detail,
+                 "Run 'hefsearch index' to embed the rest." if pending else None)
+
+
+# -- all of it ----------------------------------------------------------------------------------------
+def library_bundle(library: str | Path | None) -> str | None:
+    """The bundle a library was built with (its settings), if there is a library."""
+    try:
+        from hefsearch.index.library import Library, resolve_library_path
+
+        folder = resolve_library_path(library)
+        if not (folder / "library.db").exists():
+            return None
+        with Library.open(folder, create=False) as lib:
+            return lib.settings().get("bundle")
+    except Exception:
+        return None
+
+
+def run_doctor(bundle: str | Path | None = None, library: str | Path | None = None, *,
+               check_lib: bool = True) -> DoctorReport:
+    report = DoctorReport()
+    report.checks += [check_python(), check_packages()]
+    hrt, runtime = check_hailort()
+    report.checks.append(hrt)
+    dev_checks, devices = check_devices(runtime)
+    report.checks += dev_checks
+    if bundle is None:
+        bundle = library_bundle(library)
+    bcheck, b = check_bundle(bundle)
+    report.checks.append(bcheck)
+    report.checks += check_hefs(b, devices, runtime)
+    if check_lib:
+        report.checks += check_library(library, b)
+    return report
+
+
+# -- inspect ---------------------------------------------------------------------------------------------
+@dataclass
+class InspectItem:
+    """One HEF: its manifest entry (if a bundle lists it), its streams (if HailoRT can read it)."""
+
+    path: Path
+    entry: object | None = None
+    streams: object | None = None   # hailo.HefStreams
+    error: str | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict:
+        d = {"path": str(self.path), "error": self.error}
+        if self.entry is not None:
+            d["manifest"] = self.entry.to_dict()
+        s = self.streams
+        if s is not None:
+            d["network_groups"] = s.network_groups
+            d["inputs"] = [asdict(x) for x in s.inputs]
+            d["outputs"] = [asdict(x) for x in s.outputs]
+            d["sorted_outputs"] = s.sorted_outputs
+            if s.check is not None:
+                d["matches_manifest"] = s.check.ok
+                d["problems"] = s.check.problems
+                d["notes"] = s.check.notes
+            d["notes"] = d.get("notes", []) + s.notes
+        return d
+
+
+def inspect_target(target: str | Path) -> list[InspectItem]:
+    """A bundle folder (all its HEFs) or one .hef file (checked against its bundle, if in one)."""
+    from hefsearch.embed.backends import hailo
+    from hefsearch.embed.bundle import MANIFEST, Bundle
+
+    target = Path(target).expanduser()
+    bundle = None
+    if target.is_dir():
+        bundle = Bundle.open(target)
+        items = [InspectItem(bundle.path / e.file, e) for e in bundle.encoder_entries("hef")]
+        if not items:
+            raise HefsearchError(f"Bundle {bundle.path} has no HEF.",
+                                 f"Compile one: hefsearch compile hef {bundle.path} --hw-arch hailo10h")
+    else:
+        if (target.parent / MANIFEST).is_file():
+            bundle = Bundle.open(target.parent)
+        entry = None
+        if bundle is not None:
+            entry = next((e for e in bundle.encoder_entries("hef")
+                          if (bundle.path / e.file).resolve() == target.resolve()), None)
+        items = [InspectItem(target, entry)]
+    for item in items:
+        try:
+            item.streams = hailo.inspect_hef(item.path, bundle)
+        except HefsearchError as e:
+            item.error, item.hint = e.message, e.hint
+    return items

@@ -1,0 +1,84 @@
+"""``hefsearch doctor``: check this machine's setup; ``--verify``: the NPU against FP32."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+MARKS = {"ok": ("ok  ", "green"), "warn": ("WARN", "yellow"), "fail": ("FAIL", "red"), "skip": ("skip", None)}
+BAD_CAUSES = {"transposed", "permuted", "rotation", "broken"}
+
+
+@click.command("doctor")
+@click.option("--bundle", "bundle", envvar="HEFSEARCH_BUNDLE", default=None, type=click.Path(file_okay=False),
+              help="Model bundle to check (default: the one the library was built with). Env: HEFSEARCH_BUNDLE.")
+@click.option("--library", "library", envvar="HEFSEARCH_LIBRARY", default=None,
+              help="Library folder to check (default: your data dir's library). Env: HEFSEARCH_LIBRARY.")
+@click.option("--verify", is_flag=True,
+              help="Also encode built-in multilingual sentences on the NPU and on the CPU and compare them "
+                   "(cosines, top-1 retrieval, similarity correlation, layout diagnosis).")
+@click.option("--backend", "verify_backend", default="hailo", show_default=True,
+              help="What --verify compares with the CPU: hailo, or npu-sim (the 8-bit simulation).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def doctor_cmd(bundle, library, verify, verify_backend, as_json):
+    """Check Python, packages, HailoRT, the Hailo device, the bundle's HEFs and the library.
+
+    Every failed check says how to fix it. Exit code 1 when a check fails (or --verify finds a
+    layout bug or a broken output), 0 otherwise.
+    """
+    from hefsearch.search.doctor import library_bundle, run_doctor
+
+    report = run_doctor(bundle, library)
+    result = None
+    if verify:
+        from hefsearch.search.npu_verify import verify_npu
+
+        target = bundle or library_bundle(library)
+        if target is None:
+            raise click.UsageError("--verify needs a bundle: pass --bundle BUNDLE.")
+        result = verify_npu(target, backend=verify_backend)
+    if as_json:
+        out = report.to_dict()
+        if result is not None:
+            out["verify"] = result.to_dict()
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        for c in report.checks:
+            mark, color = MARKS[c.status]
+            click.echo(click.style(mark, fg=color, bold=True) + f" {c.name}: {c.detail}")
+            if c.fix and c.status in ("fail", "warn"):
+                click.echo(f"      fix: {c.fix}")
+        if result is not None:
+            _print_verify(result)
+    failed = not report.ok or (result is not None and result.cause in BAD_CAUSES)
+    sys.exit(1 if failed else 0)
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _print_verify(r) -> None:
+    c = r.comparison
+    click.echo()
+    click.secho(f"verify: {r.backend} vs {r.reference} on {len(r.texts)} built-in sentences", bold=True)
+    click.echo("  cosine  text")
+    for cos, text in zip(r.cosines, r.texts):
+        color = None if cos >= 0.98 else ("yellow" if cos >= 0.9 else "red")
+        click.echo("  " + click.style(f"{cos:6.4f}", fg=color) + f"  {_short(text)}")
+    click.echo(f"  median cosine {r.median_cosine:.4f}, min {min(r.cosines):.4f}")
+    click.echo(f"  similarity-matrix correlation: pearson {c['similarity_pearson']:.4f}, "
+               f"spearman {c['similarity_spearman']:.4f}")
+    if c.get("top1_ref") is not None:
+        click.echo(f"  top-1 translation retrieval: {r.reference} {c['top1_ref']:.0%}, {r.backend} {c['top1_test']:.0%}")
+    click.echo(f"  cross-space top-1 (each NPU vector nearest its own FP32 vector): {r.cross_top1:.0%}")
+    click.echo("  token cosine under layout hypotheses:")
+    for f in r.fits:
+        click.echo(f"    {f.name:24s} {f.token_cosine:7.4f}  {f.detail}")
+    for n in r.notes:
+        click.echo(f"  note: {n}")
+    color = "green" if r.cause == "match" else ("yellow" if r.cause == "quantisation" else "red")
+    click.secho(f"  verdict: {r.verdict}", fg=color)
