@@ -1,0 +1,34 @@
+# The two commands a newcomer needs (see README):
+#   make demo   set up, build a model bundle, index the sample corpus, run example queries
+#   make test   set up and run the test suite (what CI runs through .ci/run)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# torch is only for export and tests. Pin the CPU build: an unpinned torch pulls a CUDA build of
+# several GB. Override on other platforms, e.g. TORCH_SPEC="torch==2.9.1" on aarch64.
+TORCH_SPEC ?= torch==2.13.0
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test setup bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[compile,test,plot]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) scripts/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) bench/encode.py
+
+clean:
+	rm -rf $(VENV) demo-work
