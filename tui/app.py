@@ -82,6 +82,8 @@ class HefsearchApp(App):
         self.sync_running = False
         self._seq = 0
         self._request: SearchRequest | None = None
+        #: seq of the last request answered (result or error); tests and scripts wait on it
+        self.answered_seq = 0
         self._preview_query = ""
 
     # -- layout ----------------------------------------------------------------------------
@@ -153,6 +155,7 @@ class HefsearchApp(App):
         if request.compare:
             if self.compare_spaces is None:
                 self.status_bar.activity = ""
+                self.answered_seq = request.seq
                 self.compare_view.unavailable(self._compare_unavailable_text())
                 return request
             self.run_compare(request, self.compare_spaces)
@@ -178,7 +181,9 @@ class HefsearchApp(App):
         # keyword search does not depend on the vector space: compare the vector side instead
         mode = "vector" if request.mode == "keyword" else request.mode
         try:
-            comparison = compare(self.searcher, request.query, spaces=spaces, k=request.k, mode=mode)
+            filters = {"path_glob": request.path_glob, "kinds": request.kinds}
+            comparison = compare(self.searcher, request.query, spaces=spaces, k=request.k, mode=mode,
+                                 **{key: v for key, v in filters.items() if v})
         except Exception as e:
             self.post_message(SearchFailed(request, e))
             return
@@ -193,6 +198,7 @@ class HefsearchApp(App):
             return  # an older query answered late
         result = message.result
         self.last_result = result
+        self.answered_seq = message.request.seq
         self.status_bar.activity = ""
         self.status_bar.backend = result.backend_label or self.status_bar.backend
         self.status_bar.space = result.space or ("keyword index" if result.mode == "keyword" else "")
@@ -207,6 +213,7 @@ class HefsearchApp(App):
             return
         c = message.comparison
         self.last_comparison = c
+        self.answered_seq = message.request.seq
         self.status_bar.activity = ""
         titles = (self._side_title(message.spaces[0], c.left), self._side_title(message.spaces[1], c.right))
         self.compare_view.show(c, message.request.k, titles)
@@ -220,6 +227,7 @@ class HefsearchApp(App):
     def _on_search_failed(self, message: SearchFailed) -> None:
         if not self._is_current(message.request):
             return
+        self.answered_seq = message.request.seq
         self.status_bar.activity = ""
         e = message.error
         text = getattr(e, "message", None) or str(e) or type(e).__name__
@@ -423,7 +431,7 @@ class HefsearchApp(App):
     def _progress(self, done, total, text) -> None:
         self.sync_progress = (done, total, text)
         pct = f" {100 * done // total}%" if done is not None and total else ""
-        self.status_bar.activity = f"indexing{pct}" if self.sync_running else ""
+        self.status_bar.indexing = f"indexing{pct}" if self.sync_running else ""
         for screen in self.screen_stack:
             if isinstance(screen, LibraryScreen):
                 screen.show_progress(done, total, text)
@@ -444,7 +452,6 @@ class HefsearchApp(App):
                 f"in {r.seconds:.1f} s")
         total = max(1, r.added + r.changed + r.removed + r.unchanged)
         self._progress(total, total, text)
-        self.status_bar.activity = ""
         self.notify(text, title="Re-index finished", severity="warning" if failed else "information")
         self.action_refresh_status()
 

@@ -18,6 +18,7 @@ class StatusBar(Static):
     mode = reactive("")
     latency = reactive(-1.0)
     activity = reactive("")
+    indexing = reactive("")
 
     def render(self) -> Content:
         sep = (" │ ", "$text-muted")
@@ -32,6 +33,8 @@ class StatusBar(Static):
             parts += [sep, (ms(self.latency), "")]
         if self.activity:
             parts += [sep, (self.activity, "$text-warning")]
+        if self.indexing:
+            parts += [sep, (self.indexing, "$text-warning")]
         return Content.assemble(*parts)
 
 

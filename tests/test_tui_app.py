@@ -1,0 +1,336 @@
+"""The TUI, headless (Textual ``run_test`` + Pilot), on real small libraries built in the test
+with the tiny model: search, modes, preview, compare, the FP32 fallback notice, opening a hit,
+the library screen and a re-index that runs while searches are answered.
+
+The NPU side of the compare and fallback tests is ``tests.tui_support.NoisyBackend``, a
+test-only distortion of the FP32 encoder (not a model of any hardware); everything else is the
+real library, search API and app.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("textual")
+
+from textual.widgets import DataTable, Static  # noqa: E402
+
+from hefsearch.embed.backends.cpu import CpuBackend  # noqa: E402
+from hefsearch.embed.bundle import Bundle  # noqa: E402
+from hefsearch.embed.encoder import Encoder  # noqa: E402
+from hefsearch.index.library import Library  # noqa: E402
+from hefsearch.index.sync import sync  # noqa: E402
+from hefsearch.search import Searcher, compare  # noqa: E402
+from hefsearch.tui.factory import make_app  # noqa: E402
+from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
+from tests.tui_support import cpu_encoder, noisy_encoder, write_corpus  # noqa: E402
+
+SIZE = (120, 36)
+
+
+async def wait_for(pilot, condition, timeout: float = 15.0, what: str = "condition"):
+    """Let the app run until ``condition()`` holds (workers answer on other threads)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+async def search(pilot, app, query: str):
+    """Type ``query`` into the (focused) search input and press Enter; wait for the answer."""
+    app.search_bar.query_input.value = ""
+    app.search_bar.query_input.focus()
+    await pilot.press(*query)
+    seq = app._seq
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app._seq > seq and app.answered_seq == app._seq, what=f"answer to {query!r}")
+    await pilot.pause()
+
+
+def option_texts(option_list) -> list[str]:
+    return [str(option_list.get_option_at_index(i).prompt) for i in range(option_list.option_count)]
+
+
+def chunk_ids(result) -> list[int]:
+    return [h.chunk_id for h in result.hits]
+
+
+# -- libraries ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_space_library(tiny_bert_bundle, tmp_path_factory):
+    """A library with an "npu-sim" space (the test-only noisy encoder, the default space since
+    it indexes first) and the "cpu-fp32" space, plus one file that fails to extract."""
+    root = write_corpus(tmp_path_factory.mktemp("docs"))
+    (root / "broken.txt").write_bytes(b"\x00\x01\x02\x03\xff\xfe" * 50)
+    noisy, cpu = noisy_encoder(tiny_bert_bundle), cpu_encoder(tiny_bert_bundle)
+    library = Library.open(tmp_path_factory.mktemp("lib") / "library")
+    report = sync(library, [root], [noisy, cpu])
+    assert report.added >= 8 and len(report.failed) == 1
+    yield library, {"npu-sim": noisy, "cpu-fp32": cpu}, root
+    library.close()
+
+
+@pytest.fixture
+def app_factory(two_space_library):
+    library, encoders, _ = two_space_library
+    encoders["npu-sim"].backend.fail = False
+    calls = []
+
+    def build(**kw):
+        searcher = Searcher(library, encoders=dict(encoders))
+        app = make_app(library, searcher, launcher=lambda argv, **opts: calls.append((argv, opts)), **kw)
+        app.launch_calls = calls
+        return app
+    return build
+
+
+# -- searching ---------------------------------------------------------------------------
+async def test_enter_shows_ranked_results_with_highlighted_terms(app_factory):
+    app = app_factory(k=5)
+    async with app.run_test(size=SIZE) as pilot:
+        await search(pilot, app, "invoice")
+        result = app.last_result
+        assert result.query == "invoice" and result.mode == "hybrid"
+        expected = app.searcher.search("invoice", k=5, mode="hybrid")
+        assert chunk_ids(result) == chunk_ids(expected)
+        shown = option_texts(app.results)
+        assert len(shown) == len(result.hits) > 0
+        for line, hit in zip(shown, result.hits):
+            assert line.lstrip().startswith(f"{hit.rank} ")
+            assert f"{hit.score:6.3f}".strip() in line
+            assert hit.path.rsplit("/", 1)[-1] in line
+            assert f"l.{hit.line}" in line
+        assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+        # the query term is highlighted in the snippets of hits that contain it
+        prompt = app.results.get_option_at_index(0).prompt
+        marked = [str(prompt)[s.start:s.end].lower() for s in prompt.spans if "accent-muted" in str(s.style)]
+        assert "invoice" in marked
+        # status: device of the default space, library size
+        assert app.status_bar.backend == "NPU simulation (test noise)"
+        assert app.status_bar.space == "npu-sim"
+        assert app.status_bar.documents == 8
+        assert not app.notice_bar.has_class("visible")
+
+
+async def test_switching_modes_changes_results(app_factory):
+    app = app_factory(k=5, mode="vector")
+    async with app.run_test(size=SIZE) as pilot:
+        await search(pilot, app, "invoice")
+        vector = app.last_result
+        assert vector.mode == "vector"
+        seq = app._seq
+        await pilot.press("f2")  # vector -> keyword (cycle order hybrid, vector, keyword)
+        await wait_for(pilot, lambda: app._seq > seq and app.answered_seq == app._seq, what="keyword answer")
+        keyword = app.last_result
+        assert keyword.mode == "keyword" and app.search_bar.mode == "keyword"
+        assert chunk_ids(keyword) == chunk_ids(app.searcher.search("invoice", k=5, mode="keyword"))
+        assert chunk_ids(vector) == chunk_ids(app.searcher.search("invoice", k=5, mode="vector"))
+        assert chunk_ids(keyword) != chunk_ids(vector)
+        # keyword hits all contain the word; the vector list also ranks chunks that do not
+        assert all("invoice" in h.text.lower() for h in keyword.hits)
+        assert any("invoice" not in h.text.lower() for h in vector.hits)
+        assert len(option_texts(app.results)) == len(keyword.hits)
+
+
+async def test_path_glob_and_file_type_filters(app_factory):
+    app = app_factory(k=10, mode="vector")
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one("#glob").value = "*travel*"
+        await search(pilot, app, "train")
+        assert app.last_result.hits and all("/travel/" in h.path for h in app.last_result.hits)
+        app.query_one("#glob").value = ""
+        app.query_one("#kind").value = "text"
+        await search(pilot, app, "train")
+        assert {h.doc_kind for h in app.last_result.hits} <= {"text", "markdown"}
+
+
+async def test_preview_shows_the_hit_in_context(app_factory):
+    app = app_factory(k=5, mode="keyword")
+    async with app.run_test(size=SIZE) as pilot:
+        await search(pilot, app, "hedge")
+        hit = app.last_result.hits[0]
+        await wait_for(pilot, lambda: app.preview.hit_widget is not None, what="preview")
+        shown = str(app.preview.hit_widget.render())
+        assert hit.text.strip("\n") in shown
+        neighbours = app.library.neighbours(hit.chunk_id, before=2, after=2)
+        assert len(app.preview.query(".piece")) == len([r for r in neighbours if r.text.strip()])
+        assert "garden.txt" in str(app.preview.border_title)
+
+
+async def test_history_up_down_in_the_input(app_factory, two_space_library):
+    app = app_factory(k=3, mode="keyword")
+    async with app.run_test(size=SIZE) as pilot:
+        await search(pilot, app, "garden")
+        await search(pilot, app, "tokyo")
+        app.search_bar.query_input.value = "dra"
+        await pilot.press("up")
+        assert app.search_bar.query_input.value == "tokyo"
+        await pilot.press("up")
+        assert app.search_bar.query_input.value == "garden"
+        await pilot.press("down", "down")
+        assert app.search_bar.query_input.value == "dra"
+    library = two_space_library[0]
+    again = app_factory()
+    assert again.history.entries[-2:] == ["garden", "tokyo"]
+    assert (library.path / "tui-history.json").exists()
+
+
+# -- compare -----------------------------------------------------------------------------
+async def test_compare_view_two_columns_with_overlap_from_the_search_api(app_factory):
+    k = 5
+    app = app_factory(k=k, mode="vector")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.compare_spaces is not None, what="library status")
+        assert app.compare_spaces == ("npu-sim", "cpu-fp32")
+        await pilot.press("f3")
+        assert app.comparing
+        await search(pilot, app, "bus to the airport")
+        shown = app.last_comparison
+        expected = compare(app.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
+                           mode="vector")
+        assert chunk_ids(shown.left) == chunk_ids(expected.left)
+        assert chunk_ids(shown.right) == chunk_ids(expected.right)
+        # the figure on screen is the API's, and the API's is |L ∩ R| / k
+        shared = set(chunk_ids(expected.left)) & set(chunk_ids(expected.right))
+        assert expected.overlap_at_k == pytest.approx(len(shared) / k)
+        summary = str(app.query_one("#compare-summary", Static).render())
+        assert f"overlap@{k} {expected.overlap_at_k:.2f}" in summary
+        assert f"RBO {expected.rbo:.2f}" in summary
+        assert f"{len(expected.only_left)} NPU-only · {len(expected.only_right)} FP32-only" in summary
+        # the noisy space ranks differently: some hits are on one side only, and marked
+        assert expected.only_left and expected.only_right
+        left, right = app.compare_view.left, app.compare_view.right
+        assert "NPU simulation (test noise)" in str(left.border_title)
+        assert "CPU FP32" in str(right.border_title)
+        for col, only in ((left, expected.only_left), (right, expected.only_right)):
+            lines = option_texts(col.hit_list)
+            assert len(lines) == k
+            marked = [h.chunk_id for h, line in zip(col.hits, lines) if "◆" in line.split("\n")[0]]
+            assert set(marked) == set(only)
+        # per-side latency split into encode / search / fetch
+        timings = str(left.query_one(".timings", Static).render())
+        for part in ("encode", "search", "fetch"):
+            assert part in timings
+        # the two columns sit side by side at this width
+        assert left.region.y == right.region.y and left.region.x < right.region.x
+
+
+async def test_compare_view_at_80x24_and_stacked_when_narrow(app_factory):
+    app = app_factory(k=5, mode="vector")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.compare_spaces is not None, what="library status")
+        await pilot.press("f3")
+        await search(pilot, app, "garden")
+        left, right = app.compare_view.left, app.compare_view.right
+        assert left.region.width >= 36 and right.region.width >= 36
+        assert left.region.y == right.region.y
+        assert len(option_texts(left.hit_list)) == 5
+        await pilot.resize_terminal(60, 30)
+        await pilot.pause(0.2)
+        assert left.region.x == right.region.x and left.region.y < right.region.y
+
+
+async def test_fallback_notice_when_the_npu_raises(app_factory, two_space_library):
+    _, encoders, _ = two_space_library
+    app = app_factory(k=5, mode="vector")
+    async with app.run_test(size=SIZE) as pilot:
+        encoders["npu-sim"].backend.fail = True
+        try:
+            await search(pilot, app, "garden")
+        finally:
+            encoders["npu-sim"].backend.fail = False
+        result = app.last_result
+        assert result.notice and result.space == "cpu-fp32"
+        assert app.notice_bar.has_class("visible") and app.notice_bar.display
+        assert result.notice in str(app.notice_bar.render())
+        assert "failed" in result.notice and "answered from the FP32 space" in result.notice
+        assert app.status_bar.backend == "CPU FP32" and app.status_bar.space == "cpu-fp32"
+        assert result.hits  # answered from the FP32 space, not an error
+        # the next search with a healthy NPU clears the notice
+        await search(pilot, app, "garden")
+        assert not app.notice_bar.has_class("visible")
+        assert app.status_bar.space == "npu-sim"
+
+
+# -- opening ---------------------------------------------------------------------------
+async def test_open_key_calls_the_launcher_with_exact_argv(app_factory):
+    app = app_factory(k=5, mode="keyword", env={"EDITOR": "vim -p"})
+    async with app.run_test(size=SIZE) as pilot:
+        await search(pilot, app, "hedge")
+        await pilot.press("down")  # move into the list, then back to the first hit
+        await pilot.press("ctrl+o")
+        hit = app.results.current_hit
+        assert app.launch_calls == [(["vim", "-p", f"+{hit.line}", hit.path], {"terminal": True})]
+        assert isinstance(app.launch_calls[0][0], list)  # an argv list: no shell is involved
+
+
+# -- library screen and re-index -------------------------------------------------------
+async def test_library_screen_lists_failed_file_with_reason(app_factory, two_space_library):
+    library, _, root = two_space_library
+    app = app_factory()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f4")
+        assert isinstance(app.screen, LibraryScreen)
+        table = app.screen.query_one("#failures", DataTable)
+        await wait_for(pilot, lambda: table.row_count and table.get_row_at(0)[0] != "—", what="failures")
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        path, reason = library.status().failures[0]
+        assert rows == [[path, reason]]
+        assert path == str(root / "broken.txt") and "binary" in reason
+        spaces = app.screen.query_one("#spaces", DataTable)
+        names = {spaces.get_row_at(i)[0] for i in range(spaces.row_count)}
+        assert names == {"npu-sim", "cpu-fp32"}
+        summary = str(app.screen.query_one("#library-summary", Static).render())
+        assert "8 documents" in summary and "1 failed" in summary
+        await pilot.press("escape")
+        assert not isinstance(app.screen, LibraryScreen)
+
+
+class GatedCpuBackend(CpuBackend):
+    """The CPU backend (same fingerprint, same space) that waits at a gate on its first run,
+    so the test can search while a re-index is provably still running."""
+
+    def __init__(self, bundle, **kw):
+        super().__init__(bundle, **kw)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def run(self, embeddings, mask):
+        self.entered.set()
+        assert self.release.wait(30), "the test never released the gate"
+        return super().run(embeddings, mask)
+
+
+async def test_reindex_from_the_tui_completes_while_a_search_is_answered(tiny_bert_bundle, tmp_path):
+    root = write_corpus(tmp_path / "docs")
+    library = Library.open(tmp_path / "library")
+    try:
+        sync(library, [root], [cpu_encoder(tiny_bert_bundle)])
+        (root / "notes" / "zeppelin.txt").write_text("The zeppelin landed in the harbour at dawn.")
+        bundle = Bundle.open(tiny_bert_bundle)
+        gated = GatedCpuBackend(bundle)
+        app = make_app(library, Searcher(library, encoders={"cpu-fp32": cpu_encoder(tiny_bert_bundle)}),
+                       encoders=[Encoder(bundle, gated)], k=5, mode="keyword")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("f4")
+            await pilot.press("r")
+            await wait_for(pilot, gated.entered.is_set, what="the re-index to start embedding")
+            assert app.sync_running
+            await pilot.press("escape")
+            await search(pilot, app, "garden")  # answered while the re-index waits at the gate
+            assert app.last_result.hits and app.sync_running
+            assert app.status_bar.indexing.startswith("indexing")
+            gated.release.set()
+            await wait_for(pilot, lambda: not app.sync_running, what="the re-index to finish")
+            assert app.status_bar.indexing == ""
+            report = app.last_sync_report
+            assert report is not None and report.added == 1 and report.unchanged == 8
+            await search(pilot, app, "zeppelin")
+            assert [h.path for h in app.last_result.hits] == [str(root / "notes" / "zeppelin.txt")]
+            await wait_for(pilot, lambda: app.status_bar.documents == 9, what="status refresh")
+    finally:
+        library.close()
