@@ -405,7 +405,9 @@ def stream_contract(hn: dict, layers, seq: int, hidden: int) -> tuple[dict, dict
 
 def _record(bundle, opts, sdk, profile, requested, attempts, report, hn, layers, seq, script, hef_path,
             calib_info, skipped, work) -> HefResult:
-    bundle = Bundle.open(bundle.path)  # fresh manifest: calibration may have changed it
+    # A fresh manifest (calibration may have changed it), read without Bundle.open's size checks:
+    # the HEF just written may replace one the manifest still describes.
+    bundle = Bundle(bundle.path, json.loads((bundle.path / "manifest.json").read_text(encoding="utf-8")))
     hef_name = hef_path.name
     script_name = hef_name[: -len(".hef")] + ".alls"
     (bundle.path / script_name).write_text(script, encoding="utf-8")

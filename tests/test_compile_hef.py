@@ -1,0 +1,304 @@
+"""``hefsearch compile hef``: the real driver (compile/dfc.py) against the contract fake of
+``hailo_sdk_client`` (tests/fakes/hailo_sdk_client).
+
+Everything here is verified against that fake only, never against Hailo's Dataflow Compiler:
+the fake reproduces the public report's behaviour (3-D inputs lifted to 4-D, IndexError on 3-D
+calibration, BackendAllocatorException on 16-bit attention layers), not the real SDK.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hefsearch.compile.calib import calib_rel_path, load_calibration
+from hefsearch.compile.dfc import AllocatorCrash, DfcUnavailable, HefOptions, build_hef, is_allocator_crash
+from hefsearch.compile.preflight import CalibrationMismatch
+from hefsearch.embed.bundle import Bundle
+from hefsearch.tui.cli import main
+from tests.compile_fixtures import calib_bundle, calib_bundle_template, corpus, fake_dfc, no_dfc  # noqa: F401
+from tests.hailo_fixtures import fake_hailo  # noqa: F401
+
+
+def _build(bundle, **kw):
+    lines: list[str] = []
+    kw.setdefault("hw_arch", "hailo10h")
+    result = build_hef(bundle, HefOptions(**kw), say=lines.append)
+    return result, lines
+
+
+# -- the fake behaves as the report says -------------------------------------------------------
+def test_fake_lifts_3d_nwc_and_rejects_a_4d_format_for_it(fake_dfc, tiny_bert_bundle, tmp_path):
+    """Contract of the fake itself (verified against the fake only)."""
+    from hailo_sdk_client import ClientRunner
+    from hailo_sdk_client.exposed_definitions import Dims
+
+    from hefsearch.compile.dfc_onnx import make_dfc_onnx
+
+    dfc = make_dfc_onnx(Bundle.open(tiny_bert_bundle), tmp_path / "dfc.onnx", 64)
+    nhwc = [Dims.BATCH, Dims.HEIGHT, Dims.WIDTH, Dims.CHANNELS]
+    runner = ClientRunner(hw_arch="hailo10h")
+    with pytest.raises(Exception, match="Input format .* doesn't match its rank"):
+        runner.translate_onnx_model(str(dfc.path), "net", net_input_shapes=dfc.input_shapes,
+                                    net_input_format={"embeddings": nhwc, "attention_mask": nhwc})
+    runner.translate_onnx_model(str(dfc.path), "net", end_node_names=["last_hidden_state"],
+                                net_input_shapes=dfc.input_shapes,
+                                net_input_format={"embeddings": [Dims.BATCH, Dims.WIDTH, Dims.CHANNELS],
+                                                  "attention_mask": nhwc})
+    layers = runner.get_hn_dict()["layers"]
+    assert layers["net/input_layer1"]["input_shapes"] == [[-1, 1, 64, 32]]
+    assert layers["net/input_layer2"]["input_shapes"] == [[-1, 1, 1, 64]]
+    with pytest.raises(IndexError):
+        runner.optimize({"net/input_layer1": np.zeros((4, 64, 32), np.float32),
+                         "net/input_layer2": np.ones((4, 1, 1, 64), np.float32)})
+
+
+# -- preflight ----------------------------------------------------------------------------------
+def test_preflight_stops_3d_calibration_before_optimize(fake_dfc, calib_bundle, tmp_path):
+    bundle = Bundle.open(calib_bundle)
+    emb, mask, _ = load_calibration(bundle, 64)
+    flat = tmp_path / "calib3d.npz"
+    np.savez(flat, embeddings=emb[:, 0], mask=mask)  # [N,S,H]: what the report fed first
+    with pytest.raises(CalibrationMismatch) as e:
+        _build(calib_bundle, calib=flat)
+    msg = e.value.message
+    assert "hefsearch_encoder/input_layer1" in msg and "(embeddings)" in msg
+    assert f"(96, 64, {bundle.hidden}) (rank 3)" in msg and f"(96, 1, 64, {bundle.hidden}) (rank 4)" in msg
+    assert "IndexError" in msg
+    assert "hefsearch compile calib" in e.value.hint and f"(N, 1, 64, {bundle.hidden})" in e.value.hint
+    assert "translate_onnx_model" in fake_dfc.CALLS and "optimize" not in fake_dfc.CALLS
+    # the CLI shows it as a plain error, no traceback
+    res = CliRunner().invoke(main, ["compile", "hef", str(calib_bundle), "--hw-arch", "hailo10h",
+                                    "--calib", str(flat)])
+    assert res.exit_code == 2 and "Error: Calibration for input layer" in res.stderr
+    assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda e, m: (e.astype(np.float64), m), "float64"),
+    (lambda e, m: (np.where(np.arange(e.size).reshape(e.shape) == 5, np.nan, e).astype(np.float32), m), "NaN"),
+    (lambda e, m: (e, m * -50.0), "other than 0 and 1"),
+    (lambda e, m: (e, m[:, :, :, :32]), "(96, 1, 1, 64)"),
+    (lambda e, m: (e[:10], m), "different row counts"),
+])
+def test_preflight_catches_dtype_values_and_shapes(fake_dfc, calib_bundle, tmp_path, edit, words):
+    bundle = Bundle.open(calib_bundle)
+    emb, mask, _ = load_calibration(bundle, 64)
+    e, m = edit(emb, mask)
+    f = tmp_path / "bad.npz"
+    np.savez(f, embeddings=e, mask=m)
+    with pytest.raises(CalibrationMismatch) as err:
+        _build(calib_bundle, calib=f)
+    assert words in err.value.message
+    assert "optimize" not in fake_dfc.CALLS
+
+
+# -- the 4-D path builds a HEF ------------------------------------------------------------------
+def test_4d_calibration_builds_a_hef_and_a_correct_manifest(fake_dfc, calib_bundle):
+    result, lines = _build(calib_bundle, precision="balanced")
+    bundle = Bundle.open(calib_bundle)
+    assert not bundle.verify()
+    hef = calib_bundle / "encoder.hailo10h.hef"
+    assert result.hef == hef and hef.is_file()
+    doc = json.loads(hef.read_bytes())
+    assert doc["hw_arch"] == "hailo10h" and doc["seq_len"] == 64
+    (entry,) = bundle.encoder_entries("hef")
+    assert (entry.file, entry.seq_len, entry.hw_arch) == ("encoder.hailo10h.hef", 64, "hailo10h")
+    x = entry.extra
+    assert x["precision"]["name"] == "balanced" and "precision_requested" not in x
+    assert set(x["precision"]["sixteen_bit"]) == {"residual_add", "layernorm", "ffn_out"}
+    assert x["dfc_version"] == "5.3.0+fake" and x["mask"] == "softmax" and x["mask_value"] == bundle.mask_value
+    assert x["calibration"]["sha256"] == bundle.manifest["calibration"]["s64"]["sha256"]
+    assert x["calibration"]["rows"] == 96
+    assert x["inputs"] == {
+        "embeddings": {"name": "hefsearch_encoder/input_layer1", "shape": [1, 64, bundle.hidden]},
+        "attention_mask": {"name": "hefsearch_encoder/input_layer2", "shape": [1, 1, 64]}}
+    assert x["outputs"] == {"last_hidden_state": {"names": ["hefsearch_encoder/output_layer1"],
+                                                  "shape": [1, 64, bundle.hidden]}}
+    # the model script is kept in the bundle and is what the fake compiled with
+    script = (calib_bundle / x["model_script"]).read_text()
+    assert x["model_script"] in bundle.manifest["files"]
+    assert "set_input_mask_to_softmax()" in script and "calibset_size=96" in script
+    assert sorted(n.split("/", 1)[1] for n in doc["a16_layers"]) == sorted(
+        n.strip() for ln in script.splitlines() if ln.startswith("quantization_param([")
+        for n in ln[len("quantization_param(["):ln.index("]")].split(","))
+    # the emulator report ran before compile and is recorded
+    q = x["quality"]
+    assert q["texts"] == len(q["cosine_per_text"]) >= 36 and q["pairs"] >= 6
+    assert 0.9 < q["cosine_min"] <= q["cosine_mean"] < 1.0  # the fake's 8-bit rounding shows
+    assert q["fp32_vs_onnx_min_cosine"] > 0.9999
+    assert 0.0 <= q["top1_quantized"] <= 1.0 and q["similarity_pearson"] > 0.9
+    calls = fake_dfc.CALLS
+    assert calls.index("infer_context:SDK_QUANTIZED") < calls.index("compile")
+    assert calls.index("optimize") < calls.index("infer_context:SDK_NATIVE")
+    assert any(ln.startswith("Emulator report on") for ln in lines)
+    # the build stages stay out of the manifest
+    assert not any(f.startswith("build/") for f in bundle.manifest["files"])
+
+
+def test_other_seq_len_names_the_hef_with_s(fake_dfc, calib_bundle, corpus):
+    from hefsearch.compile.calib import build_calibration
+
+    build_calibration(calib_bundle, [corpus], n=40, seed=1, seq_len=32)
+    result, _ = _build(calib_bundle, seq_len=32, precision="a8", hw_arch="hailo8l", report=False)
+    assert result.hef.name == "encoder.hailo8l.s32.hef"
+    (entry,) = Bundle.open(calib_bundle).encoder_entries("hef")
+    assert entry.seq_len == 32 and entry.extra["quality"] is None
+    assert entry.extra["inputs"]["attention_mask"]["shape"] == [1, 1, 32]
+    assert "infer" not in fake_dfc.CALLS
+
+
+def test_user_profile_file_and_extra_lines(fake_dfc, calib_bundle, tmp_path):
+    prof = tmp_path / "mine.json"
+    prof.write_text(json.dumps({"name": "mine", "bits": {"ffn_out": 16}}))
+    extra = tmp_path / "extra.alls"
+    extra.write_text("performance_param(compiler_optimization_level=max)\n")
+    result, _ = _build(calib_bundle, precision=str(prof), alls_extra=extra, optimization_level=1)
+    script = result.model_script.read_text()
+    assert script.count("quantization_param(") == 1 and "conv6, conv12" in script
+    assert "model_optimization_flavor(optimization_level=1, compression_level=0)" in script
+    assert script.rstrip().endswith("performance_param(compiler_optimization_level=max)")
+    assert result.entry.extra["precision"]["source"] == str(prof)
+
+
+# -- resume ---------------------------------------------------------------------------------------
+def test_a_second_run_skips_every_finished_stage(fake_dfc, calib_bundle):
+    first, _ = _build(calib_bundle)
+    sha = Bundle.open(calib_bundle).file_sha256("encoder.hailo10h.hef")
+    fake_dfc.CALLS.clear()
+    second, lines = _build(calib_bundle)
+    assert second.skipped == ["parse", "optimize:balanced", "compile"]
+    calls = fake_dfc.CALLS
+    assert not {"translate_onnx_model", "optimize", "compile", "infer"} & set(calls)
+    assert Bundle.open(calib_bundle).file_sha256("encoder.hailo10h.hef") == sha
+    assert second.entry.extra["quality"] == first.entry.extra["quality"]  # cached, not re-emulated
+    # --restart does everything again
+    fake_dfc.CALLS.clear()
+    _build(calib_bundle, restart=True)
+    assert {"translate_onnx_model", "optimize", "compile"} <= set(fake_dfc.CALLS)
+
+
+def test_a_failed_compile_does_not_redo_optimize(fake_dfc, calib_bundle):
+    fake_dfc.ClientRunner.FAIL_A16_ON = "any"
+    with pytest.raises(AllocatorCrash) as e:
+        _build(calib_bundle)
+    assert "BackendAllocatorException" in e.value.message and "balanced" in e.value.message
+    assert "--fallback" in e.value.hint and "resumes" in e.value.hint
+    assert fake_dfc.CALLS.count("optimize") == 1
+    assert not (calib_bundle / "encoder.hailo10h.hef").exists()
+    assert not Bundle.open(calib_bundle).encoder_entries("hef")
+    fake_dfc.ClientRunner.FAIL_A16_ON = "attention"
+    fake_dfc.CALLS.clear()
+    result, _ = _build(calib_bundle)
+    assert "optimize" not in fake_dfc.CALLS and "translate_onnx_model" not in fake_dfc.CALLS
+    assert fake_dfc.CALLS.count("compile") == 1 and result.hef.is_file()
+
+
+def test_changed_calibration_reoptimises(fake_dfc, calib_bundle, corpus):
+    from hefsearch.compile.calib import build_calibration
+
+    _build(calib_bundle, report=False)
+    build_calibration(calib_bundle, [corpus], n=64, seed=9)
+    fake_dfc.CALLS.clear()
+    result, _ = _build(calib_bundle, report=False)
+    assert "translate_onnx_model" not in fake_dfc.CALLS and fake_dfc.CALLS.count("optimize") == 1
+    assert result.entry.extra["calibration"]["rows"] == 64
+
+
+# -- allocator crash and fallback ----------------------------------------------------------------
+def test_attention_16bit_crashes_and_is_explained(fake_dfc, calib_bundle, tmp_path):
+    prof = tmp_path / "soft16.json"
+    prof.write_text(json.dumps({"base": "balanced", "bits": {"softmax": 16}}))
+    with pytest.raises(AllocatorCrash) as e:
+        _build(calib_bundle, precision=str(prof), report=False)
+    assert "attention path (softmax)" in e.value.message and "DFC 5.3.0" in e.value.message
+
+
+def test_fallback_steps_down_until_it_compiles(fake_dfc, calib_bundle):
+    fake_dfc.ClientRunner.FAIL_A16_ON = {"conv"}  # 16-bit FFN projections cannot be placed
+    result, lines = _build(calib_bundle, fallback=True, report=False)
+    assert [a.profile for a in result.attempts] == ["balanced", "balanced-no-ffn-out"]
+    assert [a.compile for a in result.attempts] == ["allocator", "ok"]
+    x = result.entry.extra
+    assert x["precision"]["name"] == "balanced-no-ffn-out"
+    assert set(x["precision"]["sixteen_bit"]) == {"residual_add", "layernorm"}
+    assert x["precision_requested"]["name"] == "balanced"
+    assert x["attempts"][0]["error"].startswith("BackendAllocatorException")
+    assert any("fallback: trying profile balanced-no-ffn-out" in ln for ln in lines)
+    assert fake_dfc.CALLS.count("optimize") == 2
+    hef = json.loads(result.hef.read_bytes())
+    assert not any("conv" in n for n in hef["a16_layers"])
+
+
+def test_fallback_ends_at_a8_and_reuses_earlier_optimisations(fake_dfc, calib_bundle):
+    fake_dfc.ClientRunner.FAIL_A16_ON = "any"
+    result, _ = _build(calib_bundle, fallback=True, report=False)
+    assert [a.profile for a in result.attempts] == [
+        "balanced", "balanced-no-ffn-out", "balanced-no-ffn-out-layernorm", "a8"]
+    assert result.entry.extra["precision"]["name"] == "a8"
+    assert result.entry.extra["precision"]["sixteen_bit"] == []
+    assert fake_dfc.CALLS.count("optimize") == 4
+    fake_dfc.CALLS.clear()
+    again, _ = _build(calib_bundle, fallback=True, report=False)
+    assert "optimize" not in fake_dfc.CALLS  # every step's optimised HAR is reused
+    assert [a.optimize for a in again.attempts] == ["reused"] * 4
+
+
+def test_allocator_crash_is_recognised_by_name_or_message():
+    class BackendAllocatorException(Exception):
+        pass
+
+    assert is_allocator_crash(BackendAllocatorException("x"))
+    assert is_allocator_crash(RuntimeError("Compilation failed: BackendAllocatorException: Agent infeasible"))
+    try:
+        try:
+            raise BackendAllocatorException("inner")
+        except BackendAllocatorException as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        assert is_allocator_crash(outer)
+    assert not is_allocator_crash(MemoryError("out of memory"))
+
+
+# -- no SDK ---------------------------------------------------------------------------------------
+def test_missing_sdk_gives_the_install_message(no_dfc, calib_bundle):
+    with pytest.raises(DfcUnavailable) as e:
+        _build(calib_bundle)
+    text = e.value.message + " " + e.value.hint
+    for words in ("hailo_sdk_client", "x86_64 Linux", "Python 3.10-3.12", "Hailo AI Software Suite",
+                  "Developer Zone"):
+        assert words in text
+    res = CliRunner().invoke(main, ["compile", "hef", str(calib_bundle), "--hw-arch", "hailo8"])
+    assert res.exit_code == 2 and "Dataflow Compiler" in res.stderr and "Traceback" not in res.output
+
+
+def test_compile_modules_import_no_sdk_at_import_time():
+    import subprocess
+    import sys
+
+    code = ("import sys, hefsearch.compile.dfc, hefsearch.compile.calib, hefsearch.tui.cmd_hef, "
+            "hefsearch.tui.cmd_calib; print([m for m in ('hailo_sdk_client', 'hailo_platform', 'torch') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# -- end to end through the fake HailoRT ----------------------------------------------------------
+def test_a_fake_compiled_hef_runs_on_the_fake_hailort(fake_dfc, fake_hailo, calib_bundle):
+    """The manifest entry and HEF the driver writes satisfy the hailo backend's contract check
+    (fake HailoRT, fake DFC: verified against the fakes only)."""
+    from hefsearch.embed.encoder import Encoder
+    from hefsearch.embed.samples import VERIFY_TEXTS
+
+    _build(calib_bundle, report=False)
+    texts = VERIFY_TEXTS[:12]
+    with Encoder.open(calib_bundle, backend="cpu") as cpu:
+        ref = cpu.encode(texts)
+    with Encoder.open(calib_bundle, backend="hailo") as npu:
+        got = npu.encode(texts)
+    cos = np.sum(ref * got, axis=1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1))
+    assert cos.min() > 0.98  # UINT8 input/output streams with the calibration's ranges
+
