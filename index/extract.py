@@ -49,6 +49,12 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF16_LE, "utf-16-le"),
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
+# Legacy code pages in rough order of how common they are in old documents.
+_COMMON_LEGACY = (
+    "cp1252", "cp1251", "cp1250", "cp1253", "cp1254", "cp1257", "cp1255", "cp1256",
+    "cp932", "shift_jis", "gb18030", "gb2312", "big5", "cp949", "euc_kr", "euc_jp", "koi8_r",
+    "iso8859_2", "iso8859_5", "iso8859_7", "iso8859_9", "iso8859_15",
+)
 _WIDE_ENCODINGS = ["utf_16", "utf_16_be", "utf_16_le", "utf_32", "utf_32_be", "utf_32_le"]
 
 
@@ -219,7 +225,7 @@ def _decode_legacy(data: bytes) -> tuple[str, str]:
     from charset_normalizer import from_bytes
     from charset_normalizer.md import mess_ratio
 
-    results = from_bytes(data, cp_exclusion=_WIDE_ENCODINGS)
+    results = from_bytes(_detection_sample(data), cp_exclusion=_WIDE_ENCODINGS)
     best = results.best()
     try:
         western = data.decode("cp1252")
@@ -236,7 +242,35 @@ def _decode_legacy(data: bytes) -> tuple[str, str]:
             "not valid UTF-8 nor a known legacy encoding",
             hint="re-save the file as UTF-8",
         )
-    return data.decode(best.encoding, errors="replace"), best.encoding
+    encoding = _prefer_common(results, best)
+    return data.decode(encoding, errors="replace"), encoding
+
+
+def _prefer_common(results, best) -> str:
+    """Among candidates that read about as well as the best one (short texts often tie), take
+    the code page people actually used (cp1251 over mac_cyrillic, say)."""
+    top_coherence = max(r.coherence for r in results)
+    near = [r for r in results if r.chaos <= best.chaos + 0.02 and r.coherence >= top_coherence - 0.05]
+    for preferred in _COMMON_LEGACY:
+        for r in near:
+            if preferred in r.could_be_from_charset:
+                return preferred
+    return best.encoding
+
+
+def _detection_sample(data: bytes, limit: int = 1024 * 1024) -> bytes:
+    """Head and tail of a large file for charset detection (which decodes its input once per
+    candidate encoding). Cut at newlines: 0x0A is never part of a multi-byte character in the
+    legacy CJK encodings, so the sample stays decodable."""
+    if len(data) <= limit:
+        return data
+    head = data[: limit // 2]
+    tail = data[-limit // 2:]
+    cut = head.rfind(b"\n")
+    head = head[: cut + 1] if cut > 0 else head
+    cut = tail.find(b"\n")
+    tail = tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail
+    return head + tail
 
 
 # --- HTML -------------------------------------------------------------------------------------
@@ -247,9 +281,12 @@ _HTML_BLOCK = (
     "pre", "table", "ul", "ol", "dl", "form", "fieldset", "figure", "address", "details",
     "h1", "h2", "h3", "h4", "h5", "h6", "hr", "title", "caption",
 )
-_HTML_LINE = ("br", "li", "tr", "dt", "dd", "figcaption", "summary", "option")
+_HTML_LINE = ("li", "tr", "dt", "dd", "figcaption", "summary", "option")
 _HTML_CELL = ("td", "th")
-_SPACES = re.compile(r"[^\S\n]+")
+# Private-use sentinels for structure, so that the markup's own whitespace can be collapsed
+# the way a browser does before block and line breaks are put back.
+_PARA, _LINE, _CELL = "\ue000", "\ue001", "\ue002"
+_ANY_SPACE = re.compile(r"\s+")
 _BLANKS = re.compile(r"\n{3,}")
 
 
@@ -262,28 +299,34 @@ def html_parser() -> str:
     return "lxml"
 
 
-def html_to_text(data: bytes) -> str:
-    """Readable text of an HTML page: no scripts, styles or markup; blocks become paragraphs."""
+def html_to_text(data: bytes, parser: str | None = None) -> str:
+    """Readable text of an HTML page: no scripts, styles or markup; blocks become paragraphs
+    (blank lines), list items and <br> new lines, table cells are separated by " | "."""
     from bs4 import BeautifulSoup
 
     _reject_binary(data)
     data = data.replace(b"\x00", b"")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # bs4 warns about markup that looks like a URL/filename
-        soup = BeautifulSoup(data, html_parser())
+        soup = BeautifulSoup(data, parser or html_parser())
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup.find_all(_HTML_DROP):
         tag.decompose()
+    for tag in soup.find_all(["pre", "textarea"]):
+        for s in tag.find_all(string=True):
+            s.replace_with(s.replace("\n", _LINE))
+    for tag in soup.find_all("br"):
+        tag.replace_with(_LINE)
     for tag in soup.find_all(_HTML_BLOCK):
-        tag.insert_before("\n\n")
-        tag.insert_after("\n\n")
+        tag.insert_before(_PARA)
+        tag.insert_after(_PARA)
     for tag in soup.find_all(_HTML_LINE):
-        tag.insert_before("\n")
-        tag.insert_after("\n")
+        tag.insert_before(_LINE)
     for tag in soup.find_all(_HTML_CELL):
-        tag.insert_after(" \t ")
-    raw = soup.get_text()
-    lines = (_SPACES.sub(" ", line).strip() for line in _clean(raw).split("\n"))
+        tag.insert_before(_CELL)
+    raw = _ANY_SPACE.sub(" ", soup.get_text())
+    raw = raw.replace(_PARA, "\n\n").replace(_LINE, "\n").replace(_CELL, " | ")
+    lines = (line.strip().strip("|").strip() for line in raw.split("\n"))
     text = _BLANKS.sub("\n\n", "\n".join(lines)).strip()
     if title and not text.startswith(title):
         text = f"{title}\n\n{text}" if text else title
