@@ -587,6 +587,11 @@ class Space:
                     scores[r, j], ids[r, j] = s, c
             return scores, ids
 
+    def removable(self) -> bool:
+        """Whether the FAISS index can delete ids (flat, IVF: yes; HNSW: no, tombstones)."""
+        base = _faiss().downcast_index(self.index.index)
+        return not hasattr(base, "hnsw")
+
     def _is_flat(self) -> bool:
         faiss = _faiss()
         return isinstance(faiss.downcast_index(self.index.index), faiss.IndexFlat)

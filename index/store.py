@@ -18,9 +18,10 @@ Schema (migration 1):
 - ``chunks_cjk``: a trigram FTS5 table over the chunks written in scripts without spaces
   between words (Han, kana, Hangul, Thai...). unicode61 makes a whole CJK run one token, so
   "发票" would never match inside "这是一张发票"; the trigram table matches substrings of three
-  or more characters and, through LIKE, shorter ones. Only chunks containing such characters
-  are added (a trigger with a GLOB over those Unicode ranges), so Latin-only libraries pay
-  nothing for it.
+  or more characters (shorter words are matched with LIKE on the chunk text). Only chunks
+  containing such characters are added (a trigger with a GLOB over those Unicode ranges), so
+  Latin-only libraries pay nothing for it. It is contentless (the text lives in ``chunks``),
+  since an external-content table must index every row of its content table.
 - ``spaces`` / ``space_members``: one row per vector space (fingerprint and its parts, the
   backend that produced it) and, per space, which chunk ids have a committed vector.
 - ``settings``: key -> JSON value (the bundle, the default space, index factory, ...).
@@ -85,8 +86,7 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         "tokenize='unicode61 remove_diacritics 2')"
     )
     db.execute(
-        "CREATE VIRTUAL TABLE chunks_cjk USING fts5(text, content='chunks', content_rowid='id', "
-        "tokenize='trigram')"
+        "CREATE VIRTUAL TABLE chunks_cjk USING fts5(text, content='', tokenize='trigram')"
     )
     glob = NO_SPACE_SCRIPTS_GLOB.replace("'", "''")
     db.execute(

@@ -108,17 +108,33 @@ def _trigram_search(db, terms: list[Term], k: int, strength: str, where: str, pa
         joiner = " AND " if strength == "all" else " OR "
         conds.append("chunks_cjk MATCH ?")
         cparams.append(joiner.join('"' + w.replace('"', '""') + '"' for w in long_))
+    # words under three characters: the trigram index cannot answer them (and SQLite 3.40's
+    # trigram LIKE returns nothing for them), so they are matched on the chunk text itself
+    likes = []
     for w in short:
-        conds.append("f.text LIKE ? ESCAPE '\\'")
+        likes.append("c.text LIKE ? ESCAPE '\\'")
         cparams.append("%" + w.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
-    cond = (" AND " if strength == "all" else " OR ").join(conds)
+    if likes:
+        conds.append("(" + (" AND " if strength == "all" else " OR ").join(likes) + ")")
+    cond = " AND ".join(conds)
     if long_:
-        score, order = "-bm25(chunks_cjk)", "bm25(chunks_cjk)"
-        snip = f"snippet(chunks_cjk, 0, '', '', '…', {SNIPPET_TOKENS})"
+        sql = ("SELECT c.id, -bm25(chunks_cjk), c.text "
+               f"FROM chunks_cjk JOIN chunks c ON c.id = chunks_cjk.rowid JOIN documents d ON d.id = c.doc_id "
+               f"WHERE {cond} AND {where} ORDER BY bm25(chunks_cjk) LIMIT ?")
     else:  # LIKE only: no BM25; shorter chunks first (denser matches)
-        score, order, snip = "1.0 / length(f.text)", "length(f.text)", "substr(f.text, 1, 160)"
-    rows = db.execute(
-        f"SELECT f.rowid, {score}, {snip} FROM chunks_cjk f JOIN chunks c ON c.id = f.rowid "
-        f"JOIN documents d ON d.id = c.doc_id WHERE ({cond}) AND {where} ORDER BY {order} LIMIT ?",
-        [*cparams, *params, k]).fetchall()
-    return [(r[0], float(r[1]), r[2]) for r in rows]
+        sql = ("SELECT c.id, 1.0 / max(length(c.text), 1), c.text FROM chunks c "
+               f"JOIN documents d ON d.id = c.doc_id WHERE {cond} AND {where} "
+               "ORDER BY length(c.text) LIMIT ?")
+    rows = db.execute(sql, [*cparams, *params, k]).fetchall()
+    return [(r[0], float(r[1]), _first_match_window(r[2], words)) for r in rows]
+
+
+def _first_match_window(text: str, words: list[str], width: int = 120) -> str:
+    """A window around the first occurrence of a query word (the trigram table has no
+    snippet(): it is contentless)."""
+    low = text.lower()
+    hits = [p for p in (low.find(w) for w in words) if p >= 0]
+    pos = min(hits) if hits else 0
+    start = max(0, pos - width // 3)
+    end = min(len(text), start + width)
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
