@@ -430,29 +430,33 @@ class Calibration:
 
 
 def calibration_from_bundle(bundle: Bundle, limit: int | None = DEFAULT_CALIB_LIMIT) -> Calibration | None:
-    """The 4D arrays ``compile calib`` stored in the bundle, reshaped to the body's 3D contract."""
-    info = bundle.manifest.get("calibration")
-    if not isinstance(info, dict):
+    """The 4D arrays ``compile calib`` stored in the bundle (``calib/calib_s<SEQ>.npz``),
+    reshaped to the body's 3D contract. Prefers the bundle's own SEQ, else the longest set."""
+    from .calib import load_calibration
+
+    sets = bundle.manifest.get("calibration")
+    if not isinstance(sets, dict):
         return None
-    e_rel = info.get("embeddings") or info.get("embeddings_file")
-    m_rel = info.get("mask") or info.get("mask_file")
-    if not e_rel or not m_rel:
+    seqs = sorted(int(k[1:]) for k in sets if isinstance(k, str) and k.startswith("s") and k[1:].isdigit())
+    if not seqs:
         return None
-    e = np.load(bundle.path / e_rel, mmap_mode="r")
-    m = np.load(bundle.path / m_rel, mmap_mode="r")
-    n = e.shape[0] if limit is None else min(limit, e.shape[0])
+    seq = bundle.seq_len if bundle.seq_len in seqs else seqs[-1]
+    e, m, info = load_calibration(bundle, seq)
     if e.ndim == 4:  # [N,1,S,H]
         e = e.reshape(e.shape[0], e.shape[2], e.shape[3])
-    m = m.reshape(m.shape[0], m.shape[-1])
-    if e.shape[:2] != m.shape or e.shape[2] != bundle.hidden:
+    m = np.asarray(m).reshape(m.shape[0], m.shape[-1])
+    if e.ndim != 3 or e.shape[:2] != m.shape or e.shape[2] != bundle.hidden:
         raise SimBuildError(
-            f"Calibration arrays in {bundle.path} have shapes {list(e.shape)} and {list(m.shape)}; "
-            f"expected [N,1,S,{bundle.hidden}] and [N,1,1,S].",
+            f"Calibration arrays in {bundle.path} ({info.get('file')}) have shapes {list(e.shape)} and "
+            f"{list(m.shape)}; expected [N,1,S,{bundle.hidden}] and [N,1,1,S].",
             "Rebuild them with 'hefsearch compile calib'.",
         )
     total = int(e.shape[0])
-    return Calibration(np.asarray(e[:n], dtype=np.float32), np.asarray(m[:n]).astype(np.int64),
-                       f"bundle calibration set ({n} of {total} texts, seq {e.shape[1]})")
+    n = total if limit is None else min(limit, total)
+    # an even spread over the set, not its first rows (it is not shuffled by length)
+    pick = np.linspace(0, total - 1, n).round().astype(int) if n < total else np.arange(total)
+    return Calibration(np.ascontiguousarray(e[pick], dtype=np.float32), (m[pick] > 0.5).astype(np.int64),
+                       f"bundle calibration set {info.get('file')} ({n} of {total} rows, SEQ {e.shape[1]})")
 
 
 def calibration_from_texts(bundle: Bundle, texts: Sequence[str], note: str) -> Calibration:
@@ -578,7 +582,8 @@ def build_sim(
         )
     elif texts:
         notices.append("Given texts were not used: the bundle's calibration set is.")
-    say(f"simulating {profile.describe()} with the mask {'inside softmax' if mode == 'softmax' else f'additive {value:g}'}")
+    sixteen = ", ".join(profile.sixteen_bit) or "none"
+    say(f"simulating {profile.name} (16-bit: {sixteen}) with the mask {'inside softmax' if mode == 'softmax' else f'additive {value:g}'}")
 
     sim = prepare_graph(onnx.load(str(src)), profile, mask_mode=mode, mask_value=value,
                         bundle_mask_value=bundle.mask_value)

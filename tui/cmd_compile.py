@@ -9,6 +9,7 @@ from .cli import LazyGroup
 COMPILE_COMMANDS: dict[str, str] = {
     "calib": "cmd_calib:calib_cmd",
     "hef": "cmd_hef:hef_cmd",
+    "sim": "cmd_sim:sim_cmd",
 }
 
 
@@ -20,6 +21,7 @@ def compile_group() -> None:
     export  Hugging Face model -> bundle (tokenizer, embedding tables, FP32 encoder body)
     calib   calibration set from your documents (4-D arrays for the DFC)
     hef     bundle + calibration -> HEF with the Hailo Dataflow Compiler (x86_64 Linux)
+    sim     8-bit NPU simulation of the bundle on ONNX Runtime (any CPU; not a HEF)
     """
 
 

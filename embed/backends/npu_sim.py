@@ -1,0 +1,114 @@
+"""The ``npu-sim`` backend: an 8-bit NPU *simulation* of the encoder body on ONNX Runtime.
+
+It runs ``encoder.npu-sim.<name>.onnx``, the fake-quantised body that ``hefsearch compile sim``
+wrote into the bundle (per-channel integer weights, per-tensor integer activations at the sites
+an NPU quantises, the precision profile and mask handling of ``compile hef``). It lets anyone
+see what a build choice would cost in retrieval quality before compiling, on any CPU, without
+the ``onnx`` package. It is labelled as a simulation everywhere and never stands for a HEF:
+its space kind is ``npu-sim``, separate from ``hef`` and ``cpu-fp32``.
+
+Options (``Encoder.open(bundle, backend="npu-sim", profile="a8")``):
+
+- ``profile``: which simulation of the bundle to run, by its name (``a8``, ``balanced``,
+  ``a8-additive10000``, ...); default: ``$HEFSEARCH_SIM``, else the only one, else ``balanced``.
+
+A library keeps its vectors in a space named ``npu-sim-<name>`` (``space_name``), and records
+``{"profile": name}`` (``space_opts``) so a search reopens the same simulation.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..bundle import Bundle, EncoderEntry
+from ..errors import BackendUnavailable
+from .cpu import make_session
+
+KIND = "npu-sim"
+ENV_SIM = "HEFSEARCH_SIM"
+
+
+def sim_entries(bundle: Bundle) -> list[EncoderEntry]:
+    return bundle.encoder_entries(KIND)
+
+
+def pick_entry(bundle: Bundle, profile: str | None) -> EncoderEntry:
+    entries = sim_entries(bundle)
+    profile = profile or os.environ.get(ENV_SIM) or None
+    names = [e.extra.get("name", e.file) for e in entries]
+    hint_build = f"Build one with: hefsearch compile sim {bundle.path} --precision {profile or 'balanced'}"
+    if not entries:
+        raise BackendUnavailable(f"Bundle {bundle.path} has no NPU simulation.", hint_build)
+    if profile is None:
+        if len(entries) == 1:
+            return entries[0]
+        profile = "balanced"
+    for e, name in zip(entries, names):
+        if name == profile:
+            return e
+    raise BackendUnavailable(
+        f"Bundle {bundle.path} has no NPU simulation named {profile!r} (it has: {', '.join(names)}).",
+        hint_build,
+    )
+
+
+class NpuSimBackend:
+    name = "npu-sim"
+    space_kind = "npu-sim"
+    seq_lens = None
+
+    def __init__(self, bundle: Bundle, profile: str | None = None, threads: int | None = None,
+                 batch_size: int = 32, **_):
+        self.entry = pick_entry(bundle, profile)
+        self.sim_name = self.entry.extra.get("name", self.entry.file)
+        #: "NPU simulation (a8)": never shown as a HEF
+        self.label = self.entry.extra.get("label") or f"NPU simulation ({self.sim_name})"
+        #: how a library names and reopens this space
+        self.space_name = f"npu-sim-{self.sim_name}"
+        self.space_opts = {"profile": self.sim_name}
+        self.precision = self.entry.extra.get("precision", {})
+        self.mask = self.entry.extra.get("mask", {})
+        self.file_sha256 = bundle.file_sha256(self.entry.file)
+        self.batch_size = batch_size
+        self._session = make_session(str(bundle.path / self.entry.file), threads)
+
+    @classmethod
+    def available(cls, bundle: Bundle) -> tuple[bool, str]:
+        """Never picked by ``auto``: a simulation is something a person asks for."""
+        n = len(sim_entries(bundle))
+        return False, f"npu-sim is a simulation, chosen only by name ({n} in the bundle)"
+
+    def describe(self) -> dict:
+        """The build configuration, for reports next to the numbers."""
+        x = self.entry.extra
+        return {
+            "label": self.label,
+            "name": self.sim_name,
+            "file": self.entry.file,
+            "precision": self.precision,
+            "mask": self.mask,
+            "calibration": x.get("calibration"),
+            "weights": x.get("weights"),
+            "activations": x.get("activations"),
+        }
+
+    def fingerprint_parts(self) -> dict:
+        return {
+            "encoder": "npu-sim",
+            "file_sha256": self.file_sha256,
+            "precision": self.precision.get("bits"),
+            "mask": self.mask,
+        }
+
+    def run(self, embeddings: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if self._session is None:
+            raise BackendUnavailable("The NPU simulation was closed.")
+        (out,) = self._session.run(
+            ["last_hidden_state"], {"embeddings": embeddings, "attention_mask": mask.astype(np.int64)}
+        )
+        return out
+
+    def close(self) -> None:
+        self._session = None

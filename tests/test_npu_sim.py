@@ -1,0 +1,233 @@
+"""The NPU simulation: ``compile sim`` (graph rewrite, calibration) and the ``npu-sim`` backend.
+
+The tiny BERT's random initialisation gives near-uniform attention and tiny activations, where
+quantisation barely matters. The module fixture sharpens it (query/key weights x20, the other
+dense weights x15, word embeddings x10) so attention is peaked and the residual stream carries
+it: then the mask handling shows its effect as on a real model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hefsearch.embed import Bundle, Encoder
+from hefsearch.embed.errors import BackendUnavailable
+from hefsearch.embed.precision import SITE_GROUPS, PrecisionProfile
+from hefsearch.search import metrics as M
+from tests.models import CORPUS
+
+TEXTS = sorted(set(CORPUS))
+ALL16 = PrecisionProfile("all16", {g: 16 for g in SITE_GROUPS})
+
+
+@pytest.fixture(scope="module")
+def sharp_bundle(tiny_bert_model, tmp_path_factory):
+    import torch
+    from transformers import BertModel
+
+    from hefsearch.compile.export import export_bundle
+
+    folder = tmp_path_factory.mktemp("sharp") / "model"
+    shutil.copytree(tiny_bert_model, folder)
+    model = BertModel.from_pretrained(tiny_bert_model)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "query.weight" in name or "key.weight" in name:
+                p.mul_(20)
+            elif "dense.weight" in name or "value.weight" in name:
+                p.mul_(15)
+            elif "word_embeddings" in name:
+                p.mul_(10)
+    model.save_pretrained(folder)
+    out = tmp_path_factory.mktemp("sharp-bundle") / "bundle"
+    export_bundle(str(folder), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sims(sharp_bundle):
+    """Every simulation the tests compare, built once: name -> SimReport."""
+    from hefsearch.compile.npu_sim import build_sim
+
+    built = {}
+    for precision, mask in [("a8", None), ("balanced", None), (ALL16, None),
+                            ("a8", "additive:-10000"), ("a8", "additive:-50")]:
+        r = build_sim(sharp_bundle, precision, mask=mask, texts=TEXTS)
+        built[r.name] = r
+    return built
+
+
+@pytest.fixture(scope="module")
+def fp32_vectors(sharp_bundle):
+    with Encoder.open(sharp_bundle, "cpu") as enc:
+        return enc.encode(TEXTS)
+
+
+def sim_vectors(bundle, name):
+    with Encoder.open(bundle, "npu-sim", profile=name) as enc:
+        return enc.encode(TEXTS)
+
+
+def test_names_files_and_manifest(sharp_bundle, sims):
+    assert set(sims) == {"a8", "balanced", "all16", "a8-additive10000", "a8-additive50"}
+    b = Bundle.open(sharp_bundle)
+    entries = {e.extra["name"]: e for e in b.encoder_entries("npu-sim")}
+    assert set(entries) == set(sims)
+    assert b.verify() == []  # every file (incl. the sims) matches its sha256
+    a8 = entries["a8"]
+    assert a8.file == "encoder.npu-sim.a8.onnx"
+    assert a8.extra["label"] == "NPU simulation (a8)"
+    assert a8.extra["precision"]["sixteen_bit"] == []
+    assert a8.extra["mask"] == {"mode": "softmax", "value": -10000.0}
+    assert entries["balanced"].extra["precision"]["sixteen_bit"] == ["layernorm", "residual_add", "ffn_out"]
+    assert entries["a8-additive10000"].extra["mask"] == {"mode": "additive", "value": -10000.0}
+    # every site group of a BERT layer was found in the graph
+    assert set(a8.extra["sites_per_group"]) == set(SITE_GROUPS)
+    assert "sample texts" in a8.extra["calibration"]["source"] and "given texts" in a8.extra["calibration"]["source"]
+    # the additive -10000 mask sits in the score ranges; inside-softmax scores never see it
+    score_lo = lambda e: min(v[0] for v in e.extra["ranges"].values() if v[2] == "attention_scores")  # noqa: E731
+    assert score_lo(entries["a8-additive10000"]) <= -9000
+    assert score_lo(entries["a8-additive50"]) <= -45
+    assert score_lo(a8) > -45
+
+
+def test_all_sites_at_16_bits_match_fp32(sharp_bundle, sims, fp32_vectors):
+    v = sim_vectors(sharp_bundle, "all16")
+    cos = M.paired_cosine(fp32_vectors, v)
+    assert cos.min() > 0.9999
+    assert M.similarity_correlation(fp32_vectors, v) > 0.9999
+
+
+def test_8_bits_differ_but_stay_correlated(sharp_bundle, sims, fp32_vectors):
+    a8 = sim_vectors(sharp_bundle, "a8")
+    all16 = sim_vectors(sharp_bundle, "all16")
+    err8 = 1 - M.paired_cosine(fp32_vectors, a8).mean()
+    err16 = 1 - M.paired_cosine(fp32_vectors, all16).mean()
+    assert err8 > 1e-3 > err16 * 10  # 8 bits visibly differ from FP32; 16 bits do not
+    assert M.paired_cosine(fp32_vectors, a8).mean() > 0.95
+    assert M.similarity_correlation(fp32_vectors, a8) > 0.95
+    balanced = sim_vectors(sharp_bundle, "balanced")
+    assert 1 - M.paired_cosine(fp32_vectors, balanced).mean() < err8
+
+
+def test_huge_additive_mask_in_the_scores_degrades_and_a_moderate_one_repairs(sharp_bundle, sims, fp32_vectors):
+    inside = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sharp_bundle, "a8")).mean()
+    huge = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sharp_bundle, "a8-additive10000")).mean()
+    moderate = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sharp_bundle, "a8-additive50")).mean()
+    assert huge > 10 * inside  # far worse than the correct mode
+    assert moderate < 2 * inside  # -50 is as good as the mask inside softmax
+    corr_huge = M.similarity_correlation(fp32_vectors, sim_vectors(sharp_bundle, "a8-additive10000"))
+    corr_moderate = M.similarity_correlation(fp32_vectors, sim_vectors(sharp_bundle, "a8-additive50"))
+    assert corr_huge < corr_moderate - 0.2
+
+
+def test_backend_identity_and_fingerprint(sharp_bundle, sims):
+    with Encoder.open(sharp_bundle, "npu-sim", profile="a8") as a8, \
+            Encoder.open(sharp_bundle, "npu-sim", profile="balanced") as bal, \
+            Encoder.open(sharp_bundle, "cpu") as cpu:
+        assert a8.space_kind == "npu-sim"
+        assert a8.backend.label == "NPU simulation (a8)"
+        assert "HEF" not in a8.backend.label and "Hailo" not in a8.backend.label
+        assert a8.backend.space_name == "npu-sim-a8"
+        assert a8.backend.space_opts == {"profile": "a8"}
+        fps = {a8.fingerprint, bal.fingerprint, cpu.fingerprint}
+        assert len(fps) == 3
+        assert a8.backend.describe()["precision"]["name"] == "a8"
+
+
+def test_profile_choice_and_missing_simulation(sharp_bundle, sims, tiny_bert_bundle, monkeypatch):
+    with pytest.raises(BackendUnavailable) as e:
+        Encoder.open(tiny_bert_bundle, "npu-sim")
+    assert "compile sim" in e.value.hint
+    with pytest.raises(BackendUnavailable) as e:
+        Encoder.open(sharp_bundle, "npu-sim", profile="a16")
+    assert "a8" in e.value.message and "balanced" in e.value.message
+    # several sims and no choice: balanced; the environment picks another
+    with Encoder.open(sharp_bundle, "npu-sim") as enc:
+        assert enc.backend.sim_name == "balanced"
+    monkeypatch.setenv("HEFSEARCH_SIM", "a8-additive50")
+    with Encoder.open(sharp_bundle, "npu-sim") as enc:
+        assert enc.backend.sim_name == "a8-additive50"
+    # never chosen by auto
+    from hefsearch.embed.backends.npu_sim import NpuSimBackend
+
+    ok, why = NpuSimBackend.available(Bundle.open(sharp_bundle))
+    assert not ok and "simulation" in why
+
+
+def test_runtime_needs_no_onnx_package(sharp_bundle, sims):
+    code = (
+        "import sys; sys.modules['onnx'] = None\n"  # importing onnx would fail
+        "from hefsearch.embed import Encoder\n"
+        f"enc = Encoder.open({str(sharp_bundle)!r}, 'npu-sim', profile='a8')\n"
+        "v = enc.encode(['hello world', 'hallo welt'])\n"
+        "print(v.shape)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "(2, 32)" in out.stdout
+
+
+def test_calibration_set_from_the_bundle_is_used(sharp_bundle, tmp_path):
+    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.embed.host import HostPipeline
+
+    b = tmp_path / "b"
+    shutil.copytree(sharp_bundle, b)
+    bundle = Bundle.open(b)
+    host = HostPipeline(bundle)
+    tok = host.tokenize(TEXTS[:20])
+    e, m = host.embed(tok.ids, pad_to=bundle.seq_len)
+    (b / "calib").mkdir()
+    np.savez(b / "calib/calib_s64.npz", embeddings=e[:, None], mask=m[:, None, None].astype(np.float32))
+    bundle.add_file("calib/calib_s64.npz")
+    bundle.manifest["calibration"] = {"s64": {"file": "calib/calib_s64.npz", "rows": 20}}
+    bundle.save_manifest()
+    r = build_sim(b, "a8", calib_limit=16)
+    assert "bundle calibration set" in r.calibration and "16 of 20" in r.calibration
+    assert not r.notices
+    entry = next(e for e in Bundle.open(b).encoder_entries("npu-sim") if e.extra["name"] == "a8")
+    assert entry.extra["calibration"]["texts"] == 16
+
+
+def test_mask_spec_parsing():
+    from hefsearch.compile.npu_sim import SimBuildError, parse_mask, sim_name
+    from hefsearch.embed.precision import PROFILES
+
+    a8 = PROFILES["a8"]
+    assert parse_mask(None, a8, -50.0) == ("softmax", -10000.0)
+    assert parse_mask("inside", a8, -50.0) == ("softmax", -10000.0)
+    assert parse_mask("additive", a8, -50.0) == ("additive", -50.0)
+    assert parse_mask("additive:-1e4", a8, -50.0) == ("additive", -10000.0)
+    for bad in ("additive:abc", "additive:5", "inside:3", "sideways"):
+        with pytest.raises(SimBuildError):
+            parse_mask(bad, a8, -50.0)
+    assert sim_name(a8, "softmax", -10000.0, -50.0) == "a8"
+    assert sim_name(a8, "additive", -50.0, -50.0) == "a8-additive50"
+    additive = PrecisionProfile("mine", {}, mask="additive")
+    assert sim_name(additive, "additive", -50.0, -50.0) == "mine"
+    assert sim_name(additive, "softmax", -10000.0, -50.0) == "mine-inside"
+
+
+def test_cli_compile_sim(sharp_bundle, tmp_path):
+    from click.testing import CliRunner
+
+    from hefsearch.tui.cli import main
+
+    b = tmp_path / "b"
+    shutil.copytree(sharp_bundle, b)
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"name": "resid16", "bits": {"residual_add": 16}}))
+    res = CliRunner().invoke(main, ["compile", "sim", str(b), "--precision", str(profile)])
+    assert res.exit_code == 0, res.output
+    assert "NPU simulation (resid16)" in res.output
+    assert "encoder.npu-sim.resid16.onnx" in res.output
+    assert (b / "encoder.npu-sim.resid16.onnx").is_file()
+    bad = CliRunner().invoke(main, ["compile", "sim", str(b), "--mask", "sideways"])
+    assert bad.exit_code == 2 and "sideways" in bad.output
