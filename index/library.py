@@ -360,7 +360,7 @@ class Library:
         rows = self.query(
             "SELECT s.name, s.kind, s.fingerprint, s.parts, s.dim, "
             "(SELECT COUNT(*) FROM space_members m WHERE m.space = s.name), s.backend, "
-            "s.backend_opts, s.label, s.index_factory FROM spaces s ORDER BY s.created_at, s.name")
+            "s.backend_opts, s.label, s.index_factory FROM spaces s ORDER BY s.rowid")  # creation order
         return [SpaceInfo(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]),
                           r[8], r[9]) for r in rows]
 
