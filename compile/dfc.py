@@ -362,6 +362,12 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
                         continue
                     raise _explain_allocator(profile, work, opts.fallback) from e
                 att.compile = "failed"
+                if is_allocator_crash(e):  # even all-8-bit does not fit
+                    raise AllocatorCrash(
+                        f"The Dataflow Compiler's allocator could not place the network on {opts.hw_arch} even at "
+                        f"8 bits (BackendAllocatorException): it does not fit at SEQ {seq}.",
+                        f"Try a shorter --seq-len (and 'hefsearch compile calib --seq-len'), or a larger chip. "
+                        f"The optimised model is kept in {opt_har}.") from e
                 raise CompileError(
                     f"compile() failed: {type(e).__name__}: {e}",
                     f"The optimised model is kept in {opt_har}; a re-run resumes at compile.") from e

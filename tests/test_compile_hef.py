@@ -302,3 +302,13 @@ def test_a_fake_compiled_hef_runs_on_the_fake_hailort(fake_dfc, fake_hailo, cali
     cos = np.sum(ref * got, axis=1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1))
     assert cos.min() > 0.98  # UINT8 input/output streams with the calibration's ranges
 
+
+
+def test_allocator_crash_at_8_bits_says_the_network_does_not_fit(fake_dfc, calib_bundle, monkeypatch):
+    def no_room(self):
+        raise RuntimeError("BackendAllocatorException: Agent infeasible")
+
+    monkeypatch.setattr(fake_dfc.ClientRunner, "compile", no_room)
+    with pytest.raises(AllocatorCrash) as e:
+        _build(calib_bundle, precision="a8", fallback=True, report=False)
+    assert "even at 8 bits" in e.value.message and "--seq-len" in e.value.hint

@@ -185,3 +185,14 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
     runner.load_model_script(balanced)
     additive = build_model_script(profile_from_dict({"mask": "additive", "bits": {}}), hn, calibset_size=4)
     assert "set_input_mask_to_softmax" not in additive
+
+
+def test_dfc_onnx_variant_of_real_minilm_is_exact(minilm_bundle, tmp_path):
+    """Real weights (all-MiniLM-L6-v2): the DFC-facing body gives the same hidden states."""
+    pytest.importorskip("onnx")
+    from hefsearch.compile.dfc_onnx import make_dfc_onnx, verify_dfc_onnx
+    from hefsearch.embed.samples import VERIFY_TEXTS
+
+    bundle = Bundle.open(minilm_bundle)
+    dfc = make_dfc_onnx(bundle, tmp_path / "dfc.onnx", 128)
+    assert verify_dfc_onnx(bundle, dfc, VERIFY_TEXTS[:8] + VERIFY_TEXTS[-2:]) <= 1e-5
