@@ -91,8 +91,10 @@ def test_history_survives_a_damaged_file_and_keeps_a_limit(tmp_path):
 
 # -- presentation ------------------------------------------------------------------------
 def test_query_terms_and_spans_are_case_insensitive_longest_first():
-    terms = query_terms("Note notebook a 发票")
-    assert terms[0] == "notebook" and "a" not in terms and "发票" in terms
+    terms = query_terms("Where is the Note notebook a 发票")
+    assert terms[0] == "notebook" and "发票" in terms
+    assert not {"a", "the", "is", "where"} & set(terms)  # function words are not highlighted
+    assert query_terms("the who") == ["the", "who"]  # unless there is nothing else
     text = "My NOTEBOOK has notes. 这是一张发票"
     spans = term_spans(text, terms)
     assert [text[a:b] for a, b in spans] == ["NOTEBOOK", "note", "发票"]
@@ -142,3 +144,18 @@ def test_cli_modules_do_not_import_textual():
             "hefsearch.tui.history, hefsearch.tui.present; print(json.dumps('textual' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) is False
+
+
+def test_tui_command_help_and_missing_library(tmp_path):
+    from click.testing import CliRunner
+
+    from hefsearch.tui.cli import main
+
+    runner = CliRunner()
+    help_out = runner.invoke(main, ["tui", "--help"])
+    assert help_out.exit_code == 0
+    for key in ("F2", "F3", "F4", "Ctrl+O", "--live", "--library"):
+        assert key in help_out.output
+    missing = runner.invoke(main, ["tui", "--library", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2
+    assert "No library at" in missing.output and "Traceback" not in missing.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -75,11 +76,14 @@ class HefsearchApp(App):
         self.compare_spaces: tuple[str, str] | None = None
         self.spaces: dict[str, object] = {}
         self.last_status = None
+        self._warmed = False
         self.last_result = None
         self.last_comparison = None
         self.last_sync_report = None
         self.sync_progress: tuple[int | None, int | None, str] | None = None
         self.sync_running = False
+        #: one query at a time through the searcher (its encoders open lazily, once)
+        self._engine = threading.Lock()
         self._seq = 0
         self._request: SearchRequest | None = None
         #: seq of the last request answered (result or error); tests and scripts wait on it
@@ -166,8 +170,9 @@ class HefsearchApp(App):
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def run_search(self, request: SearchRequest) -> None:
         try:
-            result = self.searcher.search(request.query, k=request.k, mode=request.mode,
-                                          path_glob=request.path_glob, kinds=request.kinds)
+            with self._engine:
+                result = self.searcher.search(request.query, k=request.k, mode=request.mode,
+                                              path_glob=request.path_glob, kinds=request.kinds)
         except Exception as e:  # shown to the user, never a crash
             self.post_message(SearchFailed(request, e))
             return
@@ -182,8 +187,9 @@ class HefsearchApp(App):
         mode = "vector" if request.mode == "keyword" else request.mode
         try:
             filters = {"path_glob": request.path_glob, "kinds": request.kinds}
-            comparison = compare(self.searcher, request.query, spaces=spaces, k=request.k, mode=mode,
-                                 **{key: v for key, v in filters.items() if v})
+            with self._engine:
+                comparison = compare(self.searcher, request.query, spaces=spaces, k=request.k,
+                                     mode=mode, **{key: v for key, v in filters.items() if v})
         except Exception as e:
             self.post_message(SearchFailed(request, e))
             return
@@ -358,6 +364,21 @@ class HefsearchApp(App):
         for screen in self.screen_stack:
             if isinstance(screen, LibraryScreen):
                 screen.show_status(status, str(getattr(self.library, "path", "")))
+        if not self._warmed:
+            self._warmed = True
+            wanted = [self._default_space(), *(self.compare_spaces or ())]
+            self.warm_up([name for name in dict.fromkeys(wanted) if name in self.spaces])
+
+    @work(thread=True, group="warmup", exit_on_error=False)
+    def warm_up(self, spaces: list[str]) -> None:
+        """Open the encoders (and the device) and run one query per space before the user's
+        first one, so its latency is the steady-state one."""
+        for name in spaces:
+            try:
+                with self._engine:
+                    self.searcher.search("warm up", k=1, mode="vector", space=name, fallback=False)
+            except Exception as e:  # the real query will report it properly
+                log.info("warm-up of %s failed: %s", name, e)
 
     def _default_space(self) -> str | None:
         try:

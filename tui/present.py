@@ -23,6 +23,18 @@ KIND_FILTERS: dict[str, tuple[str, ...] | None] = {
 FP32_SPACE = "cpu-fp32"
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: function words not worth highlighting (a highlight on every "the" hides the real matches)
+STOPWORDS = frozenset("""
+a an and are as at be but by for from has have how i in is it its of on or that the this to
+was were what when where which who why will with you your do does did can not no
+der die das den dem des ein eine einer eines und oder ist sind war wie wo wer was wann im in
+zu zum zur mit von fuer für auf aus bei nicht es ich du sie er wir ihr
+le la les un une des et ou est sont de du au aux en dans pour par sur avec que qui ne pas
+el los las y o es son del al en por para con que se no un una
+il lo gli e di da che non per con una uno
+het een en of is zijn van te op met dat die niet
+o os as um uma e ou é são do da dos das em no na para com que não
+""".split())
 _SPACES = re.compile(r"\s+")
 
 
@@ -47,7 +59,8 @@ def query_terms(query: str) -> list[str]:
         # one-letter Latin words are noise; a single CJK character is a word
         if len(w) > 1 or not w.isascii():
             seen.setdefault(w, None)
-    return sorted(seen, key=len, reverse=True)
+    content = [w for w in seen if w not in STOPWORDS]
+    return sorted(content or seen, key=len, reverse=True)
 
 
 def term_spans(text: str, terms: Sequence[str]) -> list[tuple[int, int]]:

@@ -148,7 +148,8 @@ class CompareView(Vertical):
             meter(comparison.overlap_at_k),
             ("  RBO ", "$text-muted"), (f"{comparison.rbo:.2f} ", "bold"), meter(comparison.rbo),
             ("  ◆ ", "bold $text-warning"),
-            (f"{len(comparison.only_left)} NPU-only · {len(comparison.only_right)} FP32-only", "$text-muted"),
+            (f"{len(comparison.only_left)} NPU-only", "$text-accent"), (" · ", "$text-muted"),
+            (f"{len(comparison.only_right)} FP32-only", "$text-primary"),
         )
         self.query_one("#compare-summary", Static).update(summary)
         self.left.show(titles[0], comparison.left, comparison.right, comparison.only_left)

@@ -3,6 +3,8 @@ terms highlighted."""
 
 from __future__ import annotations
 
+import textwrap
+
 from textual import on
 from textual.content import Content
 from textual.widgets import OptionList
@@ -13,6 +15,7 @@ from ..present import location, one_line, query_terms, short_path
 from ._text import clip, highlighted
 
 SNIPPET_CHARS = 220
+INDENT = 5
 
 
 def sources_tag(hit) -> str:
@@ -22,7 +25,9 @@ def sources_tag(hit) -> str:
     return " · ".join(f"{names.get(k, k)} {v}" for k, v in src.items() if v is not None)
 
 
-def hit_prompt(hit, terms) -> Content:
+def hit_prompt(hit, terms, width: int = 80, lines: int = 2) -> Content:
+    """Two-part option: a head line (rank, score, file, place) and the snippet wrapped to
+    ``lines`` indented lines, query terms highlighted."""
     head = Content.assemble(
         (f"{hit.rank:>2} ", "bold $text-primary"),
         (f" {hit.score:6.3f} ", "$text-muted"),
@@ -32,8 +37,13 @@ def hit_prompt(hit, terms) -> Content:
     tag = sources_tag(hit)
     if tag:
         head = head + Content.styled(f"  [{tag}]", "$text-secondary")
-    body = highlighted(clip(one_line(hit.snippet or hit.text), SNIPPET_CHARS), terms)
-    return Content.assemble(head, "\n    ", body)
+    text = one_line(hit.snippet or hit.text)[:SNIPPET_CHARS * 2]
+    wrapped = textwrap.wrap(text, max(20, width - INDENT - 4)) or [""]
+    if len(wrapped) > lines:
+        wrapped = wrapped[:lines]
+        wrapped[-1] = clip(wrapped[-1] + " …", max(20, width - INDENT - 4))
+    body = [Content.assemble(" " * INDENT, highlighted(line, terms)) for line in wrapped]
+    return Content("\n").join([head.truncate(max(20, width - 1), ellipsis=True), *body])
 
 
 class ResultsList(OptionList):
@@ -42,6 +52,7 @@ class ResultsList(OptionList):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.hits: list = []
+        self._result = None
 
     def welcome(self) -> None:
         self.clear_options()
@@ -50,16 +61,23 @@ class ResultsList(OptionList):
             ("F2 switches vector / keyword / hybrid · F3 compares the NPU with FP32 · "
              "F4 shows the library · Ctrl+O opens a hit in your editor", "$text-muted")), disabled=True))
 
-    def show(self, result) -> None:
+    def show(self, result, keep_highlight: bool = False) -> None:
+        highlighted_index = self.highlighted if keep_highlight else 0
+        self._result = result
         self.hits = list(result.hits)
         terms = query_terms(result.query)
+        width = self.scrollable_content_region.width or self.size.width or 80
         self.clear_options()
         if not self.hits:
             self.add_option(Option(Content.styled(f"No results for {result.query!r}.", "$text-muted"),
                                    disabled=True))
             return
-        self.add_options(Option(hit_prompt(h, terms), id=str(i)) for i, h in enumerate(self.hits))
-        self.highlighted = 0
+        self.add_options(Option(hit_prompt(h, terms, width), id=str(i)) for i, h in enumerate(self.hits))
+        self.highlighted = highlighted_index or 0
+
+    def on_resize(self) -> None:
+        if self._result is not None and self.hits:
+            self.show(self._result, keep_highlight=True)
 
     @property
     def current_hit(self):
