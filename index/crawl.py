@@ -165,6 +165,10 @@ class _CrawlState:
             is_link = entry.is_symlink()
             try:
                 st = entry.stat()  # follows symlinks; never opens the file
+            except FileNotFoundError as e:
+                if is_link:
+                    yield _stat_failure(path, e, is_link=True)
+                continue  # otherwise it was deleted while we were listing: it is simply gone
             except OSError as e:
                 yield _stat_failure(path, e, is_link=is_link)
                 continue
@@ -249,8 +253,6 @@ def _stat_failure(path: Path, e: OSError, *, is_link: bool) -> SkippedFile:
         except OSError:
             target = "?"
         return SkippedFile(path, f"broken symlink: target {target} does not exist", "broken_link")
-    if e.errno == errno.ENOENT:
-        return SkippedFile(path, "vanished while crawling", "unreadable")
     return SkippedFile(path, f"cannot stat: {e.strerror or e}", "unreadable")
 
 
