@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
+
 from hefsearch.embed.errors import HefsearchError
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
@@ -226,27 +228,35 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
 
 
 # -- library ----------------------------------------------------------------------------------------
-def check_library(path: str | Path | None, bundle=None) -> list[Check]:
-    """SQLite chunks vs each space's members vs its FAISS ids; spaces built with this bundle."""
+def open_library(path: str | Path | None):
+    """(Library or None, Check or None): the library, opened once (its reconcile report is
+    the doctor's evidence of interrupted writes), or why it is not there."""
     try:
         from hefsearch.index.library import Library, resolve_library_path
     except ImportError as e:  # pragma: no cover - the index package is part of hefsearch
-        return [Check("library", SKIP, f"the library code is not available ({e})")]
-    folder = resolve_library_path(path)
-    if not (folder / "library.db").exists():
-        return [Check("library", SKIP, f"no library at {folder}",
-                      "Build one with: hefsearch index FOLDER --bundle BUNDLE")]
+        return None, Check("library", SKIP, f"the library code is not available ({e})")
     try:
-        lib = Library.open(folder, create=False)
+        folder = resolve_library_path(path)
     except HefsearchError as e:
-        return [Check("library", FAIL, e.message, e.hint)]
+        return None, Check("library", FAIL, e.message, e.hint)
+    if not (folder / "library.db").exists():
+        return None, Check("library", SKIP, f"no library at {folder}",
+                           "Build one with: hefsearch index FOLDER --bundle BUNDLE")
+    try:
+        return Library.open(folder, create=False), None
+    except HefsearchError as e:
+        return None, Check("library", FAIL, e.message, e.hint)
+
+
+def check_library(lib, bundle=None) -> list[Check]:
+    """SQLite chunks vs each space's members vs its FAISS ids; spaces built with this bundle."""
     checks = []
     try:
         repaired = {n: {k: v for k, v in d.items() if v} for n, d in (lib.last_reconcile or {}).items()}
         repaired = {n: d for n, d in repaired.items() if d}
         status = lib.status()
         chunk_ids = set(int(i) for i in lib.chunk_ids())
-        head = f"{folder}: {status.documents} documents, {status.chunks} chunks, {len(status.spaces)} space(s)"
+        head = f"{lib.path}: {status.documents} documents, {status.chunks} chunks, {len(status.spaces)} space(s)"
         checks.append(Check("library", OK if not repaired else WARN,
                             head + (f"; repaired on open: {repaired}" if repaired else ""),
                             "An earlier write was interrupted; it was repaired. Run 'hefsearch index' to "
@@ -254,10 +264,8 @@ def check_library(path: str | Path | None, bundle=None) -> list[Check]:
         for info in status.spaces:
             checks.append(_check_space(lib, info, chunk_ids, bundle))
     except Exception as e:  # a library we cannot read fully is itself the finding
-        checks.append(Check("library", FAIL, f"could not check {folder}: {type(e).__name__}: {e}",
+        checks.append(Check("library", FAIL, f"could not check {lib.path}: {type(e).__name__}: {e}",
                             "Back up the folder and rebuild the library with 'hefsearch index'."))
-    finally:
-        lib.close()
     return checks
 
 
@@ -272,10 +280,11 @@ def _check_space(lib, info, chunk_ids: set[int], bundle) -> Check:
     dangling = members - chunk_ids
     if dangling:
         problems.append(f"{len(dangling)} member(s) point at chunks SQLite no longer has")
-    if faiss_ids != members:
+    removable = getattr(sp, "removable", lambda: True)()
+    if (faiss_ids != members) if removable else not faiss_ids >= members:  # HNSW keeps tombstones
         problems.append(f"FAISS holds {len(faiss_ids)} ids, SQLite lists {len(members)} members "
                         f"({len(members - faiss_ids)} missing, {len(faiss_ids - members)} extra)")
-    missing_vectors = int((~sp.raw.has(sorted(members))).sum()) if members else 0
+    missing_vectors = int((~sp.raw.has(np.fromiter(members, np.int64, len(members)))).sum()) if members else 0
     if missing_vectors:
         problems.append(f"{missing_vectors} member(s) have no stored vector")
     pending = len(chunk_ids - members)
@@ -296,33 +305,38 @@ def _check_space(lib, info, chunk_ids: set[int], bundle) -> Check:
 # -- all of it ----------------------------------------------------------------------------------------
 def library_bundle(library: str | Path | None) -> str | None:
     """The bundle a library was built with (its settings), if there is a library."""
-    try:
-        from hefsearch.index.library import Library, resolve_library_path
-
-        folder = resolve_library_path(library)
-        if not (folder / "library.db").exists():
-            return None
-        with Library.open(folder, create=False) as lib:
-            return lib.settings().get("bundle")
-    except Exception:
+    lib, _ = open_library(library)
+    if lib is None:
         return None
+    try:
+        return lib.settings().get("bundle")
+    finally:
+        lib.close()
 
 
 def run_doctor(bundle: str | Path | None = None, library: str | Path | None = None, *,
                check_lib: bool = True) -> DoctorReport:
+    """Every check, in order. ``bundle`` defaults to the one the library was built with."""
     report = DoctorReport()
     report.checks += [check_python(), check_packages()]
     hrt, runtime = check_hailort()
     report.checks.append(hrt)
     dev_checks, devices = check_devices(runtime)
     report.checks += dev_checks
-    if bundle is None:
-        bundle = library_bundle(library)
-    bcheck, b = check_bundle(bundle)
-    report.checks.append(bcheck)
-    report.checks += check_hefs(b, devices, runtime)
-    if check_lib:
-        report.checks += check_library(library, b)
+    lib, lib_check = open_library(library) if check_lib else (None, None)
+    try:
+        if bundle is None and lib is not None:
+            bundle = lib.settings().get("bundle")
+        bcheck, b = check_bundle(bundle)
+        report.checks.append(bcheck)
+        report.checks += check_hefs(b, devices, runtime)
+        if lib is not None:
+            report.checks += check_library(lib, b)
+        elif lib_check is not None:
+            report.checks.append(lib_check)
+    finally:
+        if lib is not None:
+            lib.close()
     return report
 
 

@@ -35,6 +35,8 @@ FIT_GAIN, FIT_MIN = 0.10, 0.90
 MATCH_COSINE = 0.98
 #: basis-invariant metrics count as fine from here
 FINE_CORRELATION = 0.90
+#: below this median cosine, with no layout fit, the output is not the encoder's at all
+BROKEN_COSINE = 0.5
 
 
 @dataclass
@@ -54,7 +56,7 @@ class VerifyReport:
     cross_top1: float
     fits: list[LayoutFit] = field(default_factory=list)
     verdict: str = ""
-    cause: str = ""          # "match" | "quantisation" | "transposed" | "permuted" | "rotation" | "broken"
+    cause: str = ""  # "match" | "quantisation" | "transposed" | "permuted" | "rotation" | "broken"
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -91,8 +93,9 @@ def layout_fits(h_test: np.ndarray, h_ref: np.ndarray, mask: np.ndarray) -> list
         fits.append(LayoutFit("permuted channels", _mean_cos(fixed, y),
                               f"every channel matches another one (min |corr| {perm.min_correlation:.3f})"))
     else:
-        fits.append(LayoutFit("permuted channels", fits[0].token_cosine,
-                              f"no channel permutation found ({perm.matched} of {h} channels matched)"))
+        why = ("the channels are already in FP32's order" if perm.is_identity
+               else f"no channel permutation found ({perm.matched} of {h} channels matched)")
+        fits.append(LayoutFit("permuted channels", fits[0].token_cosine, why))
     if len(x) >= 4 * h:
         pf = metrics.procrustes_fit(x, y, holdout=0.5)
         fits.append(LayoutFit("rotation (Procrustes)", pf.cosine_after,
@@ -110,13 +113,16 @@ def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit]) -> t
     fine = corr >= FINE_CORRELATION and (top_ref is None or top_test is None or top_test >= top_ref - 0.15)
     direct = fits[0].token_cosine
     best = max(fits[1:], key=lambda f: f.token_cosine, default=None)
+    # the simplest explanation that fits wins (a permutation is also a rotation)
+    explains = [f for f in fits[1:] if f.token_cosine >= max(FIT_MIN, direct + FIT_GAIN)]
     if median >= MATCH_COSINE:
         return "match", (f"The NPU matches FP32: median cosine {median:.4f}; only quantisation error remains."), notes
     if median < 0.9 and fine:
         notes.append(f"Direct cosines are low (median {median:.3f}) while the basis-invariant metrics are fine "
                      f"(similarity correlation {corr:.3f}): the NPU's vectors look right in another basis. "
                      "Testing the usual layout causes.")
-    if best is not None and best.token_cosine >= max(FIT_MIN, direct + FIT_GAIN):
+    if explains:
+        best = explains[0]
         cause = {"transposed [H,S]": "transposed", "permuted channels": "permuted",
                  "rotation (Procrustes)": "rotation"}[best.name]
         what = {
@@ -124,18 +130,26 @@ def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit]) -> t
             "permuted": "the output channels are permuted",
             "rotation": "the output is a rotated version of FP32's (not a plain transpose or permutation)",
         }[cause]
+        impact = ("Tokens and channels are mixed up, so the NPU's vectors are unusable as they are."
+                  if cause == "transposed" else
+                  "Search inside the NPU space still works (every vector shares the basis), but NPU "
+                  "vectors cannot be compared with FP32 ones (re-ranking, mixed spaces).")
         return cause, (f"Layout bug, not quantisation: {what}. Token cosine {direct:.3f} as read, "
-                       f"{best.token_cosine:.3f} after fitting it. Run 'hefsearch inspect' on the HEF and "
-                       "report it; the vectors are unusable as they are."), notes
-    if not fine:
-        return "broken", (f"The NPU's output differs from FP32 beyond a layout change: median cosine "
-                          f"{median:.3f}, similarity correlation {corr:.3f}, and no layout fit helps "
-                          f"(best {best.token_cosine:.3f} vs {direct:.3f} as read). Heavy quantisation damage "
-                          "or a wrong compile: check the precision profile and mask handling "
-                          "('hefsearch bench quality', 'hefsearch compile hef --precision balanced')."), notes
+                       f"{best.token_cosine:.3f} after fitting it. {impact} Run 'hefsearch inspect' on the "
+                       "HEF and report it."), notes
+    best_txt = f"best {best.token_cosine:.3f} vs {direct:.3f} as read" if best is not None else "none tried"
+    if median < BROKEN_COSINE:
+        return "broken", (f"The NPU's output is not the encoder's: median cosine {median:.3f}, similarity "
+                          f"correlation {corr:.3f}, and no layout fit explains it ({best_txt}). A wrong HEF "
+                          "or a broken compile: run 'hefsearch inspect' and recompile."), notes
+    if median < 0.9 or not fine:
+        return "quantisation", (f"Heavy quantisation error: median cosine {median:.3f}, similarity correlation "
+                                f"{corr:.3f}; no layout fit helps ({best_txt}). Check the mask handling and try "
+                                "--precision balanced ('hefsearch bench quality' shows what it costs in "
+                                "retrieval); FP32 re-ranking wins it back."), notes
     return "quantisation", (f"Quantisation error: median cosine {median:.3f}, similarity correlation {corr:.3f}; "
-                            f"no layout fit helps (best {best.token_cosine:.3f} vs {direct:.3f} as read). "
-                            "A 16-bit profile (--precision balanced) or FP32 re-ranking wins it back."), notes
+                            f"no layout fit helps ({best_txt}). A 16-bit profile (--precision balanced) or "
+                            "FP32 re-ranking wins it back."), notes
 
 
 def verify_npu(bundle, backend: str = "hailo", *, texts: list[str] | None = None,

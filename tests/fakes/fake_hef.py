@@ -121,7 +121,8 @@ def edit_fake_hef(bundle_dir: Path, file: str, edit) -> None:
     d = json.loads(path.read_text())
     edit(d)
     path.write_text(json.dumps(d, indent=1))
-    bundle = Bundle.open(bundle_dir)
+    manifest = json.loads((Path(bundle_dir) / "manifest.json").read_text())
+    bundle = Bundle(Path(bundle_dir), manifest)  # not Bundle.open: the recorded size is stale now
     bundle.add_file(file)
     bundle.save_manifest()
 

@@ -728,6 +728,10 @@ class ConfiguredInferModel:
             h = np.ascontiguousarray(h.T).reshape(seq, hidden)
         elif bug == "permute_channels":
             h = h[:, np.random.default_rng(7).permutation(hidden)]
+        noise = float(d.get("noise", 0.0))  # stands in for quantisation damage inside the network
+        if noise:
+            rng = np.random.default_rng(int(np.abs(e).sum() * 1000) % (2**32))
+            h = h + rng.standard_normal(h.shape).astype(np.float32) * noise * float(h.std())
         for spec in d["outputs"]:
             name = spec["name"]
             take = spec.get("take")

@@ -1,0 +1,228 @@
+"""``hefsearch doctor``, ``doctor --verify`` and ``inspect`` through the contract fake of hailo_platform.
+
+The HailoRT parts are verified against the fake (tests/fakes/hailo_platform) only.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hefsearch.search.doctor import FAIL, OK, SKIP, WARN, inspect_target, run_doctor
+from hefsearch.search.npu_verify import verify_npu
+from hefsearch.tui.cli import main
+from tests.fakes.fake_hef import add_fake_hef, copy_bundle, edit_fake_hef
+from tests.hailo_fixtures import fake_hailo, hef_bundle, no_hailo  # noqa: F401
+
+
+def _checks(report):
+    return {c.name: c for c in report.checks}
+
+
+def test_doctor_on_a_working_setup(fake_hailo, hef_bundle):
+    report = run_doctor(hef_bundle, check_lib=False)
+    c = _checks(report)
+    assert report.ok
+    assert c["python"].status == OK and c["packages"].status == OK
+    assert c["HailoRT"].status in (OK, WARN) and "HailoRT 5.2.0" in c["HailoRT"].detail
+    assert c["device"].status == OK and "Hailo-10H (hailo10h) at 0001:01:00.0" in c["device"].detail
+    assert c["runtime/device"].status == OK
+    assert c["bundle"].status == OK and "files verified" in c["bundle"].detail
+    hef = c["HEF encoder.hailo10h.hef"]
+    assert hef.status == OK and "DFC 5.3.0" in hef.detail and "streams match the manifest" in hef.detail
+
+
+@pytest.mark.parametrize("arch,version,package", [("HAILO8", "5.2.0", "hailo-all"),
+                                                  ("HAILO10H", "4.23.0", "hailo-h10-all")])
+def test_doctor_runtime_must_fit_the_chip(fake_hailo, hef_bundle, arch, version, package):
+    fake_hailo.devices = [{"id": "0001:01:00.0", "arch": arch}]
+    fake_hailo.version = version
+    c = _checks(run_doctor(hef_bundle, check_lib=False))
+    assert c["runtime/device"].status == FAIL
+    assert f"sudo apt install {package}" in c["runtime/device"].fix
+
+
+def test_doctor_hef_for_another_chip(fake_hailo, hef_bundle):
+    fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8L"}]
+    fake_hailo.version = "4.23.0"
+    report = run_doctor(hef_bundle, check_lib=False)
+    c = _checks(report)
+    assert not report.ok
+    assert c["HEF"].status == FAIL and "no HEF for this Hailo-8L" in c["HEF"].detail
+    assert "--hw-arch hailo8l" in c["HEF"].fix
+    assert "unused here" in c["HEF encoder.hailo10h.hef"].detail
+
+
+def test_doctor_dfc_line_must_fit_chip_and_runtime(fake_hailo, tiny_bert_bundle, tmp_path):
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "b")
+    add_fake_hef(path, dfc_version="3.33.0")
+    c = _checks(run_doctor(path, check_lib=False))
+    hef = c["HEF encoder.hailo10h.hef"]
+    assert hef.status == FAIL
+    assert "Hailo-10H HEFs need DFC 5.x" in hef.detail
+    assert "HailoRT 5.2.0 is installed" in hef.detail and "recompile with DFC 5.x" in hef.fix
+
+
+def test_doctor_finds_a_changed_bundle_file(fake_hailo, hef_bundle):
+    f = hef_bundle / "embeddings" / "word.npy"
+    data = bytearray(f.read_bytes())
+    data[-3] ^= 0xFF  # same size, different content
+    f.write_bytes(bytes(data))
+    c = _checks(run_doctor(hef_bundle, check_lib=False))
+    assert c["bundle"].status == FAIL and "embeddings/word.npy" in c["bundle"].detail
+    assert "Copy the whole bundle folder again" in c["bundle"].fix
+
+
+def test_doctor_reports_a_stream_mismatch(fake_hailo, hef_bundle):
+    edit_fake_hef(hef_bundle, "encoder.hailo10h.hef", lambda d: d["outputs"][0].update(name="encoder/conv99"))
+    hef = _checks(run_doctor(hef_bundle, check_lib=False))["HEF encoder.hailo10h.hef"]
+    assert hef.status == FAIL
+    assert "the manifest names 'encoder/output_layer1', but the HEF's outputs are 'encoder/conv99'" in hef.detail
+    assert "hefsearch inspect" in hef.fix
+
+
+def test_doctor_without_hailort_still_checks_the_rest(no_hailo, hef_bundle):
+    report = run_doctor(hef_bundle, check_lib=False)
+    c = _checks(report)
+    assert report.ok  # the CPU works: a warning, not a failure
+    assert c["HailoRT"].status == WARN and "sudo apt install hailo-h10-all" in c["HailoRT"].fix
+    assert c["device"].status == SKIP
+    assert "streams not checked: HailoRT is not installed" in c["HEF encoder.hailo10h.hef"].detail
+
+
+def test_doctor_no_device(fake_hailo, hef_bundle):
+    fake_hailo.devices = []
+    c = _checks(run_doctor(hef_bundle, check_lib=False))
+    assert c["device"].status == FAIL and "hailortcli scan" in c["device"].fix
+
+
+def test_doctor_checks_the_library(fake_hailo, hef_bundle, tmp_path):
+    from hefsearch.embed.encoder import Encoder
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import sync
+    from tests.library_helpers import write_corpus
+
+    docs = tmp_path / "docs"
+    write_corpus(docs, n_files=4)
+    lib_path = tmp_path / "lib"
+    with Library.open(lib_path) as lib, Encoder.open(hef_bundle, backend="hailo") as npu, \
+            Encoder.open(hef_bundle, backend="cpu") as cpu:
+        lib.set_settings(bundle=str(hef_bundle))
+        sync(lib, [docs], [npu, cpu])
+    report = run_doctor(None, lib_path)  # the bundle comes from the library's settings
+    c = _checks(report)
+    assert report.ok, [x for x in report.checks if x.status == FAIL]
+    assert c["bundle"].status == OK
+    assert c["library"].status == OK and "4 documents" in c["library"].detail
+    assert c["space hef"].status == OK and c["space cpu-fp32"].status == OK
+    # SQLite forgets a member that FAISS still holds (as after an interrupted write):
+    # reconciled when the library opens, and the doctor says so
+    with Library.open(lib_path) as lib:
+        with lib.transaction():
+            lib.db.execute("DELETE FROM space_members WHERE space = 'hef' AND chunk_id = ?",
+                           [int(min(lib.chunk_ids()))])
+    c = _checks(run_doctor(None, lib_path))
+    assert c["library"].status == WARN and "repaired on open" in c["library"].detail
+    assert c["space hef"].status == WARN and "1 chunk(s) not embedded yet" in c["space hef"].detail
+
+
+def test_doctor_cli_prints_fixes_and_exit_codes(fake_hailo, hef_bundle):
+    r = CliRunner().invoke(main, ["doctor", "--bundle", str(hef_bundle)])
+    assert r.exit_code == 0, r.output
+    assert "device: Hailo-10H" in r.output and "streams match the manifest" in r.output
+    fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8"}]
+    r = CliRunner().invoke(main, ["doctor", "--bundle", str(hef_bundle)])
+    assert r.exit_code == 1
+    assert "FAIL runtime/device" in r.output and "fix: sudo apt install hailo-all" in r.output
+    r = CliRunner().invoke(main, ["doctor", "--bundle", str(hef_bundle), "--json"])
+    data = json.loads(r.output)
+    assert data["ok"] is False and any(ch["name"] == "runtime/device" for ch in data["checks"])
+
+
+# -- inspect ------------------------------------------------------------------------------------
+def test_inspect_bundle_shows_streams_and_the_match(fake_hailo, tiny_bert_bundle, tmp_path):
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "b")
+    add_fake_hef(path, out_type="UINT8", split="channels", out_order="NHWC")
+    r = CliRunner().invoke(main, ["inspect", str(path)])
+    assert r.exit_code == 0, r.output
+    for text in ("encoder/input_layer1", "shape [1, 64, 32]", "encoder/output_layer2", "shape [1, 64, 16]",
+                 "UINT8", "NHWC", "scale ", "zp ", "HailoRT output order", "split over 2 streams along channels",
+                 "matches the manifest", "DFC 5.3.0"):
+        assert text in r.output, text
+    data = json.loads(CliRunner().invoke(main, ["inspect", str(path), "--json"]).output)
+    assert data[0]["matches_manifest"] is True
+    assert [o["name"] for o in data[0]["outputs"]] == ["encoder/output_layer1", "encoder/output_layer2"]
+    assert data[0]["outputs"][0]["quant"][0][0] > 0
+
+
+def test_inspect_a_mismatched_hef_file(fake_hailo, hef_bundle):
+    edit_fake_hef(hef_bundle, "encoder.hailo10h.hef", lambda d: d["inputs"][1].update(shape=[1, 1, 128]))
+    r = CliRunner().invoke(main, ["inspect", str(hef_bundle / "encoder.hailo10h.hef")])
+    assert r.exit_code == 1
+    assert "does NOT match the manifest" in r.output
+    assert "input attention_mask (encoder/input_layer2): the HEF has shape [1, 1, 128]" in r.output
+
+
+def test_inspect_a_lone_hef(fake_hailo, hef_bundle, tmp_path):
+    lone = tmp_path / "lone.hef"
+    lone.write_bytes((hef_bundle / "encoder.hailo10h.hef").read_bytes())
+    (item,) = inspect_target(lone)
+    assert item.entry is None and item.streams.check is None
+    assert [s.name for s in item.streams.inputs] == ["encoder/input_layer1", "encoder/input_layer2"]
+
+
+def test_inspect_without_hailort_says_how_to_install(no_hailo, hef_bundle):
+    r = CliRunner().invoke(main, ["inspect", str(hef_bundle)])
+    assert r.exit_code == 1
+    assert "manifest: Hailo-10H (hailo10h), SEQ 64" in r.output  # the manifest side still shows
+    assert "cannot read the HEF" in r.output and "hailo-h10-all" in r.output
+
+
+# -- verify -------------------------------------------------------------------------------------
+def test_verify_matching_npu(fake_hailo, tiny_bert_bundle, tmp_path):
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "b")
+    add_fake_hef(path, out_type="UINT8")
+    r = verify_npu(path)
+    assert r.cause == "match" and r.backend == "Hailo-10H" and r.reference == "CPU FP32"
+    assert len(r.cosines) == len(r.texts) == 36 and min(r.cosines) > 0.98
+    assert r.cross_top1 == 1.0
+    assert r.comparison["similarity_pearson"] > 0.99
+
+
+NOISE = 0.8
+
+
+def test_verify_tells_quantisation_error_from_a_layout_bug(fake_hailo, tiny_bert_bundle, tmp_path):
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "b")
+    add_fake_hef(path, out_type="UINT8")
+    # noise inside the "network" (what 8-bit activations do), no layout change
+    edit_fake_hef(path, "encoder.hailo10h.hef", lambda d: d.update(noise=NOISE))
+    r = verify_npu(path)
+    assert r.cause == "quantisation", r.verdict
+    assert np.median(r.cosines) < 0.98
+    assert "quantisation error" in r.verdict.lower() and "no layout fit helps" in r.verdict
+
+
+def test_verify_finds_permuted_channels_behind_a_low_cosine(fake_hailo, tiny_bert_bundle, tmp_path):
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "b")
+    add_fake_hef(path, device_bug="permute_channels")
+    r = verify_npu(path)
+    assert np.median(r.cosines) < 0.6  # the "different channel basis" symptom
+    assert r.comparison["similarity_pearson"] > 0.99  # basis-invariant: fine
+    assert r.cause == "permuted", r.verdict
+    assert any("basis-invariant metrics are fine" in n for n in r.notes)
+    fit = {f.name: f.token_cosine for f in r.fits}
+    assert fit["permuted channels"] > 0.999 and fit["as read"] < 0.6
+
+
+def test_verify_cli_finds_a_transposed_output(fake_hailo, tiny_bert_bundle, tmp_path):
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "b")
+    add_fake_hef(path, device_bug="transpose")
+    r = CliRunner().invoke(main, ["doctor", "--bundle", str(path), "--verify"])
+    assert r.exit_code == 1
+    assert "verify: Hailo-10H vs CPU FP32 on 36 built-in sentences" in r.output
+    assert "similarity-matrix correlation" in r.output and "top-1 translation retrieval" in r.output
+    assert "verdict: Layout bug, not quantisation: the output is laid out [H,S] but read as [S,H]" in r.output
