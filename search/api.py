@@ -171,10 +171,14 @@ class Searcher:
                                   "Index some folders first: hefsearch index FOLDER --bundle BUNDLE")
             encoder, query_vec, used_space, notice = self._encode(query, used_space, timings, fallback)
             label = getattr(encoder.backend, "label", None)
+            if rerank is None:  # default: on when FP32 vectors are available (search/rerank.py)
+                from .rerank import default_depth
+
+                rerank = default_depth(self.library, used_space)
             t = time.perf_counter()
             allowed = self._allowed(path_glob, kinds)
             sp = self.library.space(used_space)
-            scores, ids = sp.search(query_vec, depth, allowed=allowed)
+            scores, ids = sp.search(query_vec, max(depth, rerank or 0), allowed=allowed)
             timings["search"] = _ms(t)
             vec_ids = [int(i) for i in ids[0] if i >= 0]
             vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}

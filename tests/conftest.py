@@ -64,3 +64,12 @@ def minilm_path() -> Path:
 def minilm_bundle(minilm_path, tmp_path_factory) -> Path:
     """The real all-MiniLM-L6-v2 (English, seq_len 256) exported once per session."""
     return _export(minilm_path, tmp_path_factory.mktemp("b") / "minilm")
+
+
+@pytest.fixture(scope="session")
+def sharp_bundle(tiny_bert_model, tmp_path_factory) -> Path:
+    """The tiny BERT sharpened so that its 8-bit simulation visibly differs from FP32
+    (tests/quality_fixtures.py). Copy it before writing simulations into it."""
+    from tests.quality_fixtures import make_sharp_bundle
+
+    return make_sharp_bundle(tiny_bert_model, tmp_path_factory.mktemp("sharp"))

@@ -1,10 +1,5 @@
-"""The NPU simulation: ``compile sim`` (graph rewrite, calibration) and the ``npu-sim`` backend.
-
-The tiny BERT's random initialisation gives near-uniform attention and tiny activations, where
-quantisation barely matters. The module fixture sharpens it (query/key weights x20, the other
-dense weights x15, word embeddings x10) so attention is peaked and the residual stream carries
-it: then the mask handling shows its effect as on a real model.
-"""
+"""The NPU simulation: ``compile sim`` (graph rewrite, calibration) and the ``npu-sim`` backend,
+on a sharpened tiny BERT (tests/quality_fixtures.py) where 8 bits visibly matter."""
 
 from __future__ import annotations
 
@@ -27,45 +22,28 @@ ALL16 = PrecisionProfile("all16", {g: 16 for g in SITE_GROUPS})
 
 
 @pytest.fixture(scope="module")
-def sharp_bundle(tiny_bert_model, tmp_path_factory):
-    import torch
-    from transformers import BertModel
-
-    from hefsearch.compile.export import export_bundle
-
-    folder = tmp_path_factory.mktemp("sharp") / "model"
-    shutil.copytree(tiny_bert_model, folder)
-    model = BertModel.from_pretrained(tiny_bert_model)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "query.weight" in name or "key.weight" in name:
-                p.mul_(20)
-            elif "dense.weight" in name or "value.weight" in name:
-                p.mul_(15)
-            elif "word_embeddings" in name:
-                p.mul_(10)
-    model.save_pretrained(folder)
-    out = tmp_path_factory.mktemp("sharp-bundle") / "bundle"
-    export_bundle(str(folder), out)
+def sim_bundle(sharp_bundle, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sims") / "bundle"
+    shutil.copytree(sharp_bundle, out)
     return out
 
 
 @pytest.fixture(scope="module")
-def sims(sharp_bundle):
+def sims(sim_bundle):
     """Every simulation the tests compare, built once: name -> SimReport."""
     from hefsearch.compile.npu_sim import build_sim
 
     built = {}
     for precision, mask in [("a8", None), ("balanced", None), (ALL16, None),
                             ("a8", "additive:-10000"), ("a8", "additive:-50")]:
-        r = build_sim(sharp_bundle, precision, mask=mask, texts=TEXTS)
+        r = build_sim(sim_bundle, precision, mask=mask, texts=TEXTS)
         built[r.name] = r
     return built
 
 
 @pytest.fixture(scope="module")
-def fp32_vectors(sharp_bundle):
-    with Encoder.open(sharp_bundle, "cpu") as enc:
+def fp32_vectors(sim_bundle):
+    with Encoder.open(sim_bundle, "cpu") as enc:
         return enc.encode(TEXTS)
 
 
@@ -74,9 +52,9 @@ def sim_vectors(bundle, name):
         return enc.encode(TEXTS)
 
 
-def test_names_files_and_manifest(sharp_bundle, sims):
+def test_names_files_and_manifest(sim_bundle, sims):
     assert set(sims) == {"a8", "balanced", "all16", "a8-additive10000", "a8-additive50"}
-    b = Bundle.open(sharp_bundle)
+    b = Bundle.open(sim_bundle)
     entries = {e.extra["name"]: e for e in b.encoder_entries("npu-sim")}
     assert set(entries) == set(sims)
     assert b.verify() == []  # every file (incl. the sims) matches its sha256
@@ -97,40 +75,40 @@ def test_names_files_and_manifest(sharp_bundle, sims):
     assert score_lo(a8) > -45
 
 
-def test_all_sites_at_16_bits_match_fp32(sharp_bundle, sims, fp32_vectors):
-    v = sim_vectors(sharp_bundle, "all16")
+def test_all_sites_at_16_bits_match_fp32(sim_bundle, sims, fp32_vectors):
+    v = sim_vectors(sim_bundle, "all16")
     cos = M.paired_cosine(fp32_vectors, v)
     assert cos.min() > 0.9999
     assert M.similarity_correlation(fp32_vectors, v) > 0.9999
 
 
-def test_8_bits_differ_but_stay_correlated(sharp_bundle, sims, fp32_vectors):
-    a8 = sim_vectors(sharp_bundle, "a8")
-    all16 = sim_vectors(sharp_bundle, "all16")
+def test_8_bits_differ_but_stay_correlated(sim_bundle, sims, fp32_vectors):
+    a8 = sim_vectors(sim_bundle, "a8")
+    all16 = sim_vectors(sim_bundle, "all16")
     err8 = 1 - M.paired_cosine(fp32_vectors, a8).mean()
     err16 = 1 - M.paired_cosine(fp32_vectors, all16).mean()
     assert err8 > 1e-3 > err16 * 10  # 8 bits visibly differ from FP32; 16 bits do not
     assert M.paired_cosine(fp32_vectors, a8).mean() > 0.95
     assert M.similarity_correlation(fp32_vectors, a8) > 0.95
-    balanced = sim_vectors(sharp_bundle, "balanced")
+    balanced = sim_vectors(sim_bundle, "balanced")
     assert 1 - M.paired_cosine(fp32_vectors, balanced).mean() < err8
 
 
-def test_huge_additive_mask_in_the_scores_degrades_and_a_moderate_one_repairs(sharp_bundle, sims, fp32_vectors):
-    inside = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sharp_bundle, "a8")).mean()
-    huge = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sharp_bundle, "a8-additive10000")).mean()
-    moderate = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sharp_bundle, "a8-additive50")).mean()
+def test_huge_additive_mask_in_the_scores_degrades_and_a_moderate_one_repairs(sim_bundle, sims, fp32_vectors):
+    inside = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sim_bundle, "a8")).mean()
+    huge = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sim_bundle, "a8-additive10000")).mean()
+    moderate = 1 - M.paired_cosine(fp32_vectors, sim_vectors(sim_bundle, "a8-additive50")).mean()
     assert huge > 10 * inside  # far worse than the correct mode
     assert moderate < 2 * inside  # -50 is as good as the mask inside softmax
-    corr_huge = M.similarity_correlation(fp32_vectors, sim_vectors(sharp_bundle, "a8-additive10000"))
-    corr_moderate = M.similarity_correlation(fp32_vectors, sim_vectors(sharp_bundle, "a8-additive50"))
+    corr_huge = M.similarity_correlation(fp32_vectors, sim_vectors(sim_bundle, "a8-additive10000"))
+    corr_moderate = M.similarity_correlation(fp32_vectors, sim_vectors(sim_bundle, "a8-additive50"))
     assert corr_huge < corr_moderate - 0.2
 
 
-def test_backend_identity_and_fingerprint(sharp_bundle, sims):
-    with Encoder.open(sharp_bundle, "npu-sim", profile="a8") as a8, \
-            Encoder.open(sharp_bundle, "npu-sim", profile="balanced") as bal, \
-            Encoder.open(sharp_bundle, "cpu") as cpu:
+def test_backend_identity_and_fingerprint(sim_bundle, sims):
+    with Encoder.open(sim_bundle, "npu-sim", profile="a8") as a8, \
+            Encoder.open(sim_bundle, "npu-sim", profile="balanced") as bal, \
+            Encoder.open(sim_bundle, "cpu") as cpu:
         assert a8.space_kind == "npu-sim"
         assert a8.backend.label == "NPU simulation (a8)"
         assert "HEF" not in a8.backend.label and "Hailo" not in a8.backend.label
@@ -141,31 +119,31 @@ def test_backend_identity_and_fingerprint(sharp_bundle, sims):
         assert a8.backend.describe()["precision"]["name"] == "a8"
 
 
-def test_profile_choice_and_missing_simulation(sharp_bundle, sims, tiny_bert_bundle, monkeypatch):
+def test_profile_choice_and_missing_simulation(sim_bundle, sims, tiny_bert_bundle, monkeypatch):
     with pytest.raises(BackendUnavailable) as e:
         Encoder.open(tiny_bert_bundle, "npu-sim")
     assert "compile sim" in e.value.hint
     with pytest.raises(BackendUnavailable) as e:
-        Encoder.open(sharp_bundle, "npu-sim", profile="a16")
+        Encoder.open(sim_bundle, "npu-sim", profile="a16")
     assert "a8" in e.value.message and "balanced" in e.value.message
     # several sims and no choice: balanced; the environment picks another
-    with Encoder.open(sharp_bundle, "npu-sim") as enc:
+    with Encoder.open(sim_bundle, "npu-sim") as enc:
         assert enc.backend.sim_name == "balanced"
     monkeypatch.setenv("HEFSEARCH_SIM", "a8-additive50")
-    with Encoder.open(sharp_bundle, "npu-sim") as enc:
+    with Encoder.open(sim_bundle, "npu-sim") as enc:
         assert enc.backend.sim_name == "a8-additive50"
     # never chosen by auto
     from hefsearch.embed.backends.npu_sim import NpuSimBackend
 
-    ok, why = NpuSimBackend.available(Bundle.open(sharp_bundle))
+    ok, why = NpuSimBackend.available(Bundle.open(sim_bundle))
     assert not ok and "simulation" in why
 
 
-def test_runtime_needs_no_onnx_package(sharp_bundle, sims):
+def test_runtime_needs_no_onnx_package(sim_bundle, sims):
     code = (
         "import sys; sys.modules['onnx'] = None\n"  # importing onnx would fail
         "from hefsearch.embed import Encoder\n"
-        f"enc = Encoder.open({str(sharp_bundle)!r}, 'npu-sim', profile='a8')\n"
+        f"enc = Encoder.open({str(sim_bundle)!r}, 'npu-sim', profile='a8')\n"
         "v = enc.encode(['hello world', 'hallo welt'])\n"
         "print(v.shape)\n"
     )
@@ -174,12 +152,12 @@ def test_runtime_needs_no_onnx_package(sharp_bundle, sims):
     assert "(2, 32)" in out.stdout
 
 
-def test_calibration_set_from_the_bundle_is_used(sharp_bundle, tmp_path):
+def test_calibration_set_from_the_bundle_is_used(sim_bundle, tmp_path):
     from hefsearch.compile.npu_sim import build_sim
     from hefsearch.embed.host import HostPipeline
 
     b = tmp_path / "b"
-    shutil.copytree(sharp_bundle, b)
+    shutil.copytree(sim_bundle, b)
     bundle = Bundle.open(b)
     host = HostPipeline(bundle)
     tok = host.tokenize(TEXTS[:20])
@@ -215,13 +193,13 @@ def test_mask_spec_parsing():
     assert sim_name(additive, "softmax", -10000.0, -50.0) == "mine-inside"
 
 
-def test_cli_compile_sim(sharp_bundle, tmp_path):
+def test_cli_compile_sim(sim_bundle, tmp_path):
     from click.testing import CliRunner
 
     from hefsearch.tui.cli import main
 
     b = tmp_path / "b"
-    shutil.copytree(sharp_bundle, b)
+    shutil.copytree(sim_bundle, b)
     profile = tmp_path / "p.json"
     profile.write_text(json.dumps({"name": "resid16", "bits": {"residual_add": 16}}))
     res = CliRunner().invoke(main, ["compile", "sim", str(b), "--precision", str(profile)])
