@@ -64,6 +64,10 @@ class Encoder:
     ) -> "Encoder":
         if not isinstance(bundle, Bundle):
             bundle = Bundle.open(bundle)
+        if isinstance(post_transform, dict):  # a spec stored with a space (embed/post_transform.py)
+            from .post_transform import from_spec
+
+            post_transform = from_spec(post_transform)
         name, reason = resolve_backend_name(backend, bundle)
         be = open_backend(name, bundle, **backend_opts)
         return cls(bundle, be, backend_reason=reason, post_transform=post_transform)
