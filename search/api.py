@@ -5,11 +5,13 @@
 - **keyword**: FTS5 BM25 over chunk text (see :mod:`hefsearch.search.keyword`): chunks with
   every query word first, then chunks with some of them.
 - **hybrid** (default): reciprocal rank fusion of the vector ranking with *strong* keyword
-  evidence only: chunks containing every query word (``keyword_strength="all"``). Keyword
-  matches rarely cross languages, so fusing weak (some-words) matches like vector hits pushes
-  the right foreign-language chunk down behind same-language chunks that merely share a word;
-  measured in ``bench/hybrid.py`` and stated in the README. Exact rare terms (model numbers,
-  commands, form codes) still get their boost, because a query naming one is matched whole.
+  evidence only: chunks containing every query word (``keyword_strength="all"``), or, when no
+  chunk has them all, chunks containing every *code* of the query (model numbers, form codes,
+  versions, acronyms: "XR-3000", "E-52", "K-45"), which are spelled alike in every language.
+  Keyword matches of ordinary words rarely cross languages, so fusing weak (some-words)
+  matches like vector hits pushes the right foreign-language chunk down behind same-language
+  chunks that merely share a word: classic RRF halves recall@5 on the cross-lingual set of
+  ``bench/hybrid.py`` (figures in the README).
 
 Device fallback (issue 4): when encoding the query for a space fails with ``DeviceError`` (or
 its backend is unavailable at open) and the library has a ``cpu-fp32`` space, the search is
@@ -30,7 +32,7 @@ from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchErr
 from hefsearch.index.errors import LibraryError
 
 from .fusion import rrf
-from .keyword import filter_sql, keyword_search
+from .keyword import code_terms, filter_sql, keyword_search
 from .snippets import vector_snippets, window
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -191,6 +193,11 @@ class Searcher:
                 strength = "all" if mode == "keyword" else self.keyword_strength
                 kw = keyword_search(self.library.db, query, depth, strength=strength,
                                     path_glob=path_glob, kinds=kinds)
+                if mode == "hybrid" and not kw and self.keyword_strength == "all":
+                    codes = code_terms(query)  # no chunk has every word: do the codes match?
+                    if codes:
+                        kw = keyword_search(self.library.db, query, depth, strength="all",
+                                            path_glob=path_glob, kinds=kinds, terms=codes)
                 if mode == "keyword" and len(kw) < k:
                     have = {c for c, _, _ in kw}
                     more = keyword_search(self.library.db, query, k + len(kw), strength="any",

@@ -52,6 +52,25 @@ def parse_query(text: str) -> list[Term]:
     return terms
 
 
+# a code: a run of letters/digits joined by - . / _ that holds a digit ("XR-2000", "E-52",
+# "K-45", "4.2.1"), or an all-caps word of 2-10 letters ("RAID", "VPN")
+_CODE = re.compile(r"(?<![\w.\-/])(?:(?=[\w.\-/]*\d)\w+(?:[.\-/]\w+)*|[A-Z]{2,10})(?![\w\-/])")
+
+
+def code_terms(text: str) -> list[Term]:
+    """The exact codes of a query (model numbers, form codes, versions, acronyms) as phrases.
+
+    They are spelled the same in every language, so matching them is safe even when the
+    rest of the query is in another language than the document.
+    """
+    out: list[Term] = []
+    for m in _CODE.finditer(text or ""):
+        words = tuple(w.lower() for w in _WORD.findall(m.group(0)))
+        if words and Term(words) not in out:
+            out.append(Term(words))
+    return out
+
+
 def needs_trigram(text: str) -> bool:
     return bool(_NO_SPACE.search(text or ""))
 
@@ -80,9 +99,11 @@ def filter_sql(path_glob: str | None, kinds) -> tuple[str, list]:
 
 
 def keyword_search(db, query: str, k: int, *, strength: str = "all", path_glob: str | None = None,
-                   kinds=None) -> list[tuple[int, float, str]]:
-    """Top ``k`` chunks for the query: (chunk id, score (higher is better), snippet)."""
-    terms = parse_query(query)
+                   kinds=None, terms: list[Term] | None = None) -> list[tuple[int, float, str]]:
+    """Top ``k`` chunks for the query: (chunk id, score (higher is better), snippet).
+
+    ``terms`` replaces the words parsed from ``query`` (e.g. only its :func:`code_terms`)."""
+    terms = parse_query(query) if terms is None else terms
     if not terms or k <= 0:
         return []
     where, params = filter_sql(path_glob, kinds)
