@@ -78,7 +78,7 @@ def main() -> None:
     sets = sorted({s for s, _ in results}, key=lambda s: list(dict.fromkeys(s for s, _ in results)).index(s))
     for s in sets:
         print(f"\n{s}")
-        print(f"  {"policy":42s} {'recall@5':>9s} {'MRR@10':>8s}")
+        print(f"  {'policy':42s} {'recall@5':>9s} {'MRR@10':>8s}")
         for label, _, _ in POLICIES:
             r = results[(s, label)]
             print(f"  {label:42s} {r['recall@5']:9.3f} {r['mrr@10']:8.3f}")
