@@ -1,0 +1,512 @@
+"""``hefsearch bench quality``: what does the 8-bit encoder cost against FP32, and what wins it back?
+
+Two measurements, basis-invariant metrics first (a HEF's output may live in another basis):
+
+1. **Parallel set** (bundled, :mod:`hefsearch.search.parallel`): every space's encoder embeds
+   168 sentence pairs in 11 languages. Per space: top-1 translation retrieval (within each
+   language pair, both directions), the same on the near-duplicate rows only (one number,
+   negation or entity differs), the retrieval margin, the correlation of its similarity matrix
+   with FP32's, the paired cosine to FP32 (only meaningful in the same basis), the mean
+   pairwise cosine (collapse detector) and milliseconds per text.
+2. **Your library** (optional): queries from a file, or pseudo-queries cut from random chunks.
+   FP32 over the same chunks is the ground truth (its top-1 is "the" answer): per space
+   recall@1/5/10 and MRR, the recall of FP32's top-1 within the space's top-N (the ceiling of
+   re-ranking at depth N), the same metrics after FP32 re-ranking of the top-N, overlap@10 with
+   FP32's top 10, the mean document-document cosine, and ms per query. Searches are exact
+   (numpy over the stored vectors), so an approximate index cannot blur the comparison.
+
+The build configuration (bits per site group, mask handling, sequence length, calibration) is
+reported beside the numbers of each space.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from hefsearch.embed.errors import HefsearchError
+
+from . import metrics as M
+from .parallel import ParallelPair, by_language_pair, languages, load_parallel, near_duplicate_rows
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.embed.encoder import Encoder
+    from hefsearch.index.library import Library
+
+log = logging.getLogger("hefsearch.search")
+
+FP32 = "cpu-fp32"
+RECALL_KS = (1, 5, 10)
+PLOT_KS = (1, 2, 3, 5, 10, 20, 30, 50)
+DEFAULT_QUERIES = 200
+DOC_COSINE_ROWS = 4000
+
+
+class QualityError(HefsearchError):
+    title = "quality benchmark error"
+
+
+# -- which spaces ------------------------------------------------------------------------------
+@dataclass
+class SpaceSpec:
+    """A vector space to measure: where its encoder comes from, whether a library holds it."""
+
+    name: str
+    backend: str
+    backend_opts: dict = field(default_factory=dict)
+    in_library: bool = False
+
+
+def bundle_spaces(bundle) -> list[SpaceSpec]:
+    """Spaces a bundle can produce here without a library: FP32, every NPU simulation, a HEF."""
+    out = [SpaceSpec(FP32, "cpu")]
+    for e in bundle.encoder_entries("npu-sim"):
+        name = e.extra.get("name", e.file)
+        out.append(SpaceSpec(f"npu-sim-{name}", "npu-sim", {"profile": name}))
+    if bundle.encoder_entries("hef"):
+        out.append(SpaceSpec("hef", "hailo"))
+    return out
+
+
+def choose_spaces(bundle, library: "Library | None", wanted: Sequence[str] | None) -> list[SpaceSpec]:
+    """The library's spaces (or the bundle's), restricted to ``wanted``; FP32 always first."""
+    known: dict[str, SpaceSpec] = {s.name: s for s in bundle_spaces(bundle)}
+    if library is not None:
+        for info in library.spaces():
+            known[info.name] = SpaceSpec(info.name, info.backend, dict(info.backend_opts or {}), True)
+    if wanted:
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            raise QualityError(
+                f"Unknown space(s) {', '.join(missing)}.",
+                f"Known here: {', '.join(known)}. An NPU simulation needs 'hefsearch compile sim' first.")
+        names = list(dict.fromkeys([FP32, *wanted]))
+    else:
+        names = list(known)
+        if library is not None:  # the library's spaces, plus simulations it does not hold
+            names = list(dict.fromkeys([FP32, *names]))
+    names.sort(key=lambda n: n != FP32)
+    return [known[n] for n in names]
+
+
+def build_config(encoder: "Encoder") -> dict:
+    """The build configuration of an encoder, for the report (bits, mask, seq, calibration)."""
+    be = encoder.backend
+    cfg: dict = {"backend": be.name, "label": getattr(be, "label", be.name), "space_kind": encoder.space_kind,
+                 "seq_len": encoder.max_tokens, "dim": encoder.dim, "model": encoder.bundle.model_id}
+    if hasattr(be, "describe"):
+        try:
+            d = be.describe()
+            if isinstance(d, dict):
+                cfg.update({k: v for k, v in d.items() if k not in cfg or k == "label"})
+        except Exception:  # pragma: no cover - a report must not fail on a description
+            pass
+    entry = getattr(be, "entry", None)
+    if entry is not None and be.name != "npu-sim":
+        extra = getattr(entry, "extra", {}) or {}
+        for k in ("precision", "calibration", "dfc_version", "hw_arch"):
+            if k in extra and k not in cfg:
+                cfg[k] = extra[k]
+    prec = cfg.get("precision")
+    if isinstance(prec, dict):
+        cfg["sixteen_bit"] = list(prec.get("sixteen_bit", []))
+        cfg["bits"] = prec.get("bits")
+    if be.name == "cpu":
+        cfg["precision"] = "fp32"
+    return cfg
+
+
+def config_line(cfg: dict) -> str:
+    """One line: 'a8 · 16-bit: none · mask inside softmax · seq 256 · calib 36 texts'."""
+    if cfg.get("precision") == "fp32":
+        return f"FP32 · seq {cfg.get('seq_len')}"
+    parts = []
+    prec = cfg.get("precision")
+    if isinstance(prec, dict):
+        parts.append(str(prec.get("name", "?")))
+        parts.append("16-bit: " + (", ".join(cfg.get("sixteen_bit") or []) or "none"))
+    mask = cfg.get("mask") or (prec.get("mask") if isinstance(prec, dict) else None)
+    if isinstance(mask, dict):
+        parts.append("mask inside softmax" if mask.get("mode") == "softmax" else f"mask additive {mask.get('value'):g}")
+    elif isinstance(mask, str):
+        parts.append("mask inside softmax" if mask == "softmax" else f"mask {mask}")
+    parts.append(f"seq {cfg.get('seq_len')}")
+    cal = cfg.get("calibration")
+    if isinstance(cal, dict):
+        n = cal.get("texts") or cal.get("rows")
+        if n:
+            parts.append(f"calib {n} texts")
+    return " · ".join(parts)
+
+
+# -- results -----------------------------------------------------------------------------------
+@dataclass
+class ParallelResult:
+    top1: float
+    top1_near_duplicates: float
+    margin: float
+    similarity_pearson: float | None
+    similarity_spearman: float | None
+    cosine_to_fp32: float | None
+    mean_pairwise_cosine: float
+    ms_per_text: float
+    top1_by_pair: dict[str, float]
+
+
+@dataclass
+class LibraryResult:
+    queries: int
+    chunks: int
+    recall: dict[str, float]  # "1", "5", "10" -> recall of FP32's top-1
+    mrr: float
+    recall_at_depth: float | None  # FP32 top-1 within the top-N (re-rank ceiling)
+    overlap_at_10: float
+    source_found: dict[str, float] | None  # pseudo-queries: the chunk they were cut from
+    reranked: dict | None  # {"depth", "recall", "mrr", "source_found"}
+    doc_cosine: float
+    ms_per_query: float
+    curve: dict[str, float]  # recall@k for the plot
+    curve_reranked: dict[str, float] | None = None
+
+
+@dataclass
+class SpaceResult:
+    name: str
+    label: str
+    config: dict
+    parallel: ParallelResult | None = None
+    library: LibraryResult | None = None
+    error: str | None = None
+
+
+@dataclass
+class QualityReport:
+    bundle: dict
+    parallel: dict
+    library: dict | None
+    spaces: list[SpaceResult]
+    notices: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def space(self, name: str) -> SpaceResult:
+        return next(s for s in self.spaces if s.name == name)
+
+
+# -- the parallel set ----------------------------------------------------------------------------
+def _encode_timed(enc: "Encoder", texts: list[str], passages: bool = False) -> tuple[np.ndarray, float]:
+    t = time.perf_counter()
+    v = enc.encode_passages(texts) if passages else enc.encode_queries(texts)
+    return v, (time.perf_counter() - t) * 1000.0 / max(1, len(texts))
+
+
+def parallel_vectors(enc: "Encoder", pairs: list[ParallelPair]) -> tuple[np.ndarray, np.ndarray, float]:
+    """Both sides embedded as queries (a symmetric task; e5 models want "query: " on both)."""
+    v, ms = _encode_timed(enc, [p.text_a for p in pairs] + [p.text_b for p in pairs])
+    return v[: len(pairs)], v[len(pairs):], ms
+
+
+def evaluate_parallel(a: np.ndarray, b: np.ndarray, pairs: list[ParallelPair], ms: float,
+                      ref: tuple[np.ndarray, np.ndarray] | None) -> ParallelResult:
+    groups = by_language_pair(pairs)
+    hard = set(near_duplicate_rows(pairs))
+    by_pair: dict[str, float] = {}
+    hits_hard: list[float] = []
+    margins: list[float] = []
+    for lp, rows in groups.items():
+        sa, sb = a[rows], b[rows]
+        s = M.cosine_matrix(sa, sb)
+        idx = np.arange(len(rows))
+        ok = ((np.argmax(s, axis=1) == idx).astype(float) + (np.argmax(s, axis=0) == idx).astype(float)) / 2
+        by_pair[lp] = float(ok.mean())
+        hits_hard += [float(ok[j]) for j, r in enumerate(rows) if r in hard]
+        margins.append(M.retrieval_margin(sa, sb))
+    allv = np.vstack([a, b])
+    out = ParallelResult(
+        top1=float(np.mean(list(by_pair.values()))),
+        top1_near_duplicates=float(np.mean(hits_hard)) if hits_hard else float("nan"),
+        margin=float(np.mean(margins)),
+        similarity_pearson=None, similarity_spearman=None, cosine_to_fp32=None,
+        mean_pairwise_cosine=M.mean_pairwise_cosine(allv),
+        ms_per_text=ms, top1_by_pair=by_pair,
+    )
+    if ref is not None:
+        refv = np.vstack(ref)
+        out.similarity_pearson = M.similarity_correlation(refv, allv, "pearson")
+        out.similarity_spearman = M.similarity_correlation(refv, allv, "spearman")
+        if refv.shape[1] == allv.shape[1]:
+            out.cosine_to_fp32 = float(M.paired_cosine(refv, allv).mean())
+    return out
+
+
+# -- the library ---------------------------------------------------------------------------------
+_SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
+
+
+def pseudo_queries(library: "Library", n: int, seed: int = 0) -> list[tuple[str, int]]:
+    """(query, source chunk id): a sentence (4-30 words) or a 12-word window of random chunks."""
+    ids = library.chunk_ids().tolist()
+    rng = random.Random(seed)
+    pick = rng.sample(ids, min(n, len(ids)))
+    out = []
+    for rec in library.chunks(pick):
+        sents = [s.strip() for s in _SENTENCE.findall(rec.text) if 4 <= len(s.split()) <= 30]
+        if sents:
+            q = rng.choice(sents)
+        else:
+            words = rec.text.split()
+            if len(words) > 1:
+                start = rng.randrange(max(1, len(words) - 12))
+                q = " ".join(words[start : start + 12])
+            else:  # a CJK chunk without spaces or punctuation: a character window
+                text = rec.text.strip()
+                start = rng.randrange(max(1, len(text) - 24))
+                q = text[start : start + 24]
+        if q.strip():
+            out.append((q, rec.id))
+    return out
+
+
+def read_queries(path: str | Path) -> list[str]:
+    """One query per line; blank lines and lines starting with '#' are skipped."""
+    p = Path(path).expanduser()
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise QualityError(f"Cannot read the queries file {p}: {e}", "Give a UTF-8 text file, one query per line.") from None
+    qs = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    if not qs:
+        raise QualityError(f"The queries file {p} holds no query.", "Write one query per line.")
+    return qs
+
+
+def _ranking(scores: np.ndarray, ids: np.ndarray, k: int) -> list[list[int]]:
+    top = M.topk_ids(scores, min(k, scores.shape[1]))
+    return [ids[row].tolist() for row in top]
+
+
+def _curve(truth, got, ks) -> dict[str, float]:
+    return {str(k): M.recall_at_k(truth, got, k) for k in ks}
+
+
+def evaluate_library_space(*, q_space: np.ndarray, doc_space: np.ndarray, ids: np.ndarray,
+                           q_fp32: np.ndarray, doc_fp32: np.ndarray, sources: list[int] | None,
+                           depth: int, ms_per_query: float) -> LibraryResult:
+    """All library metrics of one space against FP32 on the same chunks (exact search)."""
+    deep = max(10, depth, max(PLOT_KS))
+    fp_rank = _ranking(q_fp32 @ doc_fp32.T, ids, 10)
+    truth = [r[0] for r in fp_rank]
+    got = _ranking(q_space @ doc_space.T, ids, deep)
+    res = LibraryResult(
+        queries=len(q_space), chunks=len(ids),
+        recall={str(k): M.recall_at_k(truth, got, k) for k in RECALL_KS},
+        mrr=M.mrr(truth, got),
+        recall_at_depth=M.recall_at_k(truth, got, depth) if depth else None,
+        overlap_at_10=float(np.mean([M.overlap_at_k(f, g, 10) for f, g in zip(fp_rank, got)])),
+        source_found={str(k): M.recall_at_k(sources, got, k) for k in RECALL_KS} if sources else None,
+        reranked=None,
+        doc_cosine=M.mean_pairwise_cosine(doc_space, max_rows=DOC_COSINE_ROWS),
+        ms_per_query=ms_per_query,
+        curve=_curve(truth, got, PLOT_KS),
+    )
+    if depth:
+        pos = {int(c): j for j, c in enumerate(ids.tolist())}
+        rer = []
+        for qi, cand in enumerate(got):
+            head = cand[:depth]
+            s = doc_fp32[[pos[c] for c in head]] @ q_fp32[qi]
+            rer.append([head[j] for j in np.argsort(-s, kind="stable")] + cand[depth:])
+        res.reranked = {
+            "depth": depth,
+            "recall": {str(k): M.recall_at_k(truth, rer, k) for k in RECALL_KS},
+            "mrr": M.mrr(truth, rer),
+            "source_found": {str(k): M.recall_at_k(sources, rer, k) for k in RECALL_KS} if sources else None,
+        }
+        res.curve_reranked = _curve(truth, rer, PLOT_KS)
+    return res
+
+
+# -- the whole run ---------------------------------------------------------------------------------
+def run_quality(
+    bundle: str | Path | None = None,
+    *,
+    library: "Library | None" = None,
+    spaces: Sequence[str] | None = None,
+    queries: Sequence[str] | None = None,
+    n_queries: int = DEFAULT_QUERIES,
+    rerank: int = 30,
+    parallel: bool = True,
+    seed: int = 0,
+    encoders: dict[str, "Encoder"] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> QualityReport:
+    """Measure every chosen space on the parallel set and (with ``library``) on its chunks.
+
+    ``encoders`` may inject encoders by space name (tests, the TUI); the others are opened from
+    the bundle (default: the one the library records) with each space's backend options.
+    """
+    from hefsearch.embed.bundle import Bundle
+    from hefsearch.embed.encoder import Encoder
+
+    say = progress or (lambda m: None)
+    if bundle is None and library is not None:
+        bundle = library.settings().get("bundle")
+    if bundle is None:
+        raise QualityError("No model bundle given.", "Pass --bundle BUNDLE, or --library of an indexed library.")
+    b = bundle if isinstance(bundle, Bundle) else Bundle.open(bundle)
+    specs = choose_spaces(b, library, spaces)
+    notices: list[str] = []
+    opened: dict[str, Encoder] = dict(encoders or {})
+    own: list[Encoder] = []
+    results: list[SpaceResult] = []
+
+    def encoder(spec: SpaceSpec) -> Encoder:
+        if spec.name not in opened:
+            enc = Encoder.open(b, backend=spec.backend, **spec.backend_opts)
+            opened[spec.name] = enc
+            own.append(enc)
+        return opened[spec.name]
+
+    try:
+        for spec in specs:
+            try:
+                enc = encoder(spec)
+                results.append(SpaceResult(spec.name, getattr(enc.backend, "label", spec.backend), build_config(enc)))
+            except HefsearchError as e:
+                if spec.name == FP32:
+                    raise
+                notices.append(f"{spec.name}: skipped ({e.message})")
+                results.append(SpaceResult(spec.name, spec.backend, {}, error=e.message))
+        live = [r for r in results if r.error is None]
+
+        pairs = load_parallel()
+        par_info = {"pairs": len(pairs), "languages": languages(pairs),
+                    "language_pairs": list(by_language_pair(pairs)), "near_duplicate_rows": len(near_duplicate_rows(pairs))}
+        if parallel:
+            ref = None
+            for r in live:
+                say(f"parallel set: {r.label}")
+                a, bb, ms = parallel_vectors(opened[r.name], pairs)
+                if r.name == FP32:
+                    ref = (a, bb)
+                r.parallel = evaluate_parallel(a, bb, pairs, ms, None if r.name == FP32 else ref)
+
+        lib_info = None
+        if library is not None:
+            lib_info, lib_notices = _run_library(library, specs, live, opened, queries, n_queries, rerank, seed, say)
+            notices += lib_notices
+    finally:
+        for enc in own:
+            enc.close()
+    return QualityReport(
+        bundle={"path": str(b.path), "model": b.model_id, "seq_len": b.seq_len, "hidden": b.hidden},
+        parallel=par_info, library=lib_info, spaces=results, notices=notices,
+    )
+
+
+def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed, say):
+    from .rerank import fp32_vectors
+
+    notices: list[str] = []
+    in_lib = {s.name for s in specs if s.in_library}
+    if not any(r.name in in_lib for r in live):
+        return None, ["The library holds none of the chosen spaces: library metrics skipped."]
+    if queries:
+        qs, sources, source_kind = list(queries), None, "file"
+    else:
+        picked = pseudo_queries(library, n_queries, seed)
+        qs, sources, source_kind = [q for q, _ in picked], [c for _, c in picked], "pseudo"
+    if not qs:
+        return None, ["The library has no chunks: library metrics skipped."]
+    info = {"path": str(library.path), "chunks": int(len(library.chunk_ids())), "queries": len(qs),
+            "query_source": source_kind, "rerank_depth": rerank, "seed": seed}
+    fp_enc = opened[FP32]
+    say(f"library: {len(qs)} queries ({'your file' if source_kind == 'file' else 'pseudo-queries from chunks'})")
+    q_fp32, _ = _encode_timed(fp_enc, qs)
+    fp_cache: dict[int, np.ndarray] = {}
+    for r in live:
+        if r.name not in in_lib:
+            continue
+        try:
+            library.space(r.name).check_encoder(opened[r.name])
+        except HefsearchError as e:
+            notices.append(f"{r.name}: library metrics skipped ({e.message})")
+            continue
+        members = np.array(sorted(library.member_ids(r.name)), np.int64)
+        if not len(members):
+            notices.append(f"{r.name}: the space is empty; library metrics skipped.")
+            continue
+        need = [int(i) for i in members.tolist() if int(i) not in fp_cache]
+        if need:
+            say(f"library: FP32 vectors of {len(need)} chunks")
+            if FP32 in in_lib:
+                vecs, encoded = fp32_vectors(library, fp_enc, need, cache=False)
+                if encoded:
+                    notices.append(f"{encoded} chunks had no stored FP32 vector and were encoded for this run "
+                                   "('hefsearch backfill' stores them).")
+            else:
+                recs = library.chunks(need)
+                vecs = fp_enc.encode_passages([rec.text for rec in recs])
+                notices.append("The library has no FP32 space: FP32 vectors were computed for this run.")
+            fp_cache.update(zip(need, vecs))
+        doc_fp32 = np.vstack([fp_cache[int(i)] for i in members.tolist()])
+        doc_space = library.space(r.name).vectors(members) if r.name != FP32 else doc_fp32
+        if r.name == FP32:
+            q_space, ms = _encode_timed(fp_enc, qs)
+        else:
+            say(f"library: {r.label}")
+            q_space, ms = _encode_timed(opened[r.name], qs)
+        src = None
+        if sources is not None:
+            keep = set(members.tolist())
+            src = [s if s in keep else [] for s in sources]
+        r.library = evaluate_library_space(
+            q_space=q_space, doc_space=doc_space, ids=members, q_fp32=q_fp32, doc_fp32=doc_fp32,
+            sources=src, depth=0 if r.name == FP32 else rerank, ms_per_query=ms)
+    return info, notices
+
+
+# -- plot ------------------------------------------------------------------------------------------
+def plot_recall(report: QualityReport, path: str | Path) -> Path:
+    """A PNG of recall@k (FP32's top-1 as ground truth) per space, with and without re-ranking."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise QualityError("--plot needs matplotlib.", "pip install 'hefsearch[plot]'") from None
+    spaces = [s for s in report.spaces if s.library is not None]
+    if not spaces:
+        raise QualityError("Nothing to plot: recall@k needs a library (--library).")
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for s in spaces:
+        ks = [int(k) for k in s.library.curve]
+        line, = ax.plot(ks, list(s.library.curve.values()), marker="o", label=s.label)
+        if s.library.curve_reranked:
+            ax.plot(ks, list(s.library.curve_reranked.values()), marker="x", linestyle="--",
+                    color=line.get_color(), label=f"{s.label} + FP32 re-rank top {s.library.reranked['depth']}")
+    ax.set_xscale("log")
+    ax.set_xticks(list(PLOT_KS))
+    ax.set_xticklabels([str(k) for k in PLOT_KS])
+    ax.set_xlabel("k")
+    ax.set_ylabel("recall@k of FP32's top-1")
+    ax.set_ylim(0, 1.02)
+    ax.grid(True, alpha=0.3)
+    lib = report.library or {}
+    ax.set_title(f"{report.bundle['model']}: {lib.get('queries')} {lib.get('query_source')} queries, "
+                 f"{lib.get('chunks')} chunks", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
