@@ -20,6 +20,9 @@ def make_session(path: str, threads: int | None = None):
     opts.intra_op_num_threads = n
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    # Spinning worker threads win a little on an idle machine and lose badly when the TUI,
+    # an indexer and other processes share a Pi's cores: block instead.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # ORT raises its own Fail/InvalidGraph types
