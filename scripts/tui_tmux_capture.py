@@ -131,7 +131,7 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=REPO / "data" / "sample-corpus")
     ap.add_argument("--library", type=Path, default=REPO / "build" / "tui-demo" / "library")
     ap.add_argument("--precision", default="a8", help="NPU simulation profile for the NPU side")
-    ap.add_argument("--query", default="Wann muss die Rechnung bezahlt werden?")
+    ap.add_argument("--query", default="How do I install the Hailo NPU driver on a Raspberry Pi 5?")
     ap.add_argument("--mode", default="vector", choices=["vector", "hybrid"])
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--size", default="100x32", help="terminal COLSxROWS")

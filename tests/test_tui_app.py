@@ -190,8 +190,9 @@ async def test_compare_view_two_columns_with_overlap_from_the_search_api(app_fac
         assert app.comparing
         await search(pilot, app, "bus to the airport")
         shown = app.last_comparison
+        # by default the NPU side is the NPU space's own ranking (re-ranking off: rerank=0)
         expected = compare(app.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
-                           mode="vector")
+                           mode="vector", rerank=0)
         assert chunk_ids(shown.left) == chunk_ids(expected.left)
         assert chunk_ids(shown.right) == chunk_ids(expected.right)
         # the figure on screen is the API's, and the API's is |L ∩ R| / k
@@ -217,6 +218,16 @@ async def test_compare_view_two_columns_with_overlap_from_the_search_api(app_fac
             assert part in timings
         # the two columns sit side by side at this width
         assert left.region.y == right.region.y and left.region.x < right.region.x
+        assert "raw" in str(left.border_title)
+        # Ctrl+R: the search API's default re-ranking of the NPU side, labelled as such
+        seq = app._seq
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.answered_seq > seq, what="re-ranked comparison")
+        reranked = compare(app.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
+                           mode="vector")
+        assert chunk_ids(app.last_comparison.left) == chunk_ids(reranked.left)
+        assert app.last_comparison.overlap_at_k == pytest.approx(reranked.overlap_at_k)
+        assert "re-ranked by FP32" in str(left.border_title)
 
 
 async def test_compare_view_at_80x24_and_stacked_when_narrow(app_factory):

@@ -159,3 +159,14 @@ def test_tui_command_help_and_missing_library(tmp_path):
     missing = runner.invoke(main, ["tui", "--library", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2
     assert "No library at" in missing.output and "Traceback" not in missing.output
+
+
+def test_fit_name_keeps_the_extension_and_timings_keep_pipeline_order():
+    from hefsearch.tui.present import fit_name, timing_parts
+
+    assert fit_name("short.md", 20) == "short.md"
+    assert fit_name("raspberry-pi-5-hailo-setup.md", 16) == "raspberry-pi….md"
+    assert len(fit_name("a-very-long-name-without-extension", 10)) == 10
+    parts = timing_parts({"total": 50.0, "snippet": 40.0, "fetch": 1.25, "encode": 3.0, "search": 0.5})
+    assert [n for n, _ in parts] == ["encode", "search", "fetch", "snippet", "total"]
+    assert dict(parts)["fetch"] == "1.2 ms" and dict(parts)["snippet"] == "40.0 ms"

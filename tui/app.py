@@ -44,6 +44,7 @@ class HefsearchApp(App):
         Binding("f2", "cycle_mode", "Mode"),
         Binding("f3", "toggle_compare", "Compare"),
         Binding("f4", "library", "Library"),
+        Binding("ctrl+r", "toggle_rerank", "Re-rank"),
         Binding("ctrl+o", "open_hit", "Open"),
         Binding("f6", "toggle_theme", "Theme"),
         Binding("escape", "focus_search", "Search", show=False),
@@ -74,6 +75,9 @@ class HefsearchApp(App):
         self.compare_fn = compare_fn
         self.env = env
         self.compare_spaces: tuple[str, str] | None = None
+        #: compare view: False shows the NPU space's own ranking (what 8 bits cost); True lets
+        #: the search API re-rank the NPU top-N with FP32 vectors (what re-ranking wins back)
+        self.compare_rerank = False
         self.spaces: dict[str, object] = {}
         self.last_status = None
         self._warmed = False
@@ -111,8 +115,11 @@ class HefsearchApp(App):
 
     def check_action(self, action: str, parameters) -> bool | None:
         # the search-view keys do nothing over the library screen: hide them from its footer
-        if action in {"cycle_mode", "toggle_compare", "open_hit"} and isinstance(self.screen, LibraryScreen):
+        if action in {"cycle_mode", "toggle_compare", "open_hit", "toggle_rerank"} and isinstance(
+                self.screen, LibraryScreen):
             return False
+        if action == "toggle_rerank" and not self.comparing:
+            return False  # only the compare view has the raw / re-ranked switch
         return True
 
     # -- typed accessors -------------------------------------------------------------------
@@ -152,9 +159,9 @@ class HefsearchApp(App):
     def submit(self, request: SearchRequest) -> SearchRequest:
         """Start a search (or a comparison, in the compare view); newer requests win."""
         self._seq += 1
-        request = dataclasses.replace(request, seq=self._seq, compare=self.comparing)
+        request = dataclasses.replace(request, seq=self._seq, compare=self.comparing,
+                                      rerank=self.compare_rerank)
         self._request = request
-        self.status_bar.mode = request.mode
         self.status_bar.activity = "comparing…" if request.compare else "searching…"
         if request.compare:
             if self.compare_spaces is None:
@@ -186,10 +193,12 @@ class HefsearchApp(App):
         # keyword search does not depend on the vector space: compare the vector side instead
         mode = "vector" if request.mode == "keyword" else request.mode
         try:
-            filters = {"path_glob": request.path_glob, "kinds": request.kinds}
+            options = {key: v for key, v in (("path_glob", request.path_glob), ("kinds", request.kinds)) if v}
+            if not request.rerank:
+                options["rerank"] = 0  # the NPU space's own ranking; None = the API's default
             with self._engine:
                 comparison = compare(self.searcher, request.query, spaces=spaces, k=request.k,
-                                     mode=mode, **{key: v for key, v in filters.items() if v})
+                                     mode=mode, **options)
         except Exception as e:
             self.post_message(SearchFailed(request, e))
             return
@@ -209,6 +218,7 @@ class HefsearchApp(App):
         self.status_bar.backend = result.backend_label or self.status_bar.backend
         self.status_bar.space = result.space or ("keyword index" if result.mode == "keyword" else "")
         self.status_bar.latency = float(result.timings.get("total", -1.0))
+        self.status_bar.mode = result.mode + (" + FP32 re-rank" if "rerank" in result.timings else "")
         self.notice_bar.show(result.notice)
         self.preview.clear("" if result.hits else "No results.")
         self.results.show(result)
@@ -222,11 +232,12 @@ class HefsearchApp(App):
         self.answered_seq = message.request.seq
         self.status_bar.activity = ""
         titles = (self._side_title(message.spaces[0], c.left), self._side_title(message.spaces[1], c.right))
-        self.compare_view.show(c, message.request.k, titles)
+        self.compare_view.show(c, message.request.k, titles, reranked=message.request.rerank)
         notice = c.left.notice or c.right.notice
         self.notice_bar.show(notice)
         self.status_bar.backend = " vs ".join(filter(None, (c.left.backend_label, c.right.backend_label)))
         self.status_bar.space = ""
+        self.status_bar.mode = message.request.mode
         self.status_bar.latency = float(c.left.timings.get("total", 0) + c.right.timings.get("total", 0))
 
     @on(SearchFailed)
@@ -303,9 +314,17 @@ class HefsearchApp(App):
     def action_toggle_compare(self) -> None:
         switcher = self.query_one("#views", ContentSwitcher)
         switcher.current = "results-view" if self.comparing else "compare-view"
+        self.refresh_bindings()
         if self.comparing and self.compare_spaces is None:
             self.compare_view.unavailable(self._compare_unavailable_text())
         self.notice_bar.show(None)
+        if self.search_bar.build_request().query:
+            self.search_bar.submit()
+
+    def action_toggle_rerank(self) -> None:
+        self.compare_rerank = not self.compare_rerank
+        self.notify("NPU side re-ranked with FP32 vectors (what re-ranking wins back)" if self.compare_rerank
+                    else "NPU side as the NPU ranks it (what 8 bits cost)", timeout=3)
         if self.search_bar.build_request().query:
             self.search_bar.submit()
 

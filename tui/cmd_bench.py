@@ -152,8 +152,8 @@ def print_report(report) -> None:
         if depth:
             cols.append(f"R@{depth}")
         cols += ["overlap@10", "doc-doc cos", "ms/query"]
-        if info["query_source"] == "pseudo":
-            cols.append("source R@1/R@10")
+        if info.get("labelled"):
+            cols.append("labelled R@1/R@10")
         for col in cols:
             t.add_column(col, justify="left" if col == "space" else "right")
 
@@ -162,7 +162,7 @@ def print_report(report) -> None:
             if depth:
                 cells.append(_f(at_depth))
             cells += [overlap, doc, ms]
-            if info["query_source"] == "pseudo":
+            if info.get("labelled"):
                 cells.append(f"{_f(found['1'], 2)}/{_f(found['10'], 2)}" if found else "–")
             t.add_row(*cells)
 
@@ -175,3 +175,7 @@ def print_report(report) -> None:
                 row(f"  + FP32 re-rank top {rr['depth']}", rr["recall"], rr["mrr"], None, "", "", "",
                     rr["source_found"])
         con.print(t)
+        if info.get("labelled"):
+            what = ("the chunk each pseudo-query was cut from" if info["query_source"] == "pseudo"
+                    else "a chunk of the expected document")
+            con.print(f"[dim]labelled R@k: {what} is in the top k (FP32 is measured too).[/]")

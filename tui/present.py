@@ -49,6 +49,8 @@ class SearchRequest:
     path_glob: str | None = None
     kinds: tuple[str, ...] | None = None
     compare: bool = False
+    #: compare view only: let the search API re-rank the NPU top-N with FP32 vectors
+    rerank: bool = False
 
 
 # -- text ----------------------------------------------------------------------------------
@@ -98,10 +100,24 @@ def ms(value: float | None) -> str:
     return f"{value:.0f} ms" if value >= 100 else f"{value:.1f} ms"
 
 
+TIMING_ORDER = ("encode", "search", "keyword", "rerank", "fetch", "snippet", "total")
+
+
 def timing_parts(timings: dict) -> list[tuple[str, str]]:
-    """[(name, "3.1 ms"), ...] for encode / search / fetch, in that order, then total."""
-    return [(name, ms(timings.get(name))) for name in ("encode", "search", "fetch", "total")
-            if name in timings]
+    """[(name, "3.1 ms"), ...] in pipeline order: encode, search, keyword, rerank, fetch,
+    snippet, then total; only the parts the search reported."""
+    return [(name, ms(timings.get(name))) for name in TIMING_ORDER if name in timings]
+
+
+def fit_name(name: str, room: int) -> str:
+    """A file name in at most ``room`` characters, cut in the middle so the extension stays:
+    "raspberry-pi-5-hai….md"."""
+    if len(name) <= room:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    tail = f".{ext}" if dot and len(ext) <= 5 else ""
+    keep = max(1, room - len(tail) - 1)
+    return (stem if tail else name)[:keep] + "…" + tail
 
 
 # -- spaces and devices ----------------------------------------------------------------------

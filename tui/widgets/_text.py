@@ -20,6 +20,3 @@ def highlighted(text: str, terms: Sequence[str], base: str = "") -> Content:
         content = content.stylize(MATCH_STYLE, start, end)
     return content
 
-
-def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"

@@ -16,8 +16,9 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..messages import HitChosen
-from ..present import location, one_line, query_terms, rank_move, ranks, short_path, timing_parts
-from ._text import clip, highlighted
+from ..present import (fit_name, location, one_line, query_terms, rank_move, ranks, short_path,
+                       timing_parts)
+from ._text import highlighted
 
 
 def meter(fraction: float, cells: int = 10) -> Content:
@@ -45,9 +46,10 @@ class CompareColumn(Vertical):
     def hit_list(self) -> OptionList:
         return self.query_one(".side-hits", OptionList)
 
-    def show(self, title: tuple[str, str], result, other_result, only: set[int]) -> None:
-        label, space = title
-        self.border_title = Content.assemble((label, "bold"), "  ", (space, ""))
+    def show(self, title: tuple[str, ...], result, other_result, only: set[int]) -> None:
+        label, space, *how = title
+        self.border_title = Content.assemble((label, "bold"), *((f" · {h}", "italic") for h in how),
+                                             "  ", (space, "$text-muted"))
         self._result = result
         self.hits = list(result.hits)
         self._other = ranks(other_result)
@@ -57,14 +59,23 @@ class CompareColumn(Vertical):
         self.render_hits()
 
     def _timings_line(self, result) -> Content:
-        """"encode 3.1 search 0.4 fetch 1.2 ms · total 9.8 ms" (total only when it fits)."""
+        """Where this side's time went: "encode 3.1 search 0.4 fetch 1.2 snippet 40 ms  total
+        45 ms", with shorter labels (and no total) when the column is narrow."""
         parts = dict(timing_parts(result.timings))
-        line = Content.assemble(*[
-            piece for name in ("encode", "search", "fetch") if name in parts
-            for piece in ((f"{name} ", "$text-muted"), (parts[name].removesuffix(" ms"), "bold"), (" ", ""))
-        ]) + Content.styled("ms", "$text-muted")
-        if "total" in parts and (self.size.width or 0) >= 52:
-            line = line + Content.assemble(("  total ", "$text-muted"), (parts["total"], "bold"))
+        width = max(0, (self.size.width or 80) - 4)
+        order = ("encode", "search", "keyword", "rerank", "fetch", "snippet")
+        medium = {"encode": "enc", "keyword": "kw", "snippet": "snip"}
+        short = {"encode": "enc", "search": "srch", "keyword": "kw", "rerank": "rr", "fetch": "fet",
+                 "snippet": "snip"}
+        for labels, with_total in ((None, True), (None, False), (medium, False), (short, False)):
+            pieces = [((labels or {}).get(n, n), parts[n].removesuffix(" ms")) for n in order if n in parts]
+            line = Content.assemble(*[p for name, value in pieces
+                                      for p in ((f"{name} ", "$text-muted"), (value, "bold"), (" ", ""))])
+            line = line + Content.styled("ms", "$text-muted")
+            if with_total and "total" in parts:
+                line = line + Content.assemble(("  total ", "$text-muted"), (parts["total"], "bold"))
+            if line.cell_length <= width:
+                break
         return line
 
     def only_ids(self) -> list[int]:
@@ -80,13 +91,14 @@ class CompareColumn(Vertical):
             only = hit.chunk_id in self._only
             move = rank_move(hit, self._other)
             mark = ("◆   ", "bold $text-warning") if only else (f"{move:<4}", "$text-success")
+            loc = location(hit)
+            name = fit_name(short_path(hit.path, 1), max(8, width - 18 - len(loc)))
             head = Content.assemble(
                 (f" {hit.rank:>2} ", "bold $text-primary"), mark, (f" {hit.score:5.3f} ", "$text-muted"),
-                (short_path(hit.path, 1), "bold $text-warning" if only else "bold"),
-                (f" {location(hit)}", "$text-muted"),
+                (name, "bold $text-warning" if only else "bold"), (f" {loc}", "$text-muted"),
             )
-            snippet = highlighted(clip(one_line(hit.snippet or hit.text), width - 6), terms,
-                                  base="$text-muted")
+            snippet = highlighted(one_line(hit.snippet or hit.text)[: width * 2], terms,
+                                  base="$text-muted").truncate(max(10, width - 7), ellipsis=True)
             options.append(Option(Content.assemble(head.truncate(width - 2, ellipsis=True), "\n    ",
                                                    snippet), id=str(i)))
         lst = self.hit_list
@@ -140,7 +152,8 @@ class CompareView(Vertical):
     def unavailable(self, why: str) -> None:
         self.query_one("#compare-summary", Static).update(Content.styled(why, "$text-warning"))
 
-    def show(self, comparison, k: int, titles: tuple[tuple[str, str], tuple[str, str]]) -> None:
+    def show(self, comparison, k: int, titles: tuple[tuple[str, str], tuple[str, str]],
+             reranked: bool = False) -> None:
         self.comparison = comparison
         self.k = k
         summary = Content.assemble(
@@ -152,5 +165,6 @@ class CompareView(Vertical):
             (f"{len(comparison.only_right)} FP32-only", "$text-primary"),
         )
         self.query_one("#compare-summary", Static).update(summary)
-        self.left.show(titles[0], comparison.left, comparison.right, comparison.only_left)
+        how = "re-ranked by FP32" if reranked else "raw"
+        self.left.show((*titles[0], how), comparison.left, comparison.right, comparison.only_left)
         self.right.show(titles[1], comparison.right, comparison.left, comparison.only_right)

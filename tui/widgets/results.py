@@ -3,8 +3,6 @@ terms highlighted."""
 
 from __future__ import annotations
 
-import textwrap
-
 from textual import on
 from textual.content import Content
 from textual.widgets import OptionList
@@ -12,7 +10,7 @@ from textual.widgets.option_list import Option
 
 from ..messages import HitChosen
 from ..present import location, one_line, query_terms, short_path
-from ._text import clip, highlighted
+from ._text import highlighted
 
 SNIPPET_CHARS = 220
 INDENT = 5
@@ -38,11 +36,13 @@ def hit_prompt(hit, terms, width: int = 80, lines: int = 2) -> Content:
     if tag:
         head = head + Content.styled(f"  [{tag}]", "$text-secondary")
     text = one_line(hit.snippet or hit.text)[:SNIPPET_CHARS * 2]
-    wrapped = textwrap.wrap(text, max(20, width - INDENT - 4)) or [""]
+    room = max(20, width - INDENT - 3)
+    # Content.wrap counts terminal cells, so CJK text (two cells a character) fits too
+    wrapped = highlighted(text, terms).wrap(room) or [Content("")]
     if len(wrapped) > lines:
         wrapped = wrapped[:lines]
-        wrapped[-1] = clip(wrapped[-1] + " …", max(20, width - INDENT - 4))
-    body = [Content.assemble(" " * INDENT, highlighted(line, terms)) for line in wrapped]
+        wrapped[-1] = (wrapped[-1] + " …").truncate(room, ellipsis=True)
+    body = [Content.assemble(" " * INDENT, line.rstrip()) for line in wrapped]
     return Content("\n").join([head.truncate(max(20, width - 1), ellipsis=True), *body])
 
 
