@@ -170,3 +170,22 @@ def test_fit_name_keeps_the_extension_and_timings_keep_pipeline_order():
     parts = timing_parts({"total": 50.0, "snippet": 40.0, "fetch": 1.25, "encode": 3.0, "search": 0.5})
     assert [n for n, _ in parts] == ["encode", "search", "fetch", "snippet", "total"]
     assert dict(parts)["fetch"] == "1.2 ms" and dict(parts)["snippet"] == "40.0 ms"
+
+
+def test_reindex_encoders_cover_every_space_default_first(tiny_bert_bundle, tmp_path):
+    """The TUI's re-index embeds with the library's own backends (index.encoders' choice)."""
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import sync
+    from hefsearch.tui.session import open_sync_encoders
+    from tests.tui_support import cpu_encoder, write_corpus
+
+    root = write_corpus(tmp_path / "docs", {"a.txt": "hello world"})
+    with Library.open(tmp_path / "lib") as lib:
+        sync(lib, [root], [cpu_encoder(tiny_bert_bundle)])
+        encoders = open_sync_encoders(lib)
+        try:
+            assert [e.backend.name for e in encoders] == ["cpu"]
+            assert encoders[0].fingerprint == lib.space("cpu-fp32").info.fingerprint
+        finally:
+            for e in encoders:
+                e.close()
