@@ -168,7 +168,9 @@ class LibraryResult:
     mrr: float
     recall_at_depth: float | None  # FP32 top-1 within the top-N (re-rank ceiling)
     overlap_at_10: float
-    source_found: dict[str, float] | None  # pseudo-queries: the chunk they were cut from
+    #: labelled relevance: pseudo-queries -> the chunk they were cut from; a queries file with
+    #: an "expected" column -> any chunk of that document
+    source_found: dict[str, float] | None
     reranked: dict | None  # {"depth", "recall", "mrr", "source_found"}
     doc_cosine: float
     ms_per_query: float
@@ -275,17 +277,54 @@ def pseudo_queries(library: "Library", n: int, seed: int = 0) -> list[tuple[str,
     return out
 
 
-def read_queries(path: str | Path) -> list[str]:
-    """One query per line; blank lines and lines starting with '#' are skipped."""
+@dataclass
+class QuerySet:
+    """Queries for the library benchmark; ``expected[i]`` names the document that answers
+    query i (a file name or path suffix), when the file says so."""
+
+    texts: list[str]
+    expected: list[str | None] | None = None
+
+
+def read_queries(path: str | Path) -> QuerySet:
+    """One query per line, or a TSV with a header holding ``query`` (and optionally
+    ``expected``: the file that answers it). Blank lines and '#' lines are skipped."""
     p = Path(path).expanduser()
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise QualityError(f"Cannot read the queries file {p}: {e}", "Give a UTF-8 text file, one query per line.") from None
-    qs = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    if not qs:
+    lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    header = [h.strip().lower() for h in lines[0].split("\t")] if lines else []
+    if "query" in header:
+        qi = header.index("query")
+        ei = header.index("expected") if "expected" in header else None
+        texts, expected = [], []
+        for ln in lines[1:]:
+            cols = ln.split("\t")
+            if qi < len(cols) and cols[qi].strip():
+                texts.append(cols[qi].strip())
+                expected.append(cols[ei].strip() or None if ei is not None and ei < len(cols) else None)
+        qs = QuerySet(texts, expected if ei is not None else None)
+    else:
+        qs = QuerySet([ln.strip() for ln in lines])
+    if not qs.texts:
         raise QualityError(f"The queries file {p} holds no query.", "Write one query per line.")
     return qs
+
+
+def expected_chunks(library: "Library", expected: Sequence[str | None]) -> list[set[int]]:
+    """Per query, the chunk ids of the documents whose path ends with the expected name."""
+    rows = library.query("SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id")
+    out = []
+    for name in expected:
+        if not name:
+            out.append(set())
+            continue
+        tail = name.replace("\\", "/").lstrip("/")
+        out.append({cid for cid, path in rows
+                    if path.replace("\\", "/") == tail or path.replace("\\", "/").endswith("/" + tail)})
+    return out
 
 
 def _ranking(scores: np.ndarray, ids: np.ndarray, k: int) -> list[list[int]]:
@@ -340,7 +379,7 @@ def run_quality(
     *,
     library: "Library | None" = None,
     spaces: Sequence[str] | None = None,
-    queries: Sequence[str] | None = None,
+    queries: "QuerySet | Sequence[str] | None" = None,
     n_queries: int = DEFAULT_QUERIES,
     rerank: int = 30,
     parallel: bool = True,
@@ -420,14 +459,22 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
     if not any(r.name in in_lib for r in live):
         return None, ["The library holds none of the chosen spaces: library metrics skipped."]
     if queries:
-        qs, sources, source_kind = list(queries), None, "file"
+        if not isinstance(queries, QuerySet):
+            queries = QuerySet(list(queries))
+        qs, source_kind = list(queries.texts), "file"
+        sources = None
+        if queries.expected:
+            sources = expected_chunks(library, queries.expected)
+            unmatched = sum(1 for name, ids in zip(queries.expected, sources) if name and not ids)
+            if unmatched:
+                notices.append(f"{unmatched} expected file(s) of the queries file are not in the library.")
     else:
         picked = pseudo_queries(library, n_queries, seed)
         qs, sources, source_kind = [q for q, _ in picked], [c for _, c in picked], "pseudo"
     if not qs:
         return None, ["The library has no chunks: library metrics skipped."]
     info = {"path": str(library.path), "chunks": int(len(library.chunk_ids())), "queries": len(qs),
-            "query_source": source_kind, "rerank_depth": rerank, "seed": seed}
+            "query_source": source_kind, "labelled": sources is not None, "rerank_depth": rerank, "seed": seed}
     fp_enc = opened[FP32]
     say(f"library: {len(qs)} queries ({'your file' if source_kind == 'file' else 'pseudo-queries from chunks'})")
     q_fp32, _ = _encode_timed(fp_enc, qs)
@@ -467,7 +514,7 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
         src = None
         if sources is not None:
             keep = set(members.tolist())
-            src = [s if s in keep else [] for s in sources]
+            src = [({x} if isinstance(x, int) else set(x)) & keep for x in sources]
         r.library = evaluate_library_space(
             q_space=q_space, doc_space=doc_space, ids=members, q_fp32=q_fp32, doc_fp32=doc_fp32,
             sources=src, depth=0 if r.name == FP32 else rerank, ms_per_query=ms)

@@ -1,0 +1,170 @@
+"""``hefsearch bench quality`` end to end: tiny sharpened BERT (fast) and all-MiniLM-L6-v2 (slow).
+
+The tiny model's numbers mean nothing in themselves; the tests check the relations that must
+hold whatever the model: FP32 against itself is perfect, FP32 re-ranking of the top-N reaches
+exactly the recall@N ceiling, labelled queries find their documents, the outputs are complete.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hefsearch.embed import Encoder
+from hefsearch.index.library import Library
+from hefsearch.index.sync import sync
+from hefsearch.search.quality import QuerySet, config_line, read_queries, run_quality
+from hefsearch.tui.cli import main
+from tests.library_helpers import write_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def sim_bundle(sharp_bundle, tmp_path_factory):
+    from hefsearch.compile.npu_sim import build_sim
+
+    out = tmp_path_factory.mktemp("bq") / "bundle"
+    shutil.copytree(sharp_bundle, out)
+    build_sim(out, "a8")
+    build_sim(out, "a8", mask="additive:-10000")
+    return out
+
+
+@pytest.fixture(scope="module")
+def library_path(sim_bundle, tmp_path_factory):
+    root = tmp_path_factory.mktemp("bqlib")
+    docs = root / "docs"
+    write_corpus(docs, n_files=8, paragraphs=3)
+    lib = Library.open(root / "lib")
+    with Encoder.open(sim_bundle, "npu-sim", profile="a8", threads=1) as sim, \
+            Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
+        sync(lib, [docs], [sim, cpu])
+    lib.close()
+    return root / "lib"
+
+
+def test_report_relations(library_path):
+    lib = Library.open(library_path, create=False)
+    try:
+        rep = run_quality(library=lib, n_queries=25, rerank=5)
+    finally:
+        lib.close()
+    names = [s.name for s in rep.spaces]
+    assert names[0] == "cpu-fp32" and "npu-sim-a8" in names
+    assert "npu-sim-a8-additive10000" in names  # in the bundle, not the library: parallel set only
+    fp, a8 = rep.space("cpu-fp32"), rep.space("npu-sim-a8")
+    assert rep.space("npu-sim-a8-additive10000").library is None
+    assert rep.space("npu-sim-a8-additive10000").parallel is not None
+
+    # parallel set: 11 language pairs; FP32 is the reference, not compared with itself
+    assert len(fp.parallel.top1_by_pair) == 11
+    assert fp.parallel.similarity_pearson is None
+    assert 0 < a8.parallel.similarity_pearson <= 1 and a8.parallel.cosine_to_fp32 is not None
+    # the -10000 mask in 8-bit scores hurts more than the correct mask
+    huge = rep.space("npu-sim-a8-additive10000").parallel
+    assert huge.similarity_pearson < a8.parallel.similarity_pearson
+
+    # library: FP32 is its own ground truth
+    assert fp.library.recall == {"1": 1.0, "5": 1.0, "10": 1.0} and fp.library.mrr == 1.0
+    assert fp.library.reranked is None
+    r = a8.library
+    assert r.queries == 25 and r.chunks == rep.library["chunks"]
+    assert 0 <= r.recall["1"] <= r.recall["5"] <= r.recall["10"] <= 1
+    # re-ranking the top-5 with exact FP32 vectors reaches exactly the recall@5 ceiling
+    assert r.reranked["recall"]["1"] == pytest.approx(r.recall_at_depth)
+    assert r.recall_at_depth == pytest.approx(r.recall["5"])
+    assert r.reranked["mrr"] >= r.mrr - 1e-9
+    # pseudo-queries are labelled with their source chunk
+    assert rep.library["query_source"] == "pseudo" and rep.library["labelled"]
+    assert fp.library.source_found["10"] > 0.5
+    # build configuration beside the numbers
+    assert a8.config["precision"]["name"] == "a8" and a8.config["sixteen_bit"] == []
+    assert a8.config["calibration"]["texts"] > 0 and a8.config["seq_len"] == 64
+    line = config_line(a8.config)
+    assert "a8" in line and "mask inside softmax" in line and "seq 64" in line
+    assert config_line(fp.config) == "FP32 · seq 64"
+    json.dumps(rep.to_dict())  # serialisable
+
+
+def test_queries_file_with_expected_documents(library_path, tmp_path):
+    f = tmp_path / "q.tsv"
+    f.write_text("query\texpected\tnote\n"
+                 "train to the central station platform\t001-trains.txt\t\n"
+                 "simmer tomatoes garlic olive oil\t002-cooking.txt\t\n"
+                 "a query without an answer\t\t\n"
+                 "tax return late filing penalty\tmissing.txt\t\n", encoding="utf-8")
+    qs = read_queries(f)
+    assert qs.texts[0].startswith("train") and qs.expected == ["001-trains.txt", "002-cooking.txt", None, "missing.txt"]
+    plain = tmp_path / "q.txt"
+    plain.write_text("# my queries\nfirst query\n\nsecond query\n", encoding="utf-8")
+    assert read_queries(plain) == QuerySet(["first query", "second query"])
+    lib = Library.open(library_path, create=False)
+    try:
+        rep = run_quality(library=lib, queries=qs, rerank=3, spaces=["npu-sim-a8"], parallel=False)
+    finally:
+        lib.close()
+    assert [s.name for s in rep.spaces] == ["cpu-fp32", "npu-sim-a8"]
+    assert rep.library["query_source"] == "file" and rep.library["queries"] == 4
+    assert any("not in the library" in n for n in rep.notices)
+    found = rep.space("cpu-fp32").library.source_found
+    assert found is not None and 0 < found["10"] <= 1
+    assert rep.space("cpu-fp32").parallel is None
+
+
+def test_cli_table_json_plot_and_errors(library_path, tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(main, ["bench", "quality", "--library", str(library_path), "--n-queries", "10",
+                               "--rerank", "4", "--plot", str(tmp_path / "r.png")])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    for text in ("Build configuration", "Parallel set: 168 pairs, 11 languages", "en-de",
+                 "NPU simulation (a8)", "+ FP32 re-rank top 4", "ground truth = FP32's top-1"):
+        assert text in out, text
+    png = tmp_path / "r.png"
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    res = runner.invoke(main, ["bench", "quality", "--library", str(library_path), "--n-queries", "5",
+                               "--spaces", "npu-sim-a8", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [s["name"] for s in data["spaces"]] == ["cpu-fp32", "npu-sim-a8"]
+    assert data["spaces"][1]["library"]["reranked"]["depth"] == 30
+
+    res = runner.invoke(main, ["bench", "quality", "--library", str(library_path), "--spaces", "hef-nope"])
+    assert res.exit_code == 2 and "hef-nope" in res.output
+
+
+def test_parallel_only_without_a_library(sim_bundle):
+    res = CliRunner().invoke(main, ["bench", "quality", "--no-library", "--bundle", str(sim_bundle), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["library"] is None
+    assert {s["name"] for s in data["spaces"]} == {"cpu-fp32", "npu-sim-a8", "npu-sim-a8-additive10000"}
+
+
+@pytest.mark.slow
+def test_bench_quality_on_minilm_and_the_sample_corpus(minilm_bundle, tmp_path):
+    """Real weights end to end: all-MiniLM-L6-v2, its a8 simulation, the bundled sample corpus."""
+    from hefsearch.compile.npu_sim import build_sim
+
+    bundle = tmp_path / "minilm"
+    shutil.copytree(minilm_bundle, bundle)
+    build_sim(bundle, "a8")
+    corpus = REPO / "data" / "sample-corpus"
+    lib = Library.open(tmp_path / "lib")
+    try:
+        with Encoder.open(bundle, "npu-sim", profile="a8") as sim, Encoder.open(bundle, "cpu") as cpu:
+            sync(lib, [corpus], [sim, cpu])
+        rep = run_quality(library=lib, queries=read_queries(corpus / "queries.tsv"), rerank=10)
+    finally:
+        lib.close()
+    fp, a8 = rep.space("cpu-fp32"), rep.space("npu-sim-a8")
+    assert fp.library.source_found["10"] >= 0.5  # FP32 finds most expected documents
+    assert a8.parallel.similarity_pearson < 0.99  # 8 bits cost something on a real model
+    assert a8.library.reranked["recall"]["1"] == pytest.approx(a8.library.recall_at_depth)
+    assert fp.parallel.top1_by_pair["en-de"] > 0.3
