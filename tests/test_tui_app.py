@@ -149,6 +149,15 @@ async def test_path_glob_and_file_type_filters(app_factory):
         assert {h.doc_kind for h in app.last_result.hits} <= {"text", "markdown"}
 
 
+async def test_search_as_you_type_is_debounced(app_factory):
+    app = app_factory(k=3, mode="keyword", live=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"hedge")
+        assert app._seq == 0  # nothing yet: the search waits until typing stops
+        await wait_for(pilot, lambda: app.answered_seq == 1, what="debounced search")
+        assert app._seq == 1 and app.last_result.query == "hedge"  # one search for five keys
+
+
 async def test_preview_shows_the_hit_in_context(app_factory):
     app = app_factory(k=5, mode="keyword")
     async with app.run_test(size=SIZE) as pilot:

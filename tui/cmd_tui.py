@@ -34,10 +34,13 @@ def tui_cmd(library_path, mode, k, live, light):
     from .session import sync_encoder_opener
 
     library = Library.open(library_path, create=False)
+    searcher = None
     try:
         searcher = Searcher(library)
         app = make_app(library, searcher, k=k, mode=mode, live=live, light=light,
                        open_sync_encoders=sync_encoder_opener(library))
         app.run()
     finally:
+        if searcher is not None:
+            searcher.close()
         library.close()
