@@ -15,7 +15,8 @@ The library: ``--library``, else the one ``make demo`` built (demo-work/library-
 3. data/sample-corpus indexed into both spaces (``npu-sim`` and ``cpu-fp32``).
 
 Then ``hefsearch tui`` runs in a detached tmux session of the given size: open the compare
-view (F3), type the query, Enter, wait for the overlap figures, capture the pane, quit (Ctrl+Q).
+view (F3), type the query, Enter, wait for the overlap figures, capture the pane; Ctrl+R (the
+NPU top-N re-ranked with FP32 vectors), capture again (``<out>-reranked.txt``); quit (Ctrl+Q).
 tmux runs on its own socket (``-L hefsearch-capture``), so your own sessions are untouched.
 Every program is started with an argument list; no shell is involved.
 """
@@ -116,7 +117,9 @@ def wait_for_text(needle: str, timeout: float) -> str:
     raise SystemExit(f"timed out waiting for {needle!r} on screen; last screen:\n{screen}")
 
 
-def capture(library: Path, query: str, size: tuple[int, int], mode: str, k: int, timeout: float) -> str:
+def capture(library: Path, query: str, size: tuple[int, int], mode: str, k: int,
+            timeout: float) -> tuple[str, str]:
+    """(the compare view as the NPU ranks, the same with the NPU top-N re-ranked by FP32)."""
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed (Debian/Ubuntu: sudo apt-get install -y tmux).")
     tmux("kill-server", check=False)
@@ -130,11 +133,16 @@ def capture(library: Path, query: str, size: tuple[int, int], mode: str, k: int,
         tmux("send-keys", "-t", SESSION, "-l", query)
         tmux("send-keys", "-t", SESSION, "Enter")
         wait_for_text("overlap@", timeout)
+        tmux("send-keys", "-t", SESSION, "Home")  # show the query from its start
         time.sleep(1.0)  # let the last frame settle
-        screen = tmux("capture-pane", "-p", "-t", SESSION)
+        raw = tmux("capture-pane", "-p", "-t", SESSION)
+        tmux("send-keys", "-t", SESSION, "C-r")
+        wait_for_text("re-ranked by FP32", timeout)
+        time.sleep(3.5)  # the toast saying what Ctrl+R does fades after 3 s
+        reranked = tmux("capture-pane", "-p", "-t", SESSION)
         tmux("send-keys", "-t", SESSION, "C-q")
         time.sleep(0.5)
-        return screen
+        return raw, reranked
     finally:
         tmux("kill-server", check=False)
 
@@ -150,7 +158,7 @@ def main() -> None:
     ap.add_argument("--query", default="How do I install the Hailo NPU driver on a Raspberry Pi 5?")
     ap.add_argument("--mode", default="vector", choices=["vector", "hybrid"])
     ap.add_argument("-k", type=int, default=10)
-    ap.add_argument("--size", default="100x32", help="terminal COLSxROWS")
+    ap.add_argument("--size", default="100x30", help="terminal COLSxROWS")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "compare-view.txt")
     ap.add_argument("--rebuild", action="store_true", help="re-index the demo library from scratch")
     ap.add_argument("--timeout", type=float, default=120.0)
@@ -168,12 +176,14 @@ def main() -> None:
     args.library = library
     print(f"library: {library}", file=sys.stderr)
     cols, rows = (int(x) for x in args.size.lower().split("x"))
-    screen = capture(args.library, args.query, (cols, rows), args.mode, args.k, args.timeout)
-    lines = [line.rstrip() for line in screen.rstrip("\n").split("\n")]
+    raw, reranked = capture(args.library, args.query, (cols, rows), args.mode, args.k, args.timeout)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
-    print(f"\nwrote {args.out}", file=sys.stderr)
+    second = args.out.with_name(args.out.stem + "-reranked" + args.out.suffix)
+    for path, screen in ((args.out, raw), (second, reranked)):
+        text = "\n".join(line.rstrip() for line in screen.rstrip("\n").split("\n")) + "\n"
+        path.write_text(text, encoding="utf-8")
+        print(text)
+        print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
