@@ -1,18 +1,22 @@
 """Cut a document into chunks that fit the encoder's window, at the best boundaries available.
 
-The text is first split into *atoms* at line, sentence and paragraph boundaries (a regex pass,
-linear time; CJK sentence marks 。！？ count even without a following space). Each atom is
-counted once; an atom too long for the window is split at the last word boundary that fits
-(found by exponential + binary search over a bounded window, never over the whole rest of the
-document), or inside a word as a last resort. Atoms are then packed greedily; where the window
-fills up, the chunk ends at the latest paragraph break that keeps it at least half full, else
-the latest sentence break, else a line break, else a word break. Token counts of a chunk are
-estimated as the sum of its atoms' counts and verified once with the real ``count_tokens``, so
-a document costs O(atoms + chunks * log) tokenizer calls, each on a short string.
+The text is split into paragraphs at blank lines, and each paragraph is counted once. Only a
+paragraph that is longer than the window, or inside which a chunk has to end, is split further
+into *atoms* at sentence and line breaks (a regex pass; the CJK marks 。！？ count even without
+a following space), each counted once. An atom longer than the window is cut into word-sized
+pieces (CJK: between characters), each counted once; a piece that still does not fit is cut by
+binary search inside itself. So no count ever runs over the rest of the document, and the
+tokenizer sees each character about twice (once in its atom, once when the chunk is verified).
+
+Packing is greedy: where the window fills up, the chunk ends at the latest paragraph break that
+keeps it at least half full, else the latest sentence break, else a line break, else a word
+break (then ``cut`` is True). A chunk's count is estimated as the sum of its atoms' counts and
+verified with the real ``count_tokens``; the verified count is what ``Chunk.tokens`` holds.
 
 Overlap: when a chunk ends inside a paragraph, the next chunk starts with the last whole
 sentences of the previous one that fit in ``overlap_tokens`` (or, if the last sentence alone is
-longer, with its last words). A paragraph break is a natural seam, so no overlap is added there.
+longer, with its last words), never more than half of that chunk. A paragraph break is a natural
+seam, so no overlap is added there.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from hefsearch.index.extract import ExtractedText
@@ -40,6 +44,7 @@ _BREAKS = re.compile(
     rf"|(?P<cjk>[{_CJK_SENTENCE_MARKS}][{re.escape(_CLOSERS)}]*)(?P<cgap>\s*)"
     r"|(?P<lgap>[^\S\n]*\n\s*)"
 )
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 _SPACE = re.compile(r"\s+")
 # Scripts written without spaces: a break between two of these characters is a word break.
 _NO_SPACE_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0e7f]")
@@ -62,6 +67,7 @@ class _Atom:
     end: int
     level: int  # strength of the break after this atom
     tokens: int  # tokens of the atom alone, without the specials/prefix
+    refinable: bool = False  # a whole paragraph whose sentences have not been counted yet
 
 
 def chunk_text(
@@ -101,27 +107,42 @@ class _Chunker:
 
     # -- atoms -------------------------------------------------------------------------------
 
-    def atoms(self) -> list[_Atom]:
-        text = self.text
-        atoms: list[_Atom] = []
+    def paragraphs(self) -> Iterator[_Atom]:
+        """Paragraph atoms, each counted once; paragraphs too long for the window come as
+        their sentence atoms right away, the others are refined only if a chunk must end
+        inside them (see run)."""
         pos = 0
-        for m in _BREAKS.finditer(text):
-            if m.group("sent") is not None:
-                gap_start, gap = m.start("sgap"), m.group("sgap")
-                level = SENTENCE
-            elif m.group("cjk") is not None:
-                gap_start, gap = m.start("cgap"), m.group("cgap")
-                level = SENTENCE
-            else:
-                gap_start, gap = m.start("lgap"), m.group("lgap")
-                level = LINE
-            if gap.count("\n") >= 2:
-                level = PARAGRAPH
-            self._add_atom(atoms, pos, gap_start, level)
+        for m in _PARAGRAPH_BREAK.finditer(self.text):
+            yield from self._paragraph(pos, m.start())
             pos = m.end()
-        self._add_atom(atoms, pos, len(text), END)
+        yield from self._paragraph(pos, len(self.text))
+
+    def _paragraph(self, start: int, end: int) -> list[_Atom]:
+        start, end = self._strip(start, end)
+        if start >= end:
+            return []
+        if end - start <= self.max_chars:
+            tokens = self.count(self.text[start:end])
+            if tokens <= self.max:
+                return [_Atom(start, end, PARAGRAPH, tokens - self.base, refinable=True)]
+        return self.sentences(start, end, PARAGRAPH)
+
+    def sentences(self, start: int, end: int, level: int) -> list[_Atom]:
+        """Atoms of the text between start and end at sentence and line breaks, each counted."""
+        atoms: list[_Atom] = []
+        pos = start
+        for m in _BREAKS.finditer(self.text, start, end):
+            if m.group("sent") is not None:
+                gap_start, gap_level = m.start("sgap"), SENTENCE
+            elif m.group("cjk") is not None:
+                gap_start, gap_level = m.start("cgap"), SENTENCE
+            else:
+                gap_start, gap_level = m.start("lgap"), LINE
+            self._add_atom(atoms, pos, gap_start, gap_level)
+            pos = m.end()
+        self._add_atom(atoms, pos, end, level)
         if atoms:
-            atoms[-1].level = END
+            atoms[-1].level = level
         return atoms
 
     def _add_atom(self, atoms: list[_Atom], start: int, end: int, level: int) -> None:
@@ -180,7 +201,7 @@ class _Chunker:
         for m in _SPACE.finditer(text, pos, stop + 1):
             if m.start() > pos:
                 last_gap = m
-        if last_gap is not None and last_gap.start() >= pos + (stop - pos) // 4:
+        if last_gap is not None and (last_gap.start() >= pos + (stop - pos) // 4 or last_gap.end() > stop):
             return last_gap.start(), self._strip(last_gap.end(), end)[0], WORD
         if _NO_SPACE_SCRIPT.match(text, stop - 1) or _NO_SPACE_SCRIPT.match(text, stop):
             return stop, stop, WORD
@@ -240,29 +261,54 @@ class _Chunker:
     # -- packing -----------------------------------------------------------------------------
 
     def run(self) -> list[Chunk]:
-        atoms = self.atoms()
-        n = len(atoms)
+        source = self.paragraphs()
+        exhausted = False
+        buf: list[_Atom] = []  # atoms from the current chunk's first atom on
         chunks: list[Chunk] = []
-        i = 0
-        head: tuple[int, int] | None = None  # (start, tokens) of the overlap carried into atom i
-        while i < n:
-            start = head[0] if head else atoms[i].start
+        head: tuple[int, int] | None = None  # (start, tokens) of the overlap carried into buf[0]
+        enough = MIN_FILL * self.max
+        while True:
+            if not buf and not exhausted:
+                nxt = next(source, None)
+                if nxt is None:
+                    exhausted = True
+                else:
+                    buf.append(nxt)
+            if not buf:
+                return chunks
+            start = head[0] if head else buf[0].start
             total = self.base + (head[1] if head else 0)
             sums: list[int] = []
-            j = i
-            while j < n and total + atoms[j].tokens <= self.max and atoms[j].end - start <= self.max_chars:
-                total += atoms[j].tokens
-                sums.append(total)
-                j += 1
-            if j == i:  # the overlap leaves no room for the next atom: drop the overlap
+            j = 0
+            while True:
+                if j == len(buf):
+                    nxt = None if exhausted else next(source, None)
+                    if nxt is None:
+                        exhausted = True
+                        buf[-1].level = END
+                        break
+                    buf.append(nxt)
+                atom = buf[j]
+                if total + atom.tokens <= self.max and atom.end - start <= self.max_chars:
+                    total += atom.tokens
+                    sums.append(total)
+                    j += 1
+                    continue
+                if atom.refinable and (j == 0 or sums[-1] < enough):
+                    # The chunk has to end inside this paragraph: count its sentences now.
+                    atom.refinable = False
+                    buf[j:j + 1] = self.sentences(atom.start, atom.end, atom.level)
+                    continue
+                break
+            if j == 0:  # the overlap leaves no room for the next atom: drop the overlap
                 if head is None:  # cannot happen: every atom fits alone by construction
                     raise AssertionError("atom does not fit the window")
                 head = None
                 continue
-            k = self._choose_end(atoms, i, j - 1, sums)
+            k = self._choose_end(buf, 0, j - 1, sums)
             while True:  # verify the estimate; the real count decides
-                tokens = self.count(self.text[start:atoms[k].end])
-                if tokens <= self.max or k == i:
+                tokens = self.count(self.text[start:buf[k].end])
+                if tokens <= self.max or k == 0:
                     break
                 k -= 1
             if tokens > self.max:
@@ -270,8 +316,8 @@ class _Chunker:
                     head = None
                     continue
                 raise AssertionError("atom does not fit the window")  # pragma: no cover
-            end = atoms[k].end
-            level = atoms[k].level
+            end = buf[k].end
+            level = buf[k].level
             chunks.append(
                 Chunk(
                     ordinal=len(chunks),
@@ -283,9 +329,8 @@ class _Chunker:
                     cut=level <= WORD,
                 )
             )
-            i = k + 1
-            head = self._overlap(atoms, k, start) if i < n and level < PARAGRAPH else None
-        return chunks
+            head = self._overlap(buf, k, start) if level < PARAGRAPH else None
+            del buf[:k + 1]
 
     def _choose_end(self, atoms: list[_Atom], i: int, last: int, sums: list[int]) -> int:
         if atoms[last].level == END:
@@ -322,17 +367,40 @@ class _Chunker:
         starts = [m.end() for m in _SPACE.finditer(text, atom.start, atom.end)]
         starts += [p for p in range(lo, atom.end) if _NO_SPACE_SCRIPT.match(text, p)]
         starts = sorted(p for p in set(starts) if lo <= p < atom.end)
-        best = None
-        a, b = 0, len(starts) - 1
-        while a <= b:  # earliest start whose suffix fits (suffix counts shrink as start grows)
-            mid = (a + b) // 2
-            tokens = self.count(text[starts[mid]:atom.end]) - self.base
-            if tokens <= self.overlap:
-                best = (starts[mid], tokens)
-                b = mid - 1
+        if not starts:
+            return None
+        # Suffix counts shrink as the start moves right. Guess the start from the atom's token
+        # density, then gallop and bisect from there: a few counts of overlap-sized strings.
+        guess = atom.end - (atom.end - atom.start) * self.overlap // max(atom.tokens, 1)
+        memo: dict[int, int] = {}
+
+        def fits(idx: int) -> bool:
+            if idx not in memo:
+                memo[idx] = self.count(text[starts[idx]:atom.end]) - self.base
+            return memo[idx] <= self.overlap
+
+        idx = min(bisect.bisect_left(starts, guess), len(starts) - 1)
+        if fits(idx):  # look left for a longer suffix that still fits
+            good, step = idx, 1
+            while good - step >= 0 and fits(good - step):
+                good -= step
+                step *= 2
+            bad = max(good - step, -1)
+        else:  # look right for the first suffix that fits
+            bad, step = idx, 1
+            while bad + step < len(starts) and not fits(bad + step):
+                bad += step
+                step *= 2
+            if bad + step >= len(starts) and not fits(len(starts) - 1):
+                return None
+            good = min(bad + step, len(starts) - 1)
+        while good - bad > 1:
+            mid = (good + bad) // 2
+            if fits(mid):
+                good = mid
             else:
-                a = mid + 1
-        return best
+                bad = mid
+        return starts[good], memo[good]
 
     def _page(self, pos: int) -> int | None:
         if not self.page_starts:

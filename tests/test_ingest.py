@@ -702,3 +702,20 @@ def test_sample_corpus_english_queries_find_their_document(minilm):
     for (query, expected), qv in zip(english, queries):
         best = names_[int(np.argmax(vectors @ qv))]
         assert best in expected, (query, best)
+
+
+@pytest.mark.parametrize("which", ["bert", "xlmr"])
+def test_chunking_random_texts_keep_the_contract(request, which):
+    """Random mixes of words, CJK, punctuation, blank lines, long words, accents and emoji,
+    with windows down to a few tokens of room and overlaps larger than allowed."""
+    enc = request.getfixturevalue(which)
+    pieces = ["word", "Straße", "東京", "。", "！", ". ", "? ", "\n", "\n\n", " \n \n ", "  ", "\t",
+              "x" * 300, "e\u0301", "🙂", "“", ".”", "Mr.", "3.14", "—", "漢字かな", " ", " ", "abc def"]
+    r = random.Random(11)
+    base = enc.count_tokens("")
+    for _ in range(60):
+        text = "".join(r.choice(pieces) for _ in range(r.randint(0, 300)))
+        limit = r.choice([base + 3, base + 10, 32, enc.max_tokens])
+        doc = ExtractedText(text, "text")
+        chunks = chunk_text(doc, enc.count_tokens, limit, overlap_tokens=r.choice([0, 4, 100]))
+        check_chunks(doc, chunks, enc.count_tokens, limit)
