@@ -36,6 +36,7 @@ __all__ = [
     "detect_permutation",
     "PermutationCheck",
     "recall_at_k",
+    "hit_at_k",
     "mrr",
     "mean_pairwise_cosine",
     "overlap_at_k",
@@ -339,6 +340,19 @@ def recall_at_k(truth_ids, got_ids, k: int) -> float:
     if len(rel) != len(got_ids):
         raise ValueError(f"{len(rel)} ground-truth entries for {len(got_ids)} rankings")
     vals = [len(r & {int(g) for g in list(got)[:k]}) / len(r) for r, got in zip(rel, got_ids) if r]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def hit_at_k(truth_ids, got_ids, k: int) -> float:
+    """Fraction of queries with at least one relevant id in ``got[:k]`` (success@k). Equals
+    :func:`recall_at_k` when each query has one relevant id; with a set (e.g. every chunk of
+    the expected document) it asks "was the document found", not "were all its chunks"."""
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    rel = _relevant_sets(truth_ids)
+    if len(rel) != len(got_ids):
+        raise ValueError(f"{len(rel)} ground-truth entries for {len(got_ids)} rankings")
+    vals = [float(bool(r & {int(g) for g in list(got)[:k]})) for r, got in zip(rel, got_ids) if r]
     return float(np.mean(vals)) if vals else float("nan")
 
 

@@ -288,7 +288,8 @@ class QuerySet:
 
 def read_queries(path: str | Path) -> QuerySet:
     """One query per line, or a TSV with a header holding ``query`` (and optionally
-    ``expected``: the file that answers it). Blank lines and '#' lines are skipped."""
+    ``expected``: the file that answers it, or several separated by "|"). Blank lines and '#'
+    lines are skipped."""
     p = Path(path).expanduser()
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
@@ -314,16 +315,21 @@ def read_queries(path: str | Path) -> QuerySet:
 
 
 def expected_chunks(library: "Library", expected: Sequence[str | None]) -> list[set[int]]:
-    """Per query, the chunk ids of the documents whose path ends with the expected name."""
+    """Per query, the chunk ids of the documents whose path ends with the expected name
+    (several names separated by "|" are alternatives)."""
     rows = library.query("SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id")
     out = []
     for name in expected:
         if not name:
             out.append(set())
             continue
-        tail = name.replace("\\", "/").lstrip("/")
-        out.append({cid for cid, path in rows
-                    if path.replace("\\", "/") == tail or path.replace("\\", "/").endswith("/" + tail)})
+        ids: set[int] = set()
+        for alt in name.split("|"):  # "a.md|b.txt": any of these documents answers
+            tail = alt.strip().replace("\\", "/").lstrip("/")
+            if tail:
+                ids |= {cid for cid, path in rows
+                        if path.replace("\\", "/") == tail or path.replace("\\", "/").endswith("/" + tail)}
+        out.append(ids)
     return out
 
 
@@ -350,7 +356,7 @@ def evaluate_library_space(*, q_space: np.ndarray, doc_space: np.ndarray, ids: n
         mrr=M.mrr(truth, got),
         recall_at_depth=M.recall_at_k(truth, got, depth) if depth else None,
         overlap_at_10=float(np.mean([M.overlap_at_k(f, g, 10) for f, g in zip(fp_rank, got)])),
-        source_found={str(k): M.recall_at_k(sources, got, k) for k in RECALL_KS} if sources else None,
+        source_found={str(k): M.hit_at_k(sources, got, k) for k in RECALL_KS} if sources else None,
         reranked=None,
         doc_cosine=M.mean_pairwise_cosine(doc_space, max_rows=DOC_COSINE_ROWS),
         ms_per_query=ms_per_query,
@@ -367,7 +373,7 @@ def evaluate_library_space(*, q_space: np.ndarray, doc_space: np.ndarray, ids: n
             "depth": depth,
             "recall": {str(k): M.recall_at_k(truth, rer, k) for k in RECALL_KS},
             "mrr": M.mrr(truth, rer),
-            "source_found": {str(k): M.recall_at_k(sources, rer, k) for k in RECALL_KS} if sources else None,
+            "source_found": {str(k): M.hit_at_k(sources, rer, k) for k in RECALL_KS} if sources else None,
         }
         res.curve_reranked = _curve(truth, rer, PLOT_KS)
     return res

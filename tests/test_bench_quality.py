@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.search.quality import QuerySet, config_line, read_queries, run_quality
+from hefsearch.search.quality import QuerySet, config_line, expected_chunks, read_queries, run_quality
 from hefsearch.tui.cli import main
 from tests.library_helpers import write_corpus
 
@@ -92,27 +92,34 @@ def test_report_relations(library_path):
 
 
 def test_queries_file_with_expected_documents(library_path, tmp_path):
+    docs = library_path.parent / "docs"
+    # whole documents as queries: even a random model finds a text identical to the query
+    q1 = " ".join((docs / "001-trains.txt").read_text(encoding="utf-8").split())
+    q2 = " ".join((docs / "002-cooking.txt").read_text(encoding="utf-8").split())
     f = tmp_path / "q.tsv"
     f.write_text("query\texpected\tnote\n"
-                 "train to the central station platform\t001-trains.txt\t\n"
-                 "simmer tomatoes garlic olive oil\t002-cooking.txt\t\n"
+                 f"{q1}\t001-trains.txt|nowhere.md\t\n"
+                 f"{q2}\t002-cooking.txt\t\n"
                  "a query without an answer\t\t\n"
                  "tax return late filing penalty\tmissing.txt\t\n", encoding="utf-8")
     qs = read_queries(f)
-    assert qs.texts[0].startswith("train") and qs.expected == ["001-trains.txt", "002-cooking.txt", None, "missing.txt"]
+    assert qs.texts[0] == q1 and qs.expected == ["001-trains.txt|nowhere.md", "002-cooking.txt", None, "missing.txt"]
     plain = tmp_path / "q.txt"
     plain.write_text("# my queries\nfirst query\n\nsecond query\n", encoding="utf-8")
     assert read_queries(plain) == QuerySet(["first query", "second query"])
     lib = Library.open(library_path, create=False)
     try:
         rep = run_quality(library=lib, queries=qs, rerank=3, spaces=["npu-sim-a8"], parallel=False)
+        ids = expected_chunks(lib, qs.expected)
+        assert ids[0] and ids[1] and not ids[2] and not ids[3]
+        assert {r.path.rsplit("/", 1)[-1] for r in lib.chunks(sorted(ids[0]))} == {"001-trains.txt"}
     finally:
         lib.close()
     assert [s.name for s in rep.spaces] == ["cpu-fp32", "npu-sim-a8"]
     assert rep.library["query_source"] == "file" and rep.library["queries"] == 4
     assert any("not in the library" in n for n in rep.notices)
     found = rep.space("cpu-fp32").library.source_found
-    assert found is not None and 0 < found["10"] <= 1
+    assert found["1"] == 1.0  # only the two labelled queries with a document in the library count
     assert rep.space("cpu-fp32").parallel is None
 
 

@@ -46,6 +46,9 @@ def test_rankings_hand_computed():
     assert M.mrr(truth, got, k=1) == pytest.approx(1 / 3)
     # sets of relevant ids
     assert M.recall_at_k([{1, 2}], [[2, 5, 1]], 2) == pytest.approx(0.5)
+    assert M.hit_at_k([{1, 2}, {9}], [[2, 5, 1], [1, 2, 3]], 1) == pytest.approx(0.5)
+    assert M.hit_at_k(truth, got, 2) == M.recall_at_k(truth, got, 2)  # one relevant id: the same
+    assert M.mrr([{1, 2}], [[5, 2, 1]]) == pytest.approx(0.5)
     assert M.overlap_at_k([1, 2, 3, 4], [4, 3, 9, 8], 4) == pytest.approx(0.5)
     assert M.overlap_at_k([1, 2, 3, 4], [4, 3, 9, 8], 2) == 0.0
 

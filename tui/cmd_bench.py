@@ -145,15 +145,15 @@ def print_report(report) -> None:
     if lib:
         info = report.library
         depth = info["rerank_depth"]
-        src = "your queries" if info["query_source"] == "file" else "pseudo-queries cut from random chunks"
+        src = "queries from your file" if info["query_source"] == "file" else "pseudo-queries cut from random chunks"
         t = Table(title=f"Your library: {info['queries']} {src}, {info['chunks']} chunks; "
                         "ground truth = FP32's top-1", title_justify="left")
         cols = ["space", "R@1", "R@5", "R@10", "MRR"]
         if depth:
-            cols.append(f"R@{depth}")
+            cols.append(f"in top {depth}")
         cols += ["overlap@10", "doc-doc cos", "ms/query"]
         if info.get("labelled"):
-            cols.append("labelled R@1/R@10")
+            cols.append("found@1/@10")
         for col in cols:
             t.add_column(col, justify="left" if col == "space" else "right")
 
@@ -178,4 +178,4 @@ def print_report(report) -> None:
         if info.get("labelled"):
             what = ("the chunk each pseudo-query was cut from" if info["query_source"] == "pseudo"
                     else "a chunk of the expected document")
-            con.print(f"[dim]labelled R@k: {what} is in the top k (FP32 is measured too).[/]")
+            con.print(f"[dim]found@k: {what} is in the top k (FP32 is measured against it too).[/]")
