@@ -92,7 +92,8 @@ class HefsearchApp(App):
         self._request: SearchRequest | None = None
         #: seq of the last request answered (result or error); tests and scripts wait on it
         self.answered_seq = 0
-        self._preview_query = ""
+        #: a compare asked for before the library status (and so its spaces) arrived
+        self._pending: SearchRequest | None = None
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -164,6 +165,9 @@ class HefsearchApp(App):
         self._request = request
         self.status_bar.activity = "comparing…" if request.compare else "searching…"
         if request.compare:
+            if self.last_status is None:  # spaces not known yet: run once they are
+                self._pending = request
+                return request
             if self.compare_spaces is None:
                 self.status_bar.activity = ""
                 self.answered_seq = request.seq
@@ -383,6 +387,10 @@ class HefsearchApp(App):
         for screen in self.screen_stack:
             if isinstance(screen, LibraryScreen):
                 screen.show_status(status, str(getattr(self.library, "path", "")))
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            if self._is_current(pending):
+                self.submit(pending)
         if not self._warmed:
             self._warmed = True
             wanted = [self._default_space(), *(self.compare_spaces or ())]

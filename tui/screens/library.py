@@ -54,6 +54,9 @@ class LibraryScreen(Screen):
             (f"{status.truncated_chunks:,}", "bold $text-warning" if status.truncated_chunks else "bold"),
             " chunks cut to fit the model window   ",
             (f"{len(status.failures):,}", "bold $text-error" if status.failures else "bold"), " failed",
+            *((("   ", ""), (f"{stale:,}", "bold $text-warning"), (" stale (failing now; the previous "
+                                                                   "version stays indexed)", ""))
+              if (stale := getattr(status, "stale", 0)) else ()),
             "\n", ("last sync ", "$text-muted"), (status.last_sync or "never", ""),
             (f"   skipped: {skipped}" if skipped else "", "$text-muted"),
         )
