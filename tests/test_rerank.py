@@ -134,3 +134,21 @@ def test_backfill_refuses_a_different_encoder(npu_only_library, sim_bundle, tiny
     with Encoder.open(tiny_bert_bundle, "cpu", threads=1) as other:
         with pytest.raises(FingerprintMismatch):
             R.backfill(lib, other)
+
+
+def test_cli_backfill(npu_only_library, tmp_path):
+    from click.testing import CliRunner
+
+    from hefsearch.tui.cli import main
+
+    path = str(npu_only_library.path)
+    total = len(npu_only_library.chunk_ids())
+    npu_only_library.close()
+    runner = CliRunner()
+    res = runner.invoke(main, ["backfill", "--library", path, "--limit", "5", "--batch", "2"])
+    assert res.exit_code == 0, res.output
+    assert "Added 5 FP32 vectors" in res.output and f"{total - 5} of {total}" in res.output
+    res = runner.invoke(main, ["backfill", "--library", path])
+    assert res.exit_code == 0 and f"0 of {total} chunks still without one" in res.output
+    res = runner.invoke(main, ["backfill", "--library", path])
+    assert "Nothing to do" in res.output

@@ -16,6 +16,7 @@ from hefsearch.embed.errors import HefsearchError
 
 #: verb -> "module:attribute" under hefsearch.tui
 COMMANDS = {
+    "backfill": "cmd_backfill:backfill_cmd",
     "bench": "cmd_bench:bench_group",
     "compile": "cmd_compile:compile_group",
     "doctor": "cmd_doctor:doctor_cmd",
