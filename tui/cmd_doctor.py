@@ -9,6 +9,7 @@ import click
 
 MARKS = {"ok": ("ok  ", "green"), "warn": ("WARN", "yellow"), "fail": ("FAIL", "red"), "skip": ("skip", None)}
 BAD_CAUSES = {"transposed", "permuted", "rotation", "broken"}
+SHOWN = 36  # per-sentence lines printed: the built-in samples
 
 
 @click.command("doctor")
@@ -66,14 +67,18 @@ def _print_verify(r) -> None:
     click.echo()
     click.secho(f"verify: {r.backend} vs {r.reference} on {len(r.texts)} built-in sentences", bold=True)
     click.echo("  cosine  text")
-    for cos, text in zip(r.cosines, r.texts):
+    shown = min(len(r.texts), SHOWN)
+    for cos, text in zip(r.cosines[:shown], r.texts[:shown]):
         color = None if cos >= 0.98 else ("yellow" if cos >= 0.9 else "red")
         click.echo("  " + click.style(f"{cos:6.4f}", fg=color) + f"  {_short(text)}")
-    click.echo(f"  median cosine {r.median_cosine:.4f}, min {min(r.cosines):.4f}")
+    if len(r.texts) > shown:
+        click.echo(f"  ... and {len(r.texts) - shown} sentences of the parallel set (--json lists all)")
+    click.echo(f"  median cosine {r.median_cosine:.4f}, min {min(r.cosines):.4f} (all {len(r.texts)})")
     click.echo(f"  similarity-matrix correlation: pearson {c['similarity_pearson']:.4f}, "
                f"spearman {c['similarity_spearman']:.4f}")
     if c.get("top1_ref") is not None:
-        click.echo(f"  top-1 translation retrieval: {r.reference} {c['top1_ref']:.0%}, {r.backend} {c['top1_test']:.0%}")
+        click.echo(f"  top-1 translation retrieval: {r.reference} {c['top1_ref']:.1%}, {r.backend} {c['top1_test']:.1%}"
+                   f"  (margin {c['margin_ref']:.3f} vs {c['margin_test']:.3f})")
     click.echo(f"  cross-space top-1 (each NPU vector nearest its own FP32 vector): {r.cross_top1:.0%}")
     click.echo("  token cosine under layout hypotheses:")
     for f in r.fits:
