@@ -7,6 +7,7 @@ and searching stays responsive); this screen only shows its progress.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -64,7 +65,8 @@ class LibraryScreen(Screen):
         spaces = self.query_one("#spaces", DataTable)
         spaces.clear()
         for info in status.spaces:
-            spaces.add_row(info.name, space_label(info), info.kind, f"{info.count:,}", str(info.dim),
+            spaces.add_row(info.name, space_label(info), info.kind,
+                           Text(f"{info.count:,}", justify="right"), Text(str(info.dim), justify="right"),
                            info.index_factory or "")
         failures = self.query_one("#failures", DataTable)
         failures.clear()
