@@ -56,6 +56,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
         info = spaces[default]
         try:
             first = Encoder.open(choice.bundle, backend=info.backend, **{**info.backend_opts, **backend_opts})
+            first.backend_reason = f"{info.backend} (the backend of the library's default space {default!r})"
         except BackendUnavailable as e:
             raise BackendUnavailable(
                 f"The library's default space {default!r} needs the {info.backend} backend: {e.message}",

@@ -367,6 +367,10 @@ class Library:
     def spaces(self) -> list[SpaceInfo]:
         return self._space_infos()
 
+    def space_names(self) -> list[str]:
+        """Space names in creation order (cheap: no member counts)."""
+        return [r[0] for r in self.query("SELECT name FROM spaces ORDER BY rowid")]
+
     def space(self, name: str) -> Space:
         sp = self._spaces.get(name)
         if sp is not None:

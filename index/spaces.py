@@ -568,14 +568,20 @@ class Space:
             if k <= 0 or not self._members:
                 return scores, ids
             if allowed is not None:
-                cand = np.fromiter((i for i in allowed if i in self._members), np.int64)
+                cand = np.fromiter(allowed, np.int64)
                 if not len(cand):
                     return scores, ids
-                if len(cand) <= EXACT_FILTER_LIMIT or not self._is_flat():
-                    return self._exact(q, cand, k, scores, ids)
+                if not self._is_flat() and len(cand) <= EXACT_FILTER_LIMIT:
+                    # approximate indexes miss filtered-out neighbourhoods: score exactly
+                    cand = cand[np.fromiter((int(i) in self._members for i in cand), bool, len(cand))]
+                    return self._exact(q, cand, k, scores, ids) if len(cand) else (scores, ids)
                 faiss = _faiss()
-                params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(cand))
-                d, i = self.index.search(q, min(k, len(cand)), params=params)
+                sel = faiss.IDSelectorBatch(cand)
+                params = (faiss.SearchParametersHNSW(sel=sel, efSearch=max(256, 4 * k))
+                          if not self._is_flat() and hasattr(faiss, "SearchParametersHNSW")
+                          else faiss.SearchParameters(sel=sel))
+                extra = len(self._in_index) - len(self._members)
+                d, i = self.index.search(q, min(k + extra, len(cand)), params=params)
             else:
                 extra = len(self._in_index) - len(self._members)  # tombstones (HNSW)
                 fetch = min(k + extra, self.index.ntotal)

@@ -109,7 +109,7 @@ class Searcher:
 
     # -- spaces and encoders -------------------------------------------------------------
     def space_names(self) -> list[str]:
-        return [s.name for s in self.library.spaces()]
+        return self.library.space_names()
 
     def default_space(self) -> str | None:
         names = self.space_names()
@@ -270,8 +270,9 @@ class Searcher:
         if not path_glob and not kinds:
             return None
         where, params = filter_sql(path_glob, kinds)
+        # documents first (far fewer rows), then their chunks through the (doc_id, ordinal) index
         rows = self.library.query(
-            f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params)
+            f"SELECT c.id FROM documents d CROSS JOIN chunks c ON c.doc_id = d.id WHERE {where}", params)
         return {r[0] for r in rows}
 
     def _rerank(self, query, space, ids, scores, n, timings):
