@@ -11,7 +11,7 @@ from .present import MODES
 @click.option("--library", "library_path", envvar="HEFSEARCH_LIBRARY", default=None,
               help="Library folder or name (default: the user data dir's library). Env: HEFSEARCH_LIBRARY.")
 @click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
-              help="Initial search mode (F2 cycles vector / keyword / hybrid).")
+              help="Initial search mode (F2 cycles hybrid / vector / keyword).")
 @click.option("-k", "--k", "k", type=click.IntRange(1, 200), default=10, show_default=True,
               help="Results per query (and per side in the compare view).")
 @click.option("--live", is_flag=True, help="Search as you type (debounced), not only on Enter.")
@@ -20,9 +20,9 @@ def tui_cmd(library_path, mode, k, live, light):
     """Search your library in a terminal app.
 
     \b
-    Keys: Enter search · F2 mode · F3 compare NPU vs FP32 · F4 library (r: re-index)
-          Ctrl+O open the hit in $EDITOR at its line (PDFs: system opener)
-          Up/Down query history · F6 light/dark · Ctrl+Q quit
+    Keys: Enter search · F2 mode · F3 compare NPU vs FP32 (Ctrl+R: NPU side re-ranked
+          by FP32) · F4 library (r: re-index) · Ctrl+O open the hit in $EDITOR at its
+          line (PDFs: system opener) · Up/Down query history · F6 light/dark · Ctrl+Q quit
 
     The compare view needs a library indexed into an NPU space (hef or npu-sim) and the
     cpu-fp32 space; it runs each query in both and shows overlap@k and rank-biased overlap.
