@@ -48,8 +48,9 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
 
     \b
     Exit codes: 0 all indexed, 3 partial (some files failed, the rest is indexed),
-                2 error (nothing changed by the failing step).
-    An interrupted run keeps every batch it committed; run it again to continue.
+                2 error (bad arguments, missing bundle or library, device failure).
+    An interrupted run (Ctrl+C, kill, power cut) keeps every batch it committed;
+    run it again to continue. Searching works while an index runs.
     """
     from rich.console import Console
 
