@@ -9,6 +9,9 @@ every mode): vector 0.750 / 0.347, hybrid 0.750 / 0.410, classic RRF 0.375 / 0.2
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from bench.retrieval_sets import CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES, evaluate, write_docs
@@ -52,3 +55,26 @@ def test_cross_lingual_hybrid_not_below_vector_where_classic_rrf_is(tmp_path, mi
                        CROSS_QUERIES, "hybrid")
     assert classic["mrr@10"] < vec["mrr@10"]  # why the default does not fuse weak matches
     lib.close()
+
+
+MULTI = os.environ.get("HEFSEARCH_TEST_MULTILINGUAL_MODEL")
+
+
+@pytest.mark.multilingual
+@pytest.mark.skipif(not MULTI, reason="set HEFSEARCH_TEST_MULTILINGUAL_MODEL to a multilingual model folder")
+def test_cross_lingual_with_a_multilingual_model(tmp_path):
+    """With a multilingual encoder the cross-lingual set is where vector search shines; the
+    default hybrid must not lose to it. (Not run here: no multilingual weights offline.)"""
+    from hefsearch.compile.export import export_bundle
+
+    model = Path(MULTI)
+    e5 = "e5" in model.name.lower()
+    export_bundle(str(model), tmp_path / "b", query_prefix="query: " if e5 else None,
+                  passage_prefix="passage: " if e5 else None)
+    with Encoder.open(tmp_path / "b", backend="cpu") as enc:
+        lib = _library(tmp_path, CROSS_DOCS, enc)
+        s = Searcher(lib, encoders={"cpu-fp32": enc})
+        vec, hyb = evaluate(s, CROSS_QUERIES, "vector"), evaluate(s, CROSS_QUERIES, "hybrid")
+        assert vec["recall@5"] >= 0.75
+        assert hyb["recall@5"] >= vec["recall@5"] and hyb["mrr@10"] >= vec["mrr@10"]
+        lib.close()
