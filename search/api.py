@@ -26,7 +26,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
-import numpy as np
 
 from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchError
 from hefsearch.index.errors import LibraryError
