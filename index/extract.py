@@ -306,31 +306,56 @@ def html_to_text(data: bytes, parser: str | None = None) -> str:
 
     _reject_binary(data)
     data = data.replace(b"\x00", b"")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # bs4 warns about markup that looks like a URL/filename
-        soup = BeautifulSoup(data, parser or html_parser())
-    title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    for tag in soup.find_all(_HTML_DROP):
-        tag.decompose()
-    for tag in soup.find_all(["pre", "textarea"]):
-        for s in tag.find_all(string=True):
-            s.replace_with(s.replace("\n", _LINE))
-    for tag in soup.find_all("br"):
-        tag.replace_with(_LINE)
-    for tag in soup.find_all(_HTML_BLOCK):
-        tag.insert_before(_PARA)
-        tag.insert_after(_PARA)
-    for tag in soup.find_all(_HTML_LINE):
-        tag.insert_before(_LINE)
-    for tag in soup.find_all(_HTML_CELL):
-        tag.insert_before(_CELL)
-    raw = _ANY_SPACE.sub(" ", soup.get_text())
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # bs4 warns about markup that looks like a URL/filename
+            soup = BeautifulSoup(data, parser or html_parser())
+        title = soup.title.get_text(" ", strip=True) if soup.title else ""
+        raw = _html_strings(soup)
+    except Exception as e:  # noqa: BLE001 - hostile input; any parser failure is a bad file
+        raise ExtractionError(f"HTML could not be parsed: {_describe(e)}") from None
+    raw = _ANY_SPACE.sub(" ", raw)
     raw = raw.replace(_PARA, "\n\n").replace(_LINE, "\n").replace(_CELL, " | ")
     lines = (line.strip().strip("|").strip() for line in raw.split("\n"))
     text = _BLANKS.sub("\n\n", "\n".join(lines)).strip()
     if title and not text.startswith(title):
         text = f"{title}\n\n{text}" if text else title
     return text
+
+
+def _html_strings(soup) -> str:
+    """The document's text with structure sentinels, by an explicit-stack walk: linear in the
+    tree even when it is nested 100 000 deep (bs4's insert_before/after is not, and recursion
+    would overflow)."""
+    from bs4 import CData, NavigableString
+
+    out: list[str] = []
+    stack: list[tuple[object, bool]] = [(soup, False)]
+    while stack:
+        node, in_pre = stack.pop()
+        if isinstance(node, NavigableString):
+            if type(node) in (NavigableString, CData):  # not comments, doctypes, script text
+                out.append(node.replace("\n", _LINE) if in_pre else str(node))
+            continue
+        if isinstance(node, str):  # a sentinel pushed below
+            out.append(node)
+            continue
+        name = getattr(node, "name", None)
+        if name in _HTML_DROP:
+            continue
+        if name == "br":
+            out.append(_LINE)
+            continue
+        pre = in_pre or name in ("pre", "textarea")
+        if name in _HTML_BLOCK:
+            out.append(_PARA)
+            stack.append((_PARA, pre))
+        elif name in _HTML_LINE:
+            out.append(_LINE)
+        elif name in _HTML_CELL:
+            out.append(_CELL)
+        stack.extend((child, pre) for child in reversed(node.contents))
+    return "".join(out)
 
 
 # --- PDF --------------------------------------------------------------------------------------

@@ -299,6 +299,15 @@ def test_html_readable_text(parser):
     )
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("parser", ["lxml", "html.parser"])
+def test_html_nested_100k_deep_is_linear(parser):
+    """bs4's insert_before/after is O(subtree) and made this quadratic (minutes); the walk is not."""
+    n = 100_000
+    text = html_to_text(("<div>" * n + "deep <b>text</b>" + "</div>" * n).encode(), parser)
+    assert text == "deep text"
+
+
 def test_html_legacy_charset_from_meta(tmp_path):
     page = tmp_path / "alt.htm"
     page.write_bytes('<meta charset="windows-1252"><p>Grüße aus Köln für 5 €</p>'.encode("cp1252"))
