@@ -201,7 +201,7 @@ class _CrawlState:
             return SkippedFile(
                 path,
                 f"too large: {human_size(st.st_size)} ({st.st_size} bytes), over the "
-                f"{human_size(self.max_bytes)} limit per file",
+                f"{human_size(self.max_bytes)} limit per file (raise it with --max-size)",
                 "too_large",
             )
         key = (st.st_dev, st.st_ino)

@@ -106,9 +106,15 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
 
 
 def read_regular_file(path: Path, *, max_bytes: int | None = None) -> bytes:
-    """Read a regular file completely, never blocking on a FIFO or device."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    flags |= getattr(os, "O_BINARY", 0)
+    """Read a regular file completely, never opening a FIFO, socket or device (checked before
+    opening) and never blocking if one was swapped in since (non-blocking open, checked again)."""
+    special = "not a regular file (FIFO, socket or device); not read"
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ExtractionError(special)
+    except OSError as e:
+        raise ExtractionError(f"cannot open: {e.strerror or e}") from None
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
     except OSError as e:
@@ -116,12 +122,16 @@ def read_regular_file(path: Path, *, max_bytes: int | None = None) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ExtractionError("not a regular file (FIFO, socket or device); not opened for reading")
+            raise ExtractionError(special)
+        too_large = f"too large: more than {max_bytes} bytes"
         if max_bytes is not None and st.st_size > max_bytes:
-            raise ExtractionError(f"too large: {st.st_size} bytes, over the limit of {max_bytes} bytes")
+            raise ExtractionError(too_large)
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1
-            return f.read()
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:  # it grew since the crawl
+            raise ExtractionError(too_large)
+        return data
     except OSError as e:
         raise ExtractionError(f"cannot read: {e.strerror or e}") from None
     finally:
