@@ -417,8 +417,26 @@ def insert_fake_quant(sim: SimGraph, ranges: dict[str, tuple[float, float]], pro
     del g.node[:]
     g.node.extend(nodes_out)
     _toposort(g)
+    _prune(g)
     onnx.checker.check_model(m)
     return m
+
+
+def _prune(g) -> None:
+    """Drop nodes nobody reads and initializers nothing uses (the FP32 weights that were
+    replaced by rounded copies), so the file is no bigger than the FP32 body."""
+    outputs = {o.name for o in g.output}
+    while True:
+        used = outputs | {t for n in g.node for t in n.input}
+        keep = [n for n in g.node if any(t in used for t in n.output)]
+        if len(keep) == len(g.node):
+            break
+        del g.node[:]
+        g.node.extend(keep)
+    used = outputs | {t for n in g.node for t in n.input}
+    inits = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(inits)
 
 
 # -- calibration ---------------------------------------------------------------------------
