@@ -57,7 +57,7 @@ class VerifyReport:
     cross_top1: float
     fits: list[LayoutFit] = field(default_factory=list)
     verdict: str = ""
-    cause: str = ""  # "match" | "quantisation" | "transposed" | "permuted" | "rotation" | "broken"
+    cause: str = ""  # match | quantisation | transposed | permuted | rotation | basis | broken
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -74,34 +74,93 @@ def _mean_cos(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(metrics.paired_cosine(x, y))) if len(x) else float("nan")
 
 
-def layout_fits(h_test: np.ndarray, h_ref: np.ndarray, mask: np.ndarray) -> list[LayoutFit]:
+def collect_tokens(test, ref, texts: list[str], batch: int = 16) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Real-token hidden states of the same frames from two encoders: (as read, read as if the
+    buffer held [H,S], reference), each [T, H].
+
+    Frames are padded to a SEQ the test backend was compiled for, so its whole output buffer
+    is seen (a transposed layout only shows on the full frame); the reference runs unpadded.
+    """
+    tok = test.host.tokenize(texts)
+    order = np.argsort(tok.lengths, kind="stable")
+    seq_lens = test.backend.seq_lens
+    xs, xts, ys = [], [], []
+    for i in range(0, len(order), batch):
+        ids = [tok.ids[j] for j in order[i : i + batch]]
+        longest = max(len(a) for a in ids)
+        pad = (min([q for q in seq_lens if q >= longest] or [max(seq_lens)]) if seq_lens else longest)
+        e, m = test.host.embed(ids, pad_to=pad)
+        h_test = test.backend.run(e, m)
+        h_ref = ref.backend.run(np.ascontiguousarray(e[:, :longest]), np.ascontiguousarray(m[:, :longest]))
+        n, s, h = h_test.shape
+        valid = m.astype(bool)
+        xs.append(h_test[valid])
+        xts.append(h_test.reshape(n, h, s).transpose(0, 2, 1)[valid])
+        ys.append(h_ref[valid[:, :longest]])
+    return np.concatenate(xs), np.concatenate(xts), np.concatenate(ys)
+
+
+def match_channels(x: np.ndarray, y: np.ndarray):
+    """Is ``x`` a channel permutation (with signs) of ``y``? (mapping, signs, weakest |corr|) or None.
+
+    ``mapping[j]`` is the channel of ``y`` that channel ``j`` of ``x`` copies. Constant channels
+    (some encoders have a few) carry no correlation; they are matched among themselves by value.
+    """
+    t, h = x.shape
+    sx, sy = x.std(axis=0), y.std(axis=0)
+    live_x = sx > 1e-4 * max(float(sx.max()), 1e-30)  # float32 std of a constant is not 0
+    live_y = sy > 1e-4 * max(float(sy.max()), 1e-30)
+    if live_x.sum() != live_y.sum() or live_x.sum() < 3:
+        return None
+    ix, iy = np.flatnonzero(live_x), np.flatnonzero(live_y)
+    # unrelated channels correlate at about 1/sqrt(T); 8-bit noise keeps copies far above that
+    perm = metrics.detect_permutation(y[:, iy], x[:, ix], threshold=max(0.3, 6 / np.sqrt(max(t, 1))))
+    if not (perm.is_permutation or perm.is_identity):
+        return None
+    mapping = np.empty(h, dtype=np.int64)
+    signs = np.ones(h, dtype=np.float32)
+    mapping[ix] = iy[perm.mapping]
+    signs[ix] = perm.signs
+    cx, cy = np.flatnonzero(~live_x), np.flatnonzero(~live_y)
+    scale = float(np.abs(y).max()) or 1.0
+    if np.array_equal(cx, cy) and np.allclose(x[0, cx], y[0, cy], atol=1e-2 * scale):
+        mapping[cx] = cy  # constants already in place
+    else:
+        mapping[cx[np.argsort(x[0, cx], kind="stable")]] = cy[np.argsort(y[0, cy], kind="stable")]
+    return mapping, signs, perm.min_correlation
+
+
+def layout_fits(x: np.ndarray, x_transposed: np.ndarray, y: np.ndarray) -> list[LayoutFit]:
     """Token-level cosine of the test hidden states as read and under each layout hypothesis.
 
-    ``h_test``/``h_ref``: [N, S, H] for the same frames; ``mask``: [N, S] (only real tokens count).
+    ``x``: the test backend's real tokens [T, H]; ``x_transposed``: the same frames read as if
+    the device wrote [H, S]; ``y``: the reference's tokens.
     """
-    n, s, h = h_test.shape
-    valid = mask.astype(bool)
-    x, y = h_test[valid], h_ref[valid]
+    t, h = x.shape
     fits = [LayoutFit("as read", _mean_cos(x, y))]
-    transposed = h_test.reshape(n, h, s).transpose(0, 2, 1)  # the buffer held [H,S] but was read as [S,H]
-    fits.append(LayoutFit("transposed [H,S]", _mean_cos(transposed[valid], y),
+    fits.append(LayoutFit("transposed [H,S]", _mean_cos(x_transposed, y),
                           "the device wrote hidden x tokens; the host read tokens x hidden"))
-    perm = metrics.detect_permutation(y, x)
-    if perm.is_permutation:
-        fixed = np.zeros_like(x)
-        for j, (src, sign) in enumerate(zip(perm.mapping, perm.signs)):
-            fixed[:, src] = sign * x[:, j]
-        fits.append(LayoutFit("permuted channels", _mean_cos(fixed, y),
-                              f"every channel matches another one (min |corr| {perm.min_correlation:.3f})"))
+    match = match_channels(x, y)
+    if match is None:
+        fits.append(LayoutFit("permuted channels", fits[0].token_cosine, "no channel permutation found"))
     else:
-        why = ("the channels are already in FP32's order" if perm.is_identity
-               else f"no channel permutation found ({perm.matched} of {h} channels matched)")
-        fits.append(LayoutFit("permuted channels", fits[0].token_cosine, why))
-    if len(x) >= 4 * h:
+        mapping, signs, weakest = match
+        if np.array_equal(mapping, np.arange(h)) and np.all(signs == 1):
+            fits.append(LayoutFit("permuted channels", fits[0].token_cosine,
+                                  "the channels are already in FP32's order"))
+        else:
+            fixed = np.zeros_like(x)
+            fixed[:, mapping] = x * signs
+            fits.append(LayoutFit("permuted channels", _mean_cos(fixed, y),
+                                  f"every channel copies another one (weakest |corr| {weakest:.3f})"))
+    if t >= 4 * h:
         pf = metrics.procrustes_fit(x, y, holdout=0.5)
         fits.append(LayoutFit("rotation (Procrustes)", pf.cosine_after,
                               f"orthogonal map fitted on {pf.fit_rows} tokens, measured on the others "
                               f"(residual {pf.residual:.3f})"))
+    else:
+        fits.append(LayoutFit("rotation (Procrustes)", float("nan"),
+                              f"not fitted: {t} tokens, needs {4 * h} for {h} dimensions"))
     return fits
 
 
@@ -113,9 +172,10 @@ def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit]) -> t
     top_ref, top_test = comparison.get("top1_ref"), comparison.get("top1_test")
     fine = corr >= FINE_CORRELATION and (top_ref is None or top_test is None or top_test >= top_ref - 0.15)
     direct = fits[0].token_cosine
-    best = max(fits[1:], key=lambda f: f.token_cosine, default=None)
+    tried = [f for f in fits[1:] if np.isfinite(f.token_cosine)]
+    best = max(tried, key=lambda f: f.token_cosine, default=None)
     # the simplest explanation that fits wins (a permutation is also a rotation)
-    explains = [f for f in fits[1:] if f.token_cosine >= max(FIT_MIN, direct + FIT_GAIN)]
+    explains = [f for f in tried if f.token_cosine >= max(FIT_MIN, direct + FIT_GAIN)]
     if median >= MATCH_COSINE:
         return "match", (f"The NPU matches FP32: median cosine {median:.4f}; only quantisation error remains."), notes
     if median < 0.9 and fine:
@@ -139,6 +199,11 @@ def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit]) -> t
                        f"{best.token_cosine:.3f} after fitting it. {impact} Run 'hefsearch inspect' on the "
                        "HEF and report it."), notes
     best_txt = f"best {best.token_cosine:.3f} vs {direct:.3f} as read" if best is not None else "none tried"
+    if median < 0.9 and fine:
+        return "basis", (f"The NPU's vectors rank like FP32's (similarity correlation {corr:.3f}) but live in "
+                         f"another basis that no fit explains ({best_txt}; median cosine {median:.3f}). Search "
+                         "in the NPU space works; comparing NPU with FP32 vectors does not. Run 'hefsearch "
+                         "inspect' on the HEF and report it."), notes
     if median < BROKEN_COSINE:
         return "broken", (f"The NPU's output is not the encoder's: median cosine {median:.3f}, similarity "
                           f"correlation {corr:.3f}, and no layout fit explains it ({best_txt}). A wrong HEF "
@@ -176,7 +241,6 @@ def verify_npu(bundle, backend: str = "hailo", *, texts: list[str] | None = None
     from hefsearch.embed.bundle import Bundle
     from hefsearch.embed.encoder import Encoder
 
-    frame_texts = list(texts or VERIFY_TEXTS)  # the texts whose frames the layout fits use
     if texts is None:
         texts, pairs = builtin_texts()
     if not isinstance(bundle, Bundle):
@@ -184,13 +248,7 @@ def verify_npu(bundle, backend: str = "hailo", *, texts: list[str] | None = None
     with Encoder.open(bundle, backend=backend, **backend_opts) as test, Encoder.open(bundle, backend="cpu") as ref:
         a = test.encode(texts)
         b = ref.encode(texts)
-        # the same frames through both backends, for the token-level layout fits
-        tok = test.host.tokenize(frame_texts)
-        longest = int(tok.lengths.max())
-        seq_lens = test.backend.seq_lens
-        pad = min([q for q in (seq_lens or ()) if q >= longest] or [max(seq_lens)]) if seq_lens else longest
-        e, m = test.host.embed(tok.ids, pad_to=pad)
-        fits = layout_fits(test.backend.run(e, m), ref.backend.run(e, m), m)
+        fits = layout_fits(*collect_tokens(test, ref, texts))
         label, ref_label = test.backend.label, ref.backend.label
     cos = [float(c) for c in metrics.paired_cosine(a, b)]
     comp = metrics.compare_spaces(b, a, pairs=pairs).to_dict()

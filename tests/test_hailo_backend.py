@@ -320,3 +320,19 @@ def test_fake_rejects_wrong_buffer_sizes_and_the_legacy_api_on_hailo10h(fake_hai
                 cim.create_bindings(input_buffers={"encoder/input_layer1": np.zeros((64, 32), np.uint8).T})
         finally:
             cim.shutdown()
+
+
+def test_environment_sets_timeout_and_the_4x_service(fake_hailo, hef_bundle, monkeypatch):
+    monkeypatch.setenv("HEFSEARCH_HAILO_TIMEOUT_MS", "1234")
+    with Encoder.open(hef_bundle, backend="hailo") as enc:
+        assert enc.backend.timeout_ms == 1234
+    # Hailo-10H refuses the multi-process service (it is multi-process without it): a plain error
+    monkeypatch.setenv("HEFSEARCH_HAILO_SERVICE", "1")
+    with pytest.raises(BackendUnavailable, match="Cannot open the Hailo-10H"):
+        Encoder.open(hef_bundle, backend="hailo")
+    # on HailoRT 4.x / Hailo-8 it is passed through
+    add_fake_hef(hef_bundle, hw_arch="hailo8", dfc_version="3.33.0")
+    fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8"}]
+    fake_hailo.version = "4.23.0"
+    with Encoder.open(hef_bundle, backend="hailo"):
+        assert fake_hailo.stats.vdevice_params[-1][1:] == ("SHARED", True)

@@ -228,3 +228,33 @@ def test_verify_cli_finds_a_transposed_output(fake_hailo, tiny_bert_bundle, tmp_
     assert "and 336 sentences of the parallel set" in r.output
     assert "similarity-matrix correlation" in r.output and "top-1 translation retrieval" in r.output
     assert "verdict: Layout bug, not quantisation: the output is laid out [H,S] but read as [S,H]" in r.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug,cause", [(None, "match"), ("permute_channels", "permuted"), ("transpose", "transposed")])
+def test_verify_on_real_minilm(fake_hailo, minilm_bundle, tmp_path, bug, cause):
+    """all-MiniLM-L6-v2 (H 384, SEQ 256) behind a uint8-output fake HEF."""
+    path = copy_bundle(minilm_bundle, tmp_path / "b")
+    add_fake_hef(path, out_type="UINT8", device_bug=bug)
+    r = verify_npu(path)
+    assert r.cause == cause, r.verdict
+    if bug is None:
+        assert r.comparison["top1_test"] >= r.comparison["top1_ref"] - 0.01
+
+
+def test_channel_matching_handles_constant_channels_and_signs():
+    from hefsearch.search.npu_verify import match_channels
+
+    rng = np.random.default_rng(0)
+    y = rng.standard_normal((500, 12)).astype(np.float32)
+    y[:, [2, 7]] = [0.25, -1.5]  # constant channels, as all-MiniLM-L6-v2 has
+    perm = rng.permutation(12)
+    x = y[:, perm] * np.where(np.arange(12) % 3 == 0, -1, 1)
+    x += 0.01 * rng.standard_normal((500, 12)) * (x.std(axis=0) > 0)  # noise; constants stay constant
+    mapping, signs, weakest = match_channels(x.astype(np.float32), y)
+    live = [j for j in range(12) if perm[j] not in (2, 7)]
+    assert np.array_equal(mapping[live], perm[live]) and weakest > 0.99
+    assert sorted(mapping.tolist()) == list(range(12))
+    assert match_channels(rng.standard_normal((500, 12)).astype(np.float32), y) is None
+    mapping, signs, _ = match_channels(y + 0.001, y)
+    assert np.array_equal(mapping, np.arange(12)) and np.all(signs == 1)

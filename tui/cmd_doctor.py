@@ -8,7 +8,7 @@ import sys
 import click
 
 MARKS = {"ok": ("ok  ", "green"), "warn": ("WARN", "yellow"), "fail": ("FAIL", "red"), "skip": ("skip", None)}
-BAD_CAUSES = {"transposed", "permuted", "rotation", "broken"}
+BAD_CAUSES = {"transposed", "permuted", "rotation", "basis", "broken"}
 SHOWN = 36  # per-sentence lines printed: the built-in samples
 
 
@@ -82,7 +82,8 @@ def _print_verify(r) -> None:
     click.echo(f"  cross-space top-1 (each NPU vector nearest its own FP32 vector): {r.cross_top1:.0%}")
     click.echo("  token cosine under layout hypotheses:")
     for f in r.fits:
-        click.echo(f"    {f.name:24s} {f.token_cosine:7.4f}  {f.detail}")
+        value = f"{f.token_cosine:7.4f}" if f.token_cosine == f.token_cosine else "      -"
+        click.echo(f"    {f.name:24s} {value}  {f.detail}")
     for n in r.notes:
         click.echo(f"  note: {n}")
     color = "green" if r.cause == "match" else ("yellow" if r.cause == "quantisation" else "red")

@@ -23,6 +23,7 @@ public HailoRT 4.23/5.2 Python sources); not yet run on a physical Hailo device.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,9 @@ from ..hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSp
 log = logging.getLogger("hefsearch.embed.hailo")
 
 SHARED_GROUP_ID = "SHARED"
+#: environment overrides: the per-frame timeout, and HailoRT 4.x's multi-process service
+ENV_TIMEOUT = "HEFSEARCH_HAILO_TIMEOUT_MS"
+ENV_SERVICE = "HEFSEARCH_HAILO_SERVICE"
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_BATCH_SIZE = 8
 
@@ -375,7 +379,9 @@ class HailoBackend:
             raise ValueError("output_type must be 'float32' or 'native'")
         self.bundle = bundle
         self.batch_size = int(batch_size)
-        self.timeout_ms = int(timeout_ms)
+        self.timeout_ms = int(os.environ.get(ENV_TIMEOUT) or timeout_ms)
+        if multi_process_service is None and os.environ.get(ENV_SERVICE):
+            multi_process_service = os.environ[ENV_SERVICE].lower() in ("1", "true", "yes", "on")
         self._opts = dict(output_type=output_type, device_batch=device_batch, timeout_ms=self.timeout_ms)
         self._group_id = group_id
         self._multi_process_service = multi_process_service
