@@ -36,6 +36,8 @@ FP32_SPACE = "cpu-fp32"
 #: default re-rank depth: our MiniLM study recovered FP32 quality from the top 10-50
 DEFAULT_DEPTH = 30
 BACKFILL_BATCH = 64
+#: seconds of back-fill work per write-lock window
+BACKFILL_WINDOW_S = 20.0
 
 
 def default_depth(library: "Library", space: str | None) -> int:
@@ -141,13 +143,16 @@ def missing_fp32(library: "Library") -> np.ndarray:
 
 def backfill(library: "Library", encoder: "Encoder", *, batch: int = BACKFILL_BATCH,
              limit: int | None = None, should_stop: Callable[[], bool] | None = None,
-             progress: Callable[[int, int], None] | None = None) -> BackfillReport:
+             progress: Callable[[int, int], None] | None = None,
+             window_seconds: float = BACKFILL_WINDOW_S) -> BackfillReport:
     """Encode chunks missing from the FP32 space on the CPU and add them, batch by batch.
 
     ``encoder`` must be the CPU FP32 encoder of the library's bundle (its fingerprint is
     checked; the space is created when missing). ``should_stop`` is asked between batches (a
     TUI worker passes "the user started typing"); ``progress(done, todo)`` after each batch.
-    Safe to interrupt: every batch is committed on its own.
+    Safe to interrupt: every batch is committed on its own (the library's reconcile step
+    rebuilds a FAISS file left behind by a crash); the write lock is held for windows of
+    ``window_seconds`` so the index file is not rewritten after every batch.
     """
     t0 = time.perf_counter()
     space = library.ensure_space(encoder, FP32_SPACE)
@@ -157,19 +162,25 @@ def backfill(library: "Library", encoder: "Encoder", *, batch: int = BACKFILL_BA
     total = int(len(library.chunk_ids()))
     added = 0
     stopped = False
-    for i in range(0, len(todo), max(1, batch)):
-        if should_stop and should_stop():
-            stopped = True
-            break
-        part = todo[i : i + batch].tolist()
-        records = library.chunks(part)
-        if not records:
-            continue
-        vecs = encoder.encode_passages([r.text for r in records])
-        space.add([r.id for r in records], vecs)
-        added += len(records)
-        if progress:
-            progress(added, len(todo))
+    starts = list(range(0, len(todo), max(1, batch)))
+    while starts and not stopped:
+        # One write lock per window of batches: the FAISS file is saved when it is released,
+        # so not after every batch, and an indexer in another process waits at most a window.
+        window_end = time.perf_counter() + window_seconds
+        with library.write_lock():
+            while starts and time.perf_counter() < window_end:
+                if should_stop and should_stop():
+                    stopped = True
+                    break
+                i = starts.pop(0)
+                records = library.chunks(todo[i : i + batch].tolist())
+                if not records:
+                    continue
+                vecs = encoder.encode_passages([r.text for r in records])
+                space.add([r.id for r in records], vecs)
+                added += len(records)
+                if progress:
+                    progress(added, len(todo))
     remaining = int(len(missing_fp32(library)))
     return BackfillReport(added=added, remaining=remaining, total=total,
                           seconds=time.perf_counter() - t0, stopped=stopped)
