@@ -5,7 +5,8 @@
     p = enc.encode_passages(chunks)                       # float32 [N, H]
 
 Texts are length-sorted into batches padded only to each batch's longest text (CPU), or to
-the smallest fixed sequence length that fits (a HEF). Empty and whitespace-only texts get a
+the smallest fixed sequence length that fits (a HEF); the host prepares the next batch while
+the backend runs the current one. Empty and whitespace-only texts get a
 zero vector on purpose: they carry no meaning, so they match nothing (score 0) and are
 counted in ``stats.empty``.
 """
@@ -13,6 +14,7 @@ counted in ``stats.empty``.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -119,31 +121,44 @@ class Encoder:
         self.stats.texts += len(texts)
         self.stats.empty += len(texts) - len(live)
         self.stats.last_truncated = []
-        if live:
-            tok = self.host.tokenize([prefix + texts[i] for i in live])
-            cut = [live[j] for j in np.flatnonzero(tok.truncated)]
-            self.stats.truncated += len(cut)
-            self.stats.last_truncated = cut
-            order = np.argsort(tok.lengths, kind="stable")
-            done = 0
-            for batch in _batches(order, self.backend.batch_size):
-                ids = [tok.ids[j] for j in batch]
-                pad = self._pad_length(max(len(a) for a in ids))
-                e, mask = self.host.embed(ids, pad_to=pad)
+        # Batches of similar length (character length predicts token length well enough), so
+        # padding stays small; each batch is tokenised and gathered in a helper thread while
+        # the backend runs the previous one (tokenizers and ONNX Runtime/HailoRT release the
+        # GIL), so an NPU does not wait on the host.
+        order = sorted(live, key=lambda i: len(texts[i]))
+        batches = [order[k : k + self.backend.batch_size] for k in range(0, len(order), max(1, self.backend.batch_size))]
+        done = 0
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hefsearch-host") as pool:
+            nxt = pool.submit(self._prepare, texts, batches[0], prefix) if batches else None
+            for b, batch in enumerate(batches):
+                e, mask, truncated = nxt.result()
+                if b + 1 < len(batches):
+                    nxt = pool.submit(self._prepare, texts, batches[b + 1], prefix)
                 hidden = self.backend.run(e, mask)
                 vecs = self._pool(hidden, mask)
                 if self.bundle.normalize:
                     vecs = l2_normalize(vecs)
-                out[[live[j] for j in batch]] = vecs
+                out[batch] = vecs
+                cut = [batch[j] for j in np.flatnonzero(truncated)]
+                self.stats.truncated += len(cut)
+                self.stats.last_truncated.extend(cut)
                 self.stats.batches += 1
                 self.stats.frames += len(batch)
                 done += len(batch)
                 if self.on_batch:
                     self.on_batch(done)
+        self.stats.last_truncated.sort()
         if self.post_transform is not None:
             out = self.post_transform.apply(out)
         self.stats.seconds += time.perf_counter() - t0
         return out
+
+    def _prepare(self, texts: list[str], batch: list[int], prefix: str):
+        """Host work for one batch: tokens -> (E, mask) padded for the backend, truncation flags."""
+        tok = self.host.tokenize([prefix + texts[i] for i in batch])
+        pad = self._pad_length(int(tok.lengths.max()))
+        e, mask = self.host.embed(tok.ids, pad_to=pad)
+        return e, mask, tok.truncated
 
     def _pad_length(self, longest: int) -> int:
         lens = self.backend.seq_lens
@@ -160,8 +175,3 @@ class Encoder:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _batches(order: np.ndarray, size: int):
-    for i in range(0, len(order), max(1, size)):
-        yield order[i : i + size]

@@ -55,3 +55,13 @@ def test_export_cli_reports_verification(tiny_bert_model, tmp_path):
     assert "min cosine 1.0000" in r.stdout or "min cosine 0.9999" in r.stdout
     assert (tmp_path / "b" / "manifest.json").is_file()
     assert not (tmp_path / "b.partial").exists()
+
+
+def test_backend_reason_names_the_environment_variable(tiny_bert_bundle, monkeypatch):
+    monkeypatch.setenv("HEFSEARCH_BACKEND", "cpu")
+    r = CliRunner().invoke(main, ["embed", "--bundle", str(tiny_bert_bundle), "-"], input="x\n")
+    assert r.exit_code == 0, r.stderr
+    assert "chosen by $HEFSEARCH_BACKEND" in r.stderr
+    monkeypatch.delenv("HEFSEARCH_BACKEND")
+    r = CliRunner().invoke(main, ["embed", "--bundle", str(tiny_bert_bundle), "--backend", "cpu", "-"], input="x\n")
+    assert "chosen by --backend" in r.stderr

@@ -46,7 +46,9 @@ def resolve_backend_name(name: str | None, bundle) -> tuple[str, str]:
     """
     requested = name or os.environ.get(ENV_BACKEND) or "auto"
     if requested != "auto":
-        how = "--backend" if name and name != "auto" else f"${ENV_BACKEND}"
+        env = os.environ.get(ENV_BACKEND)
+        # click hands the environment value in as the option, so compare to tell them apart
+        how = f"${ENV_BACKEND}" if not name or name == "auto" or name == env else "--backend"
         load_backend_class(requested)  # unknown names fail here, with the list
         return requested, f"{requested} (chosen by {how})"
     reasons = []
