@@ -103,14 +103,6 @@ class _Job:
     error: str | None = None
 
 
-def sha256_of(path: str, block: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while data := f.read(block):
-            h.update(data)
-    return h.hexdigest()
-
-
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
@@ -277,10 +269,12 @@ class _Progress:
 def _prepare(job: _Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> _Job:
     """Hash, extract and chunk one file (runs in the background thread)."""
     from .chunk import chunk_text
-    from .extract import ExtractionError, extract
+    from .extract import ExtractionError, extract, read_regular_file
 
     try:
-        job.sha256 = sha256_of(job.path)
+        # Read through the extractor's guard: a file swapped for a FIFO since the crawl must
+        # not block the sync.
+        job.sha256 = hashlib.sha256(read_regular_file(Path(job.path), max_bytes=max_bytes)).hexdigest()
         if old_sha is not None and job.sha256 == old_sha and job.old_status == "ok":
             job.same_content = True
             return job
