@@ -1,0 +1,28 @@
+"""A regular (non-editable) build maps the top-level folders to hefsearch.* with their data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_holds_every_package_and_its_data(tmp_path):
+    pytest.importorskip("setuptools")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (wheel,) = tmp_path.glob("hefsearch-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for pkg in ("embed", "embed/backends", "compile", "index", "search", "tui", "tui/widgets", "tui/screens"):
+        assert f"hefsearch/{pkg}/__init__.py" in names, pkg
+    assert "hefsearch/search/data/parallel.tsv" in names
+    assert "hefsearch/tui/app.tcss" in names
+    assert not any(n.startswith(("tests/", "embed/", "index/")) for n in names), "a top-level folder leaked"
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "hefsearch = hefsearch.tui.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
