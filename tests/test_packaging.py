@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_wheel_holds_every_package_and_its_data(tmp_path):
-    pytest.importorskip("setuptools")
+    pytest.importorskip("setuptools", minversion="77")  # the PEP 639 license string
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                         "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
