@@ -289,7 +289,7 @@ def verify_against_model(bundle_path: Path, hf_model, pooling: str, normalize: b
     with Encoder.open(bundle_path, backend="cpu") as enc:
         ours = enc.encode(texts)
         tok = enc.host
-        batch = tok.tokenize(texts)
+        batch = tok.tokenize([t.strip() for t in texts])  # the Encoder strips, as sentence-transformers does
     refs = []
     with torch.no_grad():
         for ids in batch.ids:
