@@ -204,11 +204,17 @@ def export_bundle(
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "embeddings").mkdir(parents=True)
     say(f"Writing tokenizer and embedding tables from {folder}")
-    if (folder / "tokenizer.json").is_file():
+    # Save the tokenizer transformers actually runs, not a copy of the file: transformers 5
+    # rebuilds some pipelines (XLM-R's pre-tokenizer) from the vocabulary, and the bundle must
+    # tokenise exactly as the full model it is checked against.
+    try:
+        backend = AutoTokenizer.from_pretrained(folder, use_fast=True).backend_tokenizer
+    except Exception as e:  # a folder with only tokenizer.json and no config for it
+        if not (folder / "tokenizer.json").is_file():
+            raise ExportError(f"Cannot load the tokenizer of {folder}: {e}") from None
         shutil.copyfile(folder / "tokenizer.json", tmp / "tokenizer.json")
     else:
-        tok = AutoTokenizer.from_pretrained(folder, use_fast=True)
-        tok.backend_tokenizer.save(str(tmp / "tokenizer.json"))
+        backend.save(str(tmp / "tokenizer.json"))
     for name, module in (("word", emb.word_embeddings), ("position", emb.position_embeddings),
                          ("token_type", emb.token_type_embeddings)):
         np.save(tmp / f"embeddings/{name}.npy", module.weight.detach().to(torch.float32).cpu().numpy())
@@ -289,7 +295,7 @@ def verify_against_model(bundle_path: Path, hf_model, pooling: str, normalize: b
     with Encoder.open(bundle_path, backend="cpu") as enc:
         ours = enc.encode(texts)
         tok = enc.host
-        batch = tok.tokenize([t.strip() for t in texts])  # the Encoder strips, as sentence-transformers does
+        batch = tok.tokenize(texts)
     refs = []
     with torch.no_grad():
         for ids in batch.ids:

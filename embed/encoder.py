@@ -111,7 +111,7 @@ class Encoder:
 
     def count_tokens(self, text: str, *, passage: bool = True) -> int:
         prefix = self.bundle.prefixes["passage" if passage else "query"]
-        return self.host.count_tokens(prefix + text.strip())
+        return self.host.count_tokens(prefix + text)
 
     def encode(self, texts: Iterable[str], prefix: str = "") -> np.ndarray:
         t0 = time.perf_counter()
@@ -155,9 +155,7 @@ class Encoder:
 
     def _prepare(self, texts: list[str], batch: list[int], prefix: str):
         """Host work for one batch: tokens -> (E, mask) padded for the backend, truncation flags."""
-        # Stripped like sentence-transformers does: a Unigram tokenizer would otherwise turn
-        # trailing spaces into a token of their own and change the vector.
-        tok = self.host.tokenize([prefix + texts[i].strip() for i in batch])
+        tok = self.host.tokenize([prefix + texts[i] for i in batch])
         pad = self._pad_length(int(tok.lengths.max()))
         e, mask = self.host.embed(tok.ids, pad_to=pad)
         return e, mask, tok.truncated

@@ -104,14 +104,13 @@ def test_missing_or_corrupt_bundle_files_are_named(tiny_bert_bundle, tmp_path):
         Bundle.open(tmp_path / "nope")
 
 
-def test_surrounding_whitespace_is_stripped_like_sentence_transformers(tiny_xlmr_model, tiny_xlmr_bundle):
-    """A Unigram tokenizer turns trailing spaces into a token; sentence-transformers strips texts."""
-    texts = ["  leading spaces", "trailing spaces   ", "\tboth\n"]
+
+def test_whitespace_is_tokenised_like_the_full_model(tiny_xlmr_model, tiny_xlmr_bundle):
+    """Leading/trailing whitespace must give the same vectors as sentence-transformers (a
+    Unigram tokenizer may make a token of it, so the bundle keeps transformers' own pipeline)."""
+    texts = ["  leading spaces", "trailing spaces   ", "\tboth\n", "inner   spaces"]
     with Encoder.open(tiny_xlmr_bundle) as enc:
         ours = enc.encode(texts)
-        assert np.allclose(ours, enc.encode([t.strip() for t in texts]), atol=1e-6)
-        raw = enc.host.tokenize(["trailing spaces   "]).ids[0]
-        assert len(raw) > len(enc.host.tokenize(["trailing spaces"]).ids[0])  # the case is real
     ref = _reference(tiny_xlmr_model, texts, Bundle.open(tiny_xlmr_bundle).seq_len)
     cos = (ours * ref).sum(1) / (np.linalg.norm(ours, axis=1) * np.linalg.norm(ref, axis=1))
-    assert cos.min() >= 0.9999
+    assert cos.min() >= 0.9999, cos
