@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from hefsearch.embed.bundle import SCHEMA_VERSION, Bundle, EncoderEntry, sha256_file, write_json_atomic
+from hefsearch.embed.bundle import SCHEMA_VERSION, EncoderEntry, sha256_file, write_json_atomic
 from hefsearch.embed.errors import ExportError, ModelNotFound
 from hefsearch.embed.samples import VERIFY_TEXTS
 

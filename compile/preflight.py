@@ -109,7 +109,7 @@ def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray]) -> dict:
         if arr.dtype != np.float32:
             raise CalibrationMismatch(
                 f"{what} is {arr.dtype}; the network takes float32.",
-                f"Convert it with arr.astype(np.float32), or rebuild it with 'hefsearch compile calib'.",
+                "Convert it with arr.astype(np.float32), or rebuild it with 'hefsearch compile calib'.",
             )
         if not np.isfinite(arr).all():
             bad = int(arr.size - np.isfinite(arr).sum())

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from hefsearch.compile.calib import calib_rel_path, load_calibration
+from hefsearch.compile.calib import load_calibration
 from hefsearch.compile.dfc import AllocatorCrash, DfcUnavailable, HefOptions, build_hef, is_allocator_crash
 from hefsearch.compile.preflight import CalibrationMismatch
 from hefsearch.embed.bundle import Bundle
