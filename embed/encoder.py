@@ -13,6 +13,7 @@ counted in ``stats.empty``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -128,12 +129,13 @@ class Encoder:
         order = sorted(live, key=lambda i: len(texts[i]))
         batches = [order[k : k + self.backend.batch_size] for k in range(0, len(order), max(1, self.backend.batch_size))]
         done = 0
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hefsearch-host") as pool:
-            nxt = pool.submit(self._prepare, texts, batches[0], prefix) if batches else None
+        # One batch (a query) has nothing to overlap: no helper thread on that hot path.
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hefsearch-host") if len(batches) > 1 else None
+        with pool or contextlib.nullcontext():
+            ready = self._prepare(texts, batches[0], prefix) if batches else None
             for b, batch in enumerate(batches):
-                e, mask, truncated = nxt.result()
-                if b + 1 < len(batches):
-                    nxt = pool.submit(self._prepare, texts, batches[b + 1], prefix)
+                e, mask, truncated = ready
+                nxt = pool.submit(self._prepare, texts, batches[b + 1], prefix) if b + 1 < len(batches) else None
                 hidden = self.backend.run(e, mask)
                 vecs = self._pool(hidden, mask)
                 if self.bundle.normalize:
@@ -147,6 +149,7 @@ class Encoder:
                 done += len(batch)
                 if self.on_batch:
                     self.on_batch(done)
+                ready = nxt.result() if nxt else None
         self.stats.last_truncated.sort()
         if self.post_transform is not None:
             out = self.post_transform.apply(out)

@@ -129,15 +129,24 @@ class Searcher:
             self._checked.add(space)
         return enc
 
-    def _open_encoder(self, info: "SpaceInfo") -> "Encoder":
-        from hefsearch.embed.encoder import Encoder
-
+    def bundle_path(self) -> str:
+        """The bundle queries are encoded with: the one given, else the one that built the library."""
         bundle = self._bundle or self.library.settings().get("bundle")
         if not bundle:
             raise LibraryError(
                 f"The library {self.library.path} does not record which bundle built it.",
                 "Pass --bundle BUNDLE (or set HEFSEARCH_BUNDLE).")
-        return Encoder.open(bundle, backend=info.backend, **(info.backend_opts or {}))
+        return bundle
+
+    def adopt_encoder(self, space: str, encoder: "Encoder") -> None:
+        """Use (and later close) ``encoder`` for ``space``; checked like any other on first use."""
+        self._encoders[space] = encoder
+        self._checked.discard(space)
+
+    def _open_encoder(self, info: "SpaceInfo") -> "Encoder":
+        from hefsearch.embed.encoder import Encoder
+
+        return Encoder.open(self.bundle_path(), backend=info.backend, **(info.backend_opts or {}))
 
     def close(self) -> None:
         for enc in self._encoders.values():

@@ -55,14 +55,9 @@ def _fp32_encoder(searcher) -> "Encoder":
         return searcher.encoder_for(FP32_SPACE)
     from hefsearch.embed.encoder import Encoder
 
-    bundle = getattr(searcher, "_bundle", None) or lib.settings().get("bundle")
-    if not bundle:
-        raise HefsearchError(
-            f"Re-ranking needs FP32 vectors, and the library {lib.path} records no bundle to compute them.",
-            "Pass --bundle BUNDLE, or search without --rerank.")
-    enc = Encoder.open(bundle, backend="cpu")
+    enc = Encoder.open(searcher.bundle_path(), backend="cpu")
     lib.ensure_space(enc, FP32_SPACE)
-    searcher._encoders[FP32_SPACE] = enc  # reuse it for later queries
+    searcher.adopt_encoder(FP32_SPACE, enc)  # reuse it for later queries
     return searcher.encoder_for(FP32_SPACE)
 
 
