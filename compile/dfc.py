@@ -10,6 +10,9 @@ Every stage saves its result in the work folder (default ``BUNDLE/build/<hw_arch
 keyed by what it depends on, so a re-run skips what is done: a failed compile never redoes an
 optimisation that took hours. ``hailo_sdk_client`` is imported only here, at call time.
 
+Verified against the contract fake in ``tests/fakes/hailo_sdk_client`` only (written from Hailo's
+public scripts and a public user report); no real Dataflow Compiler has run this code.
+
 Known failure modes and what happens:
 
 - no DFC: :class:`DfcUnavailable` with how to get it (x86_64 Linux, Python 3.10-3.12, the
