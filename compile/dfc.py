@@ -34,17 +34,20 @@ import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file, write_json_atomic
 from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.embed.mask_layout import MaskLayout
 from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
 
 from . import calib as calib_mod
 from .dfc_onnx import EMBEDDINGS, MASK, OUTPUT, make_dfc_onnx, verify_dfc_onnx
-from .model_script import build_model_script, read_extra_lines, site_layers
+from .model_script import MASK_COMMAND, build_model_script, read_extra_lines, site_layers
 from .preflight import calibration_dict, input_layers, preflight
 
 log = logging.getLogger("hefsearch.compile")
@@ -118,6 +121,8 @@ class HefOptions:
     calib_batch_size: int = 8
     work_dir: str | Path | None = None
     restart: bool = False  # ignore saved stages
+    #: "softmax" (the zoo's MiniLM recipe), "additive" (the zoo's BERT), or None: the profile's
+    mask: str | None = None
 
 
 @dataclass
@@ -145,6 +150,54 @@ class HefResult:
 def hef_filename(hw_arch: str, seq_len: int, bundle_seq_len: int) -> str:
     """``encoder.<hw_arch>.hef``, with ``.s<SEQ>`` when SEQ differs from the bundle's window."""
     return f"encoder.{hw_arch}{'' if seq_len == bundle_seq_len else f'.s{seq_len}'}.hef"
+
+
+#: DFC major version -> the chips it builds for (zoo base_parsers.py on master vs v2.18)
+DFC_TARGETS = {5: ("hailo10h", "hailo15h", "hailo15m", "hailo15l"), 3: ("hailo8", "hailo8l", "hailo8r")}
+
+
+def dfc_major(version: str) -> int | None:
+    try:
+        return int(str(version).split(".")[0])
+    except (TypeError, ValueError):
+        return None
+
+
+def check_dfc_target(version: str, hw_arch: str, mask_mode: str) -> list[str]:
+    """Stop before parsing when this DFC cannot build for ``hw_arch`` or lacks the mask command.
+
+    Returns warnings for versions it cannot judge (e.g. a DFC newer than any known line).
+    """
+    major = dfc_major(version)
+    if major is None or major not in DFC_TARGETS:
+        return [f"warning: Dataflow Compiler {version} is not a line hefsearch knows (3.x builds for Hailo-8/8L, "
+                "5.x for Hailo-10H); trying anyway."]
+    if hw_arch not in DFC_TARGETS[major]:
+        need = next(m for m, archs in DFC_TARGETS.items() if hw_arch in archs)
+        chips = "Hailo-10H" if major == 5 else "Hailo-8/8L"
+        raise CompileError(
+            f"Dataflow Compiler {version} builds for {chips} only; --hw-arch {hw_arch} needs DFC {need}.x.",
+            f"Install the DFC {need}.x wheel (or the matching Hailo AI Software Suite) in another venv for "
+            f"{hw_arch}; keep DFC {major}.x for {', '.join(DFC_TARGETS[major][:1])}.")
+    if major == 3 and mask_mode == "softmax":
+        raise CompileError(
+            f"Dataflow Compiler {version} (3.x) does not have the model-script command {MASK_COMMAND} that the "
+            "softmax mask mode needs (a public user report found it absent in DFC 3.33).",
+            "Compile with --mask additive (the zoo's BERT recipe: the additive mask goes in as an input), "
+            "or use a DFC that has the command.")
+    return []
+
+
+def probe_mask_command(runner) -> None:
+    """Load the mask command alone into a parsed runner: a DFC without it fails here, in
+    seconds, instead of at optimize()."""
+    try:
+        runner.load_model_script(MASK_COMMAND + "\n")
+    except Exception as e:
+        raise CompileError(
+            f"This Dataflow Compiler does not accept {MASK_COMMAND}, which the softmax mask mode needs: "
+            f"{type(e).__name__}: {e}",
+            "Compile with --mask additive (the additive mask goes in as an input), or update the DFC.") from e
 
 
 def is_allocator_crash(exc: BaseException) -> bool:
@@ -213,14 +266,21 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
         raise CompileError(f"--seq-len {seq} is outside 8..{bundle.seq_len} (the bundle's window).",
                            "Re-export the bundle with a longer --seq-len to compile a longer window.")
     requested = load_profile(opts.precision)
+    if opts.mask:
+        if opts.mask not in ("softmax", "additive"):
+            raise CompileError(f"Unknown --mask {opts.mask!r}.", "Use softmax or additive.")
+        requested = replace(requested, mask=opts.mask)
     ladder = fallback_ladder(requested) if opts.fallback else [requested]
+    mask_mode = requested.mask
     if requested.attention_sixteen_bit:
         say(f"warning: profile {requested.name} puts 16 bits on the attention path "
             f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
     extra_lines = read_extra_lines(opts.alls_extra)
 
     sdk = sdk or load_sdk()
-    say(f"Dataflow Compiler {sdk.version}, target {opts.hw_arch}, SEQ {seq}")
+    say(f"Dataflow Compiler {sdk.version}, target {opts.hw_arch}, SEQ {seq}, mask {mask_mode}")
+    for warning in check_dfc_target(sdk.version, opts.hw_arch, mask_mode):
+        say(warning)
     emb, mask, calib_info = calib_mod.load_calibration(bundle, seq, opts.calib)
     if emb.ndim and emb.shape[0] < calib_mod.MIN_ROWS:
         say(f"warning: only {emb.shape[0]} calibration rows (fewer than {calib_mod.MIN_ROWS}).")
@@ -231,7 +291,8 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
     skipped: list[str] = []
 
     # -- parse --------------------------------------------------------------------------
-    parse_key = _key(bundle.file_sha256("encoder.onnx"), seq, opts.hw_arch, sdk.version, bundle.mask_value, NET_NAME)
+    parse_key = _key(bundle.file_sha256("encoder.onnx"), seq, opts.hw_arch, sdk.version, bundle.mask_value, NET_NAME,
+                     mask_mode)
     parsed_har = work / "parsed.har"
     st = state.data["parse"]
     if st and st.get("key") == parse_key and parsed_har.is_file():
@@ -240,18 +301,14 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
         runner = _runner(sdk, opts.hw_arch, parsed_har)
     else:
         t0 = time.perf_counter()
-        dfc = make_dfc_onnx(bundle, work / "encoder.dfc.onnx", seq)
+        dfc = make_dfc_onnx(bundle, work / "encoder.dfc.onnx", seq, mask_mode)
         diff = verify_dfc_onnx(bundle, dfc)
-        say(f"parse: DFC-facing model {dfc.path.name} (mask input [N,1,1,{seq}], max |diff| vs encoder.onnx "
-            f"{diff:.2g})")
+        say(f"parse: DFC-facing model {dfc.path.name} (mask input {dfc.mask_shape}, {dfc.layout.describe()}; "
+            f"max |diff| vs encoder.onnx {diff:.2g})")
         runner = sdk.ClientRunner(hw_arch=opts.hw_arch)
         kwargs = dict(end_node_names=[OUTPUT], net_input_shapes=dfc.input_shapes)
         if sdk.Dims is not None:
-            d = sdk.Dims
-            # 3-D NWC for the embeddings (the parser lifts it to [-1,1,S,H]); the mask is already
-            # 4-D and NHWC, so the parsed layer keeps [-1,1,1,S]
-            kwargs["net_input_format"] = {EMBEDDINGS: [d.BATCH, d.WIDTH, d.CHANNELS],
-                                          MASK: [d.BATCH, d.HEIGHT, d.WIDTH, d.CHANNELS]}
+            kwargs["net_input_format"] = input_formats(sdk.Dims, mask_mode)
         try:
             runner.translate_onnx_model(str(dfc.path), NET_NAME, **kwargs)
         except Exception as e:
@@ -267,10 +324,14 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
     hn = runner.get_hn_dict()
     layers = input_layers(hn)
     say("parsed inputs: " + ", ".join(f"{x.name} ({x.role}) {list(x.shape)}" for x in layers))
+    heads = int(bundle.model.get("heads") or 1)
+    layout = MaskLayout.for_mode(mask_mode, seq, heads, bundle.mask_value)
+    if mask_mode == "softmax":
+        probe_mask_command(runner)
 
     # -- preflight (always before any optimize) -------------------------------------------
-    calib = calibration_dict(layers, emb, mask)
-    pre = preflight(layers, calib)
+    calib = calibration_dict(layers, emb, mask, layout)
+    pre = preflight(layers, calib, layout)
     rows = pre["rows"]
     say(f"preflight: calibration {rows} rows fits the parsed inputs")
     calib_sha = calib_info.get("sha256", "")
@@ -331,7 +392,7 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
 
             t0 = time.perf_counter()
             try:
-                report = emulator_report(runner, sdk.InferenceContext, bundle, layers, seq, say)
+                report = emulator_report(runner, sdk.InferenceContext, bundle, layers, seq, say, layout)
             except Exception as e:  # the report informs; it must not stop a build
                 report = {"error": f"{type(e).__name__}: {e}"}
                 say(f"warning: the emulator report failed ({report['error']}); compiling anyway")
@@ -383,8 +444,9 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
             state.data["compiled"][skey] = {"file": hef_name, "sha256": sha256_file(hef_path)}
             state.save()
             say(f"compile: done in {att.seconds['compile']:.1f} s -> {hef_path} ({len(hef_bytes)} bytes)")
-        return _record(bundle, opts, sdk, profile, requested, attempts, report, hn, layers, seq, script,
-                       hef_path, calib_info, skipped, work)
+        streams = compiled_streams(hef_path, runner, layers, seq, bundle.hidden, say)
+        return _record(bundle, opts, sdk, profile, requested, attempts, report, streams, layout, seq, script,
+                       hef_path, calib_info, skipped, work, hn)
     raise AssertionError("unreachable: the ladder ends in a return or a raise")  # pragma: no cover
 
 
@@ -400,20 +462,78 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def stream_contract(hn: dict, layers, seq: int, hidden: int) -> tuple[dict, dict]:
-    """The HEF's streams for the runtime to check (the hailo backend's contract, keyed by role):
-    ``inputs`` {"embeddings"|"attention_mask": {"name", "shape"}} with the parsed input-layer
-    names (= HailoRT vstream names) and per-frame shapes; ``outputs`` {"last_hidden_state":
-    {"names": [...], "shape": [1, SEQ, H]}}."""
-    inputs = {x.role: {"name": x.name, "shape": [int(d) for d in x.sample_shape]} for x in layers}
-    order = hn.get("net_params", {}).get("output_layers_order") or \
+def input_formats(dims, mask_mode: str) -> dict:
+    """``net_input_format`` as the zoo's recipes give it: the embeddings NWC (lifted to
+    [-1,1,S,H]); the softmax-mode mask NGWC like MiniLM's ``masked_fill`` ([N,heads,S,S] ->
+    [-1,1,S,heads*S]); the additive mask with no format, like BERT's (NCHW: [N,1,1,S] -> [-1,1,S,1])."""
+    formats = {EMBEDDINGS: [dims.BATCH, dims.WIDTH, dims.CHANNELS]}
+    if mask_mode == "softmax":
+        groups = getattr(dims, "GROUPS", None)
+        if groups is None:
+            raise CompileError("This Dataflow Compiler's Dims has no GROUPS, needed for the NGWC mask input.",
+                               "Compile with --mask additive, or update the DFC.")
+        formats[MASK] = [dims.BATCH, groups, dims.WIDTH, dims.CHANNELS]
+    return formats
+
+
+def _stream_dict(spec) -> dict:
+    d = {"name": spec.name, "shape": [int(x) for x in spec.shape], "order": spec.order, "type": spec.type}
+    if spec.flags and spec.flags.upper() != "NONE":
+        d["flags"] = spec.flags
+    return d
+
+
+def compiled_streams(hef_path: Path, runner, layers, seq: int, hidden: int, say) -> dict:
+    """The streams the compiled HEF really has, by role (embeddings, attention_mask,
+    last_hidden_state), for the manifest: read from the HEF with HailoRT when this environment has
+    it (the Hailo AI Software Suite does), else from the compiled runner's network, where the
+    output streams are named after the layer that feeds each output layer (after LayerNorm
+    decomposition, which renames layers) and the input shapes are the parsed ones (the allocator
+    may still fold them; the runtime matches by element count)."""
+    try:
+        from hefsearch.embed.backends.hailo import read_hef
+
+        hef = read_hef(hef_path)
+    except Exception as e:  # no HailoRT here, or it cannot read this HEF
+        log.info("reading %s with HailoRT failed (%s); taking the streams from the compiled network", hef_path, e)
+        hef = None
+    by_role = {x.role: x for x in layers}
+    if hef is not None:
+        ins = {s.name: s for s in hef.inputs}
+        inputs = {}
+        for role, layer in by_role.items():
+            spec = ins.get(layer.name)
+            if spec is None:  # renamed: find it by what it holds
+                want = int(np.prod(layer.sample_shape))
+                spec = next((s for s in hef.inputs if s.size == want and s.name not in
+                             {v["name"] for v in inputs.values()}), None)
+            if spec is not None:
+                inputs[role] = _stream_dict(spec)
+        order = [n for n in hef.sorted_outputs if any(o.name == n for o in hef.outputs)] or \
+            [o.name for o in hef.outputs]
+        outs = {o.name: o for o in hef.outputs}
+        outputs = {OUTPUT: {"names": order, "shape": [1, int(seq), int(hidden)],
+                            "streams": [_stream_dict(outs[n]) for n in order]}}
+        say("compiled streams (from the HEF): " + ", ".join(
+            [f"{r} {d['name']} {d['shape']}" for r, d in inputs.items()] + [f"output {n}" for n in order]))
+        return {"inputs": inputs, "outputs": outputs, "source": "hef"}
+    hn = runner.get_hn_dict()
+    inputs = {role: {"name": x.name, "shape": [int(d) for d in x.sample_shape]} for role, x in by_role.items()}
+    out_layers = hn.get("net_params", {}).get("output_layers_order") or \
         [n for n, l in hn["layers"].items() if l.get("type") == "output_layer"]
-    outputs = {OUTPUT: {"names": list(order), "shape": [1, int(seq), int(hidden)]}}
-    return inputs, outputs
+    net = hn.get("name", NET_NAME)
+    names = []
+    for name in out_layers:
+        feeding = (hn["layers"].get(name, {}).get("input") or [name])[0]
+        names.append(feeding if "/" in feeding else f"{net}/{feeding}")
+    outputs = {OUTPUT: {"names": names, "shape": [1, int(seq), int(hidden)]}}
+    say("compiled streams (from the compiled network; HailoRT not installed here): "
+        + ", ".join([f"{r} {d['name']}" for r, d in inputs.items()] + [f"output {n}" for n in names]))
+    return {"inputs": inputs, "outputs": outputs, "source": "compiled network"}
 
 
-def _record(bundle, opts, sdk, profile, requested, attempts, report, hn, layers, seq, script, hef_path,
-            calib_info, skipped, work) -> HefResult:
+def _record(bundle, opts, sdk, profile, requested, attempts, report, streams, layout, seq, script, hef_path,
+            calib_info, skipped, work, hn) -> HefResult:
     # A fresh manifest (calibration may have changed it), read without Bundle.open's size checks:
     # the HEF just written may replace one the manifest still describes.
     bundle = Bundle(bundle.path, json.loads((bundle.path / "manifest.json").read_text(encoding="utf-8")))
@@ -422,13 +542,13 @@ def _record(bundle, opts, sdk, profile, requested, attempts, report, hn, layers,
     (bundle.path / script_name).write_text(script, encoding="utf-8")
     bundle.add_file(hef_name)
     bundle.add_file(script_name)
-    inputs, outputs = stream_contract(hn, layers, seq, bundle.hidden)
     calib_summary = {k: calib_info[k] for k in ("file", "sha256", "rows", "seed", "user_rows", "sample_rows",
                                                 "ks_distance") if k in calib_info}
     extra = {
         "precision": profile.to_dict(),
         "mask": profile.mask,
         "mask_value": bundle.mask_value,
+        "mask_input": layout.to_dict(),
         "dfc_version": sdk.version,
         "model_script": script_name,
         "optimization_level": opts.optimization_level,
@@ -436,8 +556,9 @@ def _record(bundle, opts, sdk, profile, requested, attempts, report, hn, layers,
         "calibration": calib_summary,
         "quality": report,
         "attempts": [asdict(a) for a in attempts],
-        "inputs": inputs,
-        "outputs": outputs,
+        "inputs": streams["inputs"],
+        "outputs": streams["outputs"],
+        "streams_from": streams["source"],
         "network_name": hn.get("name", NET_NAME),
     }
     if not profile.same_bits(requested):

@@ -1,18 +1,26 @@
 """The DFC-facing variant of the encoder body, derived from the bundle's ``encoder.onnx``.
 
-The Dataflow Compiler turns the body's 2-D mask into a 4-D network input ``[N,1,1,S]``; this
-variant makes that tensor the graph input, so the parsed network, the calibration arrays and
-the runtime all hold the same thing:
+It starts where Hailo's public model-zoo recipes start their transformer encoders
+(docs/hailo-facts.md), so the parsed network, the calibration arrays and the runtime all hold
+the same thing:
 
-- ``embeddings``      float32 [N, S, H]   (the host's word + position + type sum, fixed S)
-- ``attention_mask``  float32 [N, 1, 1, S] 0/1 (the body's unsqueezed mask)
+- ``embeddings``      float32 [N, S, H]   (the host's word + position + type sum), parsed NWC;
+- ``attention_mask``, by mask mode (:mod:`hefsearch.embed.mask_layout`):
+
+  - ``softmax`` (the zoo's all_minilm_l6_v2, start node ``masked_fill``): [N, heads, S, S], the
+    tensor added to the attention scores, fed straight into each layer's score Add and parsed
+    NGWC ([1, S, heads*S]). ``set_input_mask_to_softmax()`` then makes the DFC apply it inside
+    softmax, and the device takes 0/1 values there. In FP32 ONNX semantics it is still the
+    additive bias (0 / mask_value), which is what :func:`verify_dfc_onnx` feeds;
+  - ``additive`` (the zoo's bert_base_uncased, start node after the mask Mul): [N, 1, 1, S], the
+    additive bias ``(1 - mask) * mask_value`` itself, parsed with the default (NCHW) format
+    ([1, S, 1]); no softmax command.
+
 - ``last_hidden_state`` float32 [N, S, H]
 
-Only the mask preparation (Cast / Unsqueeze / Reshape from the 2-D mask up to the first 4-D
-tensor) is removed; the additive bias the body adds to the attention scores stays the bundle's
-moderate ``mask_value`` (about -50). Needs the ``onnx`` package (compile extra); a bundle alone
-suffices, no torch model. :func:`verify_dfc_onnx` checks the variant against ``encoder.onnx``
-with ONNX Runtime.
+The mask preparation (Cast / Unsqueeze / Sub / Mul from the 2-D mask up to the bias the score
+Adds take) is removed; the bias stays the bundle's moderate ``mask_value`` (about -50). Needs the
+``onnx`` package (compile extra); a bundle alone suffices, no torch model.
 """
 
 from __future__ import annotations
@@ -25,13 +33,15 @@ import numpy as np
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.host import HostPipeline
+from hefsearch.embed.mask_layout import MaskLayout
 from hefsearch.embed.samples import VERIFY_TEXTS
 
 EMBEDDINGS = "embeddings"
 MASK = "attention_mask"
 OUTPUT = "last_hidden_state"
-#: ops allowed between the 2-D mask input and the 4-D mask tensor
-_MASK_PREP_OPS = {"Cast", "Unsqueeze", "Reshape", "Identity"}
+#: ops allowed between the 2-D mask input and the additive bias the score Adds take
+_MASK_PREP_OPS = {"Cast", "Unsqueeze", "Reshape", "Identity", "Sub", "Mul"}
+MASK_MODES = ("softmax", "additive")
 #: the variant must equal encoder.onnx to float32 rounding
 PARITY_MAX_ABS = 1e-4
 
@@ -46,11 +56,29 @@ class DfcOnnx:
     seq_len: int
     hidden: int
     mask_value: float
+    mask_mode: str = "softmax"
+    heads: int = 1
+
+    @property
+    def layout(self) -> MaskLayout:
+        return MaskLayout.for_mode(self.mask_mode, self.seq_len, self.heads, self.mask_value)
+
+    @property
+    def mask_shape(self) -> list[int]:
+        s = self.seq_len
+        return [1, self.heads, s, s] if self.mask_mode == "softmax" else [1, 1, 1, s]
 
     @property
     def input_shapes(self) -> dict[str, list[int]]:
         """Shapes for the parser's ``net_input_shapes`` (batch 1)."""
-        return {EMBEDDINGS: [1, self.seq_len, self.hidden], MASK: [1, 1, 1, self.seq_len]}
+        return {EMBEDDINGS: [1, self.seq_len, self.hidden], MASK: self.mask_shape}
+
+    def mask_feed(self, mask: np.ndarray) -> np.ndarray:
+        """The FP32 value of the mask input for a 0/1 mask [N, S] (the additive bias)."""
+        bias = ((1.0 - mask.astype(np.float32)) * np.float32(self.mask_value))[:, None, None, :]
+        if self.mask_mode == "softmax":
+            bias = np.broadcast_to(bias, (mask.shape[0], self.heads, self.seq_len, self.seq_len))
+        return np.ascontiguousarray(bias, dtype=np.float32)
 
 
 def _onnx():
@@ -61,8 +89,14 @@ def _onnx():
     return onnx
 
 
-def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int) -> DfcOnnx:
+def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str = "softmax") -> DfcOnnx:
     """Write the DFC-facing variant of ``bundle``'s encoder.onnx to ``out`` (fixed S = seq_len)."""
+    if mask_mode not in MASK_MODES:
+        raise DfcOnnxError(f"Unknown mask mode {mask_mode!r}.", f"Use one of: {', '.join(MASK_MODES)}.")
+    heads = int(bundle.model.get("heads") or 0)
+    if mask_mode == "softmax" and heads <= 0:
+        raise DfcOnnxError("The bundle's manifest does not record the number of attention heads.",
+                           "Re-export the bundle with 'hefsearch compile export'.")
     onnx = _onnx()
     from onnx import TensorProto, helper, shape_inference
 
@@ -89,14 +123,21 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int) -> DfcOnnx:
         for t in node.input:
             consumers.setdefault(t, []).append(node)
 
-    # Follow the mask from the graph input through shape-only ops to the first float 4-D tensor.
+    def feeds_scores(t: str) -> bool:
+        """``t`` is the bias: every user is an Add whose output goes into a Softmax."""
+        users = consumers.get(t, [])
+        return bool(users) and all(
+            u.op_type == "Add" and any(w.op_type == "Softmax" for w in consumers.get(u.output[0], []))
+            for u in users)
+
+    # Follow the mask from the graph input through its preparation to the additive bias.
     chain, tensor = [], MASK
-    while not (ranks.get(tensor) == 4 and elem.get(tensor) == TensorProto.FLOAT):
+    while not (ranks.get(tensor) == 4 and elem.get(tensor) == TensorProto.FLOAT and feeds_scores(tensor)):
         users = consumers.get(tensor, [])
         if len(users) != 1 or users[0].op_type not in _MASK_PREP_OPS:
             raise DfcOnnxError(
-                f"Cannot find the 4-D attention mask in {src}: '{tensor}' feeds "
-                f"{[u.op_type for u in users]} before any 4-D float tensor.",
+                f"Cannot find the attention-mask bias in {src}: '{tensor}' feeds "
+                f"{[u.op_type for u in users]} before any Add into a Softmax.",
                 "The body was not exported by hefsearch; re-export it with 'hefsearch compile export'.",
             )
         chain.append(users[0])
@@ -107,14 +148,16 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int) -> DfcOnnx:
         for i, t in enumerate(node.input):
             if t == tensor:
                 node.input[i] = MASK
-    keep = _live_nodes(keep, {OUTPUT})  # e.g. the Constants the removed Unsqueezes used
+    keep = _live_nodes(keep, {OUTPUT})  # e.g. the Constants the removed nodes used
     del g.node[:]
     g.node.extend(keep)
 
     hidden = bundle.hidden
     new_inputs = [
         helper.make_tensor_value_info(EMBEDDINGS, TensorProto.FLOAT, ["batch", seq_len, hidden]),
-        helper.make_tensor_value_info(MASK, TensorProto.FLOAT, ["batch", 1, 1, seq_len]),
+        helper.make_tensor_value_info(
+            MASK, TensorProto.FLOAT,
+            ["batch", heads, seq_len, seq_len] if mask_mode == "softmax" else ["batch", 1, 1, seq_len]),
     ]
     del g.input[:]
     g.input.extend(new_inputs)
@@ -124,13 +167,13 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int) -> DfcOnnx:
     stale = [vi for vi in g.value_info if vi.name in produced]
     for vi in stale:
         g.value_info.remove(vi)
-    model.doc_string = (f"hefsearch DFC-facing encoder body: mask input [N,1,1,{seq_len}] 0/1, "
-                        f"additive mask value {bundle.mask_value}")
+    model.doc_string = (f"hefsearch DFC-facing encoder body, mask mode {mask_mode}: the mask input is the "
+                        f"additive bias on the attention scores (mask value {bundle.mask_value})")
     onnx.checker.check_model(model)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(out))
-    return DfcOnnx(out, int(seq_len), hidden, bundle.mask_value)
+    return DfcOnnx(out, int(seq_len), hidden, bundle.mask_value, mask_mode, max(heads, 1))
 
 
 def _live_nodes(nodes: list, outputs: set[str]) -> list:
@@ -157,8 +200,7 @@ def verify_dfc_onnx(bundle: Bundle, dfc: DfcOnnx, texts: list[str] | None = None
 
     e, mask = sample_inputs(bundle, dfc.seq_len, texts)
     ref = make_session(bundle.path / "encoder.onnx", 1).run([OUTPUT], {EMBEDDINGS: e, MASK: mask})[0]
-    got = make_session(dfc.path, 1).run(
-        [OUTPUT], {EMBEDDINGS: e, MASK: mask[:, None, None, :].astype(np.float32)})[0]
+    got = make_session(dfc.path, 1).run([OUTPUT], {EMBEDDINGS: e, MASK: dfc.mask_feed(mask)})[0]
     diff = float(np.max(np.abs(ref - got)))
     if not diff <= PARITY_MAX_ABS:
         raise DfcOnnxError(

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from hefsearch.embed.bundle import Bundle
+from hefsearch.embed.mask_layout import MaskLayout
 from hefsearch.embed.host import POOLERS, HostPipeline, l2_normalize
 from hefsearch.embed.samples import VERIFY_TEXTS
 from hefsearch.search import metrics
@@ -48,10 +49,16 @@ def host_inputs(bundle: Bundle, seq_len: int, texts: list[str]) -> tuple[np.ndar
     return host.embed(tok.ids, pad_to=seq_len)
 
 
-def network_inputs(layers: list[InputLayer], e: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
-    """Host arrays reshaped to the parsed input layers: {layer: (N,) + shape[1:]} float32."""
+def network_inputs(layers: list[InputLayer], e: np.ndarray, mask: np.ndarray,
+                   layout: MaskLayout | None = None) -> dict[str, np.ndarray]:
+    """Host arrays laid out as the parsed input layers: {layer: (N,) + shape[1:]} float32, the
+    mask in the HEF's layout (what the device will receive)."""
     n = e.shape[0]
-    by_role = {EMBEDDINGS: e.astype(np.float32), MASK: mask.astype(np.float32)}
+    if layout is not None:
+        m = layout.build(mask)
+    else:
+        m = mask.astype(np.float32)
+    by_role = {EMBEDDINGS: e.astype(np.float32), MASK: m}
     return {layer.name: np.ascontiguousarray(by_role[layer.role].reshape((n, *layer.sample_shape)))
             for layer in layers}
 
@@ -78,7 +85,7 @@ def pooled(bundle: Bundle, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def emulator_report(runner, contexts, bundle: Bundle, layers: list[InputLayer], seq_len: int,
-                    say: Callable[[str], None] | None = None) -> dict:
+                    say: Callable[[str], None] | None = None, layout: MaskLayout | None = None) -> dict:
     """Run FP32 and quantised emulation on the report texts; return a JSON-able report.
 
     ``runner`` is an optimised ClientRunner, ``contexts`` the SDK's ``InferenceContext``.
@@ -87,10 +94,13 @@ def emulator_report(runner, contexts, bundle: Bundle, layers: list[InputLayer], 
 
     texts, pairs = report_texts()
     e, mask = host_inputs(bundle, seq_len, texts)
-    data = network_inputs(layers, e, mask)
+    data = network_inputs(layers, e, mask, layout)
     n, h = len(texts), bundle.hidden
     outs = {}
-    for label, ctx_kind in (("fp32", contexts.SDK_NATIVE), ("quantized", contexts.SDK_QUANTIZED)):
+    # FP_OPTIMIZED is the float model with the model script applied (set_input_mask_to_softmax
+    # included), so it takes the same mask values as the quantised model and the device
+    fp = getattr(contexts, "SDK_FP_OPTIMIZED", None) or contexts.SDK_NATIVE
+    for label, ctx_kind in (("fp32", fp), ("quantized", contexts.SDK_QUANTIZED)):
         with runner.infer_context(ctx_kind) as ctx:
             outs[label] = as_hidden(runner.infer(ctx, data), n, seq_len, h)
     onnx_hidden = make_session(str(bundle.path / "encoder.onnx"), None).run([OUTPUT], {EMBEDDINGS: e, MASK: mask})[0]

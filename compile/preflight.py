@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.mask_layout import MaskLayout
 
 from .dfc_onnx import EMBEDDINGS, MASK
 
@@ -63,10 +64,46 @@ def input_layers(hn: dict) -> list[InputLayer]:
     return sorted(out, key=lambda x: ROLES.index(x.role))
 
 
-def calibration_dict(layers: list[InputLayer], embeddings: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
-    """{parsed input-layer name: array}, the form ``optimize()`` takes for a two-input network."""
+def calibration_dict(layers: list[InputLayer], embeddings: np.ndarray, mask: np.ndarray,
+                     layout: MaskLayout | None = None) -> dict[str, np.ndarray]:
+    """{parsed input-layer name: array}, the form ``optimize()`` takes for a two-input network.
+
+    The stored set is compact (embeddings [N,1,SEQ,H], 0/1 mask [N,1,1,SEQ]); with a ``layout``
+    each array is laid out as the parsed layer holds it: the embeddings reshaped, the mask
+    turned into the layout's values (0/1 or the additive bias) and, for the score layout,
+    broadcast over the query rows without copying (a score-shaped mask is heads x SEQ values per
+    token: 1024 rows at SEQ 256 and 12 heads would be 3 GB). Arrays of another rank are passed
+    through untouched, for :func:`preflight` to refuse with the fix.
+    """
     by_role = {EMBEDDINGS: embeddings, MASK: mask}
-    return {layer.name: by_role[layer.role] for layer in layers}
+    if layout is None:
+        return {layer.name: by_role[layer.role] for layer in layers}
+    out = {}
+    for layer in layers:
+        arr = by_role[layer.role]
+        want = (arr.shape[0], *layer.sample_shape) if getattr(arr, "ndim", 0) else None
+        if want is None or arr.ndim != len(layer.shape):
+            out[layer.name] = arr
+        elif layer.role == EMBEDDINGS:
+            out[layer.name] = arr.reshape(want) if arr.size == int(np.prod(want)) else arr
+        else:
+            out[layer.name] = layout_mask(arr, layout, want)
+    return out
+
+
+def layout_mask(mask: np.ndarray, layout: MaskLayout, want: tuple) -> np.ndarray:
+    """The stored 0/1 mask (any shape of N x SEQ values) as the parsed mask layer [N, ...]."""
+    n = mask.shape[0]
+    if mask.size != n * layout.seq_len:
+        return mask  # preflight names the mismatch
+    m = mask.reshape(n, layout.seq_len)
+    rows, cols = layout.logical_shape
+    if layout.layout == "scores" and int(np.prod(want[1:])) == rows * cols and want[-1] == cols:
+        # every query row is the same key mask, tiled per head: broadcast it, don't copy it
+        row = np.tile(layout.values(m), (1, layout.heads)).astype(np.float32)  # [N, heads*S]
+        return np.broadcast_to(row.reshape((n,) + (1,) * (len(want) - 2) + (cols,)), want)
+    frames = layout.build(m, dtype=np.float32)
+    return frames.reshape(want) if frames.size == int(np.prod(want)) else mask
 
 
 def _fix(layer: InputLayer) -> str:
@@ -75,7 +112,14 @@ def _fix(layer: InputLayer) -> str:
             f"(it writes 4-D arrays), or reshape your array to {layer.expected()}.")
 
 
-def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray]) -> dict:
+def _value_sample(arr: np.ndarray) -> np.ndarray:
+    """All values, or for a large (e.g. broadcast score-shaped) mask one query row of each frame."""
+    if arr.nbytes <= (256 << 20) or arr.ndim < 3:
+        return arr.reshape(arr.shape[0], -1)
+    return arr[(slice(None),) + (0,) * (arr.ndim - 2) + (slice(None),)]
+
+
+def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray], layout: MaskLayout | None = None) -> dict:
     """Raise :class:`CalibrationMismatch` on the first problem; return a small summary dict."""
     names = {layer.name for layer in layers}
     given = set(calib)
@@ -111,19 +155,23 @@ def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray]) -> dict:
                 f"{what} is {arr.dtype}; the network takes float32.",
                 "Convert it with arr.astype(np.float32), or rebuild it with 'hefsearch compile calib'.",
             )
-        if not np.isfinite(arr).all():
-            bad = int(arr.size - np.isfinite(arr).sum())
+        vals = _value_sample(arr)
+        if not np.isfinite(vals).all():
+            bad = int(vals.size - np.isfinite(vals).sum())
             raise CalibrationMismatch(f"{what} holds {bad} NaN or infinite values.",
                                       "Rebuild the calibration with 'hefsearch compile calib'.")
         if layer.role == MASK:
-            odd = ~np.isin(arr, (0.0, 1.0))
+            binary = layout is None or layout.binary
+            allowed = (0.0, 1.0) if binary else (0.0, float(layout.mask_value))
+            odd = ~np.isin(vals, allowed)
             if odd.any():
+                why = ("With set_input_mask_to_softmax() the mask input is the 0/1 token mask, not an additive bias."
+                       if binary else f"In the additive mask mode the mask input is the bias: 0 or {allowed[1]:g}.")
                 raise CalibrationMismatch(
-                    f"{what} holds values other than 0 and 1 (e.g. {arr[odd].flat[0]!r}). With "
-                    "set_input_mask_to_softmax() the mask input is the raw 0/1 token mask, not an additive bias.",
-                    "Rebuild the calibration with 'hefsearch compile calib'.",
-                )
-            empty = int((arr.reshape(arr.shape[0], -1).sum(axis=1) == 0).sum())
+                    f"{what} holds values other than {allowed[0]:g} and {allowed[1]:g} (e.g. {vals[odd].flat[0]!r}). "
+                    + why, "Rebuild the calibration with 'hefsearch compile calib'.")
+            real = (vals == 1.0) if binary else (vals == 0.0)
+            empty = int((~real.any(axis=1)).sum())
             if empty:
                 raise CalibrationMismatch(f"{what} has {empty} rows without any real token.",
                                           "Rebuild the calibration with 'hefsearch compile calib'.")

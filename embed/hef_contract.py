@@ -2,22 +2,29 @@
 
 A compiled encoder body (ARCHITECTURE.md section 4) has two inputs and one logical output:
 
-- ``embeddings``: the host's embedding sum, one frame = [1, SEQ, H] (the parsed network's
-  4D [N,1,SEQ,H] without the batch axis);
-- ``attention_mask``: the raw 0/1 mask, one frame = [1, 1, SEQ];
-- ``last_hidden_state``: [SEQ, H] per frame, possibly split over several output streams.
+- ``embeddings``: the host's embedding sum, SEQ x H values per frame (parsed [1, SEQ, H]);
+- ``attention_mask``: the mask in the layout the HEF was compiled for
+  (:mod:`hefsearch.embed.mask_layout`: score-shaped 0/1, or one additive value per key);
+- ``last_hidden_state``: SEQ x H per frame, possibly split over several output streams.
 
-The bundle manifest's HEF entry records the stream names the compiler produced::
+The bundle manifest's HEF entry records, by role, the streams the compiled HEF has (read from
+the HEF after ``compile()``, see compile/dfc.py)::
 
-    "inputs":  {"embeddings":     {"name": "<net>/input_layer1", "shape": [1, SEQ, H]},
-                "attention_mask": {"name": "<net>/input_layer2", "shape": [1, 1, SEQ]}},
-    "outputs": {"last_hidden_state": {"names": ["<net>/output_layer1"], "shape": [1, SEQ, H]}}
+    "inputs":  {"embeddings":     {"name": "<net>/input_layer1", "shape": [16, 8, 384]},
+                "attention_mask": {"name": "<net>/input_layer2", "shape": [16, 8, 1536]}},
+    "outputs": {"last_hidden_state": {"names": ["<net>/layer_normalization13"], "shape": [1, 128, 384]}},
+    "mask_input": {"layout": "scores", "heads": 12, ...}
 
-(``"name": "..."`` is accepted for a single output too). :func:`check_contract` compares
-that with the stream infos read from the HEF and says exactly what differs;
-:class:`OutputAssembler` turns whatever the HEF's outputs are (shape, format order, format
-type, quantisation, split) into [N, SEQ, H] float32, reading every one of those from the
-HEF instead of assuming them.
+Matching is by meaning, as HailoRT itself binds by name and the allocator reshapes freely
+(docs/hailo-facts.md): an input is found by its recorded name, else by its element count; a
+stream whose shape differs from the record but holds the same number of elements is fed
+row-major in the HEF's shape (the automatic spatial reshape folds [1,128,C] into [16,8,C]);
+input order is a note, never an error; outputs that add up to SEQ x H are accepted under any
+name. Only a real mismatch (element counts, types, TRANSPOSED flags, unreadable layouts) is
+refused, naming the stream. :class:`OutputAssembler` turns whatever the HEF's outputs are
+(shape, format order, format type, quantisation, split) into [N, SEQ, H] float32, reading every
+one of those from the HEF instead of assuming them; :func:`to_stream` lays host frames out
+in an input stream's shape and order.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import BackendUnavailable
+from .mask_layout import MaskLayout
 
 #: host-side orders whose buffer is [h, w, c] (HailoRT maps FCR/F8CR to an NHWC host buffer)
 HWC_ORDERS = {"NHWC", "FCR", "F8CR"}
@@ -54,6 +62,11 @@ class StreamSpec:
     order: str
     type: str
     quant: tuple[tuple[float, float], ...] = ()
+    flags: str = "NONE"
+
+    @property
+    def transposed(self) -> bool:
+        return "TRANSPOSED" in self.flags.upper()
 
     @property
     def dtype(self) -> np.dtype:
@@ -70,7 +83,8 @@ class StreamSpec:
         if self.quant:
             s, z = self.quant[0]
             q = f", scale {s:.6g} zp {z:g}" + (f" (+{len(self.quant) - 1} more)" if len(self.quant) > 1 else "")
-        return f"{self.name}: shape {list(self.shape)}, {self.type}, order {self.order}{q}"
+        f = "" if self.flags.upper() in ("NONE", "0", "") else f", flags {self.flags}"
+        return f"{self.name}: shape {list(self.shape)}, {self.type}, order {self.order}{f}{q}"
 
     def tokens_channels(self, seq: int, hidden: int) -> tuple[int, int] | None:
         """How many tokens and channels this stream carries per frame, or None if unreadable."""
@@ -97,6 +111,14 @@ class HefContract:
     embeddings: str | None = None
     attention_mask: str | None = None
     outputs: tuple[str, ...] | None = None
+    mask: MaskLayout | None = None
+    #: per-frame shapes as recorded (the HEF's own, or the parsed network's for old bundles)
+    embeddings_recorded: tuple[int, ...] | None = None
+    mask_recorded: tuple[int, ...] | None = None
+
+    @property
+    def mask_layout(self) -> MaskLayout:
+        return self.mask or MaskLayout("keys01", self.seq_len)
 
     @property
     def embeddings_shape(self) -> tuple[int, ...]:
@@ -104,10 +126,18 @@ class HefContract:
 
     @property
     def mask_shape(self) -> tuple[int, ...]:
-        return (1, 1, self.seq_len)
+        return self.mask_layout.parsed_shape
+
+    @property
+    def embeddings_size(self) -> int:
+        return self.seq_len * self.hidden
+
+    @property
+    def mask_size(self) -> int:
+        return self.mask_layout.size
 
     @classmethod
-    def from_entry(cls, entry, hidden: int) -> "HefContract":
+    def from_entry(cls, entry, hidden: int, mask_value: float = -50.0) -> "HefContract":
         """Read the contract from a manifest ``EncoderEntry`` of kind "hef"."""
         seq = int(entry.seq_len)
         ins = entry.extra.get("inputs") or {}
@@ -116,6 +146,10 @@ class HefContract:
         def _name(d):
             return d.get("name") if isinstance(d, dict) else None
 
+        def _shape(d):
+            sh = d.get("shape") if isinstance(d, dict) else None
+            return tuple(int(x) for x in sh) if isinstance(sh, list) and sh else None
+
         out = outs.get("last_hidden_state") if isinstance(outs, dict) else None
         names = None
         if isinstance(out, dict):
@@ -123,7 +157,9 @@ class HefContract:
                 names = tuple(str(n) for n in out["names"])
             elif out.get("name"):
                 names = (str(out["name"]),)
-        return cls(seq, int(hidden), _name(ins.get("embeddings")), _name(ins.get("attention_mask")), names)
+        mask = MaskLayout.from_dict(entry.extra.get("mask_input"), seq, float(entry.extra.get("mask_value", mask_value)))
+        return cls(seq, int(hidden), _name(ins.get("embeddings")), _name(ins.get("attention_mask")), names, mask,
+                   _shape(ins.get("embeddings")), _shape(ins.get("attention_mask")))
 
 
 @dataclass
@@ -151,9 +187,90 @@ class ContractCheck:
                 f"'hefsearch inspect {hef_path}' to see its streams.",
             )
 
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "embeddings": self.embeddings.name if self.embeddings else None,
+            "attention_mask": self.attention_mask.name if self.attention_mask else None,
+            "mask_layout": self.contract.mask_layout.to_dict(),
+            "outputs": [s.name for s in self.outputs],
+            "concat": self.concat,
+            "problems": list(self.problems),
+            "notes": list(self.notes),
+        }
+
 
 def _shape_str(shape) -> str:
     return "[" + ", ".join(str(int(x)) for x in shape) + "]"
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape)) if len(shape) else 0
+
+
+def _match_inputs(c: "ContractCheck", inputs: list[StreamSpec]) -> None:
+    """Find the embeddings and mask streams by recorded name, else by element count."""
+    contract = c.contract
+    seq, hidden = contract.seq_len, contract.hidden
+    by_name = {s.name: s for s in inputs}
+    roles = [("embeddings", contract.embeddings, contract.embeddings_size,
+              f"{seq} tokens x {hidden} channels"),
+             ("attention_mask", contract.attention_mask, contract.mask_size, contract.mask_layout.describe())]
+    if len(inputs) != 2:
+        c.problems.append(
+            f"the HEF has {len(inputs)} input stream(s) ({', '.join(s.name for s in inputs) or 'none'}); "
+            "the encoder body needs exactly 2: the embeddings and the attention mask"
+        )
+    taken: set[str] = set()
+    for role, name, size, what in roles:
+        spec = by_name.get(name) if name else None
+        if spec is None:
+            # renamed, or an old manifest without names: identify the stream by what it holds
+            matches = [s for s in inputs if s.size == size and s.name not in taken]
+            if len(matches) == 1:
+                spec = matches[0]
+                c.notes.append(
+                    f"input {role}: " + (f"the manifest names {name!r}, which the HEF does not have; "
+                                         if name else "the manifest names no stream; ")
+                    + f"identified {spec.name!r} by its size ({size} values)")
+            else:
+                have = ", ".join(f"{s.name!r} {_shape_str(s.shape)}" for s in inputs) or "none"
+                c.problems.append(
+                    f"input {role}: " + (f"the manifest names stream {name!r}, but " if name else "")
+                    + f"no single HEF input holds the {size} values of {what} (the HEF's inputs: {have})")
+                continue
+        taken.add(spec.name)
+        if spec.size != size:
+            other = [s.name for s in inputs if s is not spec and s.size == size]
+            swapped = f"; {other[0]!r} has that size, so the inputs look swapped" if other else ""
+            c.problems.append(
+                f"input {role} ({spec.name}): the HEF has shape {_shape_str(spec.shape)} = {spec.size} values; "
+                f"the host sends {size} ({what}, SEQ {seq}, H {hidden}){swapped}"
+            )
+        elif spec.transposed:
+            c.problems.append(
+                f"input {role} ({spec.name}): the stream has FormatFlags.TRANSPOSED (height and width swapped); "
+                "hefsearch does not feed transposed streams. Recompile the HEF without a transposed format.")
+        elif spec.order not in SUPPORTED_ORDERS:
+            c.problems.append(f"input {role} ({spec.name}): format order {spec.order} is not a dense layout "
+                              f"hefsearch can write (supported: {', '.join(sorted(SUPPORTED_ORDERS))})")
+        else:
+            recorded = contract.embeddings_recorded if role == "embeddings" else contract.mask_recorded
+            if recorded and tuple(recorded) != tuple(spec.shape):
+                c.notes.append(f"input {role} ({spec.name}): the HEF's shape {_shape_str(spec.shape)} differs from "
+                               f"the recorded {_shape_str(recorded)}; fed row-major in the HEF's shape")
+            elif len(spec.shape) == 3 and spec.shape[0] != 1:
+                c.notes.append(f"input {role} ({spec.name}): folded to {_shape_str(spec.shape)} by the compiler's "
+                               "automatic spatial reshape; fed row-major in that shape")
+        if role == "embeddings":
+            c.embeddings = spec
+        else:
+            c.attention_mask = spec
+    if c.embeddings is not None and c.attention_mask is not None and len(inputs) == 2:
+        order = [s.name for s in inputs]
+        if order.index(c.embeddings.name) > order.index(c.attention_mask.name):
+            c.notes.append(f"input order: the HEF lists {order} (mask first); inputs are bound by name, so "
+                           "the order does not matter")
 
 
 def check_contract(
@@ -164,84 +281,39 @@ def check_contract(
 ) -> ContractCheck:
     """Compare the HEF's input/output stream infos with the manifest and the host's needs.
 
-    Inputs are matched by the manifest's names (and must then have the manifest's shapes, in
-    the manifest's order); without names they are identified by shape. Outputs are taken in
-    HailoRT's sorted order and must add up to [SEQ, H] along channels or tokens.
+    See the module docstring for what is matched how; every problem found is listed, notes say
+    what was tolerated and why.
     """
     c = ContractCheck(contract)
     seq, hidden = contract.seq_len, contract.hidden
-    by_name = {s.name: s for s in inputs}
-    want = [("embeddings", contract.embeddings, contract.embeddings_shape),
-            ("attention_mask", contract.attention_mask, contract.mask_shape)]
-    if len(inputs) != 2:
-        c.problems.append(
-            f"the HEF has {len(inputs)} input stream(s) ({', '.join(s.name for s in inputs) or 'none'}); "
-            "the encoder body needs exactly 2: embeddings [1, SEQ, H] and attention_mask [1, 1, SEQ]"
-        )
-    for role, name, shape in want:
-        spec = None
-        if name:
-            spec = by_name.get(name)
-            if spec is None:
-                c.problems.append(
-                    f"input {role}: the manifest names stream {name!r}, but the HEF's inputs are "
-                    f"{', '.join(repr(s.name) for s in inputs) or 'none'}"
-                )
-                continue
-        else:
-            matches = [s for s in inputs if tuple(s.shape) == tuple(shape)]
-            if len(matches) == 1:
-                spec = matches[0]
-                c.notes.append(f"input {role}: the manifest names no stream; identified {spec.name!r} by its shape")
-            else:
-                c.problems.append(
-                    f"input {role}: the manifest names no stream and {len(matches)} HEF inputs have the "
-                    f"expected shape {_shape_str(shape)}"
-                )
-                continue
-        if tuple(spec.shape) != tuple(shape):
-            other = [s.name for s in inputs if s is not spec and tuple(s.shape) == tuple(shape)]
-            swapped = f"; {other[0]!r} has that shape, so the inputs look swapped" if other else ""
-            c.problems.append(
-                f"input {role} ({spec.name}): the HEF has shape {_shape_str(spec.shape)}, the manifest "
-                f"and host expect {_shape_str(shape)} (SEQ {seq}, H {hidden}){swapped}"
-            )
-        if role == "embeddings":
-            c.embeddings = spec
-        else:
-            c.attention_mask = spec
-    if c.embeddings is not None and c.attention_mask is not None and len(inputs) == 2 and not c.problems:
-        order = [s.name for s in inputs]
-        if order.index(c.embeddings.name) > order.index(c.attention_mask.name):
-            c.problems.append(
-                f"input order: the HEF lists {order}, but the manifest has embeddings "
-                f"({c.embeddings.name}) first"
-            )
+    _match_inputs(c, inputs)
 
     # -- outputs ---------------------------------------------------------------------------
     out_by_name = {s.name: s for s in outputs}
     order = [n for n in (sorted_output_names or []) if n in out_by_name]
     order += [s.name for s in outputs if s.name not in order]
-    if contract.outputs:
+    if contract.outputs and outputs:
         missing = [n for n in contract.outputs if n not in out_by_name]
         extra = [n for n in order if n not in contract.outputs]
-        if missing:
-            c.problems.append(
-                f"output: the manifest names {', '.join(repr(n) for n in missing)}, but the HEF's outputs "
-                f"are {', '.join(repr(n) for n in order) or 'none'}"
-            )
-        if extra:
-            c.problems.append(f"output: the HEF has streams the manifest does not list: {', '.join(extra)}")
-        if list(contract.outputs) != [n for n in order if n in contract.outputs] and not missing:
-            c.problems.append(
-                f"output order: HailoRT sorts the outputs as {order}, the manifest lists {list(contract.outputs)}"
-            )
+        if missing or extra:
+            # The compiler names outputs after the layer that feeds them, and the optimiser
+            # renames layers (LayerNorm decomposition): names are informative, meaning decides.
+            c.notes.append(
+                f"output: the manifest names {', '.join(repr(n) for n in contract.outputs)}, the HEF's outputs are "
+                f"{', '.join(repr(n) for n in order)}; read as the hidden state in HailoRT's sorted order")
+        elif list(contract.outputs) != order:
+            c.notes.append(f"output order: HailoRT sorts the outputs as {order}, the manifest lists "
+                           f"{list(contract.outputs)}; HailoRT's order is used")
     if not outputs:
         c.problems.append("the HEF has no output stream")
         return c
     c.outputs = [out_by_name[n] for n in order]
     parts = []
     for spec in c.outputs:
+        if spec.transposed:
+            c.problems.append(f"output {spec.name}: the stream has FormatFlags.TRANSPOSED (height and width "
+                              "swapped); hefsearch does not read transposed streams")
+            continue
         if spec.order not in SUPPORTED_ORDERS:
             c.problems.append(
                 f"output {spec.name}: format order {spec.order} is not a dense tensor layout hefsearch can read "
@@ -331,3 +403,24 @@ class OutputAssembler:
             return np.ascontiguousarray(parts[0])
         axis = 2 if self.concat == "channels" else 1
         return np.ascontiguousarray(np.concatenate(parts, axis=axis))
+
+
+def to_stream(frames: np.ndarray, spec: StreamSpec) -> np.ndarray:
+    """Host frames [N, ...] (row-major, any logical shape of ``spec.size`` values per frame) ->
+    the input buffer [N, *spec.shape] in the stream's format order, C-contiguous.
+
+    HWC-like orders (NHWC, FCR, F8CR) and NC/NHW are plain row-major reshapes: this is how the
+    automatic spatial reshape folds [1, 128, C] into [16, 8, C]. NCHW/NHCW buffers are the
+    (h, w, c) frame transposed.
+    """
+    n = frames.shape[0]
+    o = spec.order
+    if o in HWC_ORDERS or o in ("NC", "NHW"):
+        out = frames.reshape(n, *spec.shape)
+    elif o in ("NHCW", "NCHW"):
+        h, w, c = spec.shape
+        x = frames.reshape(n, h, w, c)
+        out = x.transpose(0, 1, 3, 2) if o == "NHCW" else x.transpose(0, 3, 1, 2)
+    else:
+        raise HefContractError(f"Stream {spec.name}: unsupported format order {o}.")
+    return np.ascontiguousarray(out)

@@ -55,7 +55,8 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
     if (backend in (None, "auto")) and default in spaces:
         info = spaces[default]
         try:
-            first = Encoder.open(choice.bundle, backend=info.backend, **{**info.backend_opts, **backend_opts})
+            first = Encoder.open(choice.bundle, backend=info.backend, bulk=True,
+                                 **{**info.backend_opts, **backend_opts})
             first.backend_reason = f"{info.backend} (the backend of the library's default space {default!r})"
         except BackendUnavailable as e:
             raise BackendUnavailable(
@@ -63,7 +64,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
                 f"Index with --backend cpu to fill the cpu-fp32 space instead (the {default!r} "
                 f"space then lags until its backend is back).") from e
     else:
-        first = Encoder.open(choice.bundle, backend=backend, **backend_opts)
+        first = Encoder.open(choice.bundle, backend=backend, bulk=True, **backend_opts)
     choice.encoders.append(first)
     kinds = {_space_name(first)}
     try:
@@ -71,7 +72,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
             if name in kinds:
                 continue
             try:
-                enc = Encoder.open(choice.bundle, backend=info.backend, **info.backend_opts)
+                enc = Encoder.open(choice.bundle, backend=info.backend, bulk=True, **info.backend_opts)
             except HefsearchError as e:
                 choice.skipped_spaces.append((name, e.message))
                 log.warning("space %s is not updated: %s", name, e.message)

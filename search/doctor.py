@@ -122,6 +122,12 @@ def check_devices(runtime: str | None):
         return [Check("device", SKIP, "not checked: HailoRT is not installed")], []
     try:
         devices = hailo.probe_devices()
+    except hailo.WrongRuntime:
+        # HailoRT 5.x refuses to open a Hailo-8/8L (HAILO_NOT_SUPPORTED), so its chip cannot be read
+        have = _major(runtime)
+        return [Check("device", WARN, f"a Hailo-8/8L is present, but HailoRT {runtime} refuses to open it"),
+                Check("runtime/device", FAIL, f"the Hailo-8/8L needs HailoRT 4.x, but HailoRT {runtime} is installed",
+                      _runtime_fix(4, have))], []
     except HefsearchError as e:
         return [Check("device", FAIL, e.message, e.hint)], []
     if not devices:
@@ -139,9 +145,13 @@ def check_devices(runtime: str | None):
             checks.append(Check(
                 "runtime/device", FAIL,
                 f"the {devices[0].label} needs HailoRT {want}.x, but HailoRT {runtime} is installed",
-                f"sudo apt install {APT_PACKAGE[want]} (it replaces {APT_PACKAGE[have] if have in APT_PACKAGE else 'the other'};"
-                " the two cannot be installed together), then reboot."))
+                _runtime_fix(want, have)))
     return checks, devices
+
+
+def _runtime_fix(want: int, have: int | None) -> str:
+    return (f"sudo apt install {APT_PACKAGE[want]} (it replaces {APT_PACKAGE[have] if have in APT_PACKAGE else 'the other'};"
+            " the two cannot be installed together), then reboot.")
 
 
 # -- bundle and HEFs -------------------------------------------------------------------------------

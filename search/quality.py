@@ -415,7 +415,7 @@ def run_quality(
 
     def encoder(spec: SpaceSpec) -> Encoder:
         if spec.name not in opened:
-            enc = Encoder.open(b, backend=spec.backend, **spec.backend_opts)
+            enc = Encoder.open(b, backend=spec.backend, bulk=True, **spec.backend_opts)
             opened[spec.name] = enc
             own.append(enc)
         return opened[spec.name]

@@ -44,7 +44,8 @@ def no_hailo(monkeypatch):
 
 @pytest.fixture
 def hef_bundle(tiny_bert_bundle, tmp_path):
-    """A copy of the tiny BERT bundle with one fake float-output HEF for hailo10h (SEQ 64)."""
+    """A copy of the tiny BERT bundle with one fake HEF for hailo10h (SEQ 64) whose streams are all
+    FLOAT32 on the device, so its vectors equal the CPU's: layout bugs show as exact mismatches."""
     path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
-    add_fake_hef(path)
+    add_fake_hef(path, in_type="FLOAT32")
     return path

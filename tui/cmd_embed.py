@@ -30,7 +30,8 @@ def embed_cmd(bundle, backend, query, fmt, batch_size, threads, source):
     from hefsearch.embed import Encoder
 
     texts = [line.rstrip("\n") for line in source]
-    opts = {"batch_size": batch_size}
+    # many texts: let an NPU take them in device batches (a single query stays at batch 1)
+    opts = {"batch_size": batch_size, "bulk": len(texts) > 1}
     if threads:
         opts["threads"] = threads
     with Encoder.open(bundle, backend=backend, **opts) as enc:

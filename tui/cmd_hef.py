@@ -17,6 +17,11 @@ from hefsearch.embed.precision import PROFILES
 @click.option("--precision", default="balanced", show_default=True,
               help=f"Precision profile: {', '.join(PROFILES)}, or a JSON/TOML file mapping site groups to 8/16 "
                    "bits, e.g. {\"bits\": {\"residual_add\": 16, \"layernorm\": 16, \"ffn_out\": 8}}.")
+@click.option("--mask", type=click.Choice(["softmax", "additive"]), default=None,
+              help="How the HEF takes the attention mask. softmax (the model zoo's MiniLM recipe): a 0/1 mask "
+                   "inside softmax, fed score-shaped (heads x SEQ values per token). additive (the zoo's BERT "
+                   "recipe): one additive value per token, added to the 8-bit scores. Default: the precision "
+                   "profile's (softmax). DFC 3.x lacks the softmax command: use additive there.")
 @click.option("--optimization-level", type=click.IntRange(0, 4), default=0, show_default=True,
               help="DFC optimisation effort (0 = the model zoo's choice for text encoders; 2+ wants a GPU).")
 @click.option("--compression-level", type=click.IntRange(0, 5), default=0, show_default=True,
@@ -33,13 +38,14 @@ from hefsearch.embed.precision import PROFILES
               help="Where stages are saved for resuming. Default: BUNDLE/build/<hw-arch>.s<SEQ>/ (not needed "
                    "on the Pi).")
 @click.option("--restart", is_flag=True, help="Ignore saved stages and start again from the parse.")
-def hef_cmd(bundle, hw_arch, seq_len, precision, optimization_level, compression_level, alls_extra, calib,
+def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compression_level, alls_extra, calib,
             fallback, no_report, work_dir, restart):
     """Compile BUNDLE's encoder for a Hailo NPU (x86_64 Linux with the Dataflow Compiler).
 
     \b
     Stages (each saved, so a re-run resumes where it stopped):
-      parse      the encoder body, 3-D embeddings + 4-D mask inputs
+      parse      the encoder body as the model zoo parses MiniLM/BERT (embeddings NWC; the
+                 mask NGWC score-shaped, or additive per token)
       preflight  the calibration arrays against the parsed input layers
       optimize   quantise with the model script written from --precision
       report     FP32 vs quantised emulation on multilingual sentences
@@ -49,7 +55,7 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, optimization_level, compression
     """
     from hefsearch.compile.dfc import HefOptions, build_hef
 
-    opts = HefOptions(hw_arch=hw_arch, seq_len=seq_len, precision=precision,
+    opts = HefOptions(hw_arch=hw_arch, seq_len=seq_len, precision=precision, mask=mask,
                       optimization_level=optimization_level, compression_level=compression_level,
                       alls_extra=alls_extra, fallback=fallback, report=not no_report, calib=calib,
                       work_dir=work_dir, restart=restart)

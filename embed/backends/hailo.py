@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,14 +34,18 @@ import numpy as np
 
 from ..bundle import Bundle, EncoderEntry
 from ..errors import BackendUnavailable, DeviceError, HefsearchError
-from ..hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSpec, check_contract
+from ..hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSpec, check_contract, to_stream
 
 log = logging.getLogger("hefsearch.embed.hailo")
 
 SHARED_GROUP_ID = "SHARED"
-#: environment overrides: the per-frame timeout, and HailoRT 4.x's multi-process service
+#: environment overrides: the per-frame timeout, HailoRT 4.x's multi-process service, the bulk
+#: device batch
 ENV_TIMEOUT = "HEFSEARCH_HAILO_TIMEOUT_MS"
 ENV_SERVICE = "HEFSEARCH_HAILO_SERVICE"
+ENV_DEVICE_BATCH = "HEFSEARCH_HAILO_DEVICE_BATCH"
+#: the device batch for bulk encoding; the zoo's MiniLM runs 156 FPS at batch 1 and 742 at 8
+BULK_DEVICE_BATCH = 8
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_BATCH_SIZE = 8
 
@@ -128,6 +134,8 @@ def probe_devices(hp=None) -> list[DeviceInfo]:
             with hp.Device(dev_id) as dev:
                 info = dev.control.identify()
         except Exception as e:
+            if _is_hailo8_on_5x(e, getattr(hp, "__version__", None)):
+                raise hailo8_needs_4x(getattr(hp, "__version__", None)) from None
             raise DeviceError(
                 f"Hailo device {dev_id} is present but did not answer: {type(e).__name__}: {e}",
                 DEVICE_HINT + " If another program holds the device, stop it or let it use the scheduler.",
@@ -138,15 +146,25 @@ def probe_devices(hp=None) -> list[DeviceInfo]:
 
 
 def hef_entries_for(bundle: Bundle, hw_arch: str, precision: str | None = None) -> list[EncoderEntry]:
-    """The bundle's HEFs for one chip, one per SEQ (the last listed wins), shortest SEQ first."""
-    by_seq: dict[int, EncoderEntry] = {}
-    for e in bundle.encoder_entries("hef"):
-        if (e.hw_arch or "").lower() != hw_arch.lower() or not e.seq_len:
-            continue
-        if precision and precision_name(e) != precision:
-            continue
-        by_seq[int(e.seq_len)] = e
-    return [by_seq[s] for s in sorted(by_seq)]
+    """The bundle's HEFs for one chip, one per SEQ (the last listed wins), shortest SEQ first.
+
+    A Hailo-8 also runs HEFs compiled for the Hailo-8L (HailoRT only warns: "lower
+    performance"), used when the bundle has none for the Hailo-8 itself.
+    """
+    def pick(arch: str) -> list[EncoderEntry]:
+        by_seq: dict[int, EncoderEntry] = {}
+        for e in bundle.encoder_entries("hef"):
+            if (e.hw_arch or "").lower() != arch or not e.seq_len:
+                continue
+            if precision and precision_name(e) != precision:
+                continue
+            by_seq[int(e.seq_len)] = e
+        return [by_seq[s] for s in sorted(by_seq)]
+
+    found = pick(hw_arch.lower())
+    if not found and hw_arch.lower() == "hailo8":
+        found = pick("hailo8l")
+    return found
 
 
 def precision_name(entry: EncoderEntry) -> str:
@@ -165,6 +183,19 @@ def _quant_pairs(quant_infos) -> tuple[tuple[float, float], ...]:
     return tuple((float(q.qp_scale), float(q.qp_zp)) for q in (quant_infos or []))
 
 
+def _flags_name(fmt) -> str:
+    flags = getattr(fmt, "flags", None)
+    if flags is None:
+        return "NONE"
+    name = getattr(flags, "name", None)
+    if name:
+        return name
+    try:  # an int-like value (pybind arithmetic enum): HAILO_FORMAT_FLAGS_TRANSPOSED = 1 << 1
+        return "TRANSPOSED" if int(flags) & 2 else "NONE"
+    except (TypeError, ValueError):
+        return str(flags).split(".")[-1]
+
+
 def spec_from_vstream_info(info) -> StreamSpec:
     q = getattr(info, "quant_info", None)
     return StreamSpec(
@@ -173,6 +204,7 @@ def spec_from_vstream_info(info) -> StreamSpec:
         order=_enum_name(info.format.order),
         type=_enum_name(info.format.type),
         quant=_quant_pairs([q] if q is not None else []),
+        flags=_flags_name(info.format),
     )
 
 
@@ -184,6 +216,7 @@ def spec_from_infer_stream(stream) -> StreamSpec:
         order=_enum_name(fmt.order),
         type=_enum_name(fmt.type),
         quant=_quant_pairs(stream.quant_infos),
+        flags=_flags_name(fmt),
     )
 
 
@@ -231,8 +264,8 @@ def inspect_hef(path: str | Path, bundle: Bundle | None = None, hp=None) -> HefS
         return streams
     streams.entry = entry
     streams.check = check_contract(
-        HefContract.from_entry(entry, bundle.hidden), streams.inputs, streams.outputs, streams.sorted_outputs
-    )
+        HefContract.from_entry(entry, bundle.hidden, bundle.mask_value), streams.inputs, streams.outputs,
+        streams.sorted_outputs)
     return streams
 
 
@@ -246,15 +279,136 @@ def _root_cause(errors: list[BaseException]) -> BaseException:
     return (real or errors)[0]
 
 
+def timeout_bound_s(timeout_ms: int) -> float:
+    """The longest a frame can take before we give up: HailoRT's ``AsyncInferJob.wait(t)`` can
+    block for up to twice ``t`` (docs/hailo-facts.md, Timeouts)."""
+    return 2 * timeout_ms / 1000
+
+
 def device_error(e: BaseException, doing: str, timeout_ms: int) -> DeviceError:
     if isinstance(e, DeviceError):
         return e
     if _is_timeout(e):
-        return DeviceError(f"The Hailo device did not answer within {timeout_ms / 1000:g} s while {doing}.", DEVICE_HINT)
+        return DeviceError(
+            f"The Hailo device did not answer while {doing}: no frame finished within the timeout of "
+            f"{timeout_ms / 1000:g} s per wait (up to {timeout_bound_s(timeout_ms):g} s, as HailoRT's wait can "
+            f"block for twice its timeout).",
+            DEVICE_HINT + f" A slow link may need a longer timeout: {ENV_TIMEOUT}=<ms>.")
     return DeviceError(f"The Hailo device failed while {doing}: {type(e).__name__}: {e}", DEVICE_HINT)
 
 
+# -- sharing the device between processes ----------------------------------------------------
+#: HailoRT 4.x's multi-process service listens here unless HAILORT_SERVICE_ADDRESS says otherwise
+#: (hailort branch hailo8, hailort/rpc/rpc_definitions.hpp)
+SERVICE_SOCKET = "/tmp/hailort_uds.sock"
+STATUS_OUT_OF_PHYSICAL_DEVICES = 74
+STATUS_DEVICE_IN_USE = 73
+
+
+def runtime_major(version: str | None) -> int | None:
+    try:
+        return int(str(version).split(".")[0])
+    except (TypeError, ValueError):
+        return None
+
+
+def service_running() -> bool:
+    """True when HailoRT 4.x's multi-process service (hailort.service) is listening."""
+    addr = os.environ.get("HAILORT_SERVICE_ADDRESS")
+    if addr and not addr.startswith("unix:"):
+        return True  # a TCP address was configured on purpose; trust it
+    path = addr.removeprefix("unix://").removeprefix("unix:") if addr else SERVICE_SOCKET
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _status_code(e: BaseException) -> int | None:
+    m = re.search(r"error:?\s*(\d+)", str(e))
+    return int(m.group(1)) if m else None
+
+
+def _is_out_of_devices(e: BaseException) -> bool:
+    """74 when HailoRT scans for a free device, 73 when a device id was named (hailort.h)."""
+    return _status_code(e) in (STATUS_OUT_OF_PHYSICAL_DEVICES, STATUS_DEVICE_IN_USE) or \
+        "OUT_OF_PHYSICAL_DEVICES" in str(e) or "DEVICE_IN_USE" in str(e)
+
+
+def _is_hailo8_on_5x(e: BaseException, version: str | None = None) -> bool:
+    """HailoRT 5.x opening a Hailo-8/8L: pcie_device.cpp logs "only supported in versions 4.x.x"
+    and returns HAILO_NOT_SUPPORTED (79), which the Python binding raises as a bare status."""
+    if "only supported in versions 4" in str(e):
+        return True
+    major = runtime_major(version)
+    return major is not None and major >= 5 and (_status_code(e) == 79 or "HAILO_NOT_SUPPORTED" in str(e))
+
+
+class WrongRuntime(BackendUnavailable):
+    """The installed HailoRT's major version cannot drive this chip (5.x and a Hailo-8/8L)."""
+
+    title = "wrong HailoRT for this device"
+
+
+def hailo8_needs_4x(version: str | None) -> BackendUnavailable:
+    return WrongRuntime(
+        f"This is a Hailo-8/8L, and HailoRT {version or '5.x'} does not drive it: HailoRT 5.x supports Hailo-10H "
+        "only (\"Hailo8 devices are only supported in versions 4.x.x and earlier\").",
+        "Install HailoRT 4.x for this device: on a Raspberry Pi 'sudo apt install hailo-all' (it cannot coexist "
+        "with hailo-h10-all), then recreate the venv with --system-site-packages. Or run on the CPU: --backend cpu.")
+
+
+def device_busy(version: str | None, label: str, service: bool | None) -> BackendUnavailable:
+    if runtime_major(version) == 4 and not service:
+        return BackendUnavailable(
+            f"The {label} is in use by another process (HailoRT status 74, HAILO_OUT_OF_PHYSICAL_DEVICES). "
+            "HailoRT 4.x lets several processes share a device only through its multi-process service.",
+            "Start it once: 'sudo systemctl enable --now hailort.service'; hefsearch then uses it by itself "
+            f"(or set {ENV_SERVICE}=1). The other program must use the service too (e.g. multi_process_service=True "
+            "in its VDevice params). Or stop the other program, or run this one on the CPU: --backend cpu.")
+    return BackendUnavailable(
+        f"The {label} is in use and HailoRT could not share it (HailoRT status 74, HAILO_OUT_OF_PHYSICAL_DEVICES).",
+        "Stop the other program that holds it ('hailortcli monitor' shows who runs what), or run on the CPU: "
+        "--backend cpu.")
+
+
 # -- one configured HEF -------------------------------------------------------------------------------
+def _exact_encoder(spec: StreamSpec, values: tuple[float, ...]):
+    """A host-side quantiser for an input whose only values are ``values``, when the stream's
+    native type and single quant info represent them exactly; else None (feed FLOAT32)."""
+    if spec.type not in ("UINT8", "UINT16") or len(spec.quant) != 1:
+        return None
+    scale, zp = spec.quant[0]
+    if not scale > 0:
+        return None
+    qmax = 255 if spec.type == "UINT8" else 65535
+    q = [v / scale + zp for v in values]
+    if any(abs(x - round(x)) > 1e-3 or not 0 <= round(x) <= qmax for x in q):
+        return None
+    dtype = np.uint8 if spec.type == "UINT8" else np.uint16
+
+    def encode(v: np.ndarray) -> np.ndarray:
+        return np.rint(v / np.float32(scale) + np.float32(zp)).astype(dtype)
+
+    return encode
+
+
+@dataclass
+class FrameCost:
+    """Bytes one frame costs on the host and on the link, per input (for bench and doctor)."""
+
+    host_bytes: dict
+    link_bytes: dict
+
+    @property
+    def host_total(self) -> int:
+        return int(sum(self.host_bytes.values()))
+
+    @property
+    def link_total(self) -> int:
+        return int(sum(self.link_bytes.values()))
+
+
 class _HefModel:
     """One HEF (one SEQ) configured on the shared VDevice."""
 
@@ -267,39 +421,77 @@ class _HefModel:
         self.path = bundle.path / entry.file
         streams = read_hef(self.path, hp)
         check = check_contract(
-            HefContract.from_entry(entry, bundle.hidden), streams.inputs, streams.outputs, streams.sorted_outputs
-        )
+            HefContract.from_entry(entry, bundle.hidden, bundle.mask_value), streams.inputs, streams.outputs,
+            streams.sorted_outputs)
         check.raise_if_failed(self.path)
         self.check = check
+        self.layout = check.contract.mask_layout
+        self.notes = list(check.notes)
         self.cim = None
         im = vdevice.create_infer_model(str(self.path))
-        # FLOAT32 everywhere before configure(): HailoRT (de)quantises with the HEF's scales.
+        self.emb_name = check.embeddings.name
+        self.mask_name = check.attention_mask.name
+        native = {s.name: s for s in streams.inputs}
+        # The embeddings go in as FLOAT32 (HailoRT quantises with the HEF's scales). The mask has
+        # two values only: when the stream's own type holds them exactly, the host quantises the
+        # few per-key values and broadcasts bytes (a score-shaped mask is heads x SEQ per token).
+        self.mask_encode = _exact_encoder(native[self.mask_name], self.layout_values())
         for name in im.input_names:
+            if name == self.mask_name and self.mask_encode is not None:
+                continue
             im.input(name).set_format_type(hp.FormatType.FLOAT32)
         if output_type == "float32":
             for name in im.output_names:
                 im.output(name).set_format_type(hp.FormatType.FLOAT32)
-        if device_batch:
-            im.set_batch_size(int(device_batch))
-        self.cim = im.configure()
-        self.emb_name = check.embeddings.name
-        self.mask_name = check.attention_mask.name
-        self.emb_shape = tuple(int(x) for x in im.input(self.emb_name).shape)
-        self.mask_shape = tuple(int(x) for x in im.input(self.mask_name).shape)
-        for name, shape, dtype_name in ((self.emb_name, self.emb_shape, im.input(self.emb_name).format.type),
-                                        (self.mask_name, self.mask_shape, im.input(self.mask_name).format.type)):
-            if _enum_name(dtype_name) != "FLOAT32":
-                raise DeviceError(f"HailoRT kept input {name} at {_enum_name(dtype_name)} after set_format_type(FLOAT32).",
-                                  "Update HailoRT; hefsearch needs FLOAT32 inputs.")
+        self.cim, self.device_batch = self._configure(im, device_batch)
+        self.emb_spec = spec_from_infer_stream(im.input(self.emb_name))
+        self.mask_spec = spec_from_infer_stream(im.input(self.mask_name))
+        if self.emb_spec.type != "FLOAT32":
+            raise DeviceError(f"HailoRT kept input {self.emb_name} at {self.emb_spec.type} after "
+                              "set_format_type(FLOAT32).", "Update HailoRT; hefsearch needs FLOAT32 inputs.")
+        if self.mask_encode is None and self.mask_spec.type != "FLOAT32":
+            raise DeviceError(f"HailoRT kept input {self.mask_name} at {self.mask_spec.type} after "
+                              "set_format_type(FLOAT32).", "Update HailoRT; hefsearch needs FLOAT32 inputs.")
         # The configured output formats (FLOAT32, or the native type when asked) size the buffers.
         self.out_specs = [spec_from_infer_stream(im.output(s.name)) for s in check.outputs]
         self.assemble = OutputAssembler(check, self.out_specs)
         self.queue_size = max(1, int(self.cim.get_async_queue_size()))
+        self.cost = FrameCost(
+            host_bytes={"embeddings": self.emb_spec.size * 4,
+                        "attention_mask": self.mask_spec.size * self.mask_spec.dtype.itemsize},
+            link_bytes={"embeddings": native[self.emb_name].size * native[self.emb_name].dtype.itemsize,
+                        "attention_mask": native[self.mask_name].size * native[self.mask_name].dtype.itemsize},
+        )
+
+    def layout_values(self) -> tuple[float, ...]:
+        return (0.0, 1.0) if self.layout.binary else (0.0, float(self.layout.mask_value))
+
+    def _configure(self, im, device_batch: int | None):
+        """configure() with the device batch asked for; HailoRT refuses a batch above its internal
+        queue size (HAILO_INVALID_OPERATION), so a refused batch is halved until it fits."""
+        if not device_batch or int(device_batch) <= 1:
+            return im.configure(), 1  # HailoRT's default batch resolves to 1: lowest latency
+        batch = int(device_batch)
+        while True:
+            im.set_batch_size(batch)
+            try:
+                return im.configure(), batch
+            except Exception as e:
+                if batch <= 1:
+                    raise
+                log.info("hailo: device batch %d refused by configure() (%s); trying %d", batch, e, batch // 2)
+                self.notes.append(f"device batch {batch} refused by HailoRT ({type(e).__name__}); halved")
+                batch //= 2
+
+    def frames(self, e: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The input buffers for N frames, in each stream's own shape, order and type."""
+        emb = to_stream(np.ascontiguousarray(e, dtype=np.float32), self.emb_spec)
+        m = self.layout.build(np.asarray(mask), encode=self.mask_encode)
+        return emb, to_stream(m, self.mask_spec)
 
     def run(self, e: np.ndarray, mask: np.ndarray) -> np.ndarray:
         n = e.shape[0]
-        e = np.ascontiguousarray(e, dtype=np.float32)
-        m = np.ascontiguousarray(mask, dtype=np.float32)  # the raw 0/1 mask, as the HEF expects
+        emb, m = self.frames(e, mask)
         outs = {s.name: np.empty((n, *s.shape), dtype=s.dtype) for s in self.out_specs}
         errors: list[BaseException] = []
 
@@ -309,16 +501,18 @@ class _HefModel:
                 errors.append(exc)
 
         jobs = []
+        step = max(1, min(self.device_batch, self.queue_size))
         try:
-            for i in range(n):
+            for start in range(0, n, step):
+                idx = range(start, min(n, start + step))
                 # Back-pressure: block until the device queue has room, so frames stream.
-                self.cim.wait_for_async_ready(timeout_ms=self.timeout_ms, frames_count=1)
-                bindings = self.cim.create_bindings(
-                    input_buffers={self.emb_name: e[i].reshape(self.emb_shape),
-                                   self.mask_name: m[i].reshape(self.mask_shape)},
+                self.cim.wait_for_async_ready(timeout_ms=self.timeout_ms, frames_count=len(idx))
+                bindings = [self.cim.create_bindings(
+                    input_buffers={self.emb_name: emb[i], self.mask_name: m[i]},
                     output_buffers={name: buf[i] for name, buf in outs.items()},
-                )
-                jobs.append(self.cim.run_async([bindings], callback=on_done))
+                ) for i in idx]
+                # one run_async per device batch: HailoRT takes a list of Bindings, one per frame
+                jobs.append(self.cim.run_async(bindings, callback=on_done))
         except Exception as err:
             raise _root_cause(errors + [err]) from None
         failure = None
@@ -365,6 +559,8 @@ class HailoBackend:
         if not devices:
             return False, "no Hailo device found"
         dev = devices[0]
+        if dev.arch in ("hailo8", "hailo8l") and runtime_major(runtime_version()) not in (None, 4):
+            return False, hailo8_needs_4x(runtime_version()).message
         entries = hef_entries_for(bundle, dev.arch)
         if not entries:
             have = sorted({e.hw_arch or "?" for e in bundle.encoder_entries("hef")})
@@ -373,8 +569,9 @@ class HailoBackend:
         return True, f"{dev.label} found; bundle has {files}"
 
     def __init__(self, bundle: Bundle, *, batch_size: int = DEFAULT_BATCH_SIZE, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 device_batch: int | None = None, output_type: str = "float32", precision: str | None = None,
-                 group_id: str = SHARED_GROUP_ID, multi_process_service: bool | None = None, **_ignored):
+                 device_batch: int | None = None, bulk: bool = False, output_type: str = "float32",
+                 precision: str | None = None, group_id: str = SHARED_GROUP_ID,
+                 multi_process_service: bool | None = None, **_ignored):
         if output_type not in ("float32", "native"):
             raise ValueError("output_type must be 'float32' or 'native'")
         self.bundle = bundle
@@ -382,18 +579,32 @@ class HailoBackend:
         self.timeout_ms = int(os.environ.get(ENV_TIMEOUT) or timeout_ms)
         if multi_process_service is None and os.environ.get(ENV_SERVICE):
             multi_process_service = os.environ[ENV_SERVICE].lower() in ("1", "true", "yes", "on")
-        self._opts = dict(output_type=output_type, device_batch=device_batch, timeout_ms=self.timeout_ms)
+        if device_batch is None:
+            # Bulk work (index, backfill, calibration) fills the device in batches; a query goes
+            # alone at HailoRT's default batch 1, the lowest latency.
+            device_batch = int(os.environ.get(ENV_DEVICE_BATCH) or BULK_DEVICE_BATCH) if bulk else 1
+        self.batch_size = max(self.batch_size, int(device_batch))
+        self._opts = dict(output_type=output_type, device_batch=int(device_batch), timeout_ms=self.timeout_ms)
         self._group_id = group_id
         self._multi_process_service = multi_process_service
         self._lock = threading.Lock()
         self._hp = import_hailort()
+        self.runtime = str(getattr(self._hp, "__version__", "") or "unknown")
+        self.notes: list[str] = []
         devices = probe_devices(self._hp)
         if not devices:
             raise BackendUnavailable("No Hailo device found.", DEVICE_HINT + " Or run on the CPU: --backend cpu.")
         self.device = devices[0]
         self.hw_arch = self.device.arch
         self.label = self.device.label
+        if self.hw_arch in ("hailo8", "hailo8l") and runtime_major(self.runtime) not in (None, 4):
+            raise hailo8_needs_4x(self.runtime)
         self.entries = hef_entries_for(bundle, self.hw_arch, precision)
+        if self.entries and any((e.hw_arch or "").lower() != self.hw_arch for e in self.entries):
+            msg = (f"the bundle has no HEF for the {self.label}; running its Hailo-8L HEF, which HailoRT allows "
+                   "at lower performance (compile one with --hw-arch hailo8 for full speed)")
+            log.warning("hailo: %s", msg)
+            self.notes.append(msg)
         if not self.entries:
             have = sorted({e.hw_arch or "?" for e in bundle.encoder_entries("hef")})
             raise BackendUnavailable(
@@ -411,14 +622,25 @@ class HailoBackend:
     # -- lifecycle ---------------------------------------------------------------------------------
     def _open(self) -> None:
         hp = self._hp
+        service = self._multi_process_service
+        if runtime_major(self.runtime) == 4:
+            if service is None:  # HailoRT 4.x shares a device across processes only via its service
+                service = service_running()
+        else:
+            service = None  # 5.x (Hailo-10H) shares by itself and rejects the flag
+        self.uses_service = bool(service)
         try:
             params = hp.VDevice.create_params()
             params.scheduling_algorithm = hp.HailoSchedulingAlgorithm.ROUND_ROBIN
             params.group_id = self._group_id
-            if self._multi_process_service is not None:  # HailoRT 4.x multi-process service only
-                params.multi_process_service = bool(self._multi_process_service)
+            if service is not None:
+                params.multi_process_service = bool(service)
             self._vdevice = hp.VDevice(params)
         except Exception as e:
+            if _is_hailo8_on_5x(e, self.runtime):
+                raise hailo8_needs_4x(self.runtime) from None
+            if _is_out_of_devices(e):
+                raise device_busy(self.runtime, self.label, service) from None
             raise BackendUnavailable(
                 f"Cannot open the {self.label}: {type(e).__name__}: {e}", DEVICE_HINT
             ) from None
@@ -434,7 +656,18 @@ class HailoBackend:
                 f"HailoRT cannot load the HEF on the {self.label}: {type(e).__name__}: {e}",
                 "Check that the HEF was compiled for this chip and HailoRT version ('hefsearch doctor').",
             ) from None
-        log.info("hailo: %s ready with SEQ %s", self.label, ", ".join(map(str, self.seq_lens)))
+        for m in self._models.values():
+            self.notes += [n for n in m.notes if n not in self.notes]
+        log.info("hailo: %s ready with SEQ %s, device batch %s", self.label, ", ".join(map(str, self.seq_lens)),
+                 ", ".join(str(m.device_batch) for m in self._models.values()))
+
+    @property
+    def device_batch(self) -> int:
+        return min((m.device_batch for m in self._models.values()), default=self._opts["device_batch"])
+
+    def frame_cost(self, seq: int | None = None):
+        """Host and link bytes per frame of the HEF for ``seq`` (default: the longest)."""
+        return self._models[seq or max(self._models)].cost
 
     def close(self) -> None:
         models, self._models = self._models, {}

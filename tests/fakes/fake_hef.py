@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
+
 from hefsearch.embed.bundle import Bundle, EncoderEntry
 
 FAKES = Path(__file__).resolve().parent
@@ -38,6 +40,19 @@ def _quant(lo: float, hi: float, qmax: int = 255) -> list[list[float]]:
     return [[scale, float(round(-lo / scale))]]
 
 
+def folded(shape: list[int]) -> list[int]:
+    """The allocator's automatic spatial reshape as the zoo documents it: [1, W, C] -> [W/8, 8, C]
+    (all_minilm_l6_v2: 1x128x384 -> 16x8x384, 1x128x1536 -> 16x8x1536)."""
+    h, w, c = shape
+    if h == 1 and w > 8 and w % 8 == 0:
+        return [w // 8, 8, c]
+    return list(shape)
+
+
+def _quant_of(values: list[float], qmax: int = 255) -> list[list[float]]:
+    return _quant(min(values), max(values), qmax)
+
+
 def add_fake_hef(
     bundle_dir: Path,
     *,
@@ -48,71 +63,110 @@ def add_fake_hef(
     split: str | None = None,
     in_type: str = "UINT8",
     device_bug: str | None = None,
-    manifest_streams: bool = True,
+    manifest_streams: str | bool = "hef",
+    mask_mode: str = "softmax",
+    fold: bool = True,
     dfc_version: str = "5.3.0",
     precision: str = "a8",
     net: str = "encoder",
     file: str | None = None,
+    out_layer: str = "layer_normalization5",
+    flags: dict | None = None,
 ) -> EncoderEntry:
     """Add a fake HEF to the bundle in ``bundle_dir`` and record it in the manifest.
 
+    The HEF looks like what the Dataflow Compiler makes of the zoo-style body: inputs
+    ``<net>/input_layer1`` (embeddings) and ``<net>/input_layer2`` (mask, layout by ``mask_mode``),
+    folded by the automatic spatial reshape (``fold``); the output named after the layer that
+    feeds it (``out_layer``). The device runs the DFC-facing body written next to the HEF.
+
+    ``manifest_streams``: "hef" records the HEF's own streams (what ``compile hef`` does), "parsed"
+    records the parsed network's names and shapes (``output_layer1``, unfolded), False none.
     ``out_type`` is the output's native type on the "device" (UINT8: values are quantised with
     a scale and zero point from the FP32 range); ``split`` "channels"/"tokens" splits the
     output over two streams; ``device_bug`` "transpose"/"permute_channels" makes the device
-    write a wrong layout (for ``doctor --verify``).
+    write a wrong layout (for ``doctor --verify``); ``flags`` {stream name: "TRANSPOSED"}.
     """
+    from hefsearch.compile.dfc_onnx import make_dfc_onnx
+    from hefsearch.embed.mask_layout import MaskLayout
+
     bundle = Bundle.open(bundle_dir)
     seq = int(seq_len or bundle.seq_len)
     hidden = bundle.hidden
+    heads = int(bundle.model.get("heads") or 1)
     file = file or (f"encoder.{hw_arch}.hef" if seq == bundle.seq_len else f"encoder.{hw_arch}.s{seq}.hef")
     quant = _quant(*_hidden_range(bundle, seq)) if out_type != "FLOAT32" else [[1.0, 0.0]]
+    layout = MaskLayout.for_mode(mask_mode, seq, heads, bundle.mask_value)
+    body = file + ".body.onnx"
+    make_dfc_onnx(bundle, bundle.path / body, seq, mask_mode)
+    e_lo, e_hi = _embedding_range(bundle)
+    mask_vals = [0.0, 1.0] if layout.binary else [bundle.mask_value, 0.0]
+    emb_shape = [1, seq, hidden]
+    mask_shape = list(layout.parsed_shape)
+    flags = flags or {}
     inputs = [
-        {"name": f"{net}/input_layer1", "role": "embeddings", "shape": [1, seq, hidden], "order": "NHWC",
-         "type": in_type, "quant": [[0.05, 128.0]]},
-        {"name": f"{net}/input_layer2", "role": "attention_mask", "shape": [1, 1, seq], "order": "NHWC",
-         "type": in_type, "quant": [[1.0 / 255, 0.0]]},
+        {"name": f"{net}/input_layer1", "role": "embeddings", "shape": folded(emb_shape) if fold else emb_shape,
+         "order": "NHWC", "type": in_type, "quant": _quant(e_lo, e_hi)},
+        {"name": f"{net}/input_layer2", "role": "attention_mask",
+         "shape": folded(mask_shape) if fold else mask_shape, "order": "NHWC", "type": in_type,
+         "quant": _quant_of(mask_vals)},
     ]
+    for i in inputs:
+        i["flags"] = flags.get(i["name"], "NONE")
+    o = f"{net}/{out_layer}"
     if split is None:
-        outputs = [{"name": f"{net}/output_layer1", "shape": [1, seq, hidden], "order": out_order,
-                    "type": out_type, "quant": quant}]
+        outputs = [{"name": o, "shape": [1, seq, hidden], "order": out_order, "type": out_type, "quant": quant}]
     elif split == "channels":
         half = hidden // 2
         outputs = [
-            {"name": f"{net}/output_layer1", "shape": [1, seq, half], "order": out_order, "type": out_type,
+            {"name": f"{o}_1", "shape": [1, seq, half], "order": out_order, "type": out_type,
              "quant": quant, "take": {"axis": "channels", "start": 0, "stop": half}},
-            {"name": f"{net}/output_layer2", "shape": [1, seq, hidden - half], "order": out_order,
+            {"name": f"{o}_0", "shape": [1, seq, hidden - half], "order": out_order,
              "type": out_type, "quant": quant, "take": {"axis": "channels", "start": half, "stop": hidden}},
         ]
     elif split == "tokens":
         half = seq // 2
         outputs = [
-            {"name": f"{net}/output_layer1", "shape": [1, half, hidden], "order": out_order, "type": out_type,
+            {"name": f"{o}_1", "shape": [1, half, hidden], "order": out_order, "type": out_type,
              "quant": quant, "take": {"axis": "tokens", "start": 0, "stop": half}},
-            {"name": f"{net}/output_layer2", "shape": [1, seq - half, hidden], "order": out_order,
+            {"name": f"{o}_0", "shape": [1, seq - half, hidden], "order": out_order,
              "type": out_type, "quant": quant, "take": {"axis": "tokens", "start": half, "stop": seq}},
         ]
     else:
         raise ValueError(split)
+    for out in outputs:
+        out["flags"] = flags.get(out["name"], "NONE")
     hef = {
-        "fake_hef": 1, "hw_arch": hw_arch, "network_group": net, "onnx": "encoder.onnx",
+        "fake_hef": 1, "hw_arch": hw_arch, "network_group": net, "onnx": body,
         "seq_len": seq, "hidden": hidden, "inputs": inputs, "outputs": outputs,
-        # HailoRT's sorted order is not alphabetical in general; list it explicitly
-        "sorted_outputs": [o["name"] for o in outputs],
+        "mask_input": {"layout": layout.layout, "heads": heads, "softmax": mask_mode == "softmax"},
+        # HailoRT's sorted order is neither alphabetical nor the listing order in general
+        "sorted_outputs": [x["name"] for x in outputs],
         "device_bug": device_bug,
     }
     (bundle.path / file).write_text(json.dumps(hef, indent=1))
-    extra = {"precision": precision, "dfc_version": dfc_version}
-    if manifest_streams:
-        extra["inputs"] = {
-            "embeddings": {"name": inputs[0]["name"], "shape": [1, seq, hidden]},
-            "attention_mask": {"name": inputs[1]["name"], "shape": [1, 1, seq]},
-        }
-        extra["outputs"] = {"last_hidden_state": {"names": [o["name"] for o in outputs], "shape": [1, seq, hidden]}}
+    extra = {"precision": precision, "dfc_version": dfc_version, "mask": mask_mode,
+             "mask_value": bundle.mask_value, "mask_input": layout.to_dict()}
+    if manifest_streams == "hef" or manifest_streams is True:
+        extra["inputs"] = {x["role"]: {"name": x["name"], "shape": x["shape"]} for x in inputs}
+        extra["outputs"] = {"last_hidden_state": {"names": [x["name"] for x in outputs], "shape": [1, seq, hidden]}}
+    elif manifest_streams == "parsed":
+        extra["inputs"] = {"embeddings": {"name": f"{net}/input_layer1", "shape": emb_shape},
+                           "attention_mask": {"name": f"{net}/input_layer2", "shape": mask_shape}}
+        extra["outputs"] = {"last_hidden_state": {"names": [f"{net}/output_layer1"], "shape": [1, seq, hidden]}}
     entry = EncoderEntry(kind="hef", file=file, seq_len=seq, hw_arch=hw_arch, extra=extra)
     bundle.add_file(file)
     bundle.upsert_encoder(entry)
     bundle.save_manifest()
     return entry
+
+
+def _embedding_range(bundle: Bundle) -> tuple[float, float]:
+    """min/max of the host's embedding sums (the "calibration" of the embeddings input)."""
+    word, pos = bundle.table("word"), bundle.table("position")
+    lo = float(np.min(word[:2000])) + float(np.min(pos)) + float(np.min(bundle.table("token_type")[0]))
+    hi = float(np.max(word[:2000])) + float(np.max(pos)) + float(np.max(bundle.table("token_type")[0]))
+    return lo, hi
 
 
 def edit_fake_hef(bundle_dir: Path, file: str, edit) -> None:

@@ -16,6 +16,18 @@ encoders), nothing more:
   widen that with the class attribute ``FAIL_A16_ON`` (a set of HN layer types, or "any").
 - ``compile`` returns bytes: a small JSON "HEF" in the format the fake HailoRT
   (``tests/fakes/hailo_platform``, ``tests/fakes/fake_hef.py``) reads, so a fake-compiled HEF runs there.
+  Like a real HEF (docs/hailo-facts.md): input streams are the input layers, folded by the
+  allocator's automatic spatial reshape ([1, 128, C] -> [16, 8, C], the zoo's all_minilm) unless
+  the script says ``allocator_param(enable_auto_spatial_reshapes=False)``; output streams are
+  named after the layer that feeds the output layer, and ``optimize()`` decomposes LayerNorm
+  layers into new ones, so that name exists only in the optimised/compiled network.
+- A 4-D input with an NGWC format (the zoo's ``masked_fill=NGWC``) parses to [-1, 1, W, G*C].
+- ``set_input_mask_to_softmax()``: the mask input layer must feed the attention-score adds
+  directly (each an ``ew_add`` of the scores, read by a ``softmax``), as in the zoo's MiniLM;
+  any other topology is refused when the script is loaded. With it, the network takes the mask
+  as 0/1 values applied inside softmax (the zoo's calibration calls it ``multiplicative_mask``);
+  emulation and the "device" compute that. DFC 3.x (``__version__`` 3.*) does not know the
+  command (a user report on DFC 3.33); each DFC line builds only its own chips.
 
 Emulation runs the ONNX body with onnxruntime; ``SDK_QUANTIZED`` adds uniform 8-bit rounding of
 the input and the output (16-bit where the script asks for it on those layers), with ranges
@@ -33,7 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .exceptions import AccelerasValueError, BackendAllocatorException, ModelScriptError, ParsingException
+from .exceptions import (AccelerasValueError, BackendAllocatorException, HailoNNException, ModelScriptError,
+                         ParsingException)
 from .exposed_definitions import Dims, InferenceContext
 
 #: every call made on any runner, in order: tests assert e.g. that optimize never ran
@@ -48,6 +61,15 @@ _KNOWN_COMMANDS = {"set_input_mask_to_softmax", "model_optimization_config", "pr
                    "performance_param", "resources_param", "allocator_param", "compilation_param"}
 
 
+def _dfc_major() -> int:
+    import hailo_sdk_client
+
+    try:
+        return int(str(hailo_sdk_client.__version__).split(".")[0])
+    except ValueError:
+        return 5
+
+
 def _format_name(fmt) -> list[str]:
     return [d.value if isinstance(d, Dims) else str(d).lower() for d in fmt]
 
@@ -59,6 +81,11 @@ class ClientRunner:
 
     def __init__(self, hw_arch: str = "hailo8", har: str | None = None):
         CALLS.append("__init__")
+        major = _dfc_major()
+        supported = ("hailo10h", "hailo15h", "hailo15m", "hailo15l") if major >= 5 else ("hailo8", "hailo8l", "hailo8r")
+        if hw_arch not in supported:
+            raise HailoNNException(f"Unsupported hw_arch {hw_arch} for this Dataflow Compiler "
+                                   f"(supported: {', '.join(supported)})")
         self.hw_arch = hw_arch
         self._hn: dict | None = None
         self._onnx: bytes | None = None
@@ -117,6 +144,8 @@ class ClientRunner:
                 hn_shape, layout = [-1, 1, shape[1], shape[2]], "nwc"
             elif len(shape) == 4 and fmt is not None and _format_name(fmt) == ["batch", "height", "width", "channels"]:
                 hn_shape, layout = [-1, *shape[1:]], "nhwc"
+            elif len(shape) == 4 and fmt is not None and _format_name(fmt) == ["batch", "groups", "width", "channels"]:
+                hn_shape, layout = [-1, 1, shape[2], shape[1] * shape[3]], "ngwc"
             elif len(shape) == 4:
                 hn_shape, layout = [-1, shape[2], shape[3], shape[1]], "nchw"
             else:
@@ -208,6 +237,10 @@ class ClientRunner:
             if not m or m.group(1) not in _KNOWN_COMMANDS:
                 raise ModelScriptError(f"Model script: cannot parse {raw!r}")
             cmd, args = m.groups()
+            if cmd == "set_input_mask_to_softmax":
+                if _dfc_major() < 5:
+                    raise ModelScriptError(f"Model script: unknown command {cmd}")
+                self._check_softmax_mask_topology()
             if cmd == "quantization_param":
                 lm = re.match(r"^\[([^\]]*)\]\s*,\s*(.*)$", args) or re.match(r"^\{([^}]*)\}\s*,\s*(.*)$", args) \
                     or re.match(r"^([\w/]+)\s*,\s*(.*)$", args)
@@ -228,6 +261,46 @@ class ClientRunner:
                             a16.append(short.get(n, n))
         self._script = (self._script + "\n" + text) if append else text
         self._a16 = sorted(set(self._a16 + a16)) if append else sorted(set(a16))
+
+    def _softmax_mask(self) -> bool:
+        return "set_input_mask_to_softmax" in self._script
+
+    def _mask_layer(self) -> str | None:
+        layers = self._hn["layers"]
+        users = {}
+        for name, layer in layers.items():
+            for src in layer.get("input", []):
+                users.setdefault(src, []).append(name)
+        for name, layer in layers.items():
+            if layer["type"] == "input_layer" and any(
+                    layers[u]["type"] == "ew_add" and any(layers[w]["type"] == "softmax" for w in users.get(u, []))
+                    for u in users.get(name, [])):
+                return name
+        return None
+
+    def _check_softmax_mask_topology(self):
+        layers = self._hn["layers"]
+        users = {}
+        for name, layer in layers.items():
+            for src in layer.get("input", []):
+                users.setdefault(src, []).append(name)
+        inputs = [n for n, l in layers.items() if l["type"] == "input_layer"]
+        for name in inputs:
+            outs = users.get(name, [])
+            if any(layers[u]["type"] == "conv" for u in outs):
+                continue  # the embeddings
+            bad = [u for u in outs if layers[u]["type"] != "ew_add"
+                   or not any(layers[w]["type"] == "softmax" for w in users.get(u, []))
+                   or not any(layers[i]["type"] in ("matmul", "ew_mult", "ew_div") for i in layers[u]["input"]
+                              if i != name)]
+            if bad or not outs:
+                raise ModelScriptError(
+                    f"set_input_mask_to_softmax: input layer {name} must feed the attention-score adds directly "
+                    f"(ew_add of the scores into softmax); it feeds {[layers[u]['type'] for u in outs]}")
+            shape = layers[name]["input_shapes"][0]
+            if shape[1] != 1 or shape[3] % shape[2]:
+                raise ModelScriptError(
+                    f"set_input_mask_to_softmax: input layer {name} has shape {shape}; expected [-1, 1, S, heads*S]")
 
     # -- optimisation ---------------------------------------------------------------------
     def optimize_full_precision(self, calib_data=None):
@@ -254,13 +327,35 @@ class ClientRunner:
             if list(arr.shape[1:]) != list(expected[1:]):
                 raise AccelerasValueError(f"Data shape {arr.shape} does not match input {name} shape {expected}")
             n_rows = arr.shape[0] if n_rows is None else min(n_rows, arr.shape[0])
+        if self._softmax_mask():
+            mask_layer = self._mask_layer()
+            vals = np.asarray(calib_data[mask_layer])[: min(n_rows, 64)]
+            if not np.isin(vals, (0.0, 1.0)).all():
+                raise AccelerasValueError(f"set_input_mask_to_softmax: calibration of {mask_layer} must be 0/1")
         sub = {k: np.asarray(calib_data[k])[: min(n_rows, 64)] for k in inputs}
         out = self._run_onnx(sub)
+        self._decompose_layer_norms()
         self._ranges = {
             "input": {k: [float(v.min()), float(v.max())] for k, v in sub.items()},
             "output": [float(out.min()), float(out.max())],
         }
         self._optimized = True
+
+    def _decompose_layer_norms(self):
+        """LayerNorm layers become several layers during optimisation (zoo scripts address them as
+        ``ew_sub1_<ln>``, ``square1_<ln>``...); the last one takes the place of the LayerNorm."""
+        layers = self._hn["layers"]
+        renames = {}
+        for name, layer in list(layers.items()):
+            if layer["type"] != "layer_normalization":
+                continue
+            net, short = name.split("/", 1)
+            new = f"{net}/ew_add2_{short}"
+            renames[name] = new
+            layers[new] = {**layer, "type": "ew_add", "decomposed_from": short}
+            del layers[name]
+        for layer in layers.values():
+            layer["input"] = [renames.get(i, i) for i in layer.get("input", [])]
 
     # -- emulation ------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -304,6 +399,9 @@ class ClientRunner:
             out = _fake_quant(out, lo, hi, 16 if out_layer in self._a16 else 8)
         return out[:, None, :, :]  # NHWC with H=1, as the parsed output layer holds it
 
+    def _optimized_or_scripted(self) -> bool:
+        return bool(self._script)
+
     def _run_onnx(self, data: dict) -> np.ndarray:
         import onnxruntime as ort
 
@@ -311,12 +409,19 @@ class ClientRunner:
         opts.intra_op_num_threads = 1
         sess = ort.InferenceSession(self._onnx, sess_options=opts, providers=["CPUExecutionProvider"])
         feeds = {}
+        softmax = self._softmax_mask() and self._optimized_or_scripted()
         for name, info in self._input_map.items():
             arr = np.asarray(data[name], dtype=np.float32)
             if info["layout"] == "nwc":
                 arr = arr[:, 0]
             elif info["layout"] == "nchw":
                 arr = np.transpose(arr, (0, 3, 1, 2))
+            elif info["layout"] == "ngwc":
+                n, _, w, gc = arr.shape
+                g = gc // w
+                arr = arr.reshape(n, w, g, w).transpose(0, 2, 1, 3)
+                if softmax:  # the 0/1 mask applied inside softmax
+                    arr = (1.0 - arr) * -1e4
             feeds[info["onnx"]] = np.ascontiguousarray(arr)
         return sess.run(None, feeds)[0]
 
@@ -339,22 +444,30 @@ class ClientRunner:
                 f"Compilation failed: BackendAllocatorException: Agent infeasible for layers {bad[:3]} "
                 "(16-bit precision)")
         # the same JSON "HEF" the fake HailoRT (tests/fakes/hailo_platform) reads; its device
-        # runs the bundle's encoder.onnx next to the HEF file
+        # runs the parsed ONNX carried inside
+        import base64
+
+        fold = "enable_auto_spatial_reshapes=False" not in self._script.replace(" ", "")
         seq, hidden = None, None
-        inputs = []
+        inputs, mask_input = [], None
         for n, l in layers.items():
             if l["type"] != "input_layer":
                 continue
             info = self._input_map[n]
-            shape = l["input_shapes"][0][1:]
+            shape = list(l["input_shapes"][0][1:])
+            lo, hi = self._ranges["input"][n]
             if info["onnx"] == "embeddings":
                 seq, hidden = shape[1], shape[2]
-                lo, hi = self._ranges["input"][n]
-                lo, hi = min(lo, 0.0), max(hi, 0.0)
-                scale = (hi - lo) / 255 or 1.0
-                quant = [[scale, float(round(-lo / scale))]]
             else:
-                quant = [[1.0 / 255, 0.0]]
+                if info["layout"] == "ngwc":
+                    mask_input = {"layout": "scores", "heads": shape[2] // shape[1], "softmax": self._softmax_mask()}
+                else:
+                    mask_input = {"layout": "keys", "heads": 1, "softmax": False}
+            lo, hi = min(lo, 0.0), max(hi, 0.0)
+            scale = (hi - lo) / 255 or 1.0
+            quant = [[scale, float(round(-lo / scale))]]
+            if fold and shape[0] == 1 and shape[1] > 8 and shape[1] % 8 == 0:
+                shape = [shape[1] // 8, 8, shape[2]]  # the allocator's automatic spatial reshape
             inputs.append({"name": n, "role": info["onnx"], "shape": shape, "order": "NHWC", "type": "UINT8",
                            "quant": quant})
         lo, hi = self._ranges["output"]
@@ -363,7 +476,8 @@ class ClientRunner:
         for n in self._hn["net_params"]["output_layers_order"]:
             bits = 16 if n in self._a16 else 8
             scale = (hi - lo) / (2**bits - 1) or 1.0
-            outputs.append({"name": n, "shape": layers[n]["output_shapes"][0][1:], "order": "NHWC",
+            feeding = layers[n]["input"][0]  # HailoRT names an output stream after the layer feeding it
+            outputs.append({"name": feeding, "shape": layers[n]["output_shapes"][0][1:], "order": "FCR",
                             "type": "UINT16" if bits == 16 else "UINT8",
                             "quant": [[scale, float(round(-lo / scale))]]})
         hef = {
@@ -371,11 +485,12 @@ class ClientRunner:
             "compiled_by": "fake hailo_sdk_client",
             "hw_arch": self.hw_arch,
             "network_group": self.model_name,
-            "onnx": "encoder.onnx",
+            "onnx_b64": base64.b64encode(self._onnx).decode(),
             "seq_len": seq,
             "hidden": hidden,
             "inputs": inputs,
             "outputs": outputs,
+            "mask_input": mask_input,
             "sorted_outputs": [o["name"] for o in outputs],
             "a16_layers": self._a16,
         }

@@ -16,3 +16,7 @@ class AccelerasValueError(ValueError):
 
 class ModelScriptError(Exception):
     pass
+
+
+class HailoNNException(Exception):
+    pass

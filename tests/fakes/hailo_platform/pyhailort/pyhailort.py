@@ -125,7 +125,7 @@ class FormatOrder(enum.IntEnum):
 
 class FormatFlags(enum.IntEnum):
     NONE = 0
-    TRANSPOSED = 1
+    TRANSPOSED = 2  # HAILO_FORMAT_FLAGS_TRANSPOSED = 1 << 1 (hailort.h)
 
 
 class HailoSchedulingAlgorithm(enum.IntEnum):
@@ -189,7 +189,7 @@ class VStreamInfo:
         self.direction = direction
         self._hwc = tuple(int(x) for x in d["shape"])
         order = FormatOrder[d.get("order", "NHWC")]
-        self.format = HailoFormat(FormatType[d.get("type", "UINT8")], order)
+        self.format = HailoFormat(FormatType[d.get("type", "UINT8")], order, FormatFlags[d.get("flags", "NONE")])
         q = (d.get("quant") or [[1.0, 0.0]])
         self.quant_infos = [QuantInfo(qp_zp=float(z), qp_scale=float(s)) for s, z in q]
         self.quant_info = self.quant_infos[0]
@@ -303,6 +303,7 @@ class Device:
         match = [d for d in WORLD.devices if d["id"] == device_id]
         if not match:
             raise _status(61, "HAILO_NOT_FOUND")
+        _refuse_hailo8_on_5x(match[0]["arch"])
         self._device_id = device_id
         self._control_object = Control(match[0])
 
@@ -323,6 +324,50 @@ class Device:
     def __exit__(self, *args):
         self.release()
         return False
+
+
+def _refuse_hailo8_on_5x(arch: str) -> None:
+    """HailoRT 5.x: pcie_device.cpp "Hailo8 devices are only supported in versions 4.x.x and
+    earlier" -> HAILO_NOT_SUPPORTED, raised by the binding as a bare status."""
+    if arch in ("HAILO8", "HAILO8L", "HAILO8_A0") and not WORLD.version.startswith("4."):
+        raise _status(79, "HAILO_NOT_SUPPORTED")
+
+
+class _PhysicalDeviceLock:
+    """HailoRT 4.x without the multi-process service: a VDevice takes the PCIe device for its
+    process; another process gets HAILO_OUT_OF_PHYSICAL_DEVICES (74). Modelled with an flock on a
+    file per device, so it holds across real processes; VDevices of one process share it."""
+
+    held: dict = {}  # device id -> [fd, refcount] in this process
+
+    @classmethod
+    def acquire(cls, dev_id: str) -> None:
+        import fcntl
+        import tempfile
+
+        entry = cls.held.get(dev_id)
+        if entry is not None:
+            entry[1] += 1
+            return
+        folder = WORLD.lock_dir or tempfile.gettempdir()
+        path = os.path.join(folder, "fake-hailo-" + dev_id.replace(":", "_").replace("/", "_") + ".lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise _status(74, "HAILO_OUT_OF_PHYSICAL_DEVICES") from None
+        cls.held[dev_id] = [fd, 1]
+
+    @classmethod
+    def release(cls, dev_id: str) -> None:
+        entry = cls.held.get(dev_id)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            os.close(entry[0])
+            del cls.held[dev_id]
 
 
 class VDeviceParams:
@@ -348,8 +393,18 @@ class VDevice:
         if not WORLD.devices:
             raise _status(74, "HAILO_OUT_OF_PHYSICAL_DEVICES")
         self._arch = WORLD.devices[0]["arch"]
+        self._dev_id = WORLD.devices[0]["id"]
+        _refuse_hailo8_on_5x(self._arch)
         if self._arch == "HAILO10H" and getattr(self._params, "multi_process_service", False):
             raise HailoRTInvalidOperationException("Invalid operation. See hailort.log for more information")
+        self._locked = False
+        if WORLD.version.startswith("4."):
+            if getattr(self._params, "multi_process_service", False):
+                if not WORLD.service_running:  # no hailort_service to talk to
+                    raise _status(77, "HAILO_RPC_FAILED")
+            else:
+                _PhysicalDeviceLock.acquire(self._dev_id)
+                self._locked = True
         WORLD.stats.vdevice_params.append(
             (self._params.scheduling_algorithm, self._params.group_id, self._params.multi_process_service)
         )
@@ -370,6 +425,9 @@ class VDevice:
         if self._vdevice is not None:
             self._vdevice = None
             WORLD.stats.released_vdevices += 1
+            if self._locked:
+                _PhysicalDeviceLock.release(self._dev_id)
+                self._locked = False
 
     def configure(self, hef, configure_params_by_name={}):
         """The legacy path: HAILO_NOT_IMPLEMENTED on Hailo-10H (an HRPC client there)."""
@@ -389,7 +447,11 @@ class VDevice:
         if self._vdevice is None:
             raise _status(6, "HAILO_INVALID_OPERATION")
         hef = HEF(hef_source)
-        if hef.hw_arch.upper() != self._arch:
+        if hef.hw_arch.upper() == "HAILO8L" and self._arch == "HAILO8":
+            # device_internal.cpp: runs, with a warning in hailort.log
+            WORLD.stats.warnings.append("HEF was compiled for Hailo8L device, while the device itself is Hailo8. "
+                                        "This will result in lower performance.")
+        elif hef.hw_arch.upper() != self._arch:
             raise HailoRTHEFNotCompatibleWithDevice(
                 "HEF file is not compatible with device. See hailort.log for more information"
             )
@@ -488,9 +550,16 @@ class InferModel:
         pass
 
     def configure(self):
+        # HAILO_DEFAULT_BATCH_SIZE (0) resolves to DEFAULT_ACTUAL_BATCH_SIZE = 1 (hef.hpp, core_op.cpp)
+        batch = self._batch_size or 1
+        if batch > WORLD.async_queue_size:
+            # infer_model.cpp: "Trying to configure a model with a batch={} bigger than
+            # internal_queue_size={}, which is not supported" -> HAILO_INVALID_OPERATION
+            raise HailoRTInvalidOperationException("Invalid operation. See hailort.log for more information")
         WORLD.stats.configures += 1
+        WORLD.stats.configured_batches.append(batch)
         self._configured = True
-        return ConfiguredInferModel(self)
+        return ConfiguredInferModel(self, batch)
 
 
 # -- ConfiguredInferModel -----------------------------------------------------------------------------
@@ -547,8 +616,9 @@ class ConfiguredInferModel:
         def output(self, name=""):
             return self._get(self._outputs, name)
 
-    def __init__(self, model: InferModel):
+    def __init__(self, model: InferModel, batch: int = 1):
         self._model = model
+        self._batch = batch
         # formats are fixed at configure() time, as in HailoRT
         self._in = {n: (s.frame_size(), s.frame_dtype()) for n, s in model._inputs.items()}
         self._out = {n: (s.frame_size(), s.frame_dtype()) for n, s in model._outputs.items()}
@@ -667,12 +737,19 @@ class ConfiguredInferModel:
                     self._cv.wait()
                 if self._closed:
                     return
-            time.sleep(0.002)  # let the host queue more frames, like a busy device
+            if WORLD.batch_latency_ms is None:
+                time.sleep(0.002)  # let the host queue more frames, like a busy device
             with self._cv:
                 if not self._pending:
                     continue
-                batch = list(self._pending)
-                self._pending.clear()
+                if WORLD.batch_latency_ms is None:
+                    batch = list(self._pending)
+                    self._pending.clear()
+                else:  # one device batch at a time: fixed cost per batch + cost per frame
+                    batch = [self._pending.popleft() for _ in range(min(self._batch, len(self._pending)))]
+            if WORLD.batch_latency_ms is not None:
+                base, per_frame = WORLD.batch_latency_ms
+                time.sleep((base + per_frame * len(batch)) / 1000.0)
             if WORLD.out_of_order:
                 batch.reverse()
             for seq_no, b, job in batch:
@@ -696,13 +773,16 @@ class ConfiguredInferModel:
 
     def _onnx(self):
         if self._session is None:
+            import base64
+
             import onnxruntime as ort
 
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = 1
             opts.log_severity_level = 3
-            path = self._model._hef._base / self._model._hef._d["onnx"]
-            self._session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+            d = self._model._hef._d
+            src = base64.b64decode(d["onnx_b64"]) if d.get("onnx_b64") else str(self._model._hef._base / d["onnx"])
+            self._session = ort.InferenceSession(src, sess_options=opts, providers=["CPUExecutionProvider"])
         return self._session
 
     def _read_input(self, b, role):
@@ -714,14 +794,32 @@ class ConfiguredInferModel:
         if stream.frame_dtype() != np.float32:  # the device's own type: dequantise like HailoRT would
             q = stream.quant_infos[0]
             x = (x.astype(np.float32) - q.qp_zp) * q.qp_scale
+        else:  # HailoRT quantises a FLOAT32 buffer to the stream's type on the host
+            t = stream._info.format.type
+            if t in _QMAX:
+                q = stream.quant_infos[0]
+                x = (np.clip(np.rint(x / q.qp_scale + q.qp_zp), 0, _QMAX[t]) - q.qp_zp) * q.qp_scale
         return x.astype(np.float32)
+
+    def _mask_feed(self, m: np.ndarray, seq: int):
+        """The compiled network's mask input, from the frame's mask values (row-major, any fold)."""
+        mi = self._model._hef._d.get("mask_input")
+        if not mi:  # the body's own 0/1 key mask [1, S]
+            return np.rint(m.reshape(1, seq)).astype(np.int64)
+        if mi["layout"] == "scores":  # one row per query, heads x keys columns (NGWC)
+            heads = int(mi["heads"])
+            g = m.reshape(seq, heads, seq).transpose(1, 0, 2)[None]  # [1, heads, S(q), S(k)]
+            if mi.get("softmax"):  # set_input_mask_to_softmax(): 0/1 decides which keys softmax sees
+                return ((1.0 - g) * -1e4).astype(np.float32)
+            return g.astype(np.float32)
+        return m.reshape(1, 1, 1, seq).astype(np.float32)  # keys: the additive bias as given
 
     def _compute(self, b):
         d = self._model._hef._d
         seq, hidden = int(d["seq_len"]), int(d["hidden"])
         e = self._read_input(b, "embeddings").reshape(1, seq, hidden)
-        m = self._read_input(b, "attention_mask").reshape(1, seq)
-        (h,) = self._onnx().run(["last_hidden_state"], {"embeddings": e, "attention_mask": np.rint(m).astype(np.int64)})
+        m = self._mask_feed(self._read_input(b, "attention_mask"), seq)
+        (h,) = self._onnx().run(["last_hidden_state"], {"embeddings": e, "attention_mask": m})
         h = h[0]  # [seq, hidden]
         bug = d.get("device_bug")
         if bug == "transpose":  # the device writes [H, S] into a buffer declared [S, H]
