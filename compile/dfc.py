@@ -195,8 +195,8 @@ def probe_mask_command(runner) -> None:
         runner.load_model_script(MASK_COMMAND + "\n")
     except Exception as e:
         raise CompileError(
-            f"This Dataflow Compiler does not accept {MASK_COMMAND}, which the softmax mask mode needs: "
-            f"{type(e).__name__}: {e}",
+            f"The Dataflow Compiler refused {MASK_COMMAND} (needed by the softmax mask mode) on the parsed "
+            f"network: {type(e).__name__}: {e}",
             "Compile with --mask additive (the additive mask goes in as an input), or update the DFC.") from e
 
 

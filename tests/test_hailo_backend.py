@@ -50,7 +50,7 @@ def test_float_outputs_equal_cpu_and_the_api_is_used_as_documented(fake_hailo, h
     assert algo.name == "ROUND_ROBIN" and group == "SHARED"
     # every input and output set to FLOAT32, all before configure()
     names = {n for n, _, _ in st.set_format_types}
-    assert names == {"encoder/input_layer1", "encoder/input_layer2", "encoder/output_layer1"}
+    assert names == {"encoder/input_layer1", "encoder/input_layer2", "encoder/layer_normalization5"}
     assert all(t.name == "FLOAT32" and not configured for _, t, configured in st.set_format_types)
     # one frame per Bindings, each admitted by wait_for_async_ready, never beyond the queue
     assert st.frames == len(TEXTS) == stats.frames
@@ -84,7 +84,7 @@ def test_back_pressure_keeps_a_shallow_queue_from_overflowing(fake_hailo, hef_bu
 
 @pytest.mark.parametrize("order", ["FCR", "NHWC", "F8CR", "NHCW", "NCHW", "NC"])
 def test_output_format_order_is_read_from_the_hef(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors, order):
-    path = _bundle(tiny_bert_bundle, tmp_path, out_order=order)
+    path = _bundle(tiny_bert_bundle, tmp_path, out_order=order, in_type="FLOAT32")
     with Encoder.open(path, backend="hailo") as enc:
         vecs = enc.encode(TEXTS)
     np.testing.assert_allclose(vecs, cpu_vectors, atol=1e-5)
@@ -92,7 +92,7 @@ def test_output_format_order_is_read_from_the_hef(fake_hailo, tiny_bert_bundle, 
 
 @pytest.mark.parametrize("split", ["channels", "tokens"])
 def test_output_split_over_two_streams_is_concatenated(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors, split):
-    path = _bundle(tiny_bert_bundle, tmp_path, split=split)
+    path = _bundle(tiny_bert_bundle, tmp_path, split=split, in_type="FLOAT32")
     with Encoder.open(path, backend="hailo") as enc:
         vecs = enc.encode(TEXTS)
     np.testing.assert_allclose(vecs, cpu_vectors, atol=1e-5)
@@ -100,7 +100,7 @@ def test_output_split_over_two_streams_is_concatenated(fake_hailo, tiny_bert_bun
 
 def test_uint8_outputs_stay_close_and_host_dequantisation_matches_hailort(
         fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors):
-    path = _bundle(tiny_bert_bundle, tmp_path, out_type="UINT8", split="channels")
+    path = _bundle(tiny_bert_bundle, tmp_path, out_type="UINT8", split="channels", in_type="FLOAT32")
     with Encoder.open(path, backend="hailo") as enc:
         runtime = enc.encode(TEXTS)
     cos = _cos(runtime, cpu_vectors)
@@ -109,15 +109,15 @@ def test_uint8_outputs_stay_close_and_host_dequantisation_matches_hailort(
     # the raw uint8 buffers, dequantised on the host with the stream's scale and zero point
     with Encoder.open(path, backend="hailo", output_type="native") as enc:
         host = enc.encode(TEXTS)
-    out_calls = [t.name for n, t, _ in fake_hailo.stats.set_format_types if "output" in n]
+    out_calls = [t.name for n, t, _ in fake_hailo.stats.set_format_types if "input_layer" not in n]
     assert out_calls == ["FLOAT32", "FLOAT32"]  # two split outputs, set by the float32 encoder only
     np.testing.assert_allclose(host, runtime, atol=1e-6)
 
 
 def test_each_batch_uses_the_smallest_seq_that_fits(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors):
     path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
-    add_fake_hef(path, seq_len=16)
-    add_fake_hef(path, seq_len=64)
+    add_fake_hef(path, seq_len=16, in_type="FLOAT32")
+    add_fake_hef(path, seq_len=64, in_type="FLOAT32")
     with Encoder.open(path, backend="hailo", batch_size=4) as enc:
         assert enc.backend.seq_lens == (16, 64)
         parts = enc.fingerprint_parts()
@@ -135,7 +135,7 @@ def test_each_batch_uses_the_smallest_seq_that_fits(fake_hailo, tiny_bert_bundle
 
 def test_backend_pads_to_the_next_seq_and_crops(fake_hailo, tiny_bert_bundle, tmp_path):
     path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
-    add_fake_hef(path, seq_len=16)
+    add_fake_hef(path, seq_len=16, in_type="FLOAT32")
     bundle = Bundle.open(path)
     with Encoder.open(bundle, backend="cpu") as cpu, Encoder.open(bundle, backend="hailo") as npu:
         tok = cpu.host.tokenize(["short text", "another one"])
@@ -166,13 +166,21 @@ def test_contract_mismatch_names_the_stream(fake_hailo, tiny_bert_bundle, tmp_pa
     entry.extra["inputs"]["embeddings"]["name"] = "encoder/input_layer9"
     bundle.upsert_encoder(entry)
     bundle.save_manifest()
+    # a name the HEF does not have is not fatal: the stream holding SEQ x H values is the one
+    with Encoder.open(path, backend="hailo") as enc:
+        assert any("the manifest names 'encoder/input_layer9', which the HEF does not have; identified "
+                   "'encoder/input_layer1' by its size (2048 values)" in n for n in enc.backend.notes)
+    # ... but when no input holds that many values, the error names the streams
+    edit_fake_hef(path, "encoder.hailo10h.hef", lambda d: d["inputs"][0].update(shape=[8, 8, 16]))
+    frames = fake_hailo.stats.frames
     with pytest.raises(HefContractError) as err:
         Encoder.open(path, backend="hailo")
     msg = str(err.value)
-    assert "input embeddings: the manifest names stream 'encoder/input_layer9'" in msg
-    assert "'encoder/input_layer1', 'encoder/input_layer2'" in msg
+    assert "input embeddings: the manifest names stream 'encoder/input_layer9', but no single HEF input holds " \
+           "the 2048 values of 64 tokens x 32 channels" in msg
+    assert "'encoder/input_layer1' [8, 8, 16], 'encoder/input_layer2' [8, 8, 256]" in msg
     assert "hefsearch inspect" in msg
-    assert fake_hailo.stats.frames == 0  # stopped before the first frame
+    assert fake_hailo.stats.frames == frames  # stopped before the first frame
 
 
 def test_swapped_inputs_are_reported_as_swapped(fake_hailo, tiny_bert_bundle, tmp_path):
@@ -215,8 +223,12 @@ def test_a_hung_device_times_out(fake_hailo, tiny_bert_bundle, tmp_path):
     path = _bundle(tiny_bert_bundle, tmp_path)
     fake_hailo.hang_after_frames = 3
     with Encoder.open(path, backend="hailo", timeout_ms=200) as enc:
-        with pytest.raises(DeviceError, match=r"did not answer within 0.2 s"):
+        with pytest.raises(DeviceError, match=r"did not answer while encoding") as err:
             enc.encode(TEXTS)
+    # HailoRT's AsyncInferJob.wait waits for the job, then for the callback, each with the full
+    # timeout: the message states both the timeout and its upper bound
+    assert "within the timeout of 0.2 s per wait (up to 0.4 s" in err.value.message
+    assert "HEFSEARCH_HAILO_TIMEOUT_MS" in err.value.hint
 
 
 def test_missing_sdk_gives_the_install_message(no_hailo, hef_bundle):
@@ -239,6 +251,7 @@ def test_auto_picks_hailo_when_everything_is_there(fake_hailo, hef_bundle):
 
 def test_auto_falls_back_when_the_hef_is_for_another_chip(fake_hailo, hef_bundle):
     fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8L"}]
+    fake_hailo.version = "4.23.0"  # the runtime that drives a Hailo-8L
     name, why = resolve_backend_name("auto", Bundle.open(hef_bundle))
     assert name == "cpu" and "Hailo-8L found, but the bundle's HEFs are for hailo10h" in why
 
@@ -275,8 +288,8 @@ def test_environment_overrides_auto(fake_hailo, hef_bundle, monkeypatch):
 
 def test_device_arch_selects_the_hef(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors):
     path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
-    add_fake_hef(path, hw_arch="hailo10h")
-    add_fake_hef(path, hw_arch="hailo8", dfc_version="3.33.0")
+    add_fake_hef(path, hw_arch="hailo10h", in_type="FLOAT32")
+    add_fake_hef(path, hw_arch="hailo8", dfc_version="3.33.0", in_type="FLOAT32")
     fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8"}]
     fake_hailo.version = "4.23.0"
     with Encoder.open(path, backend="auto") as enc:
@@ -295,11 +308,11 @@ def test_fingerprint_differs_from_cpu_and_between_hefs(fake_hailo, tiny_bert_bun
 
 
 # -- the fake's documented failure modes (so the tests above could fail) ---------------------------
-def test_fake_rejects_wrong_buffer_sizes_and_the_legacy_api_on_hailo10h(fake_hailo, hef_bundle):
+def test_fake_rejects_wrong_buffer_sizes_and_the_legacy_api_on_hailo10h(fake_hailo, tiny_bert_bundle, tmp_path):
     import hailo_platform as hp
     from hailo_platform.pyhailort.pyhailort import HailoRTInvalidOperationException
 
-    hef = str(hef_bundle / "encoder.hailo10h.hef")
+    hef = str(_bundle(tiny_bert_bundle, tmp_path) / "encoder.hailo10h.hef")  # UINT8 inputs
     with hp.VDevice() as vdev:
         with pytest.raises(hp.HailoRTException, match="HAILO_NOT_IMPLEMENTED"):
             vdev.configure(hp.HEF(hef))
@@ -308,11 +321,12 @@ def test_fake_rejects_wrong_buffer_sizes_and_the_legacy_api_on_hailo10h(fake_hai
         try:
             shape_e = im.input("encoder/input_layer1").shape
             shape_m = im.input("encoder/input_layer2").shape
-            shape_o = im.output().shape
+            assert shape_e == [8, 8, 32]  # folded by the allocator, as the HEF reports it
+            shape_o, name_o = im.output().shape, im.output().name
             b = cim.create_bindings(
                 input_buffers={"encoder/input_layer1": np.zeros(shape_e, np.float32),
                                "encoder/input_layer2": np.zeros(shape_m, np.uint8)},
-                output_buffers={"encoder/output_layer1": np.zeros(shape_o, np.float32)})
+                output_buffers={name_o: np.zeros(shape_o, np.float32)})
             with pytest.raises(HailoRTInvalidOperationException,
                                match=r"Input buffer size 8192 is different than expected 2048 for input 'encoder/input_layer1'"):
                 cim.run_async([b])
@@ -326,13 +340,17 @@ def test_environment_sets_timeout_and_the_4x_service(fake_hailo, hef_bundle, mon
     monkeypatch.setenv("HEFSEARCH_HAILO_TIMEOUT_MS", "1234")
     with Encoder.open(hef_bundle, backend="hailo") as enc:
         assert enc.backend.timeout_ms == 1234
-    # Hailo-10H refuses the multi-process service (it is multi-process without it): a plain error
+    # HailoRT 5.x rejects the multi-process flag on Hailo-10H (it shares without a service):
+    # the backend never sets it there, even when asked
     monkeypatch.setenv("HEFSEARCH_HAILO_SERVICE", "1")
-    with pytest.raises(BackendUnavailable, match="Cannot open the Hailo-10H"):
-        Encoder.open(hef_bundle, backend="hailo")
+    with Encoder.open(hef_bundle, backend="hailo") as enc:
+        assert fake_hailo.stats.vdevice_params[-1][1:] == ("SHARED", False)
+        assert not enc.backend.uses_service
     # on HailoRT 4.x / Hailo-8 it is passed through
     add_fake_hef(hef_bundle, hw_arch="hailo8", dfc_version="3.33.0")
     fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8"}]
     fake_hailo.version = "4.23.0"
-    with Encoder.open(hef_bundle, backend="hailo"):
+    fake_hailo.service_running = True
+    with Encoder.open(hef_bundle, backend="hailo") as enc:
         assert fake_hailo.stats.vdevice_params[-1][1:] == ("SHARED", True)
+        assert enc.backend.uses_service

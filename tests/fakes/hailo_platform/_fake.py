@@ -54,6 +54,9 @@ class World:
     #: (ms per device batch, ms per frame): the device's speed; None = as fast as possible.
     #: The zoo's MiniLM on Hailo-8 (156 FPS at batch 1, 742 at batch 8) is about (5.8, 0.63).
     batch_latency_ms: tuple | None = None
+    #: skip the body's arithmetic (outputs stay as the host allocated them): for timing the host
+    #: and the batching alone, in bench/host_overhead.py
+    timing_only: bool = False
     stats: Stats = field(default_factory=Stats)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -61,7 +64,7 @@ class World:
         fresh = World()
         for name in ("devices", "version", "async_queue_size", "out_of_order", "fail_after_frames",
                      "fail_kind", "hang_after_frames", "identify_fails", "service_running", "lock_dir",
-                     "batch_latency_ms", "stats"):
+                     "batch_latency_ms", "timing_only", "stats"):
             setattr(self, name, getattr(fresh, name))
 
 

@@ -285,10 +285,13 @@ class ClientRunner:
             for src in layer.get("input", []):
                 users.setdefault(src, []).append(name)
         inputs = [n for n, l in layers.items() if l["type"] == "input_layer"]
-        for name in inputs:
+        # the data input goes into a LayerNorm or a conv; the other one is the mask
+        masks = [n for n in inputs if not any(layers[u]["type"] in ("conv", "layer_normalization")
+                                              for u in users.get(n, []))]
+        if not masks:
+            raise ModelScriptError("set_input_mask_to_softmax: the network has no mask input layer")
+        for name in masks:
             outs = users.get(name, [])
-            if any(layers[u]["type"] == "conv" for u in outs):
-                continue  # the embeddings
             bad = [u for u in outs if layers[u]["type"] != "ew_add"
                    or not any(layers[w]["type"] == "softmax" for w in users.get(u, []))
                    or not any(layers[i]["type"] in ("matmul", "ew_mult", "ew_div") for i in layers[u]["input"]
