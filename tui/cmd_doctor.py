@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -23,7 +24,11 @@ SHOWN = 36  # per-sentence lines printed: the built-in samples
 @click.option("--backend", "verify_backend", default="hailo", show_default=True,
               help="What --verify compares with the CPU: hailo, or npu-sim (the 8-bit simulation).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def doctor_cmd(bundle, library, verify, verify_backend, as_json):
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
+              help="Write one JSON file to share about this NPU setup: versions, device and firmware, every HEF "
+                   "stream as HailoRT reports it, the stream contract check, the --verify metrics and frames/s "
+                   "at device batch 1 and 8. Please send it when you report how hefsearch runs on your device.")
+def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
     """Check Python, packages, HailoRT, the Hailo device, the bundle's HEFs and the library.
 
     Every failed check says how to fix it. Exit code 1 when a check fails (or --verify finds a
@@ -31,6 +36,9 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json):
     """
     from hefsearch.search.doctor import library_bundle, run_doctor
 
+    if report_file:
+        _write_hardware_report(report_file, bundle, library)
+        return
     report = run_doctor(bundle, library)
     result = None
     if verify:
@@ -55,6 +63,17 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json):
             _print_verify(result)
     failed = not report.ok or (result is not None and result.cause in BAD_CAUSES)
     sys.exit(1 if failed else 0)
+
+
+def _write_hardware_report(path, bundle, library) -> None:
+    from hefsearch.embed.bundle import write_json_atomic
+    from hefsearch.search.hardware_report import _json_default, build_report, summary
+
+    report = build_report(bundle, library, say=lambda m: click.echo(f"report: {m} ...", err=True))
+    write_json_atomic(Path(path), json.loads(json.dumps(report, default=_json_default)))
+    for line in summary(report):
+        click.echo(line)
+    click.echo(f"wrote {path}: please attach it to your report (it holds no document text).")
 
 
 def _short(text: str, width: int = 60) -> str:
