@@ -47,6 +47,18 @@ def fake_dfc(monkeypatch):
 
 
 @pytest.fixture
+def dfc_version(fake_dfc, monkeypatch):
+    """Set the fake DFC's ``hailo_sdk_client.__version__`` (the fake's line follows it: 3.x builds
+    Hailo-8/8L and lacks set_input_mask_to_softmax, 5.x builds Hailo-10H). Returns the setter."""
+    import hailo_sdk_client
+
+    def set_version(version: str) -> None:
+        monkeypatch.setattr(hailo_sdk_client, "__version__", version)
+
+    return set_version
+
+
+@pytest.fixture
 def no_dfc(monkeypatch):
     """hailo_sdk_client cannot be imported (as on any machine without the DFC)."""
     _drop_sdk_modules()

@@ -19,15 +19,27 @@ def _drop_hailo_modules() -> None:
 
 
 @pytest.fixture
-def fake_hailo(monkeypatch):
-    """The fake hailo_platform importable as ``hailo_platform``; yields its WORLD (reset)."""
+def fake_hailo(monkeypatch, tmp_path):
+    """The fake hailo_platform importable as ``hailo_platform``; yields its WORLD (reset).
+
+    The fake's HailoRT 4.x device locks (real ones are system-wide, like the driver's) go to a
+    folder of this test's own, so tests running at the same time do not take each other's device.
+    HailoRT 4.x's service address points at no socket unless a test binds one.
+    """
     _drop_hailo_modules()
     monkeypatch.syspath_prepend(str(FAKES))
+    monkeypatch.setenv("HAILORT_SERVICE_ADDRESS", f"unix://{tmp_path}/no-hailort-service.sock")
+    monkeypatch.delenv("HEFSEARCH_HAILO_SERVICE", raising=False)
+    monkeypatch.delenv("HEFSEARCH_HAILO_DEVICE_BATCH", raising=False)
+    monkeypatch.delenv("HEFSEARCH_HAILO_TIMEOUT_MS", raising=False)
     import hailo_platform  # noqa: F401  (the fake)
     from hailo_platform._fake import WORLD
 
     assert "fakes" in hailo_platform.__file__, "the real hailo_platform shadows the fake"
     WORLD.reset()
+    locks = tmp_path / "hailo-device-locks"
+    locks.mkdir(exist_ok=True)
+    WORLD.lock_dir = str(locks)
     yield WORLD
     WORLD.reset()
     _drop_hailo_modules()

@@ -32,28 +32,109 @@ def _build(bundle, **kw):
 
 # -- the fake behaves as the report says -------------------------------------------------------
 def test_fake_lifts_3d_nwc_and_rejects_a_4d_format_for_it(fake_dfc, tiny_bert_bundle, tmp_path):
-    """Contract of the fake itself (verified against the fake only)."""
+    """Contract of the fake itself (verified against the fake only): the 3-D embeddings are lifted
+    NWC -> [-1,1,S,H]; the softmax body's score-shaped mask [N,heads,S,S] parses NGWC to
+    [-1,1,S,heads*S] (the zoo's MiniLM); the additive body's [N,1,1,S] with no format (NCHW) to
+    [-1,1,S,1] (the zoo's BERT)."""
     from hailo_sdk_client import ClientRunner
     from hailo_sdk_client.exposed_definitions import Dims
 
     from hefsearch.compile.dfc_onnx import make_dfc_onnx
 
-    dfc = make_dfc_onnx(Bundle.open(tiny_bert_bundle), tmp_path / "dfc.onnx", 64)
+    bundle = Bundle.open(tiny_bert_bundle)
+    heads = bundle.model["heads"]
+    dfc = make_dfc_onnx(bundle, tmp_path / "dfc.onnx", 64)
+    assert dfc.input_shapes["attention_mask"] == [1, heads, 64, 64]
     nhwc = [Dims.BATCH, Dims.HEIGHT, Dims.WIDTH, Dims.CHANNELS]
+    nwc = [Dims.BATCH, Dims.WIDTH, Dims.CHANNELS]
+    ngwc = [Dims.BATCH, Dims.GROUPS, Dims.WIDTH, Dims.CHANNELS]
     runner = ClientRunner(hw_arch="hailo10h")
     with pytest.raises(Exception, match="Input format .* doesn't match its rank"):
         runner.translate_onnx_model(str(dfc.path), "net", net_input_shapes=dfc.input_shapes,
-                                    net_input_format={"embeddings": nhwc, "attention_mask": nhwc})
+                                    net_input_format={"embeddings": nhwc, "attention_mask": ngwc})
     runner.translate_onnx_model(str(dfc.path), "net", end_node_names=["last_hidden_state"],
                                 net_input_shapes=dfc.input_shapes,
-                                net_input_format={"embeddings": [Dims.BATCH, Dims.WIDTH, Dims.CHANNELS],
-                                                  "attention_mask": nhwc})
+                                net_input_format={"embeddings": nwc, "attention_mask": ngwc})
     layers = runner.get_hn_dict()["layers"]
     assert layers["net/input_layer1"]["input_shapes"] == [[-1, 1, 64, 32]]
-    assert layers["net/input_layer2"]["input_shapes"] == [[-1, 1, 1, 64]]
+    assert layers["net/input_layer2"]["input_shapes"] == [[-1, 1, 64, heads * 64]]
     with pytest.raises(IndexError):
         runner.optimize({"net/input_layer1": np.zeros((4, 64, 32), np.float32),
-                         "net/input_layer2": np.ones((4, 1, 1, 64), np.float32)})
+                         "net/input_layer2": np.ones((4, 1, 64, heads * 64), np.float32)})
+
+    additive = make_dfc_onnx(bundle, tmp_path / "dfc_add.onnx", 64, "additive")
+    assert additive.input_shapes["attention_mask"] == [1, 1, 1, 64]
+    runner = ClientRunner(hw_arch="hailo10h")
+    runner.translate_onnx_model(str(additive.path), "net", end_node_names=["last_hidden_state"],
+                                net_input_shapes=additive.input_shapes, net_input_format={"embeddings": nwc})
+    layers = runner.get_hn_dict()["layers"]
+    assert layers["net/input_layer1"]["input_shapes"] == [[-1, 1, 64, 32]]
+    assert layers["net/input_layer2"]["input_shapes"] == [[-1, 1, 64, 1]]
+
+
+def _old_topology_onnx(bundle: Bundle, out, seq: int):
+    """The DFC-facing body as hefsearch wrote it before following the zoo: a 0/1 mask input
+    [N,1,1,S] that goes through Sub (1 - m) and Mul (* mask_value) before the score Adds."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from hefsearch.compile.dfc_onnx import MASK, make_dfc_onnx
+
+    dfc = make_dfc_onnx(bundle, out.with_name("additive.onnx"), seq, "additive")
+    model = onnx.load(str(dfc.path))
+    g = model.graph
+    for node in g.node:
+        for i, t in enumerate(node.input):
+            if t == MASK:
+                node.input[i] = "old_mask_bias"
+    g.initializer.extend([numpy_helper.from_array(np.array(1.0, np.float32), "old_one"),
+                          numpy_helper.from_array(np.array(bundle.mask_value, np.float32), "old_mask_value")])
+    g.node.insert(0, helper.make_node("Sub", ["old_one", MASK], ["old_mask_inv"], name="/mask/Sub"))
+    g.node.insert(1, helper.make_node("Mul", ["old_mask_inv", "old_mask_value"], ["old_mask_bias"],
+                                      name="/mask/Mul"))
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out))
+    return out
+
+
+def test_fake_refuses_the_softmax_command_on_the_old_mask_topology(fake_dfc, tiny_bert_bundle, tmp_path):
+    """set_input_mask_to_softmax() needs the mask input to feed the score adds directly (the zoo's
+    MiniLM); the pre-zoo body (0/1 mask through Sub/Mul) is refused when the command is loaded,
+    and probe_mask_command turns that into advice. The zoo-shaped body passes the same probe."""
+    from hailo_sdk_client import ClientRunner
+    from hailo_sdk_client.exposed_definitions import Dims
+
+    from hefsearch.compile.dfc import CompileError, input_formats, probe_mask_command
+    from hefsearch.compile.dfc_onnx import make_dfc_onnx, sample_inputs
+    from hefsearch.embed.backends.cpu import make_session
+
+    bundle = Bundle.open(tiny_bert_bundle)
+    old = _old_topology_onnx(bundle, tmp_path / "old.onnx", 64)
+    # it is the old body: 0/1 in, the same hidden states as encoder.onnx
+    e, m = sample_inputs(bundle, 64, ["Wo ist der nächste Bahnhof?", "a"])
+    ref = make_session(tiny_bert_bundle / "encoder.onnx", 1).run(None, {"embeddings": e, "attention_mask": m})[0]
+    got = make_session(old, 1).run(None, {"embeddings": e,
+                                          "attention_mask": m[:, None, None, :].astype(np.float32)})[0]
+    assert np.abs(ref - got).max() < 1e-4
+
+    runner = ClientRunner(hw_arch="hailo10h")
+    runner.translate_onnx_model(str(old), "net", end_node_names=["last_hidden_state"],
+                                net_input_shapes={"embeddings": [1, 64, 32], "attention_mask": [1, 1, 1, 64]},
+                                net_input_format={"embeddings": [Dims.BATCH, Dims.WIDTH, Dims.CHANNELS],
+                                                  "attention_mask": [Dims.BATCH, Dims.HEIGHT, Dims.WIDTH,
+                                                                     Dims.CHANNELS]})
+    with pytest.raises(Exception, match="must feed the attention-score adds directly"):
+        runner.load_model_script("set_input_mask_to_softmax()\n")
+    with pytest.raises(CompileError) as err:
+        probe_mask_command(runner)
+    assert "set_input_mask_to_softmax()" in err.value.message and "ew_sub" in err.value.message
+    assert "--mask additive" in err.value.hint
+
+    new = make_dfc_onnx(bundle, tmp_path / "new.onnx", 64, "softmax")
+    runner = ClientRunner(hw_arch="hailo10h")
+    runner.translate_onnx_model(str(new.path), "net", end_node_names=["last_hidden_state"],
+                                net_input_shapes=new.input_shapes, net_input_format=input_formats(Dims, "softmax"))
+    probe_mask_command(runner)  # accepted
 
 
 # -- preflight ----------------------------------------------------------------------------------
