@@ -9,6 +9,7 @@ calibration, BackendAllocatorException on 16-bit attention layers), not the real
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -19,8 +20,9 @@ from hefsearch.compile.dfc import AllocatorCrash, DfcUnavailable, HefOptions, bu
 from hefsearch.compile.preflight import CalibrationMismatch
 from hefsearch.embed.bundle import Bundle
 from hefsearch.tui.cli import main
-from tests.compile_fixtures import calib_bundle, calib_bundle_template, corpus, fake_dfc, no_dfc  # noqa: F401
-from tests.hailo_fixtures import fake_hailo  # noqa: F401
+from tests.compile_fixtures import (calib_bundle, calib_bundle_template, corpus, dfc_version, fake_dfc,  # noqa: F401
+                                    no_dfc)
+from tests.hailo_fixtures import fake_hailo, no_hailo  # noqa: F401
 
 
 def _build(bundle, **kw):
@@ -119,7 +121,7 @@ def test_fake_refuses_the_softmax_command_on_the_old_mask_topology(fake_dfc, tin
 
     runner = ClientRunner(hw_arch="hailo10h")
     runner.translate_onnx_model(str(old), "net", end_node_names=["last_hidden_state"],
-                                net_input_shapes={"embeddings": [1, 64, 32], "attention_mask": [1, 1, 1, 64]},
+                                net_input_shapes={"embeddings": [1, 64, bundle.hidden], "attention_mask": [1, 1, 1, 64]},
                                 net_input_format={"embeddings": [Dims.BATCH, Dims.WIDTH, Dims.CHANNELS],
                                                   "attention_mask": [Dims.BATCH, Dims.HEIGHT, Dims.WIDTH,
                                                                      Dims.CHANNELS]})
@@ -162,7 +164,7 @@ def test_preflight_stops_3d_calibration_before_optimize(fake_dfc, calib_bundle, 
     (lambda e, m: (e.astype(np.float64), m), "float64"),
     (lambda e, m: (np.where(np.arange(e.size).reshape(e.shape) == 5, np.nan, e).astype(np.float32), m), "NaN"),
     (lambda e, m: (e, m * -50.0), "other than 0 and 1"),
-    (lambda e, m: (e, m[:, :, :, :32]), "(96, 1, 1, 64)"),
+    (lambda e, m: (e, m[:, :, :, :32]), "expects (96, 1, 64, 256)"),  # the score layout: 4 heads x 64
     (lambda e, m: (e[:10], m), "different row counts"),
 ])
 def test_preflight_catches_dtype_values_and_shapes(fake_dfc, calib_bundle, tmp_path, edit, words):
@@ -178,10 +180,27 @@ def test_preflight_catches_dtype_values_and_shapes(fake_dfc, calib_bundle, tmp_p
 
 
 # -- the 4-D path builds a HEF ------------------------------------------------------------------
-def test_4d_calibration_builds_a_hef_and_a_correct_manifest(fake_dfc, calib_bundle):
+def test_additive_preflight_wants_0_or_the_mask_value(fake_dfc, calib_bundle, tmp_path):
+    """In the additive mode the stored 0/1 mask becomes the bias (0 / mask_value); anything that
+    does not is refused before optimize()."""
+    bundle = Bundle.open(calib_bundle)
+    emb, mask, _ = load_calibration(bundle, 64)
+    f = tmp_path / "bad.npz"
+    np.savez(f, embeddings=emb, mask=mask * 0.5)
+    with pytest.raises(CalibrationMismatch) as err:
+        _build(calib_bundle, calib=f, mask="additive")
+    assert f"other than 0 and {bundle.mask_value:g}" in err.value.message
+    assert "optimize" not in fake_dfc.CALLS
+
+
+# -- the 4-D path builds a HEF ------------------------------------------------------------------
+def test_4d_calibration_builds_a_hef_and_a_correct_manifest(fake_dfc, fake_hailo, calib_bundle):
+    from hefsearch.embed.backends.hailo import read_hef
+
     result, lines = _build(calib_bundle, precision="balanced")
     bundle = Bundle.open(calib_bundle)
     assert not bundle.verify()
+    heads = bundle.model["heads"]
     hef = calib_bundle / "encoder.hailo10h.hef"
     assert result.hef == hef and hef.is_file()
     doc = json.loads(hef.read_bytes())
@@ -192,13 +211,24 @@ def test_4d_calibration_builds_a_hef_and_a_correct_manifest(fake_dfc, calib_bund
     assert x["precision"]["name"] == "balanced" and "precision_requested" not in x
     assert set(x["precision"]["sixteen_bit"]) == {"residual_add", "layernorm", "ffn_out"}
     assert x["dfc_version"] == "5.3.0+fake" and x["mask"] == "softmax" and x["mask_value"] == bundle.mask_value
+    assert x["mask_input"] == {"layout": "scores", "mode": "softmax", "seq_len": 64, "heads": heads,
+                               "mask_value": bundle.mask_value, "values": "0/1", "shape": [1, 64, heads * 64]}
     assert x["calibration"]["sha256"] == bundle.manifest["calibration"]["s64"]["sha256"]
     assert x["calibration"]["rows"] == 96
+    # the streams the HEF really has (read with HailoRT): inputs folded by the allocator, the
+    # output named after the layer feeding it (the last LayerNorm, decomposed by optimize())
+    assert x["streams_from"] == "hef"
     assert x["inputs"] == {
-        "embeddings": {"name": "hefsearch_encoder/input_layer1", "shape": [1, 64, bundle.hidden]},
-        "attention_mask": {"name": "hefsearch_encoder/input_layer2", "shape": [1, 1, 64]}}
-    assert x["outputs"] == {"last_hidden_state": {"names": ["hefsearch_encoder/output_layer1"],
-                                                  "shape": [1, 64, bundle.hidden]}}
+        "embeddings": {"name": "hefsearch_encoder/input_layer1", "shape": [8, 8, bundle.hidden],
+                       "order": "NHWC", "type": "UINT8"},
+        "attention_mask": {"name": "hefsearch_encoder/input_layer2", "shape": [8, 8, heads * 64],
+                           "order": "NHWC", "type": "UINT8"}}
+    out_name = "hefsearch_encoder/ew_add2_layer_normalization5"
+    assert x["outputs"] == {"last_hidden_state": {
+        "names": [out_name], "shape": [1, 64, bundle.hidden],
+        "streams": [{"name": out_name, "shape": [1, 64, bundle.hidden], "order": "FCR", "type": "UINT8"}]}}
+    streams = read_hef(hef)
+    assert [s.name for s in streams.outputs] == streams.sorted_outputs == [out_name]
     # the model script is kept in the bundle and is what the fake compiled with
     script = (calib_bundle / x["model_script"]).read_text()
     assert x["model_script"] in bundle.manifest["files"]
@@ -214,21 +244,36 @@ def test_4d_calibration_builds_a_hef_and_a_correct_manifest(fake_dfc, calib_bund
     assert 0.0 <= q["top1_quantized"] <= 1.0 and q["similarity_pearson"] > 0.9
     calls = fake_dfc.CALLS
     assert calls.index("infer_context:SDK_QUANTIZED") < calls.index("compile")
-    assert calls.index("optimize") < calls.index("infer_context:SDK_NATIVE")
+    assert calls.index("optimize") < calls.index("infer_context:SDK_FP_OPTIMIZED")  # FP32 with the script applied
+    # the softmax command was probed on the parsed network before any optimisation
+    assert calls.index("translate_onnx_model") < calls.index("load_model_script") < calls.index("optimize")
     assert any(ln.startswith("Emulator report on") for ln in lines)
     # the build stages stay out of the manifest
     assert not any(f.startswith("build/") for f in bundle.manifest["files"])
 
 
-def test_other_seq_len_names_the_hef_with_s(fake_dfc, calib_bundle, corpus):
+def test_other_seq_len_names_the_hef_with_s(fake_dfc, dfc_version, no_hailo, calib_bundle, corpus):
+    """Hailo-8L needs DFC 3.x, which has no softmax command: --mask additive. Without HailoRT in
+    the DFC's environment the streams come from the compiled network."""
     from hefsearch.compile.calib import build_calibration
 
+    dfc_version("3.33.0+fake")
     build_calibration(calib_bundle, [corpus], n=40, seed=1, seq_len=32)
-    result, _ = _build(calib_bundle, seq_len=32, precision="a8", hw_arch="hailo8l", report=False)
+    result, lines = _build(calib_bundle, seq_len=32, precision="a8", hw_arch="hailo8l", report=False,
+                           mask="additive")
     assert result.hef.name == "encoder.hailo8l.s32.hef"
     (entry,) = Bundle.open(calib_bundle).encoder_entries("hef")
-    assert entry.seq_len == 32 and entry.extra["quality"] is None
-    assert entry.extra["inputs"]["attention_mask"]["shape"] == [1, 1, 32]
+    x = entry.extra
+    assert entry.seq_len == 32 and x["quality"] is None
+    assert x["dfc_version"] == "3.33.0+fake" and x["mask"] == "additive"
+    assert x["mask_input"]["layout"] == "keys" and x["mask_input"]["shape"] == [1, 32, 1]
+    assert x["streams_from"] == "compiled network"
+    assert x["inputs"] == {"embeddings": {"name": "hefsearch_encoder/input_layer1", "shape": [1, 32, 32]},
+                           "attention_mask": {"name": "hefsearch_encoder/input_layer2", "shape": [1, 32, 1]}}
+    assert x["outputs"] == {"last_hidden_state": {"names": ["hefsearch_encoder/ew_add2_layer_normalization5"],
+                                                  "shape": [1, 32, 32]}}
+    assert "set_input_mask_to_softmax" not in result.model_script.read_text()
+    assert any("HailoRT not installed here" in ln for ln in lines)
     assert "infer" not in fake_dfc.CALLS
 
 
@@ -393,3 +438,234 @@ def test_allocator_crash_at_8_bits_says_the_network_does_not_fit(fake_dfc, calib
     with pytest.raises(AllocatorCrash) as e:
         _build(calib_bundle, precision="a8", fallback=True, report=False)
     assert "even at 8 bits" in e.value.message and "--seq-len" in e.value.hint
+
+
+# -- the model script follows the zoo's text-encoder scripts -------------------------------------
+@pytest.mark.parametrize("mode", ["softmax", "additive"])
+def test_written_model_script_has_matmul_correction_and_the_mask_command_by_mode(fake_dfc, calib_bundle, mode):
+    from hefsearch.compile.model_script import MASK_COMMAND, MATMUL_CORRECTION
+
+    result, _ = _build(calib_bundle, precision="a8", mask=mode, report=False)
+    kept = result.model_script.read_text()  # encoder.hailo10h.alls in the bundle
+    (used,) = [p.read_text() for p in result.work_dir.glob("model-*.alls")]  # what optimize() loaded
+    assert kept == used
+    lines = [ln.strip() for ln in kept.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert lines.count(MATMUL_CORRECTION) == 1
+    assert MATMUL_CORRECTION == ("pre_quantization_optimization(matmul_correction, layers={matmul*}, "
+                                 "correction_type=zp_comp_block)")
+    if mode == "softmax":
+        assert lines[0] == MASK_COMMAND == "set_input_mask_to_softmax()"
+    else:
+        assert "set_input_mask_to_softmax" not in kept
+    doc = json.loads(result.hef.read_bytes())
+    assert doc["mask_input"]["softmax"] is (mode == "softmax")
+    assert doc["mask_input"]["layout"] == ("scores" if mode == "softmax" else "keys")
+    assert result.entry.extra["mask"] == mode
+    assert result.entry.extra["mask_input"]["layout"] == ("scores" if mode == "softmax" else "keys")
+
+
+# -- DFC line vs target chip ---------------------------------------------------------------------
+@pytest.mark.parametrize("version, hw_arch, mask, words, hint_words", [
+    ("5.3.0+fake", "hailo8", None, "needs DFC 3.x", "DFC 3.x"),
+    ("5.3.0+fake", "hailo8l", "additive", "needs DFC 3.x", "DFC 3.x"),
+    ("3.33.0+fake", "hailo10h", "additive", "needs DFC 5.x", "DFC 5.x"),
+    ("3.33.0+fake", "hailo8", None, "set_input_mask_to_softmax()", "--mask additive"),
+    ("3.33.0+fake", "hailo8", "softmax", "set_input_mask_to_softmax()", "--mask additive"),
+])
+def test_a_dfc_that_cannot_build_it_is_refused_before_parsing(fake_dfc, dfc_version, calib_bundle, version,
+                                                              hw_arch, mask, words, hint_words):
+    from hefsearch.compile.dfc import CompileError
+
+    dfc_version(version)
+    with pytest.raises(CompileError) as e:
+        _build(calib_bundle, hw_arch=hw_arch, mask=mask, report=False)
+    assert words in e.value.message and version in e.value.message
+    assert hint_words in e.value.hint
+    assert "translate_onnx_model" not in fake_dfc.CALLS and "__init__" not in fake_dfc.CALLS
+    assert not (calib_bundle / "build").exists() or not any((calib_bundle / "build").rglob("*.har"))
+
+
+def test_the_cli_names_the_dfc_line_a_chip_needs(fake_dfc, calib_bundle):
+    res = CliRunner().invoke(main, ["compile", "hef", str(calib_bundle), "--hw-arch", "hailo8"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "builds for Hailo-10H only" in res.stderr and "needs DFC 3.x" in res.stderr
+    assert "translate_onnx_model" not in fake_dfc.CALLS
+
+
+def test_dfc3_builds_hailo8_with_the_additive_mask(fake_dfc, dfc_version, fake_hailo, calib_bundle):
+    dfc_version("3.33.0+fake")
+    result, _ = _build(calib_bundle, hw_arch="hailo8", mask="additive", precision="a8", report=False)
+    assert result.hef.name == "encoder.hailo8.hef"
+    doc = json.loads(result.hef.read_bytes())
+    assert doc["hw_arch"] == "hailo8" and doc["mask_input"] == {"layout": "keys", "heads": 1, "softmax": False}
+    x = result.entry.extra
+    assert x["dfc_version"] == "3.33.0+fake" and x["mask"] == "additive" and x["mask_input"]["layout"] == "keys"
+    assert x["inputs"]["attention_mask"]["shape"] == [8, 8, 1]  # [1, 64, 1] folded by the allocator
+    assert "load_model_script" in fake_dfc.CALLS and "compile" in fake_dfc.CALLS
+
+
+def test_an_unknown_dfc_line_is_tried_and_the_probe_catches_a_missing_mask_command(fake_dfc, dfc_version,
+                                                                                 calib_bundle):
+    """A DFC line hefsearch does not know is tried with a warning; if it lacks the softmax
+    command, probing it on the parsed network stops the build in seconds, before optimize()."""
+    from hefsearch.compile.dfc import CompileError
+
+    dfc_version("4.0.0+fake")  # the fake treats every line below 5 like 3.x
+    lines: list[str] = []
+    with pytest.raises(CompileError) as e:
+        build_hef(calib_bundle, HefOptions(hw_arch="hailo8", report=False), say=lines.append)
+    assert any("not a line hefsearch knows" in ln for ln in lines)
+    assert "refused set_input_mask_to_softmax()" in e.value.message and "--mask additive" in e.value.hint
+    calls = fake_dfc.CALLS
+    assert "translate_onnx_model" in calls and "load_model_script" in calls and "optimize" not in calls
+
+
+# -- calibration for the score layout is a view -------------------------------------------------
+def test_score_layout_calibration_is_a_broadcast_view_not_a_copy():
+    """A score-shaped mask is heads x SEQ values per token: 1024 rows at SEQ 256 and 12 heads
+    would be 3 GB as a copy. calibration_dict broadcasts the 0/1 key mask over the query rows."""
+    import tracemalloc
+
+    from hefsearch.compile.preflight import InputLayer, calibration_dict, preflight
+    from hefsearch.embed.mask_layout import MaskLayout
+
+    n, seq, heads, hidden = 1024, 256, 12, 8
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, seq + 1, size=n)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.float32).reshape(n, 1, 1, seq)
+    emb = rng.standard_normal((n, 1, seq, hidden), dtype=np.float32)
+    layers = [InputLayer("net/input_layer1", "embeddings", (-1, 1, seq, hidden)),
+              InputLayer("net/input_layer2", "attention_mask", (-1, 1, seq, heads * seq))]
+    layout = MaskLayout.for_mode("softmax", seq, heads, -50.0)
+    tracemalloc.start()
+    try:
+        calib = calibration_dict(layers, emb, mask, layout)
+        arr = calib["net/input_layer2"]
+        pre = preflight(layers, calib, layout)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert arr.shape == (n, 1, seq, heads * seq) and arr.dtype == np.float32
+    assert arr.nbytes > 3 * 10**9  # what a copy would have cost
+    assert 0 in arr.strides or arr.base is not None
+    assert not arr.flags.owndata and peak < 200 * 2**20
+    assert pre["rows"] == n
+    # values: column h*S+k of every query row is mask[k]
+    m = mask[:, 0, 0]
+    for i in (0, 5, n - 1):
+        for q in (0, seq // 2, seq - 1):
+            np.testing.assert_array_equal(arr[i, 0, q], np.tile(m[i], heads))
+    assert calib["net/input_layer1"].shape == (n, 1, seq, hidden)
+    # the additive layout holds the bias, one value per key
+    add = calibration_dict([layers[0], InputLayer("net/input_layer2", "attention_mask", (-1, 1, seq, 1))],
+                           emb, mask, MaskLayout.for_mode("additive", seq, heads, -50.0))["net/input_layer2"]
+    assert add.shape == (n, 1, seq, 1)
+    np.testing.assert_array_equal(add[:, 0, :, 0], (1.0 - m) * np.float32(-50.0))
+
+
+# -- acceptance: calib -> hef -> embed on the "device", through the CLI ---------------------------
+def _accept_texts() -> list[str]:
+    from hefsearch.embed.samples import VERIFY_TEXTS
+
+    return list(VERIFY_TEXTS[:24])
+
+
+def _cli(args, **kw):
+    res = CliRunner().invoke(main, [str(a) for a in args], **kw)
+    assert res.exit_code == 0, res.output + (res.stderr if res.stderr_bytes is not None else "")
+    return res
+
+
+def _embed(bundle, backend, texts):
+    res = _cli(["embed", "--bundle", bundle, "--backend", backend, "-"], input="\n".join(texts) + "\n")
+    assert f"backend: {backend}" in res.stderr
+    vecs = np.array([json.loads(ln) for ln in res.stdout.splitlines()], dtype=np.float32)
+    assert vecs.shape[0] == len(texts)
+    return vecs
+
+
+def _mean_cosine(a, b) -> float:
+    return float(np.mean(np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))))
+
+
+def _hailort_streams(hef_path) -> tuple[dict, list[str]]:
+    """What the (fake) HailoRT itself reports for the HEF, read with its own API."""
+    import hailo_platform as hp
+
+    hef = hp.HEF(str(hef_path))
+    name = lambda v: getattr(v, "name", None) or str(v).split(".")[-1]  # noqa: E731
+    ins = {i.name: {"name": i.name, "shape": [int(d) for d in i.shape], "order": name(i.format.order),
+                    "type": name(i.format.type)} for i in hef.get_input_vstream_infos()}
+    outs = [o.name for o in hef.get_output_vstream_infos()]
+    return ins, outs
+
+
+@pytest.mark.parametrize("mode", ["softmax", "additive"])
+def test_acceptance_calib_hef_embed_through_the_cli(fake_dfc, fake_hailo, tiny_bert_bundle, corpus, tmp_path,
+                                                    mode):
+    """compile calib -> compile hef --hw-arch hailo10h -> embed --backend hailo, all through the
+    CLI, fake DFC and fake HailoRT (verified against the fakes only): the vectors match the CPU's,
+    the manifest records the streams HailoRT reports for the HEF, and bulk work uses a device
+    batch > 1."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bert_bundle, bundle)
+    _cli(["compile", "calib", bundle, "--from", corpus, "--n", 64, "--seed", 2])
+    res = _cli(["compile", "hef", bundle, "--hw-arch", "hailo10h", "--mask", mode])
+    assert f"{bundle / 'encoder.hailo10h.hef'}: hailo10h, SEQ 64" in res.stdout
+    hef = bundle / "encoder.hailo10h.hef"
+    (entry,) = Bundle.open(bundle).encoder_entries("hef")
+    x = entry.extra
+    heads, hidden = json.loads((bundle / "manifest.json").read_text())["model"]["heads"], 32
+    # the recorded streams are HailoRT's: folded inputs, the output named after its feeding layer
+    ins, outs = _hailort_streams(hef)
+    assert x["streams_from"] == "hef"
+    assert {role: d for role, d in x["inputs"].items()} == {
+        "embeddings": ins["hefsearch_encoder/input_layer1"], "attention_mask": ins["hefsearch_encoder/input_layer2"]}
+    assert x["inputs"]["embeddings"]["shape"] == [8, 8, hidden]
+    assert x["inputs"]["attention_mask"]["shape"] == ([8, 8, heads * 64] if mode == "softmax" else [8, 8, 1])
+    assert x["outputs"]["last_hidden_state"]["names"] == outs == ["hefsearch_encoder/ew_add2_layer_normalization5"]
+    assert x["mask"] == mode and x["mask_input"]["mode"] == mode
+    assert x["quality"]["cosine_mean"] > 0.98
+
+    texts = _accept_texts()
+    cpu = _embed(bundle, "cpu", texts)
+    npu = _embed(bundle, "hailo", texts)
+    assert _mean_cosine(cpu, npu) >= 0.98
+    batches = fake_hailo.stats.configured_batches
+    assert batches and max(batches) > 1, batches
+
+
+@pytest.mark.parametrize("mode", ["softmax", "additive"])
+def test_acceptance_without_hailort_where_the_dfc_runs(fake_dfc, fake_hailo, tiny_bert_bundle, corpus, tmp_path,
+                                                       monkeypatch, mode):
+    """The DFC machine has no HailoRT: the manifest takes the streams from the compiled network
+    (parsed, unfolded input shapes; output named after the feeding layer). The HEF then runs on
+    the (fake) HailoRT anyway: the runtime matches the streams by meaning."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bert_bundle, bundle)
+    _cli(["compile", "calib", bundle, "--from", corpus, "--n", 64, "--seed", 2])
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "hailo_platform", None)  # import hailo_platform fails while compiling
+        res = _cli(["compile", "hef", bundle, "--hw-arch", "hailo10h", "--mask", mode, "--no-report"])
+    assert "HailoRT not installed here" in res.stderr
+    (entry,) = Bundle.open(bundle).encoder_entries("hef")
+    x = entry.extra
+    heads = json.loads((bundle / "manifest.json").read_text())["model"]["heads"]
+    assert x["streams_from"] == "compiled network"
+    assert x["inputs"] == {
+        "embeddings": {"name": "hefsearch_encoder/input_layer1", "shape": [1, 64, 32]},
+        "attention_mask": {"name": "hefsearch_encoder/input_layer2",
+                           "shape": [1, 64, heads * 64] if mode == "softmax" else [1, 64, 1]}}
+    ins, outs = _hailort_streams(bundle / "encoder.hailo10h.hef")
+    assert x["outputs"]["last_hidden_state"]["names"] == outs
+    assert ins["hefsearch_encoder/input_layer1"]["shape"] == [8, 8, 32]  # what the HEF really has
+
+    texts = _accept_texts()
+    cpu = _embed(bundle, "cpu", texts)
+    npu = _embed(bundle, "hailo", texts)
+    assert _mean_cosine(cpu, npu) >= 0.98
+    assert max(fake_hailo.stats.configured_batches) > 1

@@ -110,8 +110,12 @@ def test_every_compute_node_of_an_exported_body_has_its_group(tiny_bert_bundle):
                             "Identity", "Cast", "Sub", "Mul"}  # shape plumbing and mask preparation
 
 
+@pytest.mark.parametrize("mode", ["softmax", "additive"])
 @pytest.mark.parametrize("which", ["tiny_bert_bundle", "tiny_xlmr_bundle"])
-def test_dfc_onnx_variant_equals_encoder_onnx(which, request, tmp_path):
+def test_dfc_onnx_variant_equals_encoder_onnx(which, mode, request, tmp_path):
+    """The DFC-facing body starts where the zoo's recipes do: its mask input is the additive bias
+    fed straight into the score Adds, score-shaped [N,heads,S,S] for the softmax mode (MiniLM's
+    masked_fill) or [N,1,1,S] for the additive mode (BERT); no mask preparation is left."""
     pytest.importorskip("onnx")
     import onnx
 
@@ -119,24 +123,29 @@ def test_dfc_onnx_variant_equals_encoder_onnx(which, request, tmp_path):
     from hefsearch.embed.backends.cpu import make_session
 
     bundle = Bundle.open(request.getfixturevalue(which))
-    dfc = make_dfc_onnx(bundle, tmp_path / "dfc.onnx", 32)
+    heads = bundle.model["heads"]
+    dfc = make_dfc_onnx(bundle, tmp_path / "dfc.onnx", 32, mode)
     assert verify_dfc_onnx(bundle, dfc) <= 1e-4
     g = onnx.load(str(dfc.path)).graph
     dims = {i.name: [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim] for i in g.input}
-    assert dims == {EMBEDDINGS: ["batch", 32, bundle.hidden], MASK: ["batch", 1, 1, 32]}
+    mask_dims = [heads, 32, 32] if mode == "softmax" else [1, 1, 32]
+    assert dims == {EMBEDDINGS: ["batch", 32, bundle.hidden], MASK: ["batch", *mask_dims]}
     assert all(i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for i in g.input)
-    assert dfc.input_shapes == {EMBEDDINGS: [1, 32, bundle.hidden], MASK: [1, 1, 1, 32]}
-    assert not any(n.op_type == "Cast" for n in g.node)
-    # the mask really is used: padding the same text differently changes nothing, masking a
-    # real token changes the output
+    assert dfc.input_shapes == {EMBEDDINGS: [1, 32, bundle.hidden], MASK: [1, *mask_dims]}
+    assert not any(n.op_type in ("Cast", "Sub") for n in g.node)
+    # the mask input feeds the score Adds directly, one per layer, each read by a Softmax
+    users = [n for n in g.node if MASK in n.input]
+    assert len(users) == bundle.model["layers"] and all(n.op_type == "Add" for n in users)
+    assert all(any(w.op_type == "Softmax" and u.output[0] in w.input for w in g.node) for u in users)
+    # the mask really is used: masking a real token changes the output
     e, m = sample_inputs(bundle, 32, ["Wo ist der nächste Bahnhof?"])
     sess = make_session(str(dfc.path), 1)
-    m4 = m[:, None, None, :].astype(np.float32)
-    base = sess.run(None, {EMBEDDINGS: e, MASK: m4})[0]
-    m4b = m4.copy()
-    m4b[0, 0, 0, 1] = 0
-    assert np.abs(sess.run(None, {EMBEDDINGS: e, MASK: m4b})[0] - base).max() > 1e-3
+    base = sess.run(None, {EMBEDDINGS: e, MASK: dfc.mask_feed(m)})[0]
+    m2 = m.copy()
+    m2[0, 1] = 0
+    assert np.abs(sess.run(None, {EMBEDDINGS: e, MASK: dfc.mask_feed(m2)})[0] - base).max() > 1e-3
     # the additive value is the bundle's moderate one, never the dtype minimum
+    assert set(np.unique(dfc.mask_feed(m))) == {0.0, np.float32(bundle.mask_value)}
     assert str(bundle.mask_value) in onnx.load(str(dfc.path)).doc_string
 
 
@@ -144,17 +153,15 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
     from hailo_sdk_client import ClientRunner
     from hailo_sdk_client.exposed_definitions import Dims
 
+    from hefsearch.compile.dfc import input_formats
     from hefsearch.compile.dfc_onnx import make_dfc_onnx
-    from hefsearch.compile.model_script import build_model_script, site_layers, sixteen_bit_layers
+    from hefsearch.compile.model_script import MATMUL_CORRECTION, build_model_script, site_layers, sixteen_bit_layers
 
     bundle = Bundle.open(tiny_bert_bundle)
     dfc = make_dfc_onnx(bundle, tmp_path / "dfc.onnx", 64)
-    runner = ClientRunner(hw_arch="hailo8")
+    runner = ClientRunner(hw_arch="hailo10h")
     runner.translate_onnx_model(str(dfc.path), "net", end_node_names=["last_hidden_state"],
-                                net_input_shapes=dfc.input_shapes,
-                                net_input_format={"embeddings": [Dims.BATCH, Dims.WIDTH, Dims.CHANNELS],
-                                                  "attention_mask": [Dims.BATCH, Dims.HEIGHT, Dims.WIDTH,
-                                                                     Dims.CHANNELS]})
+                                net_input_shapes=dfc.input_shapes, net_input_format=input_formats(Dims, "softmax"))
     hn = runner.get_hn_dict()
     sites = site_layers(hn)
     origin = {n.split("/", 1)[1]: layer["original_names"] for n, layer in hn["layers"].items()}
@@ -166,14 +173,17 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
     assert sites["layernorm"] == [f"layer_normalization{i}" for i in range(1, 6)]
 
     a8 = build_model_script(PROFILES["a8"], hn, calibset_size=96, batch_size=8)
-    assert "quantization_param" not in a8
+    assert "quantization_param" not in a8 and MATMUL_CORRECTION in a8.splitlines()
     balanced = build_model_script(PROFILES["balanced"], hn, calibset_size=96, batch_size=8, optimization_level=2,
                                   compression_level=1, extra_lines=["performance_param(compiler_optimization_level=max)"])
     lines = [ln for ln in balanced.splitlines() if not ln.startswith("#")]
-    assert lines[0] == "set_input_mask_to_softmax()"
+    assert lines[0] == "set_input_mask_to_softmax()" and lines.count("set_input_mask_to_softmax()") == 1
     for expected in ("model_optimization_config(calibration, batch_size=8, calibset_size=96)",
                      "pre_quantization_optimization(equalization, policy=enabled)",
+                     "pre_quantization_optimization(ew_add_fusing, policy=disabled)",
                      "model_optimization_flavor(optimization_level=2, compression_level=1)",
+                     "pre_quantization_optimization(matmul_correction, layers={matmul*}, "
+                     "correction_type=zp_comp_block)",
                      "model_optimization_config(negative_exponent, layers={*}, rank=0)"):
         assert expected in lines
     assert lines[-1] == "performance_param(compiler_optimization_level=max)"
@@ -181,10 +191,10 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
     # no 16-bit layer is on the attention path
     attention = {n.split("/", 1)[1] for n, layer in hn["layers"].items() if layer.get("attention")}
     assert not attention & set(sixteen_bit_layers(balanced))
-    # the fake DFC accepts the script (every named layer exists)
+    # the fake DFC accepts the script (every named layer exists, the mask feeds the score adds)
     runner.load_model_script(balanced)
     additive = build_model_script(profile_from_dict({"mask": "additive", "bits": {}}), hn, calibset_size=4)
-    assert "set_input_mask_to_softmax" not in additive
+    assert "set_input_mask_to_softmax" not in additive and MATMUL_CORRECTION in additive.splitlines()
 
 
 def test_dfc_onnx_variant_of_real_minilm_is_exact(minilm_bundle, tmp_path):

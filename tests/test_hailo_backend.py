@@ -354,3 +354,294 @@ def test_environment_sets_timeout_and_the_4x_service(fake_hailo, hef_bundle, mon
     with Encoder.open(hef_bundle, backend="hailo") as enc:
         assert fake_hailo.stats.vdevice_params[-1][1:] == ("SHARED", True)
         assert enc.backend.uses_service
+
+
+# -- streams as Hailo's compiler makes them (docs/hailo-facts.md) ------------------------------------
+MASK = "encoder/input_layer2"
+EMB = "encoder/input_layer1"
+HEF = "encoder.hailo10h.hef"
+
+
+def _capture(monkeypatch) -> list[list[dict]]:
+    """Record, per run_async call, a copy of every frame's input buffers (one dict per Bindings)."""
+    from hailo_platform.pyhailort import pyhailort
+
+    calls: list[list[dict]] = []
+    run_async = pyhailort.ConfiguredInferModel.run_async
+
+    def recording(self, bindings, callback=None):
+        calls.append([{n: b.input(n).get_buffer().copy() for n in (EMB, MASK)} for b in bindings])
+        return run_async(self, bindings, callback=callback)
+
+    monkeypatch.setattr(pyhailort.ConfiguredInferModel, "run_async", recording)
+    return calls
+
+
+@pytest.mark.parametrize("out_order,split", [("NHWC", None), ("FCR", "channels"), ("FCR", "tokens")])
+def test_a_manifest_with_the_parsed_names_still_embeds(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
+                                                        out_order, split):
+    # The manifest says output_layer1 and unfolded [1, 64, C] inputs (the parsed network); the HEF's
+    # output is named after its feeding layer (split ones _1, _0) and its inputs are folded 8x8.
+    path = _bundle(tiny_bert_bundle, tmp_path, manifest_streams="parsed", in_type="UINT8", out_type="UINT8",
+                   out_order=out_order, split=split)
+    with Encoder.open(path, backend="hailo") as enc:
+        vecs = enc.encode(TEXTS)
+        notes = enc.backend.notes
+    assert _cos(vecs, cpu_vectors).min() >= 0.98
+    assert any(n.startswith("output: the manifest names 'encoder/output_layer1', the HEF's outputs are "
+                            "'encoder/layer_normalization5") for n in notes), notes
+    assert any(f"input embeddings ({EMB}): the HEF's shape [8, 8, 32] differs from the recorded [1, 64, 32]" in n
+               for n in notes), notes
+    assert any(f"input attention_mask ({MASK}): the HEF's shape [8, 8, 256] differs from the recorded [1, 64, 256]"
+               in n for n in notes), notes
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_inputs_folded_or_not_are_fed_in_the_hefs_shape(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
+                                                        monkeypatch, fold):
+    path = _bundle(tiny_bert_bundle, tmp_path, fold=fold, in_type="FLOAT32")
+    calls = _capture(monkeypatch)
+    with Encoder.open(path, backend="hailo") as enc:
+        vecs = enc.encode(TEXTS)
+        notes = enc.backend.notes
+    np.testing.assert_allclose(vecs, cpu_vectors, atol=1e-5)
+    frame = calls[0][0]
+    assert frame[EMB].shape == ((8, 8, 32) if fold else (1, 64, 32))
+    assert frame[MASK].shape == ((8, 8, 256) if fold else (1, 64, 256))
+    assert any("automatic spatial reshape" in n for n in notes) == fold
+
+
+def test_an_input_is_checked_by_its_element_count(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors):
+    path = _bundle(tiny_bert_bundle, tmp_path, in_type="FLOAT32")
+    # another fold of the same 2048 values: fed row-major in the HEF's shape, with a note
+    edit_fake_hef(path, HEF, lambda d: d["inputs"][0].update(shape=[16, 4, 32]))
+    with Encoder.open(path, backend="hailo") as enc:
+        np.testing.assert_allclose(enc.encode(TEXTS), cpu_vectors, atol=1e-5)
+        assert any(f"input embeddings ({EMB}): the HEF's shape [16, 4, 32] differs from the recorded [8, 8, 32]; "
+                   "fed row-major" in n for n in enc.backend.notes)
+    # a different number of values is refused, naming the stream
+    edit_fake_hef(path, HEF, lambda d: d["inputs"][1].update(shape=[8, 8, 128]))
+    frames = fake_hailo.stats.frames
+    with pytest.raises(HefContractError) as err:
+        Encoder.open(path, backend="hailo")
+    assert (f"input attention_mask ({MASK}): the HEF has shape [8, 8, 128] = 8192 values; the host sends 16384"
+            in err.value.message)
+    assert fake_hailo.stats.frames == frames
+
+
+def test_transposed_streams_are_refused(fake_hailo, tiny_bert_bundle, tmp_path):
+    # FormatFlags.TRANSPOSED: "The height and width will be swapped" (hailort.h)
+    path = _bundle(tiny_bert_bundle, tmp_path)
+    for stream in (EMB, MASK, "encoder/layer_normalization5"):
+        def flag(d, stream=stream):
+            for s in d["inputs"] + d["outputs"]:
+                s["flags"] = "TRANSPOSED" if s["name"] == stream else "NONE"
+
+        edit_fake_hef(path, HEF, flag)
+        with pytest.raises(HefContractError, match="TRANSPOSED") as err:
+            Encoder.open(path, backend="hailo")
+        assert stream in err.value.message
+    assert fake_hailo.stats.frames == 0
+
+
+def test_input_order_in_the_hef_does_not_matter(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors):
+    path = _bundle(tiny_bert_bundle, tmp_path, in_type="FLOAT32")
+    edit_fake_hef(path, HEF, lambda d: d["inputs"].reverse())  # HailoRT binds inputs by name
+    with Encoder.open(path, backend="hailo") as enc:
+        vecs = enc.encode(TEXTS)
+        notes = enc.backend.notes
+    np.testing.assert_allclose(vecs, cpu_vectors, atol=1e-5)
+    assert any(n.startswith(f"input order: the HEF lists ['{MASK}', '{EMB}']") for n in notes), notes
+
+
+def _key_mask(enc, text: str) -> np.ndarray:
+    n = int(enc.host.tokenize([text]).lengths[0])
+    return (np.arange(64) < n).astype(np.float32)
+
+
+@pytest.mark.parametrize("mode", ["softmax", "additive"])
+def test_mask_modes_feed_the_layout_the_hef_was_compiled_for(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
+                                                              monkeypatch, mode):
+    path = _bundle(tiny_bert_bundle, tmp_path, mask_mode=mode)  # UINT8 inputs on the device
+    calls = _capture(monkeypatch)
+    text = "where is the central station"
+    with Encoder.open(path, backend="hailo") as enc:
+        vecs = enc.encode(TEXTS)
+        enc.encode([text])
+        keys = _key_mask(enc, text)
+    assert _cos(vecs, cpu_vectors).min() >= 0.98
+    assert 0 < keys.sum() < 64
+    (frame,) = calls[-1]
+    m = frame[MASK]
+    assert m.dtype == np.float32  # the fake's mask quant cannot hold 0/1 (or 0/-50) exactly
+    if mode == "softmax":  # scores: 64 query rows x (4 heads x 64 keys) of 0/1, folded 8x8
+        assert m.shape == (8, 8, 256)
+        rows = m.reshape(64, 256)
+        assert (rows == rows[0]).all()  # every query row sees the same keys
+        np.testing.assert_array_equal(rows[0].reshape(4, 64), np.broadcast_to(keys, (4, 64)))  # col h*S+k = key k
+    else:  # keys: the additive bias (1 - mask) * mask_value, one value per key
+        assert m.shape == (8, 8, 1)
+        np.testing.assert_array_equal(m.reshape(64), (1 - keys) * -50.0)
+
+
+@pytest.mark.parametrize("mode,quant", [("softmax", [[1 / 255, 0.0]]),      # 0/1 -> 0/255
+                                        ("additive", [[50 / 255, 255.0]])])  # -50/0 -> 0/255
+def test_a_mask_its_stream_type_holds_exactly_goes_as_uint8(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
+                                                             monkeypatch, mode, quant):
+    path = _bundle(tiny_bert_bundle, tmp_path, mask_mode=mode)
+    edit_fake_hef(path, HEF, lambda d: d["inputs"][1].update(quant=quant))
+    calls = _capture(monkeypatch)
+    text = "where is the central station"
+    with Encoder.open(path, backend="hailo") as enc:
+        vecs = enc.encode(TEXTS)
+        enc.encode([text])
+        keys = _key_mask(enc, text)
+    assert _cos(vecs, cpu_vectors).min() >= 0.98
+    assert MASK not in {n for n, _, _ in fake_hailo.stats.set_format_types}  # left at its native UINT8
+    (frame,) = calls[-1]
+    m = frame[MASK]
+    assert m.dtype == np.uint8
+    # the first 64 values: query row 0 / head 0 (scores) or the per-key bias (keys); a real token
+    # is 1 (scores) or bias 0 (keys), both 255 here; a padding token 0 or -50, both 0
+    np.testing.assert_array_equal(m.reshape(-1)[:64], np.where(keys > 0, 255, 0))
+
+
+@pytest.mark.parametrize("queue,batch,asked", [(4, 4, [8, 4]), (8, 8, [8])])
+def test_bulk_encoding_configures_a_device_batch(fake_hailo, hef_bundle, cpu_vectors, monkeypatch,
+                                                 queue, batch, asked):
+    fake_hailo.async_queue_size = queue
+    calls = _capture(monkeypatch)
+    with Encoder.open(hef_bundle, backend="hailo", bulk=True) as enc:
+        assert enc.backend.device_batch == batch
+        vecs = enc.encode(TEXTS)
+        notes = enc.backend.notes
+    np.testing.assert_allclose(vecs, cpu_vectors, atol=1e-5)
+    st = fake_hailo.stats
+    # configure() refuses a batch above the queue size (HAILO_INVALID_OPERATION): halved until it fits
+    assert st.batch_sizes == asked and st.configured_batches == [batch]
+    assert any("device batch 8 refused" in n for n in notes) == (batch < 8)
+    # one run_async per device batch, a list of Bindings with one frame each
+    sizes = [len(c) for c in calls]
+    assert max(sizes) == batch and sum(sizes) == st.frames == len(TEXTS)
+    assert st.run_async_calls == len(sizes) < st.frames
+
+
+def test_a_query_encoder_keeps_hailorts_default_batch(fake_hailo, hef_bundle, monkeypatch):
+    fake_hailo.async_queue_size = 8
+    calls = _capture(monkeypatch)
+    with Encoder.open(hef_bundle, backend="hailo") as enc:
+        enc.encode_queries(["where is the central station", "tax return deadline"])
+        assert enc.backend.device_batch == 1
+    st = fake_hailo.stats
+    assert st.batch_sizes == [] and st.configured_batches == [1]  # set_batch_size never called
+    assert [len(c) for c in calls] == [1, 1]
+    # the environment sets the bulk device batch
+    monkeypatch.setenv("HEFSEARCH_HAILO_DEVICE_BATCH", "2")
+    with Encoder.open(hef_bundle, backend="hailo", bulk=True) as enc:
+        assert enc.backend.device_batch == 2
+    assert st.configured_batches == [1, 2]
+
+
+# -- HailoRT 4.x: one process per device unless the multi-process service runs ---------------------
+HOLDER = r"""
+import sys
+from hailo_platform._fake import WORLD
+import hailo_platform as hp
+
+WORLD.version = "4.23.0"
+WORLD.devices = [{"id": "0001:01:00.0", "arch": "HAILO8"}]
+WORLD.lock_dir = sys.argv[1]
+params = hp.VDevice.create_params()
+params.group_id = "SHARED"
+vdevice = hp.VDevice(params)
+print("ready", flush=True)
+sys.stdin.read()  # hold the device until the test closes stdin
+vdevice.release()
+"""
+
+
+def _hailo8(fake_hailo, tiny_bert_bundle, tmp_path, **kw):
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
+    add_fake_hef(path, hw_arch="hailo8", dfc_version="3.33.0", in_type="FLOAT32", **kw)
+    fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8"}]
+    fake_hailo.version = "4.23.0"
+    return path
+
+
+def test_a_device_held_by_another_process_needs_the_service(fake_hailo, tiny_bert_bundle, tmp_path, monkeypatch):
+    import os
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from tests.hailo_fixtures import FAKES
+
+    path = _hailo8(fake_hailo, tiny_bert_bundle, tmp_path)
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAKES), str(repo), os.environ.get("PYTHONPATH", "")])}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, fake_hailo.lock_dir], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        # no service: HailoRT 4.x answers 74 (HAILO_OUT_OF_PHYSICAL_DEVICES)
+        with pytest.raises(BackendUnavailable) as err:
+            Encoder.open(path, backend="hailo")
+        assert "in use by another process" in err.value.message
+        assert "hailort.service" in err.value.hint
+        assert fake_hailo.stats.vdevice_params == []
+        # the service runs (its socket is there): hefsearch uses it by itself
+        folder = tmp_path if len(str(tmp_path)) < 80 else Path(tempfile.mkdtemp())  # sun_path is short
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(folder / "hailort.sock"))
+            sock.listen(1)
+            monkeypatch.setenv("HAILORT_SERVICE_ADDRESS", f"unix://{folder / 'hailort.sock'}")
+            fake_hailo.service_running = True
+            with Encoder.open(path, backend="hailo") as enc:
+                assert enc.backend.uses_service
+                assert enc.encode(TEXTS[:2]).shape == (2, 32)
+            (algo, group, service), = fake_hailo.stats.vdevice_params
+            assert algo.name == "ROUND_ROBIN" and group == "SHARED" and service is True
+        finally:
+            sock.close()
+    finally:
+        holder.stdin.close()
+        try:
+            holder.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+    assert holder.returncode == 0
+    # the other process is gone: the device is free again without the service
+    monkeypatch.setenv("HAILORT_SERVICE_ADDRESS", f"unix://{tmp_path}/gone.sock")
+    fake_hailo.service_running = False
+    with Encoder.open(path, backend="hailo") as enc:
+        assert not enc.backend.uses_service
+    assert fake_hailo.stats.vdevice_params[-1][2] is False
+
+
+# -- runtime and chip -----------------------------------------------------------------------------------
+def test_hailort_5x_on_a_hailo8_says_to_install_4x(fake_hailo, tiny_bert_bundle, tmp_path):
+    path = _hailo8(fake_hailo, tiny_bert_bundle, tmp_path)
+    fake_hailo.version = "5.2.0"  # HailoRT 5.x refuses a Hailo-8 with status 79 (HAILO_NOT_SUPPORTED)
+    with pytest.raises(BackendUnavailable) as err:
+        Encoder.open(path, backend="hailo")
+    assert "HailoRT 5.2.0 does not drive it" in err.value.message and "4.x" in err.value.message
+    assert "sudo apt install hailo-all" in err.value.hint and "4.x" in err.value.hint
+    name, why = resolve_backend_name("auto", Bundle.open(path))
+    assert name == "cpu" and "4.x" in why
+
+
+def test_a_hailo8l_hef_runs_on_a_hailo8_with_a_warning(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors):
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
+    add_fake_hef(path, hw_arch="hailo8l", dfc_version="3.33.0", in_type="FLOAT32")
+    fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8"}]
+    fake_hailo.version = "4.23.0"
+    with Encoder.open(path, backend="hailo") as enc:
+        assert enc.backend.label == "Hailo-8"
+        assert any("running its Hailo-8L HEF" in n for n in enc.backend.notes)
+        np.testing.assert_allclose(enc.encode(TEXTS[:6]), cpu_vectors[:6], atol=1e-5)
+    assert fake_hailo.stats.warnings == ["HEF was compiled for Hailo8L device, while the device itself is Hailo8. "
+                                         "This will result in lower performance."]

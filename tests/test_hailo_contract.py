@@ -93,6 +93,51 @@ def test_without_names_inputs_are_found_by_size():
     assert any("identified 'n/input_layer2' by its size (6 values)" in n for n in check.notes)
 
 
+def test_a_folded_input_is_fed_row_major_and_a_wrong_count_is_refused():
+    from hefsearch.embed.hef_contract import to_stream
+
+    folded = [StreamSpec("n/input_layer1", (2, 3, H), "NHWC", "UINT8"), INPUTS[1]]  # 6 tokens as 2x3
+    out = [StreamSpec("n/o", (1, SEQ, H), "FCR", "FLOAT32")]
+    check = check_contract(_contract(), folded, out, None)
+    assert check.ok, check.problems
+    assert any("input embeddings (n/input_layer1): folded to [2, 3, 4] by the compiler's automatic spatial reshape"
+               in n for n in check.notes)
+    x = np.arange(2 * SEQ * H, dtype=np.float32).reshape(2, SEQ, H)
+    buf = to_stream(x, check.embeddings)
+    assert buf.shape == (2, 2, 3, H) and buf.flags.c_contiguous
+    np.testing.assert_array_equal(buf.reshape(2, SEQ, H), x)
+    wrong = [StreamSpec("n/input_layer1", (2, 2, H), "NHWC", "UINT8"), INPUTS[1]]
+    check = check_contract(_contract(), wrong, out, None)
+    assert check.problems == ["input embeddings (n/input_layer1): the HEF has shape [2, 2, 4] = 16 values; the host "
+                              "sends 24 (6 tokens x 4 channels, SEQ 6, H 4)"]
+
+
+@pytest.mark.parametrize("stream", ["n/input_layer1", "n/input_layer2", "n/o"])
+def test_a_transposed_stream_is_refused(stream):
+    from dataclasses import replace
+
+    out = StreamSpec("n/o", (1, SEQ, H), "FCR", "FLOAT32")
+    ins = [replace(s, flags="TRANSPOSED") if s.name == stream else s for s in INPUTS]
+    outs = [replace(out, flags="TRANSPOSED") if out.name == stream else out]
+    check = check_contract(_contract(), ins, outs, None)
+    (problem,) = check.problems
+    assert stream in problem and "FormatFlags.TRANSPOSED" in problem
+
+
+def test_format_flags_are_read_from_enums_and_plain_ints():
+    from types import SimpleNamespace
+
+    from hefsearch.embed.backends.hailo import _flags_name
+
+    class Flags:  # a pybind11 enum has a name
+        name = "TRANSPOSED"
+
+    assert _flags_name(SimpleNamespace(flags=Flags())) == "TRANSPOSED"
+    assert _flags_name(SimpleNamespace(flags=2)) == "TRANSPOSED"  # HAILO_FORMAT_FLAGS_TRANSPOSED = 1 << 1
+    assert _flags_name(SimpleNamespace(flags=0)) == "NONE"
+    assert _flags_name(SimpleNamespace()) == "NONE"  # a binding without flags
+
+
 FORBIDDEN = ["torch", "transformers", "textual", "hailo_platform", "hailo_sdk_client", "onnx",
              "sentence_transformers"]
 

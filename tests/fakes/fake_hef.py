@@ -1,5 +1,11 @@
 """Write fake "HEF" files (JSON read by the fake ``hailo_platform``) into a bundle, the way
-``hefsearch compile hef`` records a real one in the manifest. Tests only."""
+``hefsearch compile hef`` records a real one in the manifest. Tests only.
+
+The streams follow what Hailo's compiler makes of a zoo-style encoder (docs/hailo-facts.md,
+"Compiled stream contract" and "Attention mask"): inputs ``<net>/input_layerN`` folded by the
+allocator's automatic spatial reshape, outputs named after the layer that feeds them, the mask
+in the score-shaped (MiniLM recipe) or per-key additive (BERT recipe) layout. Quantisation
+ranges (min/max with a 5% margin) are the fake's own choice, not the DFC's algorithm."""
 
 from __future__ import annotations
 

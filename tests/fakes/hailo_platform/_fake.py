@@ -37,6 +37,8 @@ class World:
     #: devices Device.scan() finds: {"id": ..., "arch": DeviceArchitectureTypes name}
     devices: list = field(default_factory=lambda: [{"id": "0001:01:00.0", "arch": "HAILO10H"}])
     version: str = "5.2.0"
+    #: ``ConfiguredInferModel.get_async_queue_size()``; also the internal queue size above which
+    #: ``configure()`` refuses a batch (infer_model.cpp)
     async_queue_size: int = 4
     #: complete the queued frames newest-first (real hardware gives no order guarantee)
     out_of_order: bool = True
@@ -47,9 +49,11 @@ class World:
     hang_after_frames: int | None = None
     #: Device(...).control.identify() raises (device busy or broken)
     identify_fails: bool = False
-    #: HailoRT 4.x's multi-process service (hailort.service) is running
+    #: HailoRT 4.x's multi-process service (hailort.service) is running; VDevices created with
+    #: multi_process_service=True fail with HAILO_RPC_FAILED without it
     service_running: bool = False
-    #: where the per-device lock files live (HailoRT 4.x exclusivity across processes)
+    #: where the per-device lock files live (HailoRT 4.x exclusivity across processes); None =
+    #: the system temp folder, shared by every process like the real driver's state
     lock_dir: str | None = None
     #: (ms per device batch, ms per frame): the device's speed; None = as fast as possible.
     #: The zoo's MiniLM on Hailo-8 (156 FPS at batch 1, 742 at batch 8) is about (5.8, 0.63).

@@ -1,26 +1,62 @@
 """Fake of ``hailo_platform.pyhailort.pyhailort``: VDevice, HEF, InferModel, ConfiguredInferModel.
 
-Behaviour taken from the public HailoRT 5.2.0 / 4.23.0 Python binding (pyhailort.py and
-bindings/python/src/*.cpp):
+Every behaviour below is modelled on the public HailoRT sources (hailo-ai/hailort: branch
+``hailo8`` = 4.23.0, ``master`` = 5.2.0); docs/hailo-facts.md gives file and line for each.
+"Own analysis" marks what the fake infers where the sources say nothing explicit.
+
+API and stream descriptions (``PYH`` = bindings/python/platform/hailo_platform/pyhailort/pyhailort.py):
 
 - ``VDevice(params)`` with ``VDevice.create_params()`` (scheduler ROUND_ROBIN, group id
-  "UNIQUE" by default); ``create_infer_model`` only in the creating process; the legacy
-  ``configure()`` is HAILO_NOT_IMPLEMENTED on Hailo-10H.
+  "UNIQUE" by default: ``hailort_defaults.cpp``, ``hailort.h``); ``create_infer_model`` only
+  in the creating process; the legacy ``configure()`` is HAILO_NOT_IMPLEMENTED on Hailo-10H
+  (``vdevice_hrpc_client.cpp``).
 - ``HEF(str | bytes)``: vstream infos whose ``shape`` follows the format order ((h,w,c); (c,) for
-  NC; (h,w) for NHW), ``format.type/order/flags``, ``quant_info.qp_scale/qp_zp``.
+  NC; (h,w) for NHW), ``format.type/order/flags``, ``quant_info.qp_scale/qp_zp`` (PYH).
+  ``FormatFlags.TRANSPOSED`` is ``1 << 1`` (``hailort.h``, ``pyhailort.cpp``).
+- Stream names are the HEF's: inputs ``<net>/input_layerN``, outputs named after the layer that
+  feeds them (``<net>/conv41``; own analysis from zoo configs), inputs as folded by the
+  allocator's automatic spatial reshape ([1,128,C] -> [16,8,C], zoo all_minilm_l6_v2);
+  ``tests/fakes/fake_hef.py`` writes them that way.
 - ``InferModel``: streams with ``shape``, ``format``, ``quant_infos``, ``set_format_type`` (read
-  at ``configure()``; later changes do not affect a configured model); ``set_batch_size``.
-- ``ConfiguredInferModel``: one Bindings = one frame; buffers must be C-contiguous; at
-  ``run_async`` every buffer's byte size must equal the frame size of the stream's format
-  ("Input buffer size X is different than expected Y for input 'name'", HAILO_INVALID_OPERATION);
-  the async queue holds ``get_async_queue_size()`` frames and ``run_async`` on a full queue fails
-  with HAILO_QUEUE_IS_FULL, so callers must use ``wait_for_async_ready``; frames complete in
-  any order; ``job.wait(timeout_ms)`` raises HailoRTTimeout or the job's error; after an error
-  the pipeline is shut down.
+  at ``configure()``; later changes do not affect a configured model: ``infer_model.cpp``);
+  ``set_batch_size`` (default 0 = HAILO_DEFAULT_BATCH_SIZE resolves to 1: ``hef.hpp``,
+  ``core_op.cpp``); ``configure()`` refuses a batch above the internal queue size with
+  HAILO_INVALID_OPERATION (``infer_model.cpp``; the fake's internal queue is
+  ``WORLD.async_queue_size``).
+- ``ConfiguredInferModel``: ``run_async`` takes a list of Bindings, one frame each ("Multiple
+  bindings are useful for batch inference", PYH); buffers must be C-contiguous; every buffer's
+  byte size must equal the frame size of the stream's format ("Input buffer size X is different
+  than expected Y for input 'name'", HAILO_INVALID_OPERATION); the async queue holds
+  ``get_async_queue_size()`` frames and ``run_async`` on a full queue fails with
+  HAILO_QUEUE_IS_FULL, so callers use ``wait_for_async_ready``; frames complete in any order
+  (no ordering guarantee in the API; own analysis); ``job.wait(timeout_ms)`` raises
+  HailoRTTimeout (HAILO_TIMEOUT, ``infer_model.cpp``) or the job's error; after an error the
+  pipeline is shut down and the other frames are aborted.
 
-A device "runs" the HEF's ``onnx`` (the bundle's FP32 body) with onnxruntime; outputs whose
-native type is UINT8/UINT16 are quantised with the stream's scale and zero point (and
-dequantised again if the user asked for FLOAT32), so they carry 8-bit error like hardware.
+Devices and runtimes:
+
+- HailoRT 5.x refuses a Hailo-8/8L with status 79 HAILO_NOT_SUPPORTED (``pcie_device.cpp``,
+  ``control.cpp``); the log text "only supported in versions 4.x.x" is not in the exception.
+- A hailo8l HEF on a Hailo-8 runs, with a warning in hailort.log ("lower performance"); any
+  other architecture mismatch is HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE (``device_internal.cpp``).
+- HailoRT 5.x rejects ``multi_process_service`` on Hailo-10H (HAILO_INVALID_OPERATION,
+  ``vdevice.cpp``).
+- HailoRT 4.x without the multi-process service: a VDevice takes its PCIe device for the
+  process; another process gets 74 HAILO_OUT_OF_PHYSICAL_DEVICES (``vdevice.cpp``,
+  ``hailort_driver.cpp``). With ``multi_process_service=True`` the VDevice lives in the
+  ``hailort_service``; without that service running the client's RPC fails (77
+  HAILO_RPC_FAILED; own analysis, the status is ``hailort.h``'s).
+
+Not modelled: HailoRT 4.x refusing Hailo-10/15 devices; ``group_id`` matching across service
+clients; ``AsyncInferJob.wait`` blocking up to twice its timeout (the fake waits once, which is
+within the real bound).
+
+A device "runs" the HEF's ``onnx`` (the bundle's FP32 body) with onnxruntime. A FLOAT32 input
+buffer is quantised to the stream's native UINT8/UINT16 with its quant info before the network
+sees it, and outputs whose native type is UINT8/UINT16 are quantised the same way (and
+dequantised again if the user asked for FLOAT32), as HailoRT's host-side transformations do
+(own analysis of ``set_format_type``; docs/hailo-facts.md, Compiled stream contract), so both
+carry 8-bit error like hardware.
 """
 
 from __future__ import annotations
@@ -334,9 +370,11 @@ def _refuse_hailo8_on_5x(arch: str) -> None:
 
 
 class _PhysicalDeviceLock:
-    """HailoRT 4.x without the multi-process service: a VDevice takes the PCIe device for its
-    process; another process gets HAILO_OUT_OF_PHYSICAL_DEVICES (74). Modelled with an flock on a
-    file per device, so it holds across real processes; VDevices of one process share it."""
+    """HailoRT 4.x without the multi-process service: a VDevice marks the PCIe device in use through
+    the driver; another process scanning for a free device gets HAILO_OUT_OF_PHYSICAL_DEVICES (74)
+    (``vdevice.cpp`` lines 854-865, ``hailort_driver.cpp`` line 769). Modelled with an flock on a
+    file per device in ``WORLD.lock_dir``, so it holds across real processes and is released when
+    the holder exits; VDevices of one process share it (own simplification)."""
 
     held: dict = {}  # device id -> [fd, refcount] in this process
 
@@ -386,6 +424,9 @@ class ConfigureParams:
 
 
 class VDevice:
+    """``VDevice(params)``: see the module docstring for what opening it checks (runtime vs chip,
+    the Hailo-10H service flag, HailoRT 4.x device exclusivity and its service)."""
+
     def __init__(self, params=None, *, device_ids=None):
         self._vdevice = None
         self._params = params or VDevice.create_params()
@@ -579,6 +620,9 @@ class AsyncInferJob:
         self._error = None
 
     def wait(self, timeout_ms):
+        """Waits once with the timeout. The real binding waits for the job, then for the Python
+        callback, each with the full timeout, so it can take up to twice ``timeout_ms``
+        (``infer_model_api.cpp``); the fake stays within that bound."""
         if not self._done.wait(timeout_ms / 1000.0):
             raise _timeout()
         if self._error is not None:
@@ -787,6 +831,8 @@ class ConfiguredInferModel:
         return self._session
 
     def _read_input(self, b, role):
+        """One frame of an input as the network sees it: a native-type buffer dequantised, a FLOAT32
+        buffer quantised to the stream's native type first (HailoRT's host-side transformation)."""
         spec = next(i for i in self._model._hef._d["inputs"] if i["role"] == role)
         name = spec["name"]
         stream = self._in_streams[name]
@@ -803,7 +849,12 @@ class ConfiguredInferModel:
         return x.astype(np.float32)
 
     def _mask_feed(self, m: np.ndarray, seq: int):
-        """The compiled network's mask input, from the frame's mask values (row-major, any fold)."""
+        """The compiled network's mask input, from the frame's mask values (row-major, any fold).
+
+        ``scores``: the zoo's all_minilm_l6_v2 mask (``masked_fill``, NGWC, one row per query,
+        heads x keys columns) with ``set_input_mask_to_softmax()``: 0/1 values choose the keys
+        softmax sees (own analysis of the zoo recipe, docs/hailo-facts.md "Attention mask").
+        ``keys``: the zoo's BERT mask, the additive bias itself, one value per key."""
         mi = self._model._hef._d.get("mask_input")
         if not mi:  # the body's own 0/1 key mask [1, S]
             return np.rint(m.reshape(1, seq)).astype(np.int64)
