@@ -121,7 +121,8 @@ def test_fake_refuses_the_softmax_command_on_the_old_mask_topology(fake_dfc, tin
 
     runner = ClientRunner(hw_arch="hailo10h")
     runner.translate_onnx_model(str(old), "net", end_node_names=["last_hidden_state"],
-                                net_input_shapes={"embeddings": [1, 64, bundle.hidden], "attention_mask": [1, 1, 1, 64]},
+                                net_input_shapes={"embeddings": [1, 64, bundle.hidden],
+                                                  "attention_mask": [1, 1, 1, 64]},
                                 net_input_format={"embeddings": [Dims.BATCH, Dims.WIDTH, Dims.CHANNELS],
                                                   "attention_mask": [Dims.BATCH, Dims.HEIGHT, Dims.WIDTH,
                                                                      Dims.CHANNELS]})
@@ -617,7 +618,7 @@ def test_acceptance_calib_hef_embed_through_the_cli(fake_dfc, fake_hailo, tiny_b
     hef = bundle / "encoder.hailo10h.hef"
     (entry,) = Bundle.open(bundle).encoder_entries("hef")
     x = entry.extra
-    heads, hidden = json.loads((bundle / "manifest.json").read_text())["model"]["heads"], 32
+    heads, hidden = Bundle.open(bundle).model["heads"], Bundle.open(bundle).hidden
     # the recorded streams are HailoRT's: folded inputs, the output named after its feeding layer
     ins, outs = _hailort_streams(hef)
     assert x["streams_from"] == "hef"
