@@ -570,6 +570,7 @@ def _hailo8(fake_hailo, tiny_bert_bundle, tmp_path, **kw):
 
 def test_a_device_held_by_another_process_needs_the_service(fake_hailo, tiny_bert_bundle, tmp_path, monkeypatch):
     import os
+    import select
     import socket
     import subprocess
     import sys
@@ -584,6 +585,7 @@ def test_a_device_held_by_another_process_needs_the_service(fake_hailo, tiny_ber
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, fake_hailo.lock_dir], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, env=env, text=True)
     try:
+        assert select.select([holder.stdout], [], [], 10)[0], "the holder process did not start"
         assert holder.stdout.readline().strip() == "ready"
         # no service: HailoRT 4.x answers 74 (HAILO_OUT_OF_PHYSICAL_DEVICES)
         with pytest.raises(BackendUnavailable) as err:
@@ -592,20 +594,18 @@ def test_a_device_held_by_another_process_needs_the_service(fake_hailo, tiny_ber
         assert "hailort.service" in err.value.hint
         assert fake_hailo.stats.vdevice_params == []
         # the service runs (its socket is there): hefsearch uses it by itself
-        folder = tmp_path if len(str(tmp_path)) < 80 else Path(tempfile.mkdtemp())  # sun_path is short
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(str(folder / "hailort.sock"))
-            sock.listen(1)
-            monkeypatch.setenv("HAILORT_SERVICE_ADDRESS", f"unix://{folder / 'hailort.sock'}")
-            fake_hailo.service_running = True
-            with Encoder.open(path, backend="hailo") as enc:
-                assert enc.backend.uses_service
-                assert enc.encode(TEXTS[:2]).shape == (2, 32)
-            (algo, group, service), = fake_hailo.stats.vdevice_params
-            assert algo.name == "ROUND_ROBIN" and group == "SHARED" and service is True
-        finally:
-            sock.close()
+        with tempfile.TemporaryDirectory(prefix="hs-") as short:  # a socket path must be short (sun_path)
+            address = Path(short) / "hailort.sock"
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.bind(str(address))
+                sock.listen(1)
+                monkeypatch.setenv("HAILORT_SERVICE_ADDRESS", f"unix://{address}")
+                fake_hailo.service_running = True
+                with Encoder.open(path, backend="hailo") as enc:
+                    assert enc.backend.uses_service
+                    assert enc.encode(TEXTS[:2]).shape == (2, 32)
+        (algo, group, service), = fake_hailo.stats.vdevice_params
+        assert algo.name == "ROUND_ROBIN" and group == "SHARED" and service is True
     finally:
         holder.stdin.close()
         try:

@@ -641,6 +641,12 @@ class HailoBackend:
                 raise hailo8_needs_4x(self.runtime) from None
             if _is_out_of_devices(e):
                 raise device_busy(self.runtime, self.label, service) from None
+            if service and (_status_code(e) == 77 or "RPC_FAILED" in str(e)):
+                raise BackendUnavailable(
+                    f"HailoRT's multi-process service did not answer (status 77, HAILO_RPC_FAILED) while opening "
+                    f"the {self.label}.",
+                    "Start it: 'sudo systemctl enable --now hailort.service', or do not force it "
+                    f"({ENV_SERVICE}=0) when this is the only program using the device.") from None
             raise BackendUnavailable(
                 f"Cannot open the {self.label}: {type(e).__name__}: {e}", DEVICE_HINT
             ) from None
