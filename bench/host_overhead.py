@@ -182,7 +182,7 @@ def mask_costs(bundle, frames: int, repeats: int) -> list[dict]:
     for mode in ("softmax", "additive"):
         layout = MaskLayout.for_mode(mode, SEQ, heads, bundle.mask_value)
         r, c = layout.logical_shape
-        vals = (0.0, 1.0) if layout.binary else (float(bundle.mask_value), 0.0)
+        vals = layout.value_pair
         lo, hi = min(vals), max(vals)
         native = StreamSpec("net/input_layer2", (r // 8, 8, c), "NHWC", "UINT8", (((hi - lo) / 255, -lo / ((hi - lo) / 255)),))
         encode = _exact_encoder(native, vals)

@@ -38,11 +38,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file, write_json_atomic
 from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.embed.hef_contract import HefContract, check_contract
 from hefsearch.embed.mask_layout import MaskLayout
+from hefsearch.embed.versions import major_version
 from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
 
 from . import calib as calib_mod
@@ -156,19 +156,12 @@ def hef_filename(hw_arch: str, seq_len: int, bundle_seq_len: int) -> str:
 DFC_TARGETS = {5: ("hailo10h", "hailo15h", "hailo15m", "hailo15l"), 3: ("hailo8", "hailo8l", "hailo8r")}
 
 
-def dfc_major(version: str) -> int | None:
-    try:
-        return int(str(version).split(".")[0])
-    except (TypeError, ValueError):
-        return None
-
-
 def check_dfc_target(version: str, hw_arch: str, mask_mode: str) -> list[str]:
     """Stop before parsing when this DFC cannot build for ``hw_arch`` or lacks the mask command.
 
     Returns warnings for versions it cannot judge (e.g. a DFC newer than any known line).
     """
-    major = dfc_major(version)
+    major = major_version(version)
     if major is None or major not in DFC_TARGETS:
         return [f"warning: Dataflow Compiler {version} is not a line hefsearch knows (3.x builds for Hailo-8/8L, "
                 "5.x for Hailo-10H); trying anyway."]
@@ -444,7 +437,7 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
             state.data["compiled"][skey] = {"file": hef_name, "sha256": sha256_file(hef_path)}
             state.save()
             say(f"compile: done in {att.seconds['compile']:.1f} s -> {hef_path} ({len(hef_bytes)} bytes)")
-        streams = compiled_streams(hef_path, runner, layers, seq, bundle.hidden, say)
+        streams = compiled_streams(hef_path, runner, layers, layout, seq, bundle.hidden, say)
         return _record(bundle, opts, sdk, profile, requested, attempts, report, streams, layout, seq, script,
                        hef_path, calib_info, skipped, work, hn)
     raise AssertionError("unreachable: the ladder ends in a return or a raise")  # pragma: no cover
@@ -483,7 +476,7 @@ def _stream_dict(spec) -> dict:
     return d
 
 
-def compiled_streams(hef_path: Path, runner, layers, seq: int, hidden: int, say) -> dict:
+def compiled_streams(hef_path: Path, runner, layers, layout: MaskLayout, seq: int, hidden: int, say) -> dict:
     """The streams the compiled HEF really has, by role (embeddings, attention_mask,
     last_hidden_state), for the manifest: read from the HEF with HailoRT when this environment has
     it (the Hailo AI Software Suite does), else from the compiled runner's network, where the
@@ -499,21 +492,14 @@ def compiled_streams(hef_path: Path, runner, layers, seq: int, hidden: int, say)
         hef = None
     by_role = {x.role: x for x in layers}
     if hef is not None:
-        ins = {s.name: s for s in hef.inputs}
-        inputs = {}
-        for role, layer in by_role.items():
-            spec = ins.get(layer.name)
-            if spec is None:  # renamed: find it by what it holds
-                want = int(np.prod(layer.sample_shape))
-                spec = next((s for s in hef.inputs if s.size == want and s.name not in
-                             {v["name"] for v in inputs.values()}), None)
-            if spec is not None:
-                inputs[role] = _stream_dict(spec)
-        order = [n for n in hef.sorted_outputs if any(o.name == n for o in hef.outputs)] or \
-            [o.name for o in hef.outputs]
-        outs = {o.name: o for o in hef.outputs}
+        # which stream is which: the runtime's own matching (recorded name, else element count)
+        contract = HefContract(seq, hidden, by_role[EMBEDDINGS].name, by_role[MASK].name, mask=layout)
+        check = check_contract(contract, hef.inputs, hef.outputs, hef.sorted_outputs)
+        inputs = {role: _stream_dict(spec) for role, spec in
+                  ((EMBEDDINGS, check.embeddings), (MASK, check.attention_mask)) if spec is not None}
+        order = [o.name for o in check.outputs]
         outputs = {OUTPUT: {"names": order, "shape": [1, int(seq), int(hidden)],
-                            "streams": [_stream_dict(outs[n]) for n in order]}}
+                            "streams": [_stream_dict(o) for o in check.outputs]}}
         say("compiled streams (from the HEF): " + ", ".join(
             [f"{r} {d['name']} {d['shape']}" for r, d in inputs.items()] + [f"output {n}" for n in order]))
         return {"inputs": inputs, "outputs": outputs, "source": "hef"}

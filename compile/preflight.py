@@ -96,13 +96,7 @@ def layout_mask(mask: np.ndarray, layout: MaskLayout, want: tuple) -> np.ndarray
     n = mask.shape[0]
     if mask.size != n * layout.seq_len:
         return mask  # preflight names the mismatch
-    m = mask.reshape(n, layout.seq_len)
-    rows, cols = layout.logical_shape
-    if layout.layout == "scores" and int(np.prod(want[1:])) == rows * cols and want[-1] == cols:
-        # every query row is the same key mask, tiled per head: broadcast it, don't copy it
-        row = np.tile(layout.values(m), (1, layout.heads)).astype(np.float32)  # [N, heads*S]
-        return np.broadcast_to(row.reshape((n,) + (1,) * (len(want) - 2) + (cols,)), want)
-    frames = layout.build(m, dtype=np.float32)
+    frames = layout.build(mask.reshape(n, layout.seq_len), broadcast=True)  # a view: rows share memory
     return frames.reshape(want) if frames.size == int(np.prod(want)) else mask
 
 

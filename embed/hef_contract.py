@@ -121,14 +121,6 @@ class HefContract:
         return self.mask or MaskLayout("keys01", self.seq_len)
 
     @property
-    def embeddings_shape(self) -> tuple[int, ...]:
-        return (1, self.seq_len, self.hidden)
-
-    @property
-    def mask_shape(self) -> tuple[int, ...]:
-        return self.mask_layout.parsed_shape
-
-    @property
     def embeddings_size(self) -> int:
         return self.seq_len * self.hidden
 

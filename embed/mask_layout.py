@@ -50,6 +50,11 @@ class MaskLayout:
         return self.layout != "keys"
 
     @property
+    def value_pair(self) -> tuple[float, float]:
+        """The only two values a frame holds: masked, then real token."""
+        return (0.0, 1.0) if self.binary else (float(self.mask_value), 0.0)
+
+    @property
     def logical_shape(self) -> tuple[int, int]:
         """(rows, columns) of one frame before any reshape to the stream's shape."""
         s = self.seq_len
@@ -106,12 +111,14 @@ class MaskLayout:
             return m
         return ((1.0 - m) * np.float32(self.mask_value)).astype(np.float32)
 
-    def build(self, mask: np.ndarray, dtype=np.float32, encode=None) -> np.ndarray:
+    def build(self, mask: np.ndarray, dtype=np.float32, encode=None, broadcast: bool = False) -> np.ndarray:
         """Frames [N, rows, cols] for the token mask [N, S] (S == seq_len).
 
         ``encode`` maps the per-key values to the stream's type (e.g. quantisation to uint8);
         it runs on the N x S values only, before the broadcast, so a score-shaped frame costs one
-        memory copy and no arithmetic.
+        memory copy and no arithmetic. ``broadcast=True`` returns the score layout as a read-only
+        view whose query rows share one row in memory (for calibration sets, which would
+        otherwise take gigabytes).
         """
         n, s = mask.shape
         if s != self.seq_len:
@@ -119,13 +126,8 @@ class MaskLayout:
         v = self.values(mask)
         v = encode(v) if encode is not None else v.astype(dtype, copy=False)
         rows, cols = self.logical_shape
-        out = np.empty((n, rows, cols), dtype=v.dtype)
-        if self.layout == "scores":
-            # every query row and every head see the same key mask
-            out.reshape(n, rows, self.heads, s)[:] = v[:, None, None, :]
-        else:
-            out.reshape(n, -1)[:] = v
-        return out
-
-    def bytes_per_frame(self, itemsize: int = 1) -> int:
-        return self.size * int(itemsize)
+        if self.layout != "scores":
+            return v.reshape(n, rows, cols)
+        # every query row and every head see the same key mask: column h * S + k is key k
+        frames = np.broadcast_to(np.tile(v, (1, self.heads))[:, None, :], (n, rows, cols))
+        return frames if broadcast else np.ascontiguousarray(frames)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.versions import major_version
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 
@@ -61,13 +62,6 @@ class DoctorReport:
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
-
-
-def _major(version: str | None) -> int | None:
-    try:
-        return int(str(version).split(".")[0])
-    except (TypeError, ValueError):
-        return None
 
 
 def _dist_version(name: str) -> str | None:
@@ -107,7 +101,7 @@ def check_hailort() -> tuple[Check, str | None]:
         return Check("HailoRT", WARN, f"{e.message} The CPU backends work; the NPU does not.", e.hint), None
     version = str(getattr(hp, "__version__", "unknown"))
     np_version = _dist_version("numpy") or "?"
-    if sys.version_info < (3, 13) and (_major(np_version) or 0) >= 2:
+    if sys.version_info < (3, 13) and (major_version(np_version) or 0) >= 2:
         return Check("HailoRT", WARN, f"HailoRT {version} (hailo_platform) loads, but numpy is {np_version}; "
                      "HailoRT's wheel requires numpy<2 on Python < 3.13",
                      "If HailoRT calls fail: pip install 'numpy<2' in this venv."), version
@@ -124,7 +118,7 @@ def check_devices(runtime: str | None):
         devices = hailo.probe_devices()
     except hailo.WrongRuntime:
         # HailoRT 5.x refuses to open a Hailo-8/8L (HAILO_NOT_SUPPORTED), so its chip cannot be read
-        have = _major(runtime)
+        have = major_version(runtime)
         return [Check("device", WARN, f"a Hailo-8/8L is present, but HailoRT {runtime} refuses to open it"),
                 Check("runtime/device", FAIL, f"the Hailo-8/8L needs HailoRT 4.x, but HailoRT {runtime} is installed",
                       _runtime_fix(4, have))], []
@@ -137,7 +131,7 @@ def check_devices(runtime: str | None):
     checks = [Check("device", OK, "; ".join(
         f"{d.label} ({d.arch}) at {d.id}" + (f", firmware {d.firmware}" if d.firmware else "") for d in devices))]
     want = RUNTIME_MAJOR.get(devices[0].arch)
-    have = _major(runtime)
+    have = major_version(runtime)
     if want is not None and have is not None:
         if want == have:
             checks.append(Check("runtime/device", OK, f"HailoRT {runtime} drives the {devices[0].label}"))
@@ -192,12 +186,12 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
         have = ", ".join(sorted({e.hw_arch or "?" for e in entries}))
         checks.append(Check("HEF", FAIL, f"no HEF for this {dev.label} ({dev.arch}); the bundle's HEFs are for {have}",
                             f"hefsearch compile hef {bundle.path} --hw-arch {dev.arch} (on an x86 host with the DFC)"))
-    rt_major = _major(runtime)
+    rt_major = major_version(runtime)
     for e in entries:
         name = f"HEF {e.file}"
         arch = (e.hw_arch or "").lower()
         dfc = e.extra.get("dfc_version")
-        dfc_major = _major(dfc)
+        dfc_major = major_version(dfc)
         problems, fixes, notes = [], [], []
         want_rt = RUNTIME_MAJOR.get(arch)
         if dfc_major is not None and want_rt is not None and DFC_MAJOR[want_rt] != dfc_major:

@@ -158,7 +158,8 @@ def summary(report: dict) -> list[str]:
         lines.append("devices: " + (", ".join(f"{d['label']} (fw {d['firmware']})" for d in devs) or "none found"))
     else:
         lines.append(f"devices: {devs.get('error') if isinstance(devs, dict) else devs}")
-    for h in report.get("hefs") or [] if isinstance(report.get("hefs"), list) else []:
+    hefs = report.get("hefs")
+    for h in hefs if isinstance(hefs, list) else []:
         c = h.get("contract") or {}
         lines.append(f"{h['file']}: contract {'ok' if c.get('ok') else 'NOT ok' if c else 'not checked'}")
     v = report.get("verify")

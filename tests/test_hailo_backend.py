@@ -459,20 +459,25 @@ def _key_mask(enc, text: str) -> np.ndarray:
     return (np.arange(64) < n).astype(np.float32)
 
 
-@pytest.mark.parametrize("mode", ["softmax", "additive"])
-def test_mask_modes_feed_the_layout_the_hef_was_compiled_for(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
-                                                              monkeypatch, mode):
-    path = _bundle(tiny_bert_bundle, tmp_path, mask_mode=mode)  # UINT8 inputs on the device
+def _encode_and_capture_mask(path, monkeypatch):
+    """Vectors of TEXTS, then one query: its 0/1 key mask and the mask buffer the device got."""
     calls = _capture(monkeypatch)
     text = "where is the central station"
     with Encoder.open(path, backend="hailo") as enc:
         vecs = enc.encode(TEXTS)
         enc.encode([text])
         keys = _key_mask(enc, text)
+    (frame,) = calls[-1]
+    return vecs, keys, frame[MASK]
+
+
+@pytest.mark.parametrize("mode", ["softmax", "additive"])
+def test_mask_modes_feed_the_layout_the_hef_was_compiled_for(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
+                                                              monkeypatch, mode):
+    path = _bundle(tiny_bert_bundle, tmp_path, mask_mode=mode)  # UINT8 inputs on the device
+    vecs, keys, m = _encode_and_capture_mask(path, monkeypatch)
     assert _cos(vecs, cpu_vectors).min() >= 0.98
     assert 0 < keys.sum() < 64
-    (frame,) = calls[-1]
-    m = frame[MASK]
     assert m.dtype == np.float32  # the fake's mask quant cannot hold 0/1 (or 0/-50) exactly
     if mode == "softmax":  # scores: 64 query rows x (4 heads x 64 keys) of 0/1, folded 8x8
         assert m.shape == (8, 8, 256)
@@ -490,16 +495,9 @@ def test_a_mask_its_stream_type_holds_exactly_goes_as_uint8(fake_hailo, tiny_ber
                                                              monkeypatch, mode, quant):
     path = _bundle(tiny_bert_bundle, tmp_path, mask_mode=mode)
     edit_fake_hef(path, HEF, lambda d: d["inputs"][1].update(quant=quant))
-    calls = _capture(monkeypatch)
-    text = "where is the central station"
-    with Encoder.open(path, backend="hailo") as enc:
-        vecs = enc.encode(TEXTS)
-        enc.encode([text])
-        keys = _key_mask(enc, text)
+    vecs, keys, m = _encode_and_capture_mask(path, monkeypatch)
     assert _cos(vecs, cpu_vectors).min() >= 0.98
     assert MASK not in {n for n, _, _ in fake_hailo.stats.set_format_types}  # left at its native UINT8
-    (frame,) = calls[-1]
-    m = frame[MASK]
     assert m.dtype == np.uint8
     # the first 64 values: query row 0 / head 0 (scores) or the per-key bias (keys); a real token
     # is 1 (scores) or bias 0 (keys), both 255 here; a padding token 0 or -50, both 0

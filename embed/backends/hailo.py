@@ -35,6 +35,7 @@ import numpy as np
 from ..bundle import Bundle, EncoderEntry
 from ..errors import BackendUnavailable, DeviceError, HefsearchError
 from ..hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSpec, check_contract, to_stream
+from ..versions import major_version
 
 log = logging.getLogger("hefsearch.embed.hailo")
 
@@ -305,13 +306,6 @@ STATUS_OUT_OF_PHYSICAL_DEVICES = 74
 STATUS_DEVICE_IN_USE = 73
 
 
-def runtime_major(version: str | None) -> int | None:
-    try:
-        return int(str(version).split(".")[0])
-    except (TypeError, ValueError):
-        return None
-
-
 def service_running() -> bool:
     """True when HailoRT 4.x's multi-process service (hailort.service) is listening."""
     addr = os.environ.get("HAILORT_SERVICE_ADDRESS")
@@ -340,7 +334,7 @@ def _is_hailo8_on_5x(e: BaseException, version: str | None = None) -> bool:
     and returns HAILO_NOT_SUPPORTED (79), which the Python binding raises as a bare status."""
     if "only supported in versions 4" in str(e):
         return True
-    major = runtime_major(version)
+    major = major_version(version)
     return major is not None and major >= 5 and (_status_code(e) == 79 or "HAILO_NOT_SUPPORTED" in str(e))
 
 
@@ -359,7 +353,7 @@ def hailo8_needs_4x(version: str | None) -> BackendUnavailable:
 
 
 def device_busy(version: str | None, label: str, service: bool | None) -> BackendUnavailable:
-    if runtime_major(version) == 4 and not service:
+    if major_version(version) == 4 and not service:
         return BackendUnavailable(
             f"The {label} is in use by another process (HailoRT status 74, HAILO_OUT_OF_PHYSICAL_DEVICES). "
             "HailoRT 4.x lets several processes share a device only through its multi-process service.",
@@ -400,14 +394,6 @@ class FrameCost:
     host_bytes: dict
     link_bytes: dict
 
-    @property
-    def host_total(self) -> int:
-        return int(sum(self.host_bytes.values()))
-
-    @property
-    def link_total(self) -> int:
-        return int(sum(self.link_bytes.values()))
-
 
 class _HefModel:
     """One HEF (one SEQ) configured on the shared VDevice."""
@@ -435,7 +421,7 @@ class _HefModel:
         # The embeddings go in as FLOAT32 (HailoRT quantises with the HEF's scales). The mask has
         # two values only: when the stream's own type holds them exactly, the host quantises the
         # few per-key values and broadcasts bytes (a score-shaped mask is heads x SEQ per token).
-        self.mask_encode = _exact_encoder(native[self.mask_name], self.layout_values())
+        self.mask_encode = _exact_encoder(native[self.mask_name], self.layout.value_pair)
         for name in im.input_names:
             if name == self.mask_name and self.mask_encode is not None:
                 continue
@@ -462,9 +448,6 @@ class _HefModel:
             link_bytes={"embeddings": native[self.emb_name].size * native[self.emb_name].dtype.itemsize,
                         "attention_mask": native[self.mask_name].size * native[self.mask_name].dtype.itemsize},
         )
-
-    def layout_values(self) -> tuple[float, ...]:
-        return (0.0, 1.0) if self.layout.binary else (0.0, float(self.layout.mask_value))
 
     def _configure(self, im, device_batch: int | None):
         """configure() with the device batch asked for; HailoRT refuses a batch above its internal
@@ -559,8 +542,9 @@ class HailoBackend:
         if not devices:
             return False, "no Hailo device found"
         dev = devices[0]
-        if dev.arch in ("hailo8", "hailo8l") and runtime_major(runtime_version()) not in (None, 4):
-            return False, hailo8_needs_4x(runtime_version()).message
+        runtime = runtime_version()
+        if dev.arch in ("hailo8", "hailo8l") and major_version(runtime) not in (None, 4):
+            return False, hailo8_needs_4x(runtime).message
         entries = hef_entries_for(bundle, dev.arch)
         if not entries:
             have = sorted({e.hw_arch or "?" for e in bundle.encoder_entries("hef")})
@@ -597,7 +581,7 @@ class HailoBackend:
         self.device = devices[0]
         self.hw_arch = self.device.arch
         self.label = self.device.label
-        if self.hw_arch in ("hailo8", "hailo8l") and runtime_major(self.runtime) not in (None, 4):
+        if self.hw_arch in ("hailo8", "hailo8l") and major_version(self.runtime) not in (None, 4):
             raise hailo8_needs_4x(self.runtime)
         self.entries = hef_entries_for(bundle, self.hw_arch, precision)
         if self.entries and any((e.hw_arch or "").lower() != self.hw_arch for e in self.entries):
@@ -623,7 +607,7 @@ class HailoBackend:
     def _open(self) -> None:
         hp = self._hp
         service = self._multi_process_service
-        if runtime_major(self.runtime) == 4:
+        if major_version(self.runtime) == 4:
             if service is None:  # HailoRT 4.x shares a device across processes only via its service
                 service = service_running()
         else:

@@ -402,9 +402,6 @@ class ClientRunner:
             out = _fake_quant(out, lo, hi, 16 if out_layer in self._a16 else 8)
         return out[:, None, :, :]  # NHWC with H=1, as the parsed output layer holds it
 
-    def _optimized_or_scripted(self) -> bool:
-        return bool(self._script)
-
     def _run_onnx(self, data: dict) -> np.ndarray:
         import onnxruntime as ort
 
@@ -412,7 +409,7 @@ class ClientRunner:
         opts.intra_op_num_threads = 1
         sess = ort.InferenceSession(self._onnx, sess_options=opts, providers=["CPUExecutionProvider"])
         feeds = {}
-        softmax = self._softmax_mask() and self._optimized_or_scripted()
+        softmax = self._softmax_mask()
         for name, info in self._input_map.items():
             arr = np.asarray(data[name], dtype=np.float32)
             if info["layout"] == "nwc":

@@ -1,0 +1,11 @@
+"""Version strings of the vendor tools, read the one way every check needs them."""
+
+from __future__ import annotations
+
+
+def major_version(version: str | None) -> int | None:
+    """``"5.3.0+fake"`` -> 5; None for a missing or unreadable version."""
+    try:
+        return int(str(version).split(".")[0])
+    except (TypeError, ValueError):
+        return None
