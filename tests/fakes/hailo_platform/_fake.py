@@ -58,7 +58,7 @@ class World:
     #: (ms per device batch, ms per frame): the device's speed; None = as fast as possible.
     #: The zoo's MiniLM on Hailo-8 (156 FPS at batch 1, 742 at batch 8) is about (5.8, 0.63).
     batch_latency_ms: tuple | None = None
-    #: skip the body's arithmetic (outputs stay as the host allocated them): for timing the host
+    #: skip the body's arithmetic (outputs are written as zeros): for timing the host
     #: and the batching alone, in bench/host_overhead.py
     timing_only: bool = False
     stats: Stats = field(default_factory=Stats)

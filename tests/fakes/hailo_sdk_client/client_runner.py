@@ -20,14 +20,19 @@ encoders), nothing more:
   allocator's automatic spatial reshape ([1, 128, C] -> [16, 8, C], the zoo's all_minilm) unless
   the script says ``allocator_param(enable_auto_spatial_reshapes=False)``; output streams are
   named after the layer that feeds the output layer, and ``optimize()`` decomposes LayerNorm
-  layers into new ones, so that name exists only in the optimised/compiled network.
+  layers into new ones, so that name exists only in the optimised/compiled network (the name
+  ``ew_add2_<ln>`` is the fake's own: the real decomposed names are not public, and hefsearch
+  must not depend on them).
 - A 4-D input with an NGWC format (the zoo's ``masked_fill=NGWC``) parses to [-1, 1, W, G*C].
 - ``set_input_mask_to_softmax()``: the mask input layer must feed the attention-score adds
   directly (each an ``ew_add`` of the scores, read by a ``softmax``), as in the zoo's MiniLM;
   any other topology is refused when the script is loaded. With it, the network takes the mask
   as 0/1 values applied inside softmax (the zoo's calibration calls it ``multiplicative_mask``);
   emulation and the "device" compute that. DFC 3.x (``__version__`` 3.*) does not know the
-  command (a user report on DFC 3.33); each DFC line builds only its own chips.
+  command (a user report on DFC 3.33); each DFC line builds only its own chips (zoo
+  ``base_parsers.py`` on master vs v2.18; the refusal's wording is the fake's own).
+- Own choices where the sources are silent: the exception messages, where the softmax-topology
+  check runs (when the script is loaded), the fold rule (only [1, W, C] with W divisible by 8).
 
 Emulation runs the ONNX body with onnxruntime; ``SDK_QUANTIZED`` adds uniform 8-bit rounding of
 the input and the output (16-bit where the script asks for it on those layers), with ranges
