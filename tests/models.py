@@ -2,6 +2,10 @@
 
 - ``make_tiny_bert``: a 2-layer BERT with a WordPiece tokenizer trained here.
 - ``make_tiny_xlmr``: a 2-layer XLM-R with a Unigram (sentencepiece-style) tokenizer trained here.
+The vocabularies in ``tests/data`` were trained once on ``CORPUS`` with the tokenizers
+trainers (WordPiece, 600 pieces; Unigram, 700 asked) and frozen: the trainers break ties in
+hash-map order, so a vocabulary trained in each test process made a different model every run
+and made ranking tests flaky.
 Both folders carry a sentence-transformers config (mean pooling + Normalize), so they load in
 sentence-transformers and export to a bundle exactly like a real model.
 """
@@ -12,6 +16,8 @@ import json
 from pathlib import Path
 
 from hefsearch.embed.samples import VERIFY_TEXTS
+
+DATA = Path(__file__).parent / "data"
 
 CORPUS = VERIFY_TEXTS + [
     "The quick brown fox jumps over the lazy dog.",
@@ -43,7 +49,7 @@ def _write_st_config(folder: Path, hidden: int, max_seq_length: int) -> None:
 
 def make_tiny_bert(folder: Path, *, hidden: int = 32, layers: int = 2, max_seq_length: int = 64, seed: int = 0) -> Path:
     import torch
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -52,7 +58,9 @@ def make_tiny_bert(folder: Path, *, hidden: int = 32, layers: int = 2, max_seq_l
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=600, special_tokens=specials))
+    vocab = (DATA / "tiny_bert_vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert vocab[: len(specials)] == specials
+    tok.model = models.WordPiece({piece: i for i, piece in enumerate(vocab)}, unk_token="[UNK]")
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
@@ -73,7 +81,7 @@ def make_tiny_bert(folder: Path, *, hidden: int = 32, layers: int = 2, max_seq_l
 
 def make_tiny_xlmr(folder: Path, *, hidden: int = 32, layers: int = 2, max_seq_length: int = 64, seed: int = 1) -> Path:
     import torch
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaModel
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,7 +90,9 @@ def make_tiny_xlmr(folder: Path, *, hidden: int = 32, layers: int = 2, max_seq_l
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-    tok.train_from_iterator(CORPUS, trainers.UnigramTrainer(vocab_size=700, special_tokens=specials, unk_token="<unk>"))
+    vocab = [tuple(p) for p in json.loads((DATA / "tiny_xlmr_unigram.json").read_text(encoding="utf-8"))]
+    assert [p for p, _ in vocab[: len(specials)]] == specials
+    tok.model = models.Unigram(vocab, unk_id=specials.index("<unk>"), byte_fallback=False)
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)],
