@@ -21,8 +21,6 @@ with its ``calib/`` folder. The same seed over the same documents gives the same
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -30,6 +28,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hefsearch.embed import samples
+from hefsearch.embed.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle, sha256_file
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.host import HostPipeline
@@ -131,7 +130,7 @@ def collect_chunks(
     """(chunks as (text, tokens), files read, files failed, files skipped), reading documents in
     a seeded random order until the pool holds ``target`` chunks or the documents run out."""
     from hefsearch.index.chunk import chunk_text
-    from hefsearch.index.crawl import FoundFile, crawl
+    from hefsearch.index.crawl import DEFAULT_MAX_BYTES, FoundFile, crawl, printable
     from hefsearch.index.extract import extract
 
     found, skipped = [], 0
@@ -149,14 +148,14 @@ def collect_chunks(
             break
         f = found[int(i)]
         try:
-            doc = extract(f.path)
+            doc = extract(f.path, max_bytes=DEFAULT_MAX_BYTES)
         except HefsearchError as e:
             failed += 1
-            log.info("calibration: skipped %s (%s)", f.path, e.message)
+            log.info("calibration: skipped %s (%s)", printable(f.path), e.message)
             continue
         except OSError as e:
             failed += 1
-            log.info("calibration: skipped %s (%s)", f.path, e)
+            log.info("calibration: skipped %s (%s)", printable(f.path), e)
             continue
         read += 1
         for c in chunk_text(doc, count_tokens, max_tokens, OVERLAP_TOKENS):
@@ -268,14 +267,12 @@ def build_calibration(
     rel = calib_rel_path(seq)
     path = bundle.path / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp.npz", dir=path.parent)
-    os.close(fd)
-    try:
-        np.savez_compressed(tmp, embeddings=emb, mask=mask, lengths=lengths, source=drawn.source)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a name
+            np.savez_compressed(f, embeddings=emb, mask=mask, lengths=lengths, source=drawn.source)
+
+    write_atomic(path, write)
 
     edges = length_edges(seq)
     real = np.abs(emb[:, 0][mask[:, 0, 0, :] > 0]) if rows else np.zeros(1)

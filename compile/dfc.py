@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import platform
 import sys
 import time
@@ -38,6 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from hefsearch.embed.atomic_write import write_bytes_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file, write_json_atomic
 from hefsearch.embed.errors import BackendUnavailable, HefsearchError
 from hefsearch.embed.hef_contract import HefContract, check_contract
@@ -432,7 +432,7 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
                 raise CompileError(f"compile() returned {type(hef_bytes).__name__}, not the HEF bytes.",
                                    "Please report this with the DFC version.")
             att.seconds["compile"] = round(time.perf_counter() - t0, 2)
-            _write_atomic(hef_path, bytes(hef_bytes))
+            write_bytes_atomic(hef_path, bytes(hef_bytes))
             att.compile = "ok"
             state.data["compiled"][skey] = {"file": hef_name, "sha256": sha256_file(hef_path)}
             state.save()
@@ -447,12 +447,6 @@ def _runner(sdk: Sdk, hw_arch: str, har: Path):
     runner = sdk.ClientRunner(hw_arch=hw_arch)
     runner.load_har(str(har))
     return runner
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def input_formats(dims, mask_mode: str) -> dict:

@@ -73,6 +73,12 @@ class Encoder:
             post_transform = from_spec(post_transform)
         name, reason = resolve_backend_name(backend, bundle)
         be = open_backend(name, bundle, **backend_opts)
+        if backend_opts.get("bulk"):  # indexing: a file damaged in place would store wrong vectors
+            try:
+                bundle.check_unchanged(bundle.encoding_files(_backend_entries(be)))
+            except BaseException:
+                be.close()
+                raise
         return cls(bundle, be, backend_reason=reason, post_transform=post_transform)
 
     # -- identity ------------------------------------------------------------------------
@@ -178,3 +184,8 @@ class Encoder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _backend_entries(backend) -> list:
+    """The manifest entries of the encoder bodies a backend runs (one, or one per SEQ)."""
+    return list(getattr(backend, "entries", None) or [e for e in [getattr(backend, "entry", None)] if e])

@@ -6,6 +6,16 @@ followed through symlinks once; a directory reached again (a symlink loop, or a 
 to the same folder) is reported as "loop" by its (st_dev, st_ino). Hidden entries are skipped
 silently unless asked for, ``.hefsearchignore`` files (gitignore syntax) apply to their folder
 and everything below it, and ``--exclude`` patterns (same syntax) apply relative to each root.
+
+Indexing stays inside what the user named: a symlink (to a file or a folder) whose target lies
+outside every root is reported ("outside_link", with its target) and not followed unless
+``follow_links``; ``/proc``, ``/sys`` and ``/dev`` are never read, whatever leads there (their
+files look like regular 0-byte files, and ``/proc/self/environ`` holds the indexer's secrets).
+Common secret files (keys, ``.env``, ``.netrc``, ``.ssh/`` ...) are ignored by a built-in rule
+that a ``!pattern`` line in a ``.hefsearchignore`` can override.
+
+Names are kept as the operating system gives them (undecodable bytes as lone surrogates, so the
+file can be opened again); :func:`printable` turns one into text that is safe to store or show.
 """
 
 from __future__ import annotations
@@ -25,6 +35,21 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 IGNORE_FILE = ".hefsearchignore"
 _MAX_IGNORE_FILE_BYTES = 1024 * 1024
 
+#: never read, whatever link or root leads there: their "files" are live kernel state
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")
+
+#: secret files ignored by default (gitignore syntax); a ``!pattern`` in .hefsearchignore
+#: re-includes one
+SECRET_FILE_PATTERNS = (
+    ".env", ".env.*", "*.env",
+    ".netrc", "_netrc", ".pgpass", ".git-credentials", ".npmrc", ".pypirc", ".htpasswd",
+    "credentials", "credentials.*",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx",
+    ".ssh/", ".gnupg/", ".aws/", ".password-store/",
+)
+SECRET_RULE_NAME = "the built-in secret-file rule"
+
 
 @dataclass(frozen=True)
 class FoundFile:
@@ -38,7 +63,9 @@ class FoundFile:
 class SkippedFile:
     path: Path
     reason: str
-    counted_as: str  # "unsupported", "too_large", "special", "loop", "broken_link", "unreadable", "ignored"
+    #: "unsupported", "too_large", "special", "loop", "broken_link", "unreadable", "ignored",
+    #: "outside_link" (a symlink leading out of the roots), "system_file" (/proc, /sys, /dev)
+    counted_as: str
 
 
 def crawl(
@@ -47,18 +74,75 @@ def crawl(
     include_hidden: bool = False,
     excludes: Sequence[str] = (),
     max_bytes: int = DEFAULT_MAX_BYTES,
+    follow_links: bool = False,
 ) -> Iterator[FoundFile | SkippedFile]:
     """Yield every supported document under ``roots`` and a SkippedFile for everything that was
     looked at and left out (except hidden entries, which are skipped silently).
 
     Roots are made absolute and resolved; entries below a root keep the path they were found
     at (a symlinked file is reported under the link's path). Within a folder, entries come in
-    name order, so two crawls of an unchanged tree agree.
+    name order, so two crawls of an unchanged tree agree. Symlinks leading outside every root
+    are followed only with ``follow_links``; system folders never.
     """
     exclude_spec = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
-    state = _CrawlState(include_hidden=include_hidden, exclude=exclude_spec, max_bytes=max_bytes)
+    roots = [Path(os.path.expanduser(os.fspath(r))) for r in roots]
+    state = _CrawlState(include_hidden=include_hidden, exclude=exclude_spec, max_bytes=max_bytes,
+                        follow_links=follow_links, inside=[os.path.realpath(r) for r in roots])
     for root in roots:
-        yield from state.crawl_root(Path(os.path.expanduser(os.fspath(root))))
+        yield from state.crawl_root(root)
+
+
+def printable(name: str | os.PathLike) -> str:
+    """A path or text as storable, showable text: bytes that are not UTF-8 (they arrive as lone
+    surrogates) become ``\\xNN`` escapes, so nothing downstream (SQLite, JSON, the terminal)
+    meets a surrogate."""
+    text = os.fspath(name)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:  # a surrogate that did not come from a file name
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def secret_rule_text() -> str:
+    """The built-in secret-file rule in one line, for ``status``."""
+    return ", ".join(SECRET_FILE_PATTERNS)
+
+
+def system_folder(real_path: str) -> str | None:
+    """The system folder (/proc, /sys, /dev) holding ``real_path``, if any."""
+    for top in SYSTEM_FOLDERS:
+        if real_path == top or real_path.startswith(top + "/"):
+            return top
+    return None
+
+
+def _system_devices() -> frozenset[int]:
+    """st_dev of the system filesystems, to catch them mounted or bind-mounted elsewhere.
+    A folder on the root filesystem itself (a chroot without its own /dev) is not counted, or
+    everything would look like a system file."""
+    try:
+        root_dev = os.stat("/").st_dev
+    except OSError:  # pragma: no cover
+        return frozenset()
+    devs = set()
+    for top in SYSTEM_FOLDERS:
+        try:
+            dev = os.stat(top).st_dev
+        except OSError:
+            continue
+        if dev != root_dev:
+            devs.add(dev)
+    return frozenset(devs)
+
+
+def _inside(real_path: str, folders: Sequence[str]) -> bool:
+    return any(real_path == f or real_path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
 
 
 def human_size(n: int) -> str:
@@ -83,6 +167,12 @@ class _Rules:
     def from_lines(cls, lines: list[str], origin: str, base: str = "") -> _Rules:
         return cls(pathspec.GitIgnoreSpec.from_lines(lines), origin, base)
 
+    def describe(self, pattern: str) -> str:
+        if self.origin == SECRET_RULE_NAME:
+            return (f"secret file: matches '{pattern}' in {SECRET_RULE_NAME} (to index it anyway, "
+                    f"add '!{pattern.rstrip('/')}' to a {IGNORE_FILE})")
+        return f"matches '{pattern}' in {self.origin}"
+
     def check(self, rel: str) -> tuple[bool | None, str]:
         """(True = ignore / False = re-included / None = no pattern matched, the pattern)."""
         if self.base:
@@ -101,17 +191,27 @@ class _Dir:
     ancestors: dict[tuple[int, int], Path]
 
 
+_SECRET_RULES = _Rules.from_lines(list(SECRET_FILE_PATTERNS), origin=SECRET_RULE_NAME)
+
+
 @dataclass
 class _CrawlState:
     include_hidden: bool
     exclude: _Rules | None
     max_bytes: int
+    follow_links: bool = False
+    inside: list[str] = field(default_factory=list)  # real paths of the roots
     seen_dirs: dict[tuple[int, int], Path] = field(default_factory=dict)
     seen_files: dict[tuple[int, int], Path] = field(default_factory=dict)
+    system_devs: frozenset[int] = field(default_factory=_system_devices)
 
     def crawl_root(self, root: Path) -> Iterator[FoundFile | SkippedFile]:
         try:
             root = root.resolve()
+            top = system_folder(str(root))
+            if top is not None:
+                yield SkippedFile(root, f"inside {top}: system files are never read", "system_file")
+                return
             st = os.stat(root)
         except FileNotFoundError:
             yield SkippedFile(Path(os.path.abspath(root)), "does not exist", "unreadable")
@@ -122,6 +222,9 @@ class _CrawlState:
         except OSError as e:
             yield _stat_failure(Path(os.path.abspath(root)), e, is_link=os.path.islink(root))
             return
+        if st.st_dev in self.system_devs:
+            yield SkippedFile(root, "on a system filesystem (/proc, /sys or /dev): never read", "system_file")
+            return
         if not stat.S_ISDIR(st.st_mode):
             # A file given explicitly is indexed even if hidden or matched by --exclude.
             yield self._file(root, st, rel=None)
@@ -131,7 +234,7 @@ class _CrawlState:
             yield SkippedFile(root, f"already crawled as {self.seen_dirs[key]}", "loop")
             return
         self.seen_dirs[key] = root
-        stack = [_Dir(root, "", (), {key: root})]
+        stack = [_Dir(root, "", (_SECRET_RULES,), {key: root})]
         while stack:
             folder = stack.pop()
             subdirs: list[_Dir] = []
@@ -159,9 +262,6 @@ class _CrawlState:
             if name == IGNORE_FILE or (not self.include_hidden and name.startswith(".")):
                 continue
             path = folder.path / name
-            if not _encodable(name):
-                yield SkippedFile(path, f"file name is not valid UTF-8 ({os.fsencode(name)!r}); rename it", "unreadable")
-                continue
             is_link = entry.is_symlink()
             try:
                 st = entry.stat()  # follows symlinks; never opens the file
@@ -175,6 +275,11 @@ class _CrawlState:
             rel = f"{folder.rel}/{name}" if folder.rel else name
             is_dir = stat.S_ISDIR(st.st_mode)
             ignored = self._ignored(rel + "/" if is_dir else rel, rules)
+            if not ignored:
+                ignored = self._leaves(path, st, is_link, is_dir)
+                if isinstance(ignored, SkippedFile):
+                    yield ignored
+                    continue
             if ignored:
                 yield SkippedFile(path, ignored, "ignored")
                 continue
@@ -189,6 +294,37 @@ class _CrawlState:
                     subdirs.append(_Dir(path, rel, rules, {**folder.ancestors, key: path}))
                 continue
             yield self._file(path, st, rel=rel)
+
+    def _leaves(self, path: Path, st: os.stat_result, is_link: bool, is_dir: bool) -> SkippedFile | str | None:
+        """Why an entry must not be followed: a SkippedFile for a system file or a link out of
+        the roots, a reason string for a link onto a secret file, or None."""
+        if not is_link:
+            if st.st_dev in self.system_devs:  # e.g. proc mounted elsewhere
+                return SkippedFile(path, "on a system filesystem (/proc, /sys or /dev): never read", "system_file")
+            return None
+        real = os.path.realpath(path)
+        shown = printable(real)
+        top = system_folder(real)
+        if top is None and st.st_dev in self.system_devs:
+            top = "a system filesystem (/proc, /sys or /dev)"
+        if top is not None:
+            return SkippedFile(path, f"symlink to {shown}: files in {top} are never read", "system_file")
+        if not self.follow_links and not _inside(real, self.inside):
+            what = "folder" if is_dir else "file"
+            return SkippedFile(path, f"symlink to {shown}, a {what} outside the folders being indexed; "
+                                     "not followed (--follow-links follows it)", "outside_link")
+        hit, pattern = _SECRET_RULES.check(self._relative_to_root(real) + ("/" if is_dir else ""))
+        if hit:
+            return f"symlink to {shown}, a secret file (matches '{pattern}' in {SECRET_RULE_NAME})"
+        return None
+
+    def _relative_to_root(self, real: str) -> str:
+        """``real`` relative to the root holding it (the secret rule looks below the roots
+        only, as for entries reached directly), or the whole path for a followed link."""
+        for root in self.inside:
+            if _inside(real, [root]) and real != root:
+                return os.path.relpath(real, root)
+        return real.lstrip(os.sep)
 
     def _file(self, path: Path, st: os.stat_result, rel: str | None) -> FoundFile | SkippedFile:
         if not stat.S_ISREG(st.st_mode):
@@ -224,7 +360,7 @@ class _CrawlState:
         for r in rules:
             hit, pattern = r.check(rel)
             if hit is True:
-                verdict = f"matches '{pattern}' in {r.origin}"
+                verdict = r.describe(pattern)
             elif hit is False:
                 verdict = None
         return verdict
@@ -267,11 +403,3 @@ def _special_kind(mode: int) -> str:
         return "block device"
     return "not a regular file"
 
-
-def _encodable(name: str) -> bool:
-    """Names with undecodable bytes arrive with lone surrogates; they cannot be stored as text."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -9,6 +9,7 @@ space. A space whose backend cannot be opened on this machine is left as it is a
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,9 +36,19 @@ class EncoderChoice:
 
 
 def resolve_bundle(library, bundle: str | Path | None) -> str:
+    """The bundle given, else ``$HEFSEARCH_BUNDLE`` (for callers without a --bundle option,
+    such as the TUI), else the one the library records (``settings()["bundle"]``, written by
+    each sync); an error that says what to pass when none is usable."""
+    bundle = bundle or os.environ.get("HEFSEARCH_BUNDLE")
     if bundle:
         return str(Path(bundle).expanduser().resolve())
     recorded = library.settings().get("bundle")
+    if recorded and not Path(recorded).exists():  # moved or deleted since the library was built
+        raise LibraryError(
+            f"The library {library.path} was built with the bundle at {recorded}, which is gone.",
+            "Pass --bundle PATH (or set HEFSEARCH_BUNDLE) with the bundle's new place; "
+            "'hefsearch index FOLDER --bundle PATH' also records it for next time. It must be that "
+            "same bundle (or a copy of it): the library's vectors were made with it.")
     if recorded:
         return recorded
     raise LibraryError(
@@ -84,7 +95,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
             choice.encoders.append(enc)
             kinds.add(name)
         if also_fp32 and "cpu-fp32" not in kinds:
-            choice.encoders.append(Encoder.open(choice.bundle, backend="cpu"))
+            choice.encoders.append(Encoder.open(choice.bundle, backend="cpu", bulk=True))
     except BaseException:
         choice.close()
         raise

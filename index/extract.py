@@ -5,6 +5,11 @@ opens without blocking and refuses anything that is not a regular file, so a FIF
 slipped past the crawler (or replaced a file since) cannot hang us. All work is linear in the
 size of the file: byte statistics and decoding run in C, charset detection samples the data, and
 the parsers are well-kept libraries (charset-normalizer, beautifulsoup4, pypdf, python-docx).
+
+Compressed formats (DOCX, PDF streams) can unpack to far more text than their size: the text
+one file may produce is capped at ``max_bytes`` characters too (the ``--max-size`` limit), and a
+large DOCX body is streamed, never loaded whole, so a 300 KB "zip bomb" stops at the cap with a
+reason instead of taking minutes and gigabytes.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ SUPPORTED_SUFFIXES: dict[str, str] = {
 
 # A .docx is a ZIP; refuse one that would inflate beyond this (a zip bomb, not a letter).
 MAX_DOCX_UNPACKED = 512 * 1024 * 1024
+# A DOCX body (word/document.xml) larger than this is streamed instead of loaded by python-docx,
+# whose tree costs tens of bytes of memory per byte of XML (a Pi has 4 GB).
+DOCX_DOM_LIMIT = 4 * 1024 * 1024
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 # Share of control bytes (other than tab, newlines, form feed, escape) above which a file is
 # binary. Random or compressed data has about 10%; real text, even legacy text, has ~0%.
 BINARY_CONTROL_SHARE = 0.05
@@ -81,7 +90,8 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
     """Extract the text of one document.
 
     :param path: the file; its suffix picks the format unless ``kind`` is given.
-    :param max_bytes: refuse files larger than this (the crawler already applies its limit).
+    :param max_bytes: refuse files larger than this (the crawler already applies its limit),
+        and compressed formats that unpack to more than this many characters of text.
     :raises ExtractionError: with a reason a user understands (corrupt, binary, undecodable, ...).
     """
     path = Path(path)
@@ -98,10 +108,10 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
     if kind == "html":
         return ExtractedText(text=html_to_text(data), kind=kind)
     if kind == "pdf":
-        text, pages = pdf_to_text(data)
+        text, pages = pdf_to_text(data, max_chars=max_bytes)
         return ExtractedText(text=text, kind=kind, pages=pages)
     if kind == "docx":
-        return ExtractedText(text=docx_to_text(data), kind=kind)
+        return ExtractedText(text=docx_to_text(data, max_chars=max_bytes), kind=kind)
     raise ExtractionError(f"{path.name}: no extractor for kind '{kind}'")
 
 
@@ -385,8 +395,16 @@ def _quiet_pypdf():
         logger.setLevel(level)
 
 
-def pdf_to_text(data: bytes) -> tuple[str, list[tuple[int, int, int]]]:
-    """Text of every page joined by blank lines, with (page, start, end) char spans."""
+def too_much_text(kind: str, max_chars: int) -> ExtractionError:
+    return ExtractionError(
+        f"{kind} unpacks to more than {max_chars / 2**20:.1f} MiB of text (the --max-size limit "
+        "applies to the text of compressed formats too); not indexed",
+        hint="raise --max-size if this document is genuine")
+
+
+def pdf_to_text(data: bytes, max_chars: int | None = None) -> tuple[str, list[tuple[int, int, int]]]:
+    """Text of every page joined by blank lines, with (page, start, end) char spans. Stops with
+    an ExtractionError once the text exceeds ``max_chars`` (compressed content streams)."""
     from pypdf import PdfReader
 
     if b"%PDF" not in data[:1024]:
@@ -411,6 +429,7 @@ def pdf_to_text(data: bytes) -> tuple[str, list[tuple[int, int, int]]]:
         texts: list[str] = []
         failed = 0
         first_error = ""
+        total = 0
         for page in pages:
             try:
                 texts.append(_clean(page.extract_text() or "").strip())
@@ -418,6 +437,9 @@ def pdf_to_text(data: bytes) -> tuple[str, list[tuple[int, int, int]]]:
                 failed += 1
                 first_error = first_error or _describe(e)
                 texts.append("")
+            total += len(texts[-1]) + 2
+            if max_chars is not None and total > max_chars:
+                raise too_much_text("PDF", max_chars)
     if failed == len(pages):
         raise ExtractionError(f"PDF is corrupt: no page could be read ({first_error})")
     if not any(texts):
@@ -446,18 +468,33 @@ def _describe(e: BaseException) -> str:
 # --- DOCX -------------------------------------------------------------------------------------
 
 
-def docx_to_text(data: bytes) -> str:
+def docx_to_text(data: bytes, max_chars: int | None = None) -> str:
     """Body paragraphs and tables of a Word document in reading order, paragraphs separated by
-    blank lines, table cells by " | "."""
+    blank lines, table cells by " | ". A large body is streamed (:func:`_docx_stream_text`);
+    more than ``max_chars`` characters of text is an ExtractionError."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             unpacked = sum(info.file_size for info in zf.infolist())
+            if unpacked > MAX_DOCX_UNPACKED:
+                raise ExtractionError(f"DOCX would unpack to {unpacked // 2**20} MB; refusing "
+                                      f"(limit {MAX_DOCX_UNPACKED // 2**20} MB)")
+            body = _docx_body_part(zf)
+            if body is not None and body.file_size > DOCX_DOM_LIMIT:
+                return _docx_stream_text(zf, body, max_chars)
+    except ExtractionError:
+        raise
     except zipfile.BadZipFile:
         raise ExtractionError("DOCX is corrupt: not a ZIP archive") from None
     except Exception as e:  # noqa: BLE001
         raise ExtractionError(f"DOCX is corrupt: {_describe(e)}") from None
-    if unpacked > MAX_DOCX_UNPACKED:
-        raise ExtractionError(f"DOCX would unpack to {unpacked // 2**20} MB; refusing (limit {MAX_DOCX_UNPACKED // 2**20} MB)")
+    text = _docx_dom_text(data)
+    if max_chars is not None and len(text) > max_chars:
+        raise too_much_text("DOCX", max_chars)
+    return text
+
+
+def _docx_dom_text(data: bytes) -> str:
+    """A small DOCX through python-docx (its body is at most DOCX_DOM_LIMIT bytes of XML)."""
     try:
         import docx
         from docx.table import Table
@@ -472,6 +509,89 @@ def docx_to_text(data: bytes) -> str:
     except Exception as e:  # noqa: BLE001 - hostile input; any parser failure means corrupt
         raise ExtractionError(f"DOCX is corrupt: {_describe(e)}") from None
     return "\n\n".join(b.strip() for b in (_clean(b) for b in blocks) if b.strip())
+
+
+def _docx_body_part(zf: zipfile.ZipFile) -> zipfile.ZipInfo | None:
+    """The main document part, as the package relationships name it (usually
+    word/document.xml); None when there is none (python-docx then says what is wrong)."""
+    import xml.etree.ElementTree as ET
+
+    name = "word/document.xml"
+    try:
+        rels = zf.getinfo("_rels/.rels")
+        if rels.file_size <= 1024 * 1024:
+            for rel in ET.fromstring(zf.read(rels)):
+                if rel.get("Type", "").endswith("/officeDocument") and rel.get("Target"):
+                    name = rel.get("Target").lstrip("/")
+                    break
+    except (KeyError, ET.ParseError):
+        pass
+    try:
+        return zf.getinfo(name)
+    except KeyError:
+        return None
+
+
+def _docx_stream_text(zf: zipfile.ZipFile, body: zipfile.ZipInfo, max_chars: int | None) -> str:
+    """The same text as python-docx gives, by one streaming pass over the body XML: each
+    element is dropped as soon as it has ended, so memory stays flat however long the document,
+    and reading stops as soon as the text passes ``max_chars``."""
+    from lxml import etree
+
+    blocks: list[str] = []
+    frames: list[tuple[str, list[str]]] = []  # open p / tc / tr / tbl, each with its parts
+    total = 0
+    run_chars = {_W + "tab": "\t", _W + "ptab": "\t", _W + "br": "\n", _W + "cr": "\n",
+                 _W + "noBreakHyphen": "-"}
+    containers = {_W + "p": "p", _W + "tc": "tc", _W + "tr": "tr", _W + "tbl": "tbl"}
+    with zf.open(body) as xml:
+        events = etree.iterparse(xml, events=("start", "end"), resolve_entities=False,
+                                 no_network=True, huge_tree=False, remove_comments=True)
+        for event, elem in events:
+            tag = elem.tag
+            kind = containers.get(tag)
+            if event == "start":
+                if kind is not None:
+                    frames.append((kind, []))
+                continue
+            if tag == _W + "t" and frames and frames[-1][0] == "p":
+                piece = elem.text or ""
+            elif tag in run_chars and frames and frames[-1][0] == "p" and elem.getparent().tag == _W + "r":
+                piece = run_chars[tag]
+            else:
+                piece = ""
+            if piece:
+                frames[-1][1].append(piece)
+                total += len(piece)
+                if max_chars is not None and total > max_chars:
+                    raise too_much_text("DOCX", max_chars)
+            if kind is not None:
+                _close_docx_frame(frames, blocks)
+            elem.clear(keep_tail=True)
+            parent = elem.getparent()
+            if parent is not None:  # drop what has been read, or a long body fills memory
+                while elem.getprevious() is not None:
+                    del parent[0]
+    return "\n\n".join(b.strip() for b in (_clean(b) for b in blocks) if b.strip())
+
+
+def _close_docx_frame(frames: list[tuple[str, list[str]]], blocks: list[str]) -> None:
+    """An element of structure ended: turn its parts into text for the enclosing one."""
+    kind, parts = frames.pop()
+    if kind == "p":
+        text = "".join(parts)
+    elif kind == "tc":
+        text = " ".join("\n".join(parts).split())
+    elif kind == "tr":
+        text = " | ".join(c for c in parts if c)
+    else:  # tbl
+        text = "\n".join(r for r in parts if r)
+    if not frames:
+        blocks.append(text)
+    elif frames[-1][0] == "p":  # a text box inside a paragraph
+        frames[-1][1].append(" " + text if text else "")
+    else:
+        frames[-1][1].append(text)
 
 
 def _table_rows(table) -> list[str]:

@@ -26,6 +26,11 @@ ones in one transaction), and documents a killed run never committed are simply 
 Readers in other processes never repair: they bring their in-memory FAISS index to the member
 set of their own SQLite snapshot, and refresh when ``PRAGMA data_version`` says another
 connection committed.
+
+Nothing waits forever: taking the write lock waits at most :data:`LOCK_WAIT_S` seconds (or
+not at all), then raises :class:`LibraryBusy` naming the holder, whose pid, command and start
+time the lock file records. A library this process cannot write (read-only folder or mount, a
+full disk) opens read-only: no lock file, no repairs, no migrations; searching still works.
 """
 
 from __future__ import annotations
@@ -34,13 +39,18 @@ import contextlib
 import json
 import logging
 import os
+import re
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
+
+from hefsearch.embed.errors import HefsearchError
 
 from . import store
 from .errors import LibraryBusy, LibraryError, SpaceError
@@ -61,6 +71,9 @@ ENV_LIBRARY = "HEFSEARCH_LIBRARY"
 DB_FILE = "library.db"
 LOCK_FILE = "library.lock"
 DEFAULT_NAME = "library"
+#: seconds a writer waits for another writer before giving up (interactive: a few seconds)
+LOCK_WAIT_S = 5.0
+_LOCK_POLL_S = 0.05
 
 
 def data_dir() -> Path:
@@ -138,23 +151,33 @@ def _chunk_record(row) -> ChunkRecord:
 
 
 class Library:
-    def __init__(self, path: Path, db):
+    def __init__(self, path: Path, db, *, read_only: bool = False):
         self.path = Path(path)
         self.db = db
+        #: why this process cannot write the library (None: it can)
+        self.read_only_reason: str | None = "opened read-only" if read_only else None
         self._dblock = threading.RLock()  # one connection, several threads: one at a time
         self._wlock = threading.RLock()
         self._wdepth = 0
+        self._writer_thread: int | None = None
         self._lockfile = None
         self._spaces: dict[str, Space] = {}
         self.last_reconcile: dict[str, dict] = {}
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path | None = None, *, create: bool = True) -> "Library":
+    def open(cls, path: str | Path | None = None, *, create: bool = True,
+             read_only: bool | None = None) -> "Library":
+        """Open the library at ``path`` (``create``: make it when missing).
+
+        ``read_only=True`` writes nothing (no lock file, repairs or migrations); ``None`` (the
+        default) picks it when the folder or ``library.db`` is not writable for this process,
+        and falls back to it when the disk turns out full or read-only.
+        """
         folder = resolve_library_path(path)
         dbfile = folder / DB_FILE
         if not dbfile.exists():
-            if not create:
+            if not create or read_only:
                 raise LibraryError(
                     f"No library at {folder}.",
                     "Build one with: hefsearch index FOLDER --bundle BUNDLE"
@@ -167,24 +190,59 @@ class Library:
                                    "Choose another place with --library PATH.") from None
         elif folder.is_file():  # pragma: no cover
             raise LibraryError(f"{folder} is a file, not a library folder.")
-        try:
-            db = store.connect(dbfile)
-        except Exception as e:
-            raise LibraryError(f"Cannot open {dbfile}: {e}", "Is it a hefsearch library?") from None
-        lib = cls(folder, db)
+        reason = "opened read-only" if read_only else None
+        if read_only is None and not _writable(folder):
+            reason = "the library folder is not writable for this user"
+        db, reason = _connect(dbfile, reason)
+        lib = cls(folder, db, read_only=reason is not None)
         try:
             lib._check_version()
-            with lib.write_lock(wait=False, reconcile=False):
-                store.migrate(db, lib._dblock)
-            lib.reconcile()
-        except LibraryBusy:
-            # another process is writing: it ran the migrations; we only read
-            lib._check_version(strict=True)
-            lib.reconcile()
+            if reason is not None:
+                lib._start_reading(reason)
+            else:
+                lib._start_writing()
+        except OSError as e:  # e.g. a space folder that cannot be read
+            lib.close()
+            raise LibraryError(f"Cannot open the library {folder}: {e.strerror or e} "
+                               f"({e.filename or folder}).",
+                               "Check that its files are readable, then run this again.") from None
         except BaseException:
             lib.close()
             raise
         return lib
+
+    def _start_writing(self) -> None:
+        """Migrate and repair, unless another process is writing (it did both) or this one
+        cannot write here after all (full disk, read-only mount): then only read."""
+        try:
+            with self.write_lock(wait=False, reconcile=False):
+                store.migrate(self.db, self._dblock)
+                self._reconcile(repair=True)
+        except LibraryBusy:
+            self._check_version(strict=True)
+            self._reconcile(repair=False)
+        except (OSError, LibraryError) as e:
+            if not store.refuses_writes(e):
+                raise
+            self._start_reading(_cannot_write_reason(self.path, e))
+
+    def _start_reading(self, reason: str) -> None:
+        self.read_only_reason = reason
+        version = store.schema_version(self.db)
+        if version < store.SCHEMA_VERSION:
+            raise LibraryError(
+                f"The library {self.path} was written by an older hefsearch (schema {version}; "
+                f"this one needs {store.SCHEMA_VERSION}) and upgrading it needs write access "
+                f"({reason}).",
+                "Run 'hefsearch status' on it once as a user who can write to it (that "
+                "upgrades it), then search again.")
+        log.info("library %s is read-only here (%s): searching only, repairs skipped",
+                 self.path, reason)
+        self._reconcile(repair=False)
+
+    @property
+    def read_only(self) -> bool:
+        return self.read_only_reason is not None
 
     def _check_version(self, strict: bool = False) -> None:
         v = store.schema_version(self.db)
@@ -218,17 +276,29 @@ class Library:
 
     # -- locking and transactions --------------------------------------------------------
     @contextlib.contextmanager
-    def write_lock(self, *, wait: bool = True, reconcile: bool = True) -> Iterator[None]:
+    def write_lock(self, *, wait: bool | float = True, reconcile: bool = True) -> Iterator[None]:
         """Be the one writer of this library (re-entrant). On first acquisition the
-        reconcile step runs with repairs, so leftovers of a crashed writer are cleared."""
-        with self._wlock:
+        reconcile step runs with repairs, so leftovers of a crashed writer are cleared.
+
+        ``wait``: True waits up to :data:`LOCK_WAIT_S` seconds for another writer (in this
+        process or another), False not at all, a number that many seconds; then
+        :class:`LibraryBusy` says who holds the lock.
+        """
+        self.require_writable()
+        deadline = time.monotonic() + _wait_seconds(wait)
+        if not _acquire_before(self._wlock, deadline):
+            raise LibraryBusy(
+                f"Another task of this program (re-index or FP32 back-fill) is writing to the "
+                f"library {self.path}.", "Try again when it has finished.")
+        try:
             if self._wdepth == 0:
-                self._acquire_file_lock(wait)
-                self._wdepth = 1
+                self._acquire_file_lock(deadline)
+                self._wdepth, self._writer_thread = 1, threading.get_ident()
                 try:
                     if reconcile:
                         self.reconcile()
                 except BaseException:
+                    self._wdepth, self._writer_thread = 0, None
                     self._release_file_lock()
                     raise
             else:
@@ -238,33 +308,51 @@ class Library:
             finally:
                 self._wdepth -= 1
                 if self._wdepth == 0:
-                    for sp in self._spaces.values():
-                        if sp.dirty:
-                            sp.save()
-                    self._release_file_lock()
+                    self._writer_thread = None
+                    try:
+                        self._save_dirty_spaces()
+                    finally:  # a failed save (full disk) must not keep the lock
+                        self._release_file_lock()
+        finally:
+            self._wlock.release()
 
-    def _acquire_file_lock(self, wait: bool) -> None:
+    def require_writable(self) -> None:
+        """Raise LibraryError (with the reason) when this process cannot write the library."""
+        if self.read_only:
+            raise LibraryError(
+                f"The library {self.path} is open read-only here: {self.read_only_reason}.",
+                "Searching works; to index or back-fill, use a library folder you can write "
+                "(--library PATH), or free disk space.")
+
+    def _save_dirty_spaces(self) -> None:
+        for sp in self._spaces.values():
+            if sp.dirty:
+                sp.save()
+
+    def _acquire_file_lock(self, deadline: float) -> None:
         f = open(self.path / LOCK_FILE, "a+")
         if fcntl is not None:
             try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+                _flock_before(f, deadline)
             except BlockingIOError:
-                f.seek(0)
-                who = f.read().strip()
+                holder = _read_holder(f)
                 f.close()
                 raise LibraryBusy(
-                    f"Another process{' (' + who + ')' if who else ''} is writing to the library "
-                    f"{self.path}.", "Wait for it to finish (searching still works meanwhile).")
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()}")
-        f.flush()
+                    f"Another process{' (' + holder + ')' if holder else ''} is writing to the "
+                    f"library {self.path}.",
+                    "Wait for it to finish, then run this again (searching still works "
+                    "meanwhile).") from None
+            except BaseException:
+                f.close()
+                raise
+        _write_holder(f)
         self._lockfile = f
 
     def _release_file_lock(self) -> None:
         if self._lockfile is not None:
             with contextlib.suppress(OSError):
                 self._lockfile.truncate(0)
+            with contextlib.suppress(OSError):
                 self._lockfile.close()  # closing releases the flock
             self._lockfile = None
 
@@ -292,7 +380,8 @@ class Library:
     def member_ids(self, space: str, among: Sequence[int] | None = None) -> set[int]:
         with self._dblock:
             if among is None:
-                rows = self.db.execute("SELECT chunk_id FROM space_members WHERE space = ?", [space])
+                rows = self.db.execute("SELECT chunk_id FROM space_members WHERE space = ?",
+                                       [space]).fetchall()  # fetchall: no per-row Python step
                 return {r[0] for r in rows}
             out: set[int] = set()
             ids = [int(i) for i in among]
@@ -311,8 +400,10 @@ class Library:
         Repairs files only while holding the write lock (or if it can be taken right now);
         otherwise (another process writes) it fixes the in-memory view only.
         """
-        if self._wdepth:
+        if self._wdepth and self._writer_thread == threading.get_ident():
             return self._reconcile(repair=True)
+        if self.read_only:
+            return self._reconcile(repair=False)
         try:
             with self.write_lock(wait=False, reconcile=False):
                 return self._reconcile(repair=True)
@@ -392,8 +483,9 @@ class Library:
         self._spaces[info.name] = sp
 
     def ensure_space(self, encoder: "Encoder", name: str | None = None, *,
-                     backend_opts: dict | None = None) -> Space:
-        """The space for this encoder: created on first use, else its fingerprint is checked."""
+                     backend_opts: dict | None = None, wait: bool | float = True) -> Space:
+        """The space for this encoder: created on first use, else its fingerprint is checked.
+        ``wait``: how long creating it may wait for the write lock (see :meth:`write_lock`)."""
         name = name or getattr(encoder.backend, "space_name", None) or encoder.space_kind
         parts, fp = encoder.fingerprint_parts(), encoder.fingerprint
         existing = {i.name: i for i in self._space_infos()}
@@ -406,7 +498,7 @@ class Library:
                          dim=encoder.dim, count=0, backend=encoder.backend.name, backend_opts=opts,
                          label=getattr(encoder.backend, "label", encoder.backend.name),
                          index_factory=factory)
-        with self.write_lock(reconcile=False):
+        with self.write_lock(wait=wait, reconcile=False):
             with self.transaction():
                 self.db.execute(
                     "INSERT INTO spaces(name, kind, fingerprint, parts, dim, backend, backend_opts, "
@@ -477,3 +569,112 @@ class Library:
 
     def chunk_ids(self) -> np.ndarray:
         return np.array([r[0] for r in self.query("SELECT id FROM chunks ORDER BY id")], np.int64)
+
+
+# -- opening and locking helpers -----------------------------------------------------------
+def _connect(dbfile: Path, read_only_reason: str | None):
+    """(connection, why it is read-only or None). A full disk refuses even the ``-shm`` a
+    read-write connection needs: then the library is read without one."""
+    def writer_active() -> bool:
+        return _writer_active(dbfile.parent)
+
+    try:
+        try:
+            db = store.connect(dbfile, read_only=read_only_reason is not None,
+                               writer_active=writer_active)
+            return db, read_only_reason
+        except LibraryError as e:
+            if read_only_reason is not None or not store.refuses_writes(e):
+                raise
+            db = store.connect(dbfile, read_only=True, writer_active=writer_active)
+            return db, _cannot_write_reason(dbfile.parent, e)
+    except HefsearchError:
+        raise
+    except Exception as e:
+        raise LibraryError(f"Cannot open {dbfile}: {e}", "Is it a hefsearch library?") from None
+
+
+def _cannot_write_reason(folder: Path, error: Exception) -> str:
+    """Why writing failed, in words: a full disk often reaches us as an SQLite I/O error."""
+    with contextlib.suppress(OSError):
+        if os.statvfs(folder).f_bavail == 0:
+            return "the disk holding it is full"
+    return (getattr(error, "message", None) or str(error)).rstrip(".")
+
+
+def _writer_active(folder: Path) -> bool:
+    """Whether a process holds the library's write lock (probed with a shared lock that is
+    released at once; asked only when a reader must choose how to open SQLite)."""
+    if fcntl is None:
+        return False  # no cross-process lock here: single writer assumed
+    try:
+        f = open(folder / LOCK_FILE, "rb")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: assume one is
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def _writable(folder: Path) -> bool:
+    """Whether this process may write the library's files (a writer needs all three)."""
+    files = [folder, folder / DB_FILE, folder / LOCK_FILE]
+    return all(os.access(f, os.W_OK) for f in files if f == folder or f.exists())
+
+
+def _wait_seconds(wait: bool | float) -> float:
+    if wait is True:
+        return LOCK_WAIT_S
+    return max(0.0, float(wait or 0))
+
+
+def _acquire_before(lock: threading.RLock, deadline: float) -> bool:
+    left = deadline - time.monotonic()
+    return lock.acquire(timeout=left) if left > 0 else lock.acquire(blocking=False)
+
+
+def _flock_before(f, deadline: float) -> None:
+    """``flock`` the file, polling until ``deadline`` (flock itself cannot time out);
+    raises BlockingIOError when another process still holds it then."""
+    while True:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(_LOCK_POLL_S)
+
+
+def _command_name() -> str:
+    """'hefsearch index': the program and its verb, never its arguments (they may hold a
+    private query)."""
+    argv = sys.argv or [""]
+    prog = Path(argv[0]).stem
+    name = "hefsearch" if prog == "__main__" else prog  # python -m hefsearch.tui
+    verb = next((a for a in argv[1:] if not a.startswith("-")), "")
+    return f"{name} {verb}".strip() if re.fullmatch(r"[a-z][a-z-]*", verb) else name
+
+
+def _write_holder(f) -> None:
+    """Record who writes, for the LibraryBusy message of others (best effort: a full disk
+    must not stop the lock)."""
+    since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    with contextlib.suppress(OSError):
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}, {_command_name() or 'hefsearch'}, since {since}")
+        f.flush()
+
+
+def _read_holder(f) -> str:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        f.seek(0)
+        return f.read(200).strip()
+    return ""

@@ -25,7 +25,6 @@ import logging
 import os
 import re
 import secrets
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from hefsearch.embed.atomic_write import fsync_dir, write_atomic
 from hefsearch.embed.fingerprint import describe_difference
 
 from .errors import FingerprintMismatch, SpaceError
@@ -54,6 +54,10 @@ EXACT_FILTER_LIMIT = 50_000
 TOMBSTONE_REBUILD_SHARE = 0.1
 #: merge segments when there are more than this many
 MAX_SEGMENTS = 32
+#: vectors compared between the FAISS index and the raw vectors when a space is loaded
+LOAD_CHECK_SAMPLE = 32
+#: a search-only index (IVF-PQ, ...) must find at least this share of sampled vectors themselves
+SELF_FIND_SHARE = 0.5
 
 
 @dataclass
@@ -71,34 +75,6 @@ class SpaceInfo:
 
 
 # -- files -----------------------------------------------------------------------------------
-def fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, write) -> None:
-    """Write via ``write(tmp_path)`` to a temp file beside ``path``, fsync, rename, fsync dir."""
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
 def record_dtype(dim: int) -> np.dtype:
     return np.dtype([("id", "<i8"), ("v", "<f4", (dim,))])
 
@@ -114,6 +90,9 @@ class RawVectors:
         self._seg = np.empty(0, np.int32)  # index into self._order
         self._row = np.empty(0, np.int64)
         self._order: list[str] = []
+        #: segments whose content cannot be used (torn, wrong layout): warned about once, then
+        #: deleted by the reconcile step once every member has a readable vector again
+        self.unreadable: set[str] = set()
         self.reload()
 
     # -- listing -------------------------------------------------------------------------
@@ -129,7 +108,7 @@ class RawVectors:
                 segs = {}
                 for n in names:
                     segs[n] = self._segments.get(n)
-                    if segs[n] is None:
+                    if segs[n] is None and n not in self.unreadable:
                         segs[n] = self._open_segment(n)
                 break
             except FileNotFoundError:  # merged away between listing and opening: list again
@@ -137,6 +116,7 @@ class RawVectors:
         else:  # pragma: no cover
             raise SpaceError(f"The vector files in {self.folder} keep changing under us.")
         self._segments = {n: a for n, a in segs.items() if a is not None}
+        self.unreadable &= set(names)
         self._order = list(self._segments)
         ids, seg, row = [], [], []
         for i, n in enumerate(self._order):
@@ -161,13 +141,21 @@ class RawVectors:
             arr = np.load(path, mmap_mode="r")
         except FileNotFoundError:
             raise
+        except OSError as e:  # permissions, I/O: maybe passing, so keep the file and try again
+            log.warning("cannot read vector segment %s now: %s", path, e)
+            return None
         except Exception as e:  # a torn file cannot exist (atomic rename), but never crash on one
-            log.warning("ignoring unreadable vector segment %s: %s", path, e)
+            self._mark_unreadable(name, f"unreadable: {e}")
             return None
         if arr.dtype != record_dtype(self.dim):
-            log.warning("ignoring vector segment %s with unexpected layout %s", path, arr.dtype)
+            self._mark_unreadable(name, f"unexpected layout {arr.dtype}")
             return None
         return arr
+
+    def _mark_unreadable(self, name: str, why: str) -> None:
+        self.unreadable.add(name)
+        log.warning("ignoring vector segment %s (%s); its chunks are embedded again by the next "
+                    "index run, then it is deleted", self.folder / name, why)
 
     # -- reading -------------------------------------------------------------------------
     @property
@@ -213,13 +201,14 @@ class RawVectors:
             with open(tmp, "wb") as f:
                 np.save(f, rec, allow_pickle=False)
 
-        _write_atomic(self.folder / name, write)
+        write_atomic(self.folder / name, write)
         self.reload()
         return name
 
     def delete_segments(self, names: Iterable[str]) -> None:
         for n in names:
             (self.folder / n).unlink(missing_ok=True)
+            self.unreadable.discard(n)
         fsync_dir(self.folder)
         self.reload()
 
@@ -341,6 +330,11 @@ class Space:
                             "by the next sync", self.info.name, len(lost))
                 done["lost"] = len(lost)
                 members = members - lost
+            elif repair and self.raw.unreadable:
+                # every member has a readable vector again (its chunks were re-embedded): the
+                # unreadable segment holds nothing needed, and would only warn on every open
+                done["unreadable_segments"] = len(self.raw.unreadable)
+                self.raw.delete_segments(sorted(self.raw.unreadable))
             self._members = set(members)
             self.index = self._read_index()
             if self.index is None:
@@ -350,10 +344,72 @@ class Space:
                 self._in_index = set(index_ids(self.index).tolist())
                 a, r = self._sync_index()
                 done["added"], done["removed"] = a, r
+                mismatch = self.index_mismatch()
+                if mismatch:
+                    log.warning("space %s: the FAISS index does not match the raw vectors (%s); "
+                                "rebuilding it from them", self.info.name, mismatch)
+                    self._rebuild()
+                    done["rebuilt"], done["index_mismatch"] = True, mismatch
             if repair and (done["rebuilt"] or done["added"] or done["removed"] or self._dirty):
                 self.save()
             done["lost_ids"] = lost
             return done
+
+    def index_mismatch(self, sample: int = LOAD_CHECK_SAMPLE) -> str | None:
+        """Why the FAISS index does not hold the raw vectors, or None when a sample agrees.
+
+        An index that stores vectors exactly (flat, HNSW over flat) must give back the raw
+        vector of each sampled id; any other (IVF, PQ: lossy) must find most sampled raw
+        vectors themselves. Raw vectors that are not finite are left to ``doctor``.
+        """
+        with self._lock:
+            if self.index is None:
+                return None
+            ids = np.fromiter(self._members & self._in_index, np.int64)
+            if not len(ids):
+                return None
+            pick = np.random.default_rng().choice(ids, min(sample, len(ids)), replace=False)
+            raw = self.raw.get(pick)
+            keep = np.isfinite(raw).all(axis=1)
+            pick, raw = pick[keep], np.ascontiguousarray(raw[keep])
+            if not len(pick):
+                return None
+            if self._stores_exact_vectors():
+                got = self.index.reconstruct_batch(pick)
+                differ = int((~np.isclose(got, raw, rtol=1e-5, atol=1e-6).all(axis=1)).sum())
+                if differ:
+                    return f"{differ} of {len(pick)} sampled vectors differ"
+                return None
+            _scores, found = self.index.search(raw, min(10, self.index.ntotal))
+            share = float(np.mean([self._finds_itself(q, row) for q, row in zip(raw, found)]))
+            if share < SELF_FIND_SHARE:
+                return f"only {share:.0%} of {len(pick)} sampled vectors find themselves"
+            return None
+
+    def _finds_itself(self, query: np.ndarray, found: np.ndarray) -> bool:
+        """Whether a search hit holds the query's own raw vector (by value: a chunk repeated
+        more often than the search returns finds a twin, not necessarily its own id)."""
+        ids = np.array([i for i in found.tolist() if i >= 0 and i in self._members], np.int64)
+        if not len(ids):
+            return False
+        return bool(np.isclose(self.raw.get(ids), query, rtol=1e-5, atol=1e-6).all(axis=1).any())
+
+    def nonfinite_ids(self, block: int = 65536) -> np.ndarray:
+        """Member ids whose stored vector holds NaN or infinity (reads every vector: doctor)."""
+        with self._lock:
+            ids = np.fromiter(self._members, np.int64, len(self._members))
+        ids.sort()
+        ids = ids[self.raw.has(ids)] if len(ids) else ids
+        bad = [part[~np.isfinite(self.raw.get(part)).all(axis=1)]
+               for part in (ids[i : i + block] for i in range(0, len(ids), block))]
+        return np.concatenate(bad) if bad else np.empty(0, np.int64)
+
+    def _stores_exact_vectors(self) -> bool:
+        faiss = _faiss()
+        base = faiss.downcast_index(self.index.index)
+        if hasattr(base, "hnsw"):
+            base = faiss.downcast_index(base.storage)
+        return isinstance(base, faiss.IndexFlat)
 
     def _read_index(self):
         path = self.folder / INDEX_FILE
@@ -431,7 +487,7 @@ class Space:
         """Persist the FAISS index atomically (a cache: reconcile repairs a stale one)."""
         with self._lock:
             faiss = _faiss()
-            _write_atomic(self.folder / INDEX_FILE, lambda tmp: faiss.write_index(self.index, tmp))
+            write_atomic(self.folder / INDEX_FILE, lambda tmp: faiss.write_index(self.index, tmp))
             self._dirty = False
 
     @property
@@ -468,7 +524,22 @@ class Space:
                 f"Vectors of shape {vectors.shape} do not fit space {self.info.name!r} "
                 f"(dimension {self.info.dim})."
             )
+        self._check_finite(chunk_ids, vectors)
         return self.raw.write(chunk_ids, vectors)
+
+    def _check_finite(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Refuse NaN/inf before anything is written: the batch then never commits."""
+        bad = ~np.isfinite(vectors).all(axis=1)
+        if not bad.any():
+            return
+        ids = np.asarray(chunk_ids, np.int64)[bad][:5].tolist()
+        raise SpaceError(
+            f"The encoder of space {self.info.name!r} ({self.info.label or self.info.backend}) returned "
+            f"{int(bad.sum())} of {len(vectors)} vectors that are not numbers (NaN or infinity; chunk "
+            f"ids {ids}). Nothing of this batch was stored; what was indexed before is kept.",
+            "The encoder files may be damaged: run 'hefsearch doctor --verify' on the bundle, copy "
+            "the bundle again or re-export it, then run 'hefsearch index' again.",
+        )
 
     def unstage(self, segment: str) -> None:
         self.raw.delete_segments([segment])

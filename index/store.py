@@ -28,6 +28,10 @@ Schema (migration 1):
 - ``failures``: files the last sync skipped for a reason a person should see (too large,
   unreadable, special file, symlink loop, broken link).
 
+SQLite errors a user's files or disk cause (a damaged or truncated file, a full disk, a
+read-only file, a lock held too long) come out of every query as :class:`LibraryError` naming
+the file and what to do (:func:`explain`); other SQLite errors are bugs and keep their type.
+
 Migrations are a numbered list; ``PRAGMA user_version`` records how many have run, and each
 runs in its own transaction together with the version bump.
 """
@@ -35,6 +39,7 @@ runs in its own transaction together with the version bump.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import sqlite3
 import threading
@@ -43,7 +48,12 @@ from typing import Any, Callable, Iterator
 
 import sqlite_utils
 
-BUSY_TIMEOUT_MS = 30_000
+from hefsearch.embed.errors import HefsearchError
+
+from .errors import LibraryBusy, LibraryError
+
+#: bounded: writers take library.lock first, so SQLite itself only waits for a rare overlap
+BUSY_TIMEOUT_MS = 5_000
 
 #: characters of scripts written without spaces between words (for the trigram table)
 NO_SPACE_SCRIPTS_GLOB = "*[\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]*"
@@ -158,23 +168,189 @@ def _migration_1(db: sqlite_utils.Database) -> None:
     )
 
 
+def _migration_2(db: sqlite_utils.Database) -> None:
+    """``documents.path_bytes``: the file's real name as bytes when it is not valid UTF-8
+    (NULL otherwise). ``path`` then holds a display form with the bad bytes escaped (``\\xff``);
+    the bytes reopen the file and match it on the next sync."""
+    db.execute("ALTER TABLE documents ADD COLUMN path_bytes BLOB")
+
+
 #: the numbered migrations; never edit a released one, append a new one
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1, _migration_2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def connect(path: Path) -> sqlite_utils.Database:
-    """Open (creating) ``library.db``: WAL, busy timeout, foreign keys, explicit transactions."""
-    conn = sqlite3.connect(
-        str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-    )
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+def connect(path: Path, *, read_only: bool = False,
+            writer_active: Callable[[], bool] = lambda: True) -> sqlite_utils.Database:
+    """Open ``library.db``: WAL, busy timeout, foreign keys, explicit transactions.
+
+    ``read_only`` opens it without writing anything (see :func:`_open_read_only`;
+    ``writer_active()`` says whether a process holds the library's write lock). SQLite
+    errors a user can cause (damaged file, full disk...) come out as :class:`LibraryError`.
+    """
+    path = Path(path)
+    if read_only:
+        return sqlite_utils.Database(_open_read_only(path, writer_active))
+    conn = _open(str(path), path)
     db = sqlite_utils.Database(conn)
     if db.journal_mode != "wal":
         db.enable_wal()
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, never corrupt
     return db
+
+
+def _open(target: str, path: Path, *, uri: bool = False) -> "_Connection":
+    try:
+        conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False,
+                               timeout=BUSY_TIMEOUT_MS / 1000, factory=_Connection)
+    except sqlite3.Error as e:
+        raise explain(e, path) or LibraryError(f"Cannot open {path}: {e}.") from None
+    conn.path = path
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _open_read_only(path: Path, writer_active: Callable[[], bool]) -> "_Connection":
+    """``mode=ro`` reads a live WAL database through the writer's ``-wal`` and ``-shm``, but
+    needs to create or grow the ``-shm``, which a read-only folder or a full disk refuses.
+    Then, when no writer is active and the ``-wal`` holds nothing (so ``library.db`` alone is
+    the whole database), ``immutable=1`` reads it with no ``-shm`` at all. Such a connection
+    does not see a writer that starts later (reopen to see its batches)."""
+    uri = path.resolve().as_uri()
+    if _wal_is_empty(path) and not _mode_ro_works(uri) and not writer_active():
+        return _open(f"{uri}?mode=ro&immutable=1", path, uri=True)
+    return _open(f"{uri}?mode=ro", path, uri=True)
+
+
+def _wal_is_empty(path: Path) -> bool:
+    wal = Path(f"{path}-wal")
+    return not wal.exists() or wal.stat().st_size == 0
+
+
+def _mode_ro_works(uri: str) -> bool:
+    try:
+        probe = sqlite3.connect(f"{uri}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return True
+    except sqlite3.Error as e:  # cannot create the -shm (read-only folder, full disk); damage
+        return _primary_code(e) not in (_READONLY, _CANTOPEN, _IOERR, _FULL)
+    finally:
+        probe.close()
+
+
+# -- SQLite errors a user can cause, as messages ---------------------------------------------
+# primary result codes (https://sqlite.org/rescode.html)
+_BUSY, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 8, 10, 11, 13, 14, 26
+#: Python 3.10 has no ``sqlite_errorcode``: SQLite's fixed messages for the same codes
+_CODE_OF_MESSAGE = {
+    "database is locked": _BUSY, "attempt to write a readonly database": _READONLY,
+    "disk I/O error": _IOERR, "database disk image is malformed": _CORRUPT,
+    "database or disk is full": _FULL, "unable to open database file": _CANTOPEN,
+    "file is not a database": _NOTADB,
+}
+
+
+def _primary_code(error: sqlite3.Error) -> int | None:
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF
+    return _CODE_OF_MESSAGE.get(str(error))
+
+
+def explain(error: sqlite3.Error, path: Path) -> HefsearchError | None:
+    """The message for an SQLite error the user's files or disk caused; None for other
+    errors (a bug: they keep their traceback)."""
+    primary = _primary_code(error)
+    folder = Path(path).parent
+    if primary in (_CORRUPT, _NOTADB):
+        return LibraryError(
+            f"The library database {path} is damaged ({error}).",
+            f"Move the folder {folder} aside (rename it) and index your documents again with "
+            "'hefsearch index FOLDER' (same --library); the vectors and documents stored in it "
+            "cannot be trusted.")
+    if primary == _FULL:
+        return LibraryError(f"The disk holding {path} is full.",
+                            "Free some space and run the command again; nothing committed is lost.")
+    if primary == _READONLY:
+        return LibraryError(f"Cannot write to {path}: it or its folder is read-only ({error}).",
+                            "Searching still works; to index, use a library folder you can write.")
+    if primary in (_IOERR, _CANTOPEN):
+        return LibraryError(f"Cannot read or write {path} ({error}).",
+                            "Check that the disk is present and readable, then run the command again.")
+    if primary == _BUSY:
+        return LibraryBusy(
+            f"The library database {path} stayed locked by another process for "
+            f"{BUSY_TIMEOUT_MS / 1000:.0f} s.", "Try again when the other hefsearch command has finished.")
+    return None
+
+
+def refuses_writes(error: BaseException) -> bool:
+    """Whether ``error`` means this process cannot write the library now (full disk,
+    read-only file or mount, no permission), as opposed to the library being broken. A full
+    disk often shows as an SQLite I/O error: the ``-shm`` file cannot grow."""
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+    cause = error.__cause__
+    return (isinstance(cause, sqlite3.Error)
+            and _primary_code(cause) in (_FULL, _READONLY, _IOERR, _CANTOPEN))
+
+
+def _raise_explained(error: sqlite3.Error, path: Path):
+    explained = explain(error, path)
+    if explained is None:
+        raise error
+    raise explained from error
+
+
+def _explaining(name: str):
+    """``sqlite3.Cursor.<name>`` with SQLite errors a user can cause turned into LibraryError."""
+    base = getattr(sqlite3.Cursor, name)
+
+    def method(self, *args):
+        try:
+            return base(self, *args)
+        except sqlite3.Error as e:
+            _raise_explained(e, self.connection.path)
+
+    method.__name__ = name
+    return method
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor that turns SQLite errors a user can cause into :class:`LibraryError`.
+
+    Errors surface while stepping rows as well as in ``execute``, so every entry is wrapped.
+    """
+
+    execute = _explaining("execute")
+    executemany = _explaining("executemany")
+    executescript = _explaining("executescript")
+    fetchone = _explaining("fetchone")
+    fetchmany = _explaining("fetchmany")
+    fetchall = _explaining("fetchall")
+    __next__ = _explaining("__next__")
+
+
+class _Connection(sqlite3.Connection):
+    """``execute`` and friends go through :class:`_Cursor` (the C shortcuts would not)."""
+
+    path: Path
+
+    def cursor(self, factory=None):
+        return super().cursor(factory or _Cursor)
+
+    def execute(self, *args):
+        return self.cursor().execute(*args)
+
+    def executemany(self, *args):
+        return self.cursor().executemany(*args)
+
+    def executescript(self, *args):
+        return self.cursor().executescript(*args)
 
 
 def schema_version(db: sqlite_utils.Database) -> int:

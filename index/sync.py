@@ -4,8 +4,17 @@ For each file under the roots: unchanged (same size and mtime, or else the same 
 skipped; new or changed files are extracted, chunked and embedded by every encoder into its
 own space; files gone from disk are removed from SQLite and every space. A file that fails to
 extract is recorded with its reason; if an earlier version of it was indexed, that version is
-kept (status ``stale``) rather than lost. Files under a folder that could not be listed, or
-that are unreadable right now, are left as they are.
+kept (status ``stale``) rather than lost. Indexed data is only removed when its file is gone
+(or newly excluded): files under a folder that could not be listed, and files that are
+unreadable or over ``--max-size`` right now, keep what is indexed, and the failure says so.
+
+File names are kept as the OS gives them (undecodable bytes as lone surrogates) to open the
+file; ``documents.path`` holds the printable form (:func:`~hefsearch.index.crawl.printable`)
+and ``documents.path_bytes`` the real name when the two differ, so such a file is matched,
+found unchanged and removed like any other.
+
+A full disk (a vector segment, the FAISS index or SQLite cannot be written) stops the sync with
+:class:`DiskFull`; every batch committed before it stays, and the next run continues.
 
 Work is done in batches: a bounded number of chunks is embedded in memory, then committed in
 one SQLite transaction (see :mod:`hefsearch.index.library` for why that is crash-safe). A
@@ -19,10 +28,12 @@ later, e.g. ``--also-fp32`` on a second run, or vectors lost on disk) are embedd
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
 import queue
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +44,8 @@ import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
 
+from .crawl import printable
+from .errors import LibraryError
 from .library import Library, utc_now
 from .store import put_setting
 
@@ -47,6 +60,24 @@ DEFAULT_BATCH_CHUNKS = 256
 FAILED_SKIPS = ("unreadable", "too_large")
 #: crawl skips worth a line in the summary but not a failure
 NOTED_SKIPS = ("special", "loop", "broken_link")
+#: symlinks not followed (out of the roots, or into /proc /sys /dev): listed with their target
+LINK_SKIPS = ("outside_link", "system_file")
+#: how long an interrupted sync waits for the extraction thread (a daemon: it may be inside
+#: one slow file, and it dies with the process)
+WORKER_JOIN_S = 0.5
+
+
+class DiskFull(LibraryError):
+    """The disk holding the library is full; committed batches are kept."""
+
+    title = "disk full"
+
+    def __init__(self, library_path: Path, detail: str):
+        super().__init__(
+            f"Disk full: cannot write to the library {printable(library_path)} ({detail}).",
+            "Free space on that disk (or index into a library on another disk with --library), "
+            "then run the same command again: every batch committed so far is kept and the run "
+            "continues where it stopped.")
 
 
 @dataclass
@@ -76,6 +107,8 @@ class SyncReport:
     stale: list[tuple[str, str]] = field(default_factory=list)
     #: skipped entries worth telling (special files, symlink loops, broken links)
     notes: list[tuple[str, str]] = field(default_factory=list)
+    #: symlinks not followed, the reason naming the target
+    links: list[tuple[str, str]] = field(default_factory=list)
     #: chunks embedded into a space that lacked them (space added later, lost vectors)
     backfilled: int = 0
     chunks_cut: int = 0
@@ -90,7 +123,7 @@ class SyncReport:
 
 @dataclass
 class _Job:
-    path: str
+    path: str  # as the OS gave it (may hold surrogates): to open the file
     size: int
     mtime_ns: int
     kind: str
@@ -101,6 +134,35 @@ class _Job:
     chunks: list = field(default_factory=list)
     encoding: str | None = None
     error: str | None = None
+
+    @property
+    def shown(self) -> str:
+        return printable(self.path)
+
+
+def _path_bytes(path: str) -> bytes | None:
+    """The real name bytes for ``documents.path_bytes`` when the printable form differs."""
+    return None if printable(path) == path else os.fsencode(path)
+
+
+def _real_path(shown: str, raw: bytes | None) -> str:
+    return shown if raw is None else os.fsdecode(raw)
+
+
+def _disk_full_detail(error: BaseException) -> str | None:
+    """What says the disk is full in ``error`` or its causes, or None."""
+    seen = 0
+    e: BaseException | None = error
+    while e is not None and seen < 10:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            return e.strerror or os.strerror(e.errno)
+        if isinstance(e, sqlite3.Error) and (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF == 13:
+            return "database or disk is full"  # SQLITE_FULL
+        if isinstance(e, RuntimeError) and any(m in str(e) for m in (os.strerror(errno.ENOSPC), "disk is full")):
+            return os.strerror(errno.ENOSPC)  # FAISS writes raise RuntimeError with the C message
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
 
 
 def _under(path: str, root: str) -> bool:
@@ -118,24 +180,42 @@ def sync(
     overlap_tokens: int = 32,
     progress: Callable[[ProgressEvent], None] | None = None,
     batch_chunks: int = DEFAULT_BATCH_CHUNKS,
+    follow_links: bool = False,
 ) -> SyncReport:
-    """Bring the library up to date with ``roots``; see the module docstring."""
-    from .crawl import DEFAULT_MAX_BYTES, FoundFile, crawl
+    """Bring the library up to date with ``roots``; see the module docstring.
+
+    :raises DiskFull: the library's disk is full (batches committed before stay).
+    """
+    from .crawl import DEFAULT_MAX_BYTES
 
     if not encoders:
         raise ValueError("sync needs at least one encoder")
     max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
-    t0 = time.perf_counter()
-    report = SyncReport()
     resolved = []
     for r in roots:
         p = Path(os.path.expanduser(os.fspath(r)))
         if not p.exists():
-            raise HefsearchError(f"{p} does not exist.", "Check the path; nothing was changed.")
+            raise HefsearchError(f"{printable(p)} does not exist.", "Check the path; nothing was changed.")
         resolved.append(p.resolve())
-    emit = progress or (lambda ev: None)
+    try:
+        return _sync(library, resolved, encoders, include_hidden=include_hidden, excludes=excludes,
+                     max_bytes=max_bytes, overlap_tokens=overlap_tokens,
+                     emit=progress or (lambda ev: None), batch_chunks=batch_chunks,
+                     follow_links=follow_links)
+    except Exception as e:
+        detail = _disk_full_detail(e)
+        if detail is None:
+            raise
+        raise DiskFull(library.path, detail) from None
 
-    with library.write_lock(wait=False):
+
+def _sync(library: Library, resolved: list[Path], encoders, *, include_hidden, excludes, max_bytes,
+          overlap_tokens, emit, batch_chunks, follow_links) -> SyncReport:
+    from .crawl import FoundFile, crawl
+
+    t0 = time.perf_counter()
+    report = SyncReport()
+    with library.write_lock(wait=True):  # bounded (LOCK_WAIT_S): a back-fill between windows lets go
         spaces = [library.ensure_space(enc) for enc in encoders]
         report.spaces = [sp.info.name for sp in spaces]
         settings = library.settings()
@@ -146,30 +226,22 @@ def sync(
 
         # 1. crawl (stat only)
         found: list = []
-        protected: list[str] = []  # unreadable now: keep what is indexed under these paths
-        crawl_failures: list[tuple[str, str, str]] = []
+        skipped: list = []
         emit(ProgressEvent("scan"))
-        for item in crawl(resolved, include_hidden=include_hidden, excludes=excludes, max_bytes=max_bytes):
-            if isinstance(item, FoundFile):
-                found.append(item)
-                continue
-            report.skipped[item.counted_as] = report.skipped.get(item.counted_as, 0) + 1
-            path = str(item.path)
-            if item.counted_as == "unreadable":
-                protected.append(path)
-            if item.counted_as in FAILED_SKIPS:
-                report.failed.append((path, item.reason))
-                crawl_failures.append((path, item.reason, item.counted_as))
-            elif item.counted_as in NOTED_SKIPS:
-                report.notes.append((path, item.reason))
-                crawl_failures.append((path, item.reason, item.counted_as))
+        for item in crawl(resolved, include_hidden=include_hidden, excludes=excludes, max_bytes=max_bytes,
+                          follow_links=follow_links):
+            (found if isinstance(item, FoundFile) else skipped).append(item)
 
-        # 2. compare with what is stored
+        # 2. compare with what is stored (keys: real paths, as the crawler gives them)
         root_strs = [str(r) for r in resolved]
         existing: dict[str, tuple] = {}
-        for row in library.query("SELECT path, id, size, mtime_ns, sha256, status, error FROM documents"):
-            if any(_under(row[0], r) for r in root_strs):
-                existing[row[0]] = row[1:]
+        for row in library.query("SELECT path, path_bytes, id, size, mtime_ns, sha256, status, error "
+                                 "FROM documents"):
+            real = _real_path(row[0], row[1])
+            if any(_under(real, r) for r in root_strs):
+                existing[real] = row[2:]
+        protected, crawl_failures = _account_skips(skipped, existing, report)
+        found = _drop_name_clashes(found, report, crawl_failures)
         found_paths = {str(f.path) for f in found}
         todo: list[_Job] = []
         for f in found:
@@ -178,15 +250,15 @@ def sync(
             if old is not None and old[1] == f.size and old[2] == f.mtime_ns:
                 status, error = old[4], old[5]
                 if status == "failed":
-                    report.failed.append((path, error or "failed before"))
+                    report.failed.append((printable(path), error or "failed before"))
                 elif status == "stale":
-                    report.stale.append((path, error or "failed before"))
+                    report.stale.append((printable(path), error or "failed before"))
                 else:
                     report.unchanged += 1
                 continue
             todo.append(_Job(path, f.size, f.mtime_ns, f.kind, None if old is None else old[0],
                              None if old is None else old[4]))
-        gone = [p for p in existing if p not in found_paths and not any(_under(p, q) for q in protected)]
+        gone = [p for p in existing if p not in found_paths and not _is_protected(p, existing[p][4], protected)]
 
         # 3. removals
         if gone:
@@ -208,15 +280,16 @@ def sync(
             report.backfilled += _backfill(library, sp, enc, batch_chunks, state)
 
         # 6. bookkeeping
+        shown_roots = [printable(r) for r in root_strs]
         with library.transaction():
-            for r in root_strs:
+            for r in shown_roots:
                 library.db.execute("DELETE FROM failures WHERE path = ? OR path LIKE ? ESCAPE '\\'",
                                    [r, _like_prefix(r)])
             library.db.conn.executemany(
                 "INSERT OR REPLACE INTO failures(path, reason, counted_as, seen_at) VALUES (?,?,?,?)",
                 [(p, reason, kind, utc_now()) for p, reason, kind in crawl_failures])
             put_setting(library.db, "last_sync", {
-                "at": utc_now(), "roots": root_strs, "skipped": report.skipped,
+                "at": utc_now(), "roots": shown_roots, "skipped": report.skipped,
                 "added": report.added, "changed": report.changed, "removed": report.removed,
                 "failed": len(report.failed), "chunks_embedded": report.chunks_embedded})
         threshold, override = library.hnsw_threshold(), library.settings().get("index_factory")
@@ -226,6 +299,72 @@ def sync(
     state.phase = "done"
     state.tick(force=True)
     return report
+
+
+def _account_skips(skipped: list, existing: dict[str, tuple], report: SyncReport
+                   ) -> tuple[dict[str, bool], list[tuple[str, str, str]]]:
+    """Sort the crawl's skips into the report and the failures table.
+
+    Returns the paths whose indexed data must stay (real path -> True for a folder, whose
+    whole subtree stays) and the failure rows (printable path, reason, kind). A file that is
+    unreadable or over the size limit now keeps its indexed version: a mistyped --max-size
+    must not empty the library.
+    """
+    protected: dict[str, bool] = {}
+    rows: list[tuple[str, str, str]] = []
+    for item in skipped:
+        kind = item.counted_as
+        report.skipped[kind] = report.skipped.get(kind, 0) + 1
+        real, shown, reason = str(item.path), printable(item.path), printable(item.reason)
+        if kind in FAILED_SKIPS:
+            protected[real] = True
+            old = existing.get(real)
+            if old is not None and old[4] in ("ok", "stale"):
+                report.stale.append((shown, reason))
+                reason = f"{reason}; the previously indexed version is kept"
+            else:
+                report.failed.append((shown, reason))
+        elif kind in LINK_SKIPS:
+            report.links.append((shown, reason))
+        elif kind in NOTED_SKIPS:
+            report.notes.append((shown, reason))
+        else:
+            continue
+        rows.append((shown, reason, kind))
+    return protected, rows
+
+
+def _drop_name_clashes(found: list, report: SyncReport, failures: list[tuple[str, str, str]]) -> list:
+    """Two files whose printable names are equal (``caf\\xe9.txt`` literally, and ``caf`` +
+    byte 0xE9 + ``.txt``) would share one row: the second one is reported, not indexed."""
+    kept, by_shown = [], {}
+    for f in found:
+        shown = printable(f.path)
+        first = by_shown.setdefault(shown, f.path)
+        if first != f.path:
+            reason = "its name, made printable, is the same as another file's; rename one of them"
+            report.failed.append((shown, reason))
+            failures.append((shown, reason, "unreadable"))
+            continue
+        kept.append(f)
+    return kept
+
+
+def _is_protected(path: str, status: str, protected: dict[str, bool]) -> bool:
+    """Keep ``path``'s row: it (or a folder above it) failed this time, and it holds an
+    indexed version (a row that never indexed anything is replaced by the failure record)."""
+    if not protected:
+        return False
+    if path in protected:
+        return status in ("ok", "stale")
+    parent = os.path.dirname(path)
+    while True:
+        if parent in protected:
+            return True
+        up = os.path.dirname(parent)
+        if up == parent:
+            return False
+        parent = up
 
 
 def _like_prefix(root: str) -> str:
@@ -284,12 +423,12 @@ def _prepare(job: _Job, first: "Encoder", overlap_tokens: int, max_bytes: int, o
         lines = _line_numbers(doc.text, [c.start for c in chunks])
         job.chunks = [(c, ln) for c, ln in zip(chunks, lines)]
     except ExtractionError as e:
-        job.error = e.message
+        job.error = printable(e.message)
     except OSError as e:
-        job.error = f"cannot read: {e.strerror or e}"
+        job.error = printable(f"cannot read: {e.strerror or e}")
     except Exception as e:  # an extractor bug must not stop the whole sync
-        log.debug("unexpected error on %s", job.path, exc_info=True)
-        job.error = f"unexpected error: {type(e).__name__}: {e}"
+        log.debug("unexpected error on %s", job.shown, exc_info=True)
+        job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
     return job
 
 
@@ -310,20 +449,23 @@ def _index_files(library, spaces, encoders, todo, report, state, *, overlap_toke
     stop = threading.Event()
     first = encoders[0]
 
+    def hand_over(item) -> None:
+        # never block once the consumer has stopped (Ctrl+C): it no longer drains the queue
+        while not stop.is_set():
+            try:
+                jobs.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
     def produce():
         try:
             for job in todo:
                 if stop.is_set():
                     return
-                job = _prepare(job, first, overlap_tokens, max_bytes, old_sha.get(job.path))
-                while not stop.is_set():
-                    try:
-                        jobs.put(job, timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
+                hand_over(_prepare(job, first, overlap_tokens, max_bytes, old_sha.get(job.path)))
         finally:
-            jobs.put(None)
+            hand_over(None)
 
     worker = threading.Thread(target=produce, name="hefsearch-extract", daemon=True)
     worker.start()
@@ -334,7 +476,7 @@ def _index_files(library, spaces, encoders, todo, report, state, *, overlap_toke
             job = jobs.get()
             if job is None:
                 break
-            state.path = job.path
+            state.path = job.shown
             pending.append(job)
             pending_chunks += len(job.chunks)
             if pending_chunks >= batch_chunks:
@@ -346,7 +488,7 @@ def _index_files(library, spaces, encoders, todo, report, state, *, overlap_toke
             _flush(library, spaces, encoders, pending, report, state)
     finally:
         stop.set()
-        worker.join(timeout=10)
+        worker.join(timeout=WORKER_JOIN_S)
 
 
 def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncReport, state: _Progress) -> None:
@@ -367,9 +509,9 @@ def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncRep
     for job in jobs:
         if job.error is not None:
             if job.old_status in ("ok", "stale"):
-                report.stale.append((job.path, job.error))
+                report.stale.append((job.shown, job.error))
             else:
-                report.failed.append((job.path, job.error))
+                report.failed.append((job.shown, job.error))
         elif job.same_content:
             report.unchanged += 1
         elif job.doc_id is None or job.old_status == "failed":
@@ -438,14 +580,15 @@ def _commit(library: Library, spaces, jobs: list[_Job], vectors: list[np.ndarray
 
 def _upsert_document(conn, job: _Job, status: str, nchunks: int, cut: int, now: str) -> int:
     conn.execute(
-        "INSERT INTO documents(path, size, mtime_ns, sha256, kind, status, error, chunks, cut_chunks, "
-        "encoding, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET "
-        "size=excluded.size, mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, kind=excluded.kind, "
-        "status=excluded.status, error=excluded.error, chunks=excluded.chunks, "
-        "cut_chunks=excluded.cut_chunks, encoding=excluded.encoding, indexed_at=excluded.indexed_at",
-        [job.path, job.size, job.mtime_ns, job.sha256, job.kind, status,
+        "INSERT INTO documents(path, path_bytes, size, mtime_ns, sha256, kind, status, error, chunks, "
+        "cut_chunks, encoding, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE "
+        "SET path_bytes=excluded.path_bytes, size=excluded.size, mtime_ns=excluded.mtime_ns, "
+        "sha256=excluded.sha256, kind=excluded.kind, status=excluded.status, error=excluded.error, "
+        "chunks=excluded.chunks, cut_chunks=excluded.cut_chunks, encoding=excluded.encoding, "
+        "indexed_at=excluded.indexed_at",
+        [job.shown, _path_bytes(job.path), job.size, job.mtime_ns, job.sha256, job.kind, status,
          job.error, nchunks, cut, job.encoding, now])
-    return conn.execute("SELECT id FROM documents WHERE path=?", [job.path]).fetchone()[0]
+    return conn.execute("SELECT id FROM documents WHERE path=?", [job.shown]).fetchone()[0]
 
 
 def _remove_documents(library: Library, spaces, doc_ids: list[int]) -> None:

@@ -17,6 +17,12 @@ Device fallback (issue 4): when encoding the query for a space fails with ``Devi
 its backend is unavailable at open) and the library has a ``cpu-fp32`` space, the search is
 answered from that space with the CPU encoder and ``SearchResult.notice`` says so. An FP32
 query is never run against NPU vectors.
+
+Hostile input (issue 11): the query is cleaned first (:func:`prepare_query`: lone surrogates,
+control characters, surrounding blanks, more than ``MAX_QUERY_CHARS``). A query with nothing
+left, or a keyword query without a single word, answers no hits and a notice saying why (not
+an exception: every caller, the TUI included, shows notices). A ``space`` the library does not
+have is an error naming the spaces it has, in every mode.
 """
 
 from __future__ import annotations
@@ -28,10 +34,9 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 
 from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchError
-from hefsearch.index.errors import LibraryError
 
 from .fusion import rrf
-from .keyword import code_terms, filter_sql, keyword_search
+from .keyword import clean_text, code_terms, filter_sql, has_surrogates, keyword_search, parse_query
 from .snippets import vector_snippets, window
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +50,11 @@ MODES = ("hybrid", "vector", "keyword")
 FP32_SPACE = "cpu-fp32"
 #: candidates taken from each ranking before fusion
 FUSION_DEPTH = 50
+#: longer queries are cut (a pasted document); the encoder reads far fewer tokens anyway
+MAX_QUERY_CHARS = 4000
+EMPTY_QUERY_NOTICE = "The query is empty: type a few words to search for."
+NO_WORDS_NOTICE = ("The query has no words keyword search can match (only punctuation or symbols); "
+                   "vector search looks for the meaning instead.")
 
 
 @dataclass
@@ -85,6 +95,20 @@ class SearchResult:
 
 class SearchError(HefsearchError):
     title = "search error"
+
+
+def prepare_query(query: str) -> tuple[str, list[str]]:
+    """The query as it is searched (clean text, no surrounding blanks, at most
+    ``MAX_QUERY_CHARS``), and a notice for each change the user should know about."""
+    notices = []
+    text = clean_text(query).strip()
+    if has_surrogates(query):
+        notices.append("The query held bytes that are not valid UTF-8 (is the terminal's locale "
+                       "UTF-8?); they were replaced with \ufffd.")
+    if len(text) > MAX_QUERY_CHARS:
+        text = text[:MAX_QUERY_CHARS]
+        notices.append(f"The query was cut to its first {MAX_QUERY_CHARS:,} characters.")
+    return text, notices
 
 
 class Searcher:
@@ -130,13 +154,25 @@ class Searcher:
         return enc
 
     def bundle_path(self) -> str:
-        """The bundle queries are encoded with: the one given, else the one that built the library."""
-        bundle = self._bundle or self.library.settings().get("bundle")
-        if not bundle:
-            raise LibraryError(
-                f"The library {self.library.path} does not record which bundle built it.",
-                "Pass --bundle BUNDLE (or set HEFSEARCH_BUNDLE).")
-        return bundle
+        """The bundle queries are encoded with: the one given, else ``$HEFSEARCH_BUNDLE``, else
+        the one that built the library (an error naming --bundle when it has moved)."""
+        from hefsearch.index.encoders import resolve_bundle
+
+        return resolve_bundle(self.library, self._bundle)
+
+    def check_space(self, space: str) -> None:
+        """Raise when the library has no space ``space`` (checked in every mode: a typo in
+        ``--space`` must not pass silently just because keyword search ignores it)."""
+        names = self.space_names()
+        if space in names:
+            return
+        if not names:
+            raise SearchError(
+                f"The library {self.library.path} has no vector space yet (asked for {space!r}).",
+                "Index some folders first: hefsearch index FOLDER --bundle BUNDLE")
+        raise SearchError(f"The library {self.library.path} has no vector space {space!r}; "
+                          f"its spaces: {', '.join(names)}.",
+                          "Pick one of them with --space, or leave --space out for the default space.")
 
     def adopt_encoder(self, space: str, encoder: "Encoder") -> None:
         """Use (and later close) ``encoder`` for ``space``; checked like any other on first use."""
@@ -163,6 +199,13 @@ class Searcher:
         t_start = time.perf_counter()
         if mode not in MODES:
             raise SearchError(f"Unknown search mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+        if space is not None:
+            self.check_space(space)
+        query, notices = prepare_query(query)
+        if not query or (mode == "keyword" and not parse_query(query)):
+            notices.append(NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE)
+            return SearchResult(query=query, mode=mode, space=None, hits=[],
+                                timings={"total": _ms(t_start)}, notice=" ".join(notices))
         k = max(1, int(k))
         timings: dict[str, float] = {}
         notice = label = None
@@ -243,6 +286,7 @@ class Searcher:
                             line=rec.line, start=rec.start, end=rec.end, snippet=snip, text=rec.text,
                             doc_kind=rec.doc_kind, sources=dict(src)))
         timings["total"] = _ms(t_start)
+        notice = " ".join([*notices, notice] if notice else notices) or None
         return SearchResult(query=query, mode=mode, space=used_space, hits=hits, timings=timings,
                             notice=notice, backend_label=label)
 

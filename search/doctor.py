@@ -9,9 +9,11 @@ something is wrong, the fix. The CLI only prints them. Checks:
 - runtime vs device: HailoRT 5.x drives Hailo-10H, 4.x drives Hailo-8/8L;
 - each HEF in the bundle: compiled for this chip, its Dataflow Compiler line (DFC 5.x <->
   HailoRT 5.x, DFC 3.x <-> HailoRT 4.x), its streams vs the manifest;
-- bundle integrity (every file's sha256);
-- library consistency: SQLite chunk ids vs each space's members and FAISS ids, and whether
-  its spaces were built with this bundle.
+- bundle integrity: the manifest (types, file names inside the folder) and every file's sha256;
+- library consistency: SQLite's ``quick_check`` of library.db; SQLite chunk ids vs each
+  space's members and FAISS ids; a sample of FAISS vectors vs the raw vectors (a FAISS index
+  that differs was rebuilt when the library opened, and is reported); raw vectors that are not
+  finite or segments that cannot be read; whether its spaces were built with this bundle.
 
 The HailoRT parts are verified against the contract fake (tests/fakes/hailo_platform) only.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 
@@ -31,6 +33,8 @@ from hefsearch.embed.versions import major_version
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 
+#: vectors compared between FAISS and the raw vectors per space (opening compares fewer)
+DOCTOR_SAMPLE = 256
 #: runtime packages hefsearch needs (distribution names)
 RUNTIME_PACKAGES = ("numpy", "tokenizers", "onnxruntime", "faiss-cpu", "sqlite-utils", "click", "rich",
                     "platformdirs", "textual")
@@ -46,11 +50,15 @@ class Check:
     status: str
     detail: str
     fix: str | None = None
+    #: the error behind a failed check, when there is one (not part of the JSON report)
+    error: HefsearchError | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
 class DoctorReport:
     checks: list[Check] = field(default_factory=list)
+    #: the bundle could not be opened at all (a user-caused error: the CLI exits 2)
+    bundle_error: HefsearchError | None = None
 
     @property
     def failed(self) -> list[Check]:
@@ -61,7 +69,11 @@ class DoctorReport:
         return not self.failed
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
+        return {"ok": self.ok, "checks": [_check_dict(c) for c in self.checks]}
+
+
+def _check_dict(c: Check) -> dict:
+    return {f.name: getattr(c, f.name) for f in fields(c) if f.name != "error"}
 
 
 def _dist_version(name: str) -> str | None:
@@ -158,7 +170,7 @@ def check_bundle(path: str | Path | None):
     try:
         bundle = Bundle.open(path)
     except HefsearchError as e:
-        return Check("bundle", FAIL, e.message, e.hint), None
+        return Check("bundle", FAIL, e.message, e.hint, error=e), None
     bad = bundle.verify()
     if bad:
         return Check("bundle", FAIL, f"{bundle.path}: {len(bad)} file(s) differ from manifest.json: {', '.join(bad)}",
@@ -265,12 +277,62 @@ def check_library(lib, bundle=None) -> list[Check]:
                             head + (f"; repaired on open: {repaired}" if repaired else ""),
                             "An earlier write was interrupted; it was repaired. Run 'hefsearch index' to "
                             "re-embed anything listed as lost." if repaired else None))
+        checks.append(check_sqlite(lib))
         for info in status.spaces:
             checks.append(_check_space(lib, info, chunk_ids, bundle))
     except Exception as e:  # a library we cannot read fully is itself the finding
         checks.append(Check("library", FAIL, f"could not check {lib.path}: {type(e).__name__}: {e}",
                             "Back up the folder and rebuild the library with 'hefsearch index'."))
     return checks
+
+
+def check_sqlite(lib) -> Check:
+    """SQLite's own ``PRAGMA quick_check`` of library.db (pages, b-trees, no index rebuild)."""
+    name = "library.db"
+    try:
+        rows = [str(r[0]) for r in lib.query("PRAGMA quick_check")]
+    except Exception as e:  # sqlite3.DatabaseError: "database disk image is malformed"
+        rows = [f"{type(e).__name__}: {e}"]
+    if rows == ["ok"]:
+        return Check(name, OK, "SQLite quick_check: ok")
+    shown = "; ".join(rows[:5]) + (f"; and {len(rows) - 5} more" if len(rows) > 5 else "")
+    return Check(name, FAIL, f"SQLite quick_check of {lib.path / 'library.db'} found problems: {shown}",
+                 "Stop hefsearch, copy the library folder away as a backup, then try "
+                 "'sqlite3 library.db \".recover\"' into a new file, or rebuild the library with "
+                 "'hefsearch index' into a new --library.")
+
+
+@dataclass
+class SpaceFiles:
+    """What doctor found in a space's own files."""
+
+    #: fixed when the library opened (the FAISS index was rebuilt from the raw vectors)
+    repaired: list[str] = field(default_factory=list)
+    #: still wrong; ``hefsearch index`` repairs these
+    problems: list[str] = field(default_factory=list)
+    #: stored vectors that are NaN or infinite: only embedding the space again repairs them
+    nonfinite: list[str] = field(default_factory=list)
+
+
+def space_files(lib, sp) -> SpaceFiles:
+    """The FAISS index against a sample of the raw vectors, unreadable segments, and every
+    stored vector checked finite."""
+    found = SpaceFiles()
+    rebuilt = (lib.last_reconcile or {}).get(sp.info.name, {}).get("index_mismatch")
+    if rebuilt:
+        found.repaired.append(f"the FAISS index did not match the raw vectors ({rebuilt}); it was "
+                              "rebuilt from them when the library opened")
+    now = sp.index_mismatch(sample=DOCTOR_SAMPLE)
+    if now:
+        found.problems.append(f"the FAISS index does not match the raw vectors ({now})")
+    if sp.raw.unreadable:
+        found.problems.append(f"{len(sp.raw.unreadable)} vector segment(s) cannot be read: "
+                              + ", ".join(sorted(sp.raw.unreadable)[:3]))
+    bad = sp.nonfinite_ids()
+    if len(bad):
+        found.nonfinite.append(f"{len(bad)} stored vector(s) are not finite numbers (NaN or infinity; "
+                               f"chunk ids {bad[:5].tolist()})")
+    return found
 
 
 def _check_space(lib, info, chunk_ids: set[int], bundle) -> Check:
@@ -298,6 +360,17 @@ def _check_space(lib, info, chunk_ids: set[int], bundle) -> Check:
     if bundle is not None and info.parts.get("model_hash") not in (None, bundle.model_hash):
         problems.append(f"built with another model (hash {info.parts.get('model_hash')}; the bundle has "
                         f"{bundle.model_hash})")
+    files = space_files(lib, sp)
+    if files.nonfinite:
+        return Check(name, FAIL, "; ".join([detail, *problems, *files.problems, *files.nonfinite]),
+                     "Copy the bundle again or re-export it (and check it with 'hefsearch doctor --bundle "
+                     f"BUNDLE'), then delete the folder {sp.folder} and run 'hefsearch index': it embeds "
+                     "this space again from the stored text.")
+    problems += files.problems
+    if files.repaired and not problems:
+        return Check(name, WARN, "; ".join([detail, *files.repaired]),
+                     "Nothing to do: the raw vectors are the source of truth. If it happens again, "
+                     f"check the disk holding {lib.path}.")
     if problems:
         return Check(name, FAIL, detail + "; " + "; ".join(problems),
                      "Run 'hefsearch index' again (it reconciles and re-embeds); if that does not help, "
@@ -333,6 +406,7 @@ def run_doctor(bundle: str | Path | None = None, library: str | Path | None = No
             bundle = lib.settings().get("bundle")
         bcheck, b = check_bundle(bundle)
         report.checks.append(bcheck)
+        report.bundle_error = bcheck.error
         report.checks += check_hefs(b, devices, runtime)
         if lib is not None:
             report.checks += check_library(lib, b)

@@ -11,6 +11,11 @@ characters use the trigram index and shorter ones a LIKE (a scan of that table o
 
 Two strengths: ``all`` (every word must occur: strong evidence) and ``any`` (BM25 over
 whichever words occur).
+
+Query text from a terminal can hold lone surrogates (bytes a non-UTF-8 locale could not decode)
+and control characters; :func:`clean_text` makes it plain text before anything else sees it,
+and :func:`path_pattern` puts a path glob in the escaped form the library stores undecodable
+file names in.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ _NO_SPACE = re.compile(
     "[\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u9fff\ua960-\ua97f"
     "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
 SNIPPET_TOKENS = 24
+#: words of a query that are searched (more: a pasted page, and SQLite refuses expressions
+#: of about a thousand terms)
+MAX_TERMS = 64
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# C0/C1 control characters other than tab and newlines: NUL, escape sequences, ...
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,31 @@ class Term:
     def fts(self) -> str:
         body = " ".join(self.words).replace('"', '""')
         return f'"{body}"' + ("*" if self.prefix else "")
+
+
+def has_surrogates(text: str) -> bool:
+    return bool(_SURROGATE.search(text or ""))
+
+
+def clean_text(text: str) -> str:
+    """``text`` as plain Unicode: a surrogate pair becomes its character, a lone surrogate
+    U+FFFD (SQLite, JSON, the tokenizer and the terminal all refuse them), a control
+    character a space."""
+    text = text or ""
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return _CONTROL.sub(" ", text)
+
+
+def path_pattern(pattern: str) -> str:
+    """A path glob in the form the library stores paths: bytes that are not UTF-8 (lone
+    surrogates from the shell) become ``\\xNN`` escapes, as in the stored file names."""
+    if not _SURROGATE.search(pattern):
+        return pattern
+    try:
+        return pattern.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no byte decodes to: escaped as the crawler does
+        return pattern.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def parse_query(text: str) -> list[Term]:
@@ -85,6 +121,7 @@ def filter_sql(path_glob: str | None, kinds) -> tuple[str, list]:
     """SQL condition on ``documents d`` for the path glob and kind filters."""
     conds, params = [], []
     if path_glob:
+        path_glob = path_pattern(path_glob)
         if "/" in path_glob:
             conds.append("d.path GLOB ?")
             params.append(path_glob)
@@ -103,7 +140,8 @@ def keyword_search(db, query: str, k: int, *, strength: str = "all", path_glob: 
     """Top ``k`` chunks for the query: (chunk id, score (higher is better), snippet).
 
     ``terms`` replaces the words parsed from ``query`` (e.g. only its :func:`code_terms`)."""
-    terms = parse_query(query) if terms is None else terms
+    query = clean_text(query)
+    terms = (parse_query(query) if terms is None else terms)[:MAX_TERMS]
     if not terms or k <= 0:
         return []
     where, params = filter_sql(path_glob, kinds)

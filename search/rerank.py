@@ -6,7 +6,9 @@ order of those candidates exactly, at the cost of one CPU query encoding plus wh
 candidate vectors are missing:
 
 - FP32 vectors of candidate chunks are computed on demand on the CPU and cached in the
-  library's ``cpu-fp32`` space (``Space.add``), so each chunk is encoded at most once;
+  library's ``cpu-fp32`` space (``Space.add``), so each chunk is encoded at most once. A
+  search never waits for that: when another writer holds the library's write lock, the
+  library is read-only, or the disk is full, the vectors are used without caching;
 - :func:`backfill` fills the FP32 space in batches (``hefsearch backfill``, or a TUI worker
   while idle; it stops between batches when asked), so re-ranking becomes free over time.
 
@@ -48,17 +50,30 @@ def default_depth(library: "Library", space: str | None) -> int:
     return DEFAULT_DEPTH if FP32_SPACE in names else 0
 
 
-def _fp32_encoder(searcher) -> "Encoder":
-    """The CPU FP32 encoder of the library's FP32 space, creating the space when missing."""
+def _fp32_encoder(searcher) -> "Encoder | None":
+    """The CPU FP32 encoder of the library's FP32 space, creating the space when missing;
+    None when it is missing and cannot be created right now (read-only, another writer)."""
     lib = searcher.library
     if FP32_SPACE in {s.name for s in lib.spaces()}:
         return searcher.encoder_for(FP32_SPACE)
+    if lib.read_only:
+        log.info("re-rank skipped: the library has no FP32 space and is read-only here")
+        return None
     from hefsearch.embed.encoder import Encoder
 
     enc = Encoder.open(searcher.bundle_path(), backend="cpu")
-    lib.ensure_space(enc, FP32_SPACE)
+    try:
+        lib.ensure_space(enc, FP32_SPACE, wait=False)
+    except (HefsearchError, OSError) as e:
+        enc.close()
+        log.info("re-rank skipped: cannot create the FP32 space now: %s", _reason(e))
+        return None
     searcher.adopt_encoder(FP32_SPACE, enc)  # reuse it for later queries
     return searcher.encoder_for(FP32_SPACE)
+
+
+def _reason(error: BaseException) -> str:
+    return getattr(error, "message", None) or str(error)
 
 
 def fp32_vectors(library: "Library", encoder: "Encoder", chunk_ids: Sequence[int], *,
@@ -81,11 +96,20 @@ def fp32_vectors(library: "Library", encoder: "Encoder", chunk_ids: Sequence[int
         out[~have] = vecs
         if cache:
             known = [j for j, i in enumerate(missing) if i in records]
-            try:
-                space.add([missing[j] for j in known], vecs[known])
-            except HefsearchError as e:  # e.g. another process is writing: cache next time
-                log.info("FP32 cache not updated: %s", e.message)
+            _cache_without_waiting(library, space, [missing[j] for j in known], vecs[known])
     return out, len(missing)
+
+
+def _cache_without_waiting(library: "Library", space, ids: list[int], vecs: np.ndarray) -> None:
+    """Store FP32 vectors only if that costs no wait: while an indexer or back-fill holds the
+    write lock, on a read-only library or a full disk, the search goes on uncached."""
+    if library.read_only or not ids:
+        return
+    try:
+        with library.write_lock(wait=False):
+            space.add(ids, vecs)
+    except (HefsearchError, OSError) as e:  # busy, read-only, disk full: cache next time
+        log.info("FP32 cache not updated: %s", _reason(e))
 
 
 def rerank_candidates(searcher, *, query: str, space: str, ids: Sequence[int], scores: dict,
@@ -99,6 +123,8 @@ def rerank_candidates(searcher, *, query: str, space: str, ids: Sequence[int], s
     if space == FP32_SPACE or top <= 0 or not ids:
         return ids, dict(scores)
     enc = _fp32_encoder(searcher)
+    if enc is None:
+        return ids, dict(scores)
     head, rest = ids[:top], ids[top:]
     vecs, encoded = fp32_vectors(searcher.library, enc, head)
     q = enc.encode_queries([query])[0]
@@ -109,7 +135,7 @@ def rerank_candidates(searcher, *, query: str, space: str, ids: Sequence[int], s
     for i in rest:
         new_scores[i] = float(scores.get(i, 0.0))
     if encoded:
-        log.info("re-rank: encoded %d of %d candidates on the CPU (cached)", encoded, len(head))
+        log.info("re-rank: encoded %d of %d candidates on the CPU", encoded, len(head))
     return new_head + rest, new_scores
 
 

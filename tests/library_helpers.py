@@ -85,3 +85,19 @@ def chunk_rows(library) -> list[tuple]:
     return sorted(library.query(
         'SELECT d.path, c.ordinal, c.text, c.start, c."end" FROM chunks c '
         "JOIN documents d ON d.id = c.doc_id"))
+
+
+def sim_library(folder: Path, sim_bundle: Path, *, n_files: int, paragraphs: int):
+    """A library under ``folder`` indexed with the bundle's ``a8`` NPU simulation only (no FP32
+    vectors yet); the caller closes it."""
+    from hefsearch.embed import Encoder
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import sync
+
+    docs = folder / "docs"
+    write_corpus(docs, n_files=n_files, paragraphs=paragraphs)
+    lib = Library.open(folder / "lib")
+    with Encoder.open(sim_bundle, backend="npu-sim", profile="a8", threads=1) as enc:
+        sync(lib, [docs], [enc])
+    return lib
+

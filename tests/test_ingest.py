@@ -427,12 +427,17 @@ def test_symlinks_followed_once(tmp_path):
     outside = tmp_path / "outside.md"
     outside.write_text("y")
     os.symlink(outside, root / "z-outside.md")
-    items = list(crawl([root, real]))
+    items = list(crawl([root, real], follow_links=True))
     found = [i for i in items if isinstance(i, FoundFile)]
     # alias.txt is seen first (name order); the same file through the linked folder is a duplicate.
     assert [f.path for f in found] == [root / "alias.txt", root / "z-outside.md"]
     dup = [i for i in items if isinstance(i, SkippedFile)]
     assert {(d.path.name, d.counted_as) for d in dup} == {("doc.txt", "ignored"), ("real", "loop")}
+    # without --follow-links the link out of the roots is reported with its target, not followed
+    items = list(crawl([root, real]))
+    assert [f.path for f in items if isinstance(f, FoundFile)] == [root / "alias.txt"]
+    (out,) = [i for i in items if isinstance(i, SkippedFile) and i.counted_as == "outside_link"]
+    assert out.path == root / "z-outside.md" and str(outside) in out.reason
 
 
 def test_roots_file_and_missing(tmp_path):

@@ -12,11 +12,9 @@ import numpy as np
 import pytest
 
 from hefsearch.embed import Encoder
-from hefsearch.index.library import Library
-from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
-from tests.library_helpers import TOPICS, write_corpus
+from tests.library_helpers import TOPICS, sim_library
 
 QUERIES = [base for _, base in TOPICS] + ["payment deadline", "platform four", "olive oil sauce",
                                           "firmware update", "late filing penalty", "evening concert"]
@@ -35,11 +33,7 @@ def sim_bundle(sharp_bundle, tmp_path_factory):
 @pytest.fixture
 def npu_only_library(tmp_path, sim_bundle):
     """A library indexed with the simulated NPU only: no FP32 vectors yet."""
-    docs = tmp_path / "docs"
-    write_corpus(docs, n_files=10, paragraphs=3)
-    lib = Library.open(tmp_path / "lib")
-    with Encoder.open(sim_bundle, backend="npu-sim", profile="a8", threads=1) as enc:
-        sync(lib, [docs], [enc])
+    lib = sim_library(tmp_path, sim_bundle, n_files=10, paragraphs=3)
     yield lib
     lib.close()
 

@@ -10,7 +10,6 @@ real library, search API and app.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -26,30 +25,10 @@ from hefsearch.index.sync import sync  # noqa: E402
 from hefsearch.search import Searcher, compare  # noqa: E402
 from hefsearch.tui.factory import make_app  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
-from tests.tui_support import CORPUS, cpu_encoder, noisy_encoder, write_corpus  # noqa: E402
+from tests.tui_support import CORPUS, cpu_encoder, noisy_encoder, search, wait_for, write_corpus  # noqa: E402
 
 SIZE = (120, 36)
 DOCS = len(CORPUS)
-
-
-async def wait_for(pilot, condition, timeout: float = 15.0, what: str = "condition"):
-    """Let the app run until ``condition()`` holds (workers answer on other threads)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
-
-
-async def search(pilot, app, query: str):
-    """Type ``query`` into the (focused) search input and press Enter; wait for the answer."""
-    app.search_bar.query_input.value = ""
-    app.search_bar.query_input.focus()
-    await pilot.press(*query)
-    seq = app._seq
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: app._seq > seq and app.answered_seq == app._seq, what=f"answer to {query!r}")
-    await pilot.pause()
 
 
 def option_texts(option_list) -> list[str]:
@@ -314,8 +293,9 @@ async def test_library_screen_lists_failed_file_with_reason(app_factory, two_spa
         await pilot.press("f4")
         assert isinstance(app.screen, LibraryScreen)
         table = app.screen.query_one("#failures", DataTable)
-        await wait_for(pilot, lambda: table.row_count and table.get_row_at(0)[0] != "—", what="failures")
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        await wait_for(pilot, lambda: table.row_count and str(table.get_row_at(0)[0]) != "—", what="failures")
+        # cells are Text (a file name is never read as markup): compare what is shown
+        rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
         path, reason = library.status().failures[0]
         assert rows == [[path, reason]]
         assert path == str(root / "broken.txt") and "binary" in reason

@@ -10,6 +10,7 @@ compare view and the search API's fallback treat it as the NPU side.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +95,27 @@ def write_corpus(root: Path, files: dict[str, str] | None = None) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
     return root
+
+
+# -- driving the app with Textual's Pilot ---------------------------------------------------
+async def wait_for(pilot, condition, timeout: float = 15.0, what: str = "condition"):
+    """Let the app run until ``condition()`` holds (workers answer on other threads)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+async def search(pilot, app, query: str, *, type_keys: bool = True):
+    """Put ``query`` into the search input (typed key by key, or set at once for text no key
+    can type) and press Enter; wait for the answer."""
+    app.search_bar.query_input.value = "" if type_keys else query
+    app.search_bar.query_input.focus()
+    if type_keys:
+        await pilot.press(*query)
+    seq = app._seq
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app._seq > seq and app.answered_seq == app._seq, what=f"answer to {query!r}")
+    await pilot.pause()
+

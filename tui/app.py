@@ -4,6 +4,10 @@ The app holds no search logic. Widgets post request messages; the app runs the l
 search API (``Searcher.search``, ``compare``, ``Library.neighbours``/``status``,
 ``index.sync.sync``) in thread workers, and the workers post dataclass messages back
 (:mod:`hefsearch.tui.messages`). Build it with :func:`hefsearch.tui.factory.make_app`.
+
+Nothing a user's files or queries hold is read as markup: file names, chunk text, snippets and
+error messages reach the screen as ``Content``/``Text`` objects, and notifications are sent
+with ``markup=False`` (a file named ``[/]x.txt`` used to crash the library screen).
 """
 
 from __future__ import annotations
@@ -15,10 +19,15 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from textual import on, work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.widgets import ContentSwitcher, Footer
+
+from hefsearch.search.api import EMPTY_QUERY_NOTICE, prepare_query
+from hefsearch.search.keyword import clean_text
 
 from . import launch
 from .history import QueryHistory
@@ -26,7 +35,7 @@ from .messages import (CompareFinished, HitChosen, PreviewLoaded, SearchFailed, 
                        SearchRequested, StatusLoaded, SyncFailed, SyncFinished, SyncProgressed)
 from .present import SearchRequest, pick_compare_spaces, side_title, space_label
 from .screens.library import LibraryScreen
-from .widgets import CompareView, NoticeBar, PreviewPane, ResultsList, SearchBar, StatusBar
+from .widgets import CompareView, NoticeBar, PreviewPane, QueryInput, ResultsList, SearchBar, StatusBar
 from .widgets.compare import CompareColumn
 
 log = logging.getLogger("hefsearch.tui")
@@ -48,6 +57,8 @@ class HefsearchApp(App):
         Binding("ctrl+o", "open_hit", "Open"),
         Binding("f6", "toggle_theme", "Theme"),
         Binding("escape", "focus_search", "Search", show=False),
+        # Enter on a blank query: say why nothing is searched (the search bar ignores it)
+        Binding("enter", "explain_blank_query", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
@@ -223,7 +234,7 @@ class HefsearchApp(App):
         self.status_bar.space = result.space or ("keyword index" if result.mode == "keyword" else "")
         self.status_bar.latency = float(result.timings.get("total", -1.0))
         self.status_bar.mode = result.mode + (" + FP32 re-rank" if "rerank" in result.timings else "")
-        self.notice_bar.show(result.notice)
+        self.show_notice(result.notice)
         self.preview.clear("" if result.hits else "No results.")
         self.results.show(result)
 
@@ -238,7 +249,7 @@ class HefsearchApp(App):
         titles = (self._side_title(message.spaces[0], c.left), self._side_title(message.spaces[1], c.right))
         self.compare_view.show(c, message.request.k, titles, reranked=message.request.rerank)
         notice = c.left.notice or c.right.notice
-        self.notice_bar.show(notice)
+        self.show_notice(notice)
         self.status_bar.backend = " vs ".join(filter(None, (c.left.backend_label, c.right.backend_label)))
         self.status_bar.space = ""
         self.status_bar.mode = message.request.mode
@@ -253,8 +264,22 @@ class HefsearchApp(App):
         e = message.error
         text = getattr(e, "message", None) or str(e) or type(e).__name__
         hint = getattr(e, "hint", None)
-        self.notify(f"{text}\n{hint}" if hint else text, title="Search failed", severity="error", timeout=8)
-        self.notice_bar.show(f"Search failed: {text}")
+        self.tell(f"{text}\n{hint}" if hint else text, title="Search failed", severity="error", timeout=8)
+        self.show_notice(f"Search failed: {text}")
+
+    def tell(self, text: str, **options) -> None:
+        """A notification of text that may quote file names, queries or errors: shown as it is
+        (never markup, no lone surrogates or control characters)."""
+        self.notify(clean_text(text), markup=False, **options)
+
+    def show_notice(self, notice: str | None) -> None:
+        self.notice_bar.show(clean_text(notice) if notice else None)
+
+    def action_explain_blank_query(self) -> None:
+        focused = self.focused
+        if not isinstance(focused, QueryInput) or prepare_query(focused.value)[0]:
+            raise SkipAction()  # not a blank query: Enter does what it always does
+        self.show_notice(EMPTY_QUERY_NOTICE)
 
     # -- reading ---------------------------------------------------------------------------
     @on(HitChosen)
@@ -307,9 +332,9 @@ class HefsearchApp(App):
             else:
                 self.launcher(plan.argv, terminal=False)
         except launch.LaunchError as e:
-            self.notify(f"{e.message}\n{e.hint or ''}".strip(), title="Cannot open", severity="error")
+            self.tell(f"{e.message}\n{e.hint or ''}".strip(), title="Cannot open", severity="error")
         except OSError as e:
-            self.notify(str(e), title="Cannot open", severity="error")
+            self.tell(str(e), title="Cannot open", severity="error")
 
     # -- views, modes, theme -------------------------------------------------------------
     def action_cycle_mode(self) -> None:
@@ -321,7 +346,7 @@ class HefsearchApp(App):
         self.refresh_bindings()
         if self.comparing and self.compare_spaces is None:
             self.compare_view.unavailable(self._compare_unavailable_text())
-        self.notice_bar.show(None)
+        self.show_notice(None)
         if self.search_bar.build_request().query:
             self.search_bar.submit()
 
@@ -477,12 +502,13 @@ class HefsearchApp(App):
         self.post_message(SyncProgressed(done, total, " · ".join(bits)))
 
     def _progress(self, done, total, text) -> None:
-        self.sync_progress = (done, total, text)
+        # Content, not str: the text names files and folders, which are not markup
+        self.sync_progress = (done, total, Content(clean_text(text)))
         pct = f" {100 * done // total}%" if done is not None and total else ""
         self.status_bar.indexing = f"indexing{pct}" if self.sync_running else ""
         for screen in self.screen_stack:
             if isinstance(screen, LibraryScreen):
-                screen.show_progress(done, total, text)
+                screen.show_progress(*self.sync_progress)
 
     @on(SyncProgressed)
     def _on_sync_progressed(self, message: SyncProgressed) -> None:
@@ -500,7 +526,7 @@ class HefsearchApp(App):
                 f"in {r.seconds:.1f} s")
         total = max(1, r.added + r.changed + r.removed + r.unchanged)
         self._progress(total, total, text)
-        self.notify(text, title="Re-index finished", severity="warning" if failed else "information")
+        self.tell(text, title="Re-index finished", severity="warning" if failed else "information")
         self.action_refresh_status()
 
     @on(SyncFailed)
@@ -509,4 +535,5 @@ class HefsearchApp(App):
         e = message.error
         text = getattr(e, "message", None) or str(e) or type(e).__name__
         self._progress(None, None, f"failed: {text}")
-        self.notify(text, title="Re-index failed", severity="error", timeout=10)
+        self.tell(text, title="Re-index failed", severity="error", timeout=10)
+

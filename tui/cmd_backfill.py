@@ -32,13 +32,14 @@ def backfill_cmd(library_path, bundle, limit, batch):
 
     library = Library.open(library_path, create=False)
     try:
+        library.require_writable()  # say so before any encoding, not after the first batch
         todo = len(missing_fp32(library))
         if limit is not None:
             todo = min(todo, limit)
         if todo == 0:
             click.echo(f"Nothing to do: the cpu-fp32 space of {library.path} holds every chunk.")
             return
-        with Encoder.open(resolve_bundle(library, bundle), backend="cpu") as enc, Progress(
+        with Encoder.open(resolve_bundle(library, bundle), backend="cpu", bulk=True) as enc, Progress(
             TextColumn("FP32 back-fill"), BarColumn(), TextColumn("{task.completed}/{task.total} chunks"),
             TimeRemainingColumn(), transient=True,
         ) as bar:

@@ -31,8 +31,9 @@ SHOWN = 36  # per-sentence lines printed: the built-in samples
 def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
     """Check Python, packages, HailoRT, the Hailo device, the bundle's HEFs and the library.
 
-    Every failed check says how to fix it. Exit code 1 when a check fails (or --verify finds a
-    layout bug or a broken output), 0 otherwise.
+    Every failed check says how to fix it. Exit code 2 when the bundle cannot be opened at all
+    (missing, or a damaged manifest: the other checks are still printed), 1 when a check fails
+    (or --verify finds a layout bug or a broken output), 0 otherwise.
     """
     from hefsearch.search.doctor import library_bundle, run_doctor
 
@@ -41,7 +42,7 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
         return
     report = run_doctor(bundle, library)
     result = None
-    if verify:
+    if verify and report.bundle_error is None:
         from hefsearch.search.npu_verify import verify_npu
 
         target = bundle or library_bundle(library)
@@ -61,12 +62,14 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
                 click.echo(f"      fix: {c.fix}")
         if result is not None:
             _print_verify(result)
+    if report.bundle_error is not None:
+        sys.exit(2)
     failed = not report.ok or (result is not None and result.cause in BAD_CAUSES)
     sys.exit(1 if failed else 0)
 
 
 def _write_hardware_report(path, bundle, library) -> None:
-    from hefsearch.embed.bundle import write_json_atomic
+    from hefsearch.embed.atomic_write import write_json_atomic
     from hefsearch.search.hardware_report import _json_default, build_report, summary
 
     report = build_report(bundle, library, say=lambda m: click.echo(f"report: {m} ...", err=True))

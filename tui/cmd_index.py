@@ -6,7 +6,7 @@ import sys
 
 import click
 
-EXIT_OK, EXIT_ERROR, EXIT_PARTIAL = 0, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_PARTIAL, EXIT_DISK_FULL, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
 
 library_option = click.option(
     "--library", "library_path", envvar="HEFSEARCH_LIBRARY", default=None, metavar="NAME_OR_PATH",
@@ -21,7 +21,7 @@ library_option = click.option(
               help="Model bundle folder. Needed the first time; the library remembers it. "
                    "Env: HEFSEARCH_BUNDLE.")
 @click.option("--backend", "backend", envvar="HEFSEARCH_BACKEND", default="auto", show_default=True,
-              help="Encoder backend: auto, cpu, hailo, npu-sim, ... auto keeps using the backend of "
+              help="Encoder backend: auto, cpu, cpu-int8, hailo, npu-sim, ... auto keeps using the backend of "
                    "the library's default space; on a new library it picks the NPU when one answers, "
                    "else cpu. Env: HEFSEARCH_BACKEND.")
 @click.option("--also-fp32", is_flag=True,
@@ -31,6 +31,9 @@ library_option = click.option(
               help="Skip matching paths (gitignore syntax, relative to each PATH). Repeatable. "
                    "A .hefsearchignore file in any folder works the same way.")
 @click.option("--include-hidden", is_flag=True, help="Also index hidden files and folders (names starting with '.').")
+@click.option("--follow-links", is_flag=True,
+              help="Follow symlinks that lead outside the PATHs given (by default they are listed "
+                   "with their target and skipped). /proc, /sys and /dev are never read.")
 @click.option("--max-size", "max_size_mb", type=click.FloatRange(0.001, 10_000), default=20.0, show_default=True,
               help="Skip (and report) files larger than this many MB.")
 @click.option("--overlap", "overlap", type=click.IntRange(0, 256), default=32, show_default=True,
@@ -38,32 +41,38 @@ library_option = click.option(
 @click.option("--batch", "batch_chunks", type=click.IntRange(1, 100_000), default=256, show_default=True,
               help="Chunks embedded per commit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include_hidden, max_size_mb,
-              overlap, batch_chunks, as_json):
+def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include_hidden, follow_links,
+              max_size_mb, overlap, batch_chunks, as_json):
     """Index the documents under PATH... into the library (or bring it up to date).
 
     Unchanged files are skipped (size and mtime, then content hash), changed files are
     re-chunked and re-embedded, deleted files are removed. Supported: .txt .md .rst .html .htm
-    .pdf .docx. Files that cannot be read are reported with the reason and skipped.
+    .pdf .docx. Files that cannot be read are reported with the reason and skipped; what was
+    indexed of them before is kept until the file is deleted. Symlinks leading outside the
+    PATHs are not followed (see --follow-links); secret files (.env, keys, .netrc, .ssh/ ...)
+    are ignored unless re-included with '!NAME' in a .hefsearchignore.
 
     \b
     Exit codes: 0 all indexed, 3 partial (some files failed, the rest is indexed),
-                2 error (bad arguments, missing bundle or library, device failure).
-    An interrupted run (Ctrl+C, kill, power cut) keeps every batch it committed;
-    run it again to continue. Searching works while an index runs.
+                2 error (bad arguments, missing bundle or library, device failure),
+                4 disk full (free space and run again), 130 interrupted (Ctrl+C).
+    An interrupted run (Ctrl+C, kill, power cut, full disk) keeps every batch it
+    committed; run it again to continue. Searching works while an index runs.
     """
     from rich.console import Console
 
     from hefsearch.index.encoders import open_sync_encoders
     from hefsearch.index.library import Library
-    from hefsearch.index.sync import sync
+    from hefsearch.index.sync import DiskFull, sync
 
+    from .cli import report_error
     from .index_progress import SyncProgress
     from .index_report import print_sync_summary, sync_summary_dict
 
     err = Console(stderr=True)
     library = Library.open(library_path, create=True)
     try:
+        library.require_writable()  # before loading encoders: a read-only library is refused at once
         choice = open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32)
         try:
             for enc in choice.encoders:
@@ -71,17 +80,19 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
                           f"{getattr(enc.backend, 'space_name', None) or enc.space_kind}[/]")
             for name, why in choice.skipped_spaces:
                 err.print(f"[yellow]space {name} is not updated by this run: {why}[/]")
-            with SyncProgress(err) as progress:
-                try:
+            try:
+                with SyncProgress(err) as progress:
                     report = sync(library, paths, choice.encoders, include_hidden=include_hidden,
                                   excludes=excludes, max_bytes=int(max_size_mb * 1024 * 1024),
                                   overlap_tokens=overlap, progress=progress.update,
-                                  batch_chunks=batch_chunks)
-                except KeyboardInterrupt:
-                    progress.stop()
-                    err.print("[yellow]Interrupted. Every committed batch is kept; run the same "
-                              "command again to finish.[/]")
-                    sys.exit(130)
+                                  batch_chunks=batch_chunks, follow_links=follow_links)
+            except KeyboardInterrupt:
+                err.print("[yellow]Interrupted. Every committed batch is kept; run the same "
+                          "command again to finish.[/]")
+                sys.exit(EXIT_INTERRUPTED)
+            except DiskFull as e:
+                report_error(e)
+                sys.exit(EXIT_DISK_FULL)
         finally:
             choice.close()
         if as_json:

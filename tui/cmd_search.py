@@ -19,6 +19,25 @@ def where(hit) -> str:
     return " · ".join(parts)
 
 
+def refuse_blank_query(query: str) -> None:
+    """An empty query is a usage error (exit 2): searching for nothing has no answer."""
+    from hefsearch.search.api import EMPTY_QUERY_NOTICE, SearchError, prepare_query
+
+    if not prepare_query(query)[0]:
+        raise SearchError(EMPTY_QUERY_NOTICE.removesuffix("."),
+                          'Give the words to look for, e.g. hefsearch search "tax deadline".')
+
+
+def no_results(path_glob, kinds) -> str:
+    """'No results. (filters: path *.pdf, kind pdf)', the glob as it was matched."""
+    from hefsearch.search.keyword import path_pattern
+
+    filters = [f"path {path_pattern(path_glob)}" if path_glob else "",
+               f"kind {', '.join(kinds)}" if kinds else ""]
+    filters = [f for f in filters if f]
+    return "No results." + (f" (filters: {', '.join(filters)})" if filters else "")
+
+
 @click.command("search")
 @click.argument("query")
 @library_option
@@ -40,15 +59,18 @@ def search_cmd(query, library_path, k, mode, space, path_glob, kinds, bundle, as
     """Search the library for QUERY.
 
     Prints rank, score, file, page/line/char span and a snippet. Scores: cosine similarity
-    (vector), BM25 (keyword), reciprocal-rank-fusion score (hybrid).
+    (vector), BM25 (keyword), reciprocal-rank-fusion score (hybrid). An empty QUERY is an
+    error (exit code 2); a keyword query with no words (only punctuation) finds nothing and
+    says why.
     """
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from hefsearch.index.library import Library
     from hefsearch.search import Searcher
 
+    refuse_blank_query(query)
     library = Library.open(library_path, create=False)
     try:
         searcher = Searcher(library, bundle=bundle)
@@ -64,11 +86,9 @@ def search_cmd(query, library_path, k, mode, space, path_glob, kinds, bundle, as
         return
     out, err = Console(), Console(stderr=True)
     if result.notice:
-        err.print(f"[yellow]{escape(result.notice)}[/]")
+        err.print(Text(result.notice, style="yellow"))
     if not result.hits:
-        err.print("No results." + (" (filters: " + ", ".join(
-            x for x in (path_glob and f"path {path_glob}", kinds and f"kind {', '.join(kinds)}") if x) + ")"
-            if path_glob or kinds else ""))
+        err.print(Text(no_results(path_glob, kinds)))
         return
     table = Table(show_lines=True, expand=True)
     table.add_column("#", justify="right", no_wrap=True)
@@ -76,11 +96,13 @@ def search_cmd(query, library_path, k, mode, space, path_glob, kinds, bundle, as
     table.add_column("file · where", overflow="fold", ratio=2)
     table.add_column("snippet", overflow="fold", ratio=3)
     for h in result.hits:
-        table.add_row(str(h.rank), f"{h.score:.4f}", f"{escape(h.path)}\n[dim]{where(h)}[/]",
-                      escape(h.snippet.replace("\n", " ")))
+        # Text, not markup: a file name or a chunk may hold "[/]" or "[bold]"
+        table.add_row(str(h.rank), f"{h.score:.4f}", Text.assemble(h.path, "\n", (where(h), "dim")),
+                      Text(h.snippet.replace("\n", " ")))
     out.print(table)
     t = result.timings
-    err.print(f"[dim]{result.mode}"
-              + (f" · space {result.space} ({result.backend_label})" if result.space else "")
-              + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
-                f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})[/]")
+    err.print(Text(f"{result.mode}"
+                   + (f" · space {result.space} ({result.backend_label})" if result.space else "")
+                   + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
+                     f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})",
+                   style="dim"))

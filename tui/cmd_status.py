@@ -13,7 +13,10 @@ MAX_FAILURES = 50
 
 
 def status_dict(st) -> dict:
+    from hefsearch.index.crawl import SECRET_FILE_PATTERNS
+
     d = asdict(st)
+    d["secret_file_rule"] = list(SECRET_FILE_PATTERNS)
     d["failures"] = [{"path": p, "reason": r} for p, r in st.failures]
     d["spaces"] = [{**asdict(s), "complete": s.count == st.chunks} for s in st.spaces]
     return d
@@ -29,6 +32,7 @@ def status_cmd(library_path, as_json, show_all):
     from rich.markup import escape
     from rich.table import Table
 
+    from hefsearch.index.crawl import IGNORE_FILE, secret_rule_text
     from hefsearch.index.library import Library
 
     library = Library.open(library_path, create=False)
@@ -48,6 +52,8 @@ def status_cmd(library_path, as_json, show_all):
     out.print(f"  last sync: {st.last_sync or 'never'}"
               + ("   skipped: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(st.skipped.items()) if v)
                  if any(st.skipped.values()) else ""))
+    out.print(f"  never indexed (secret files): {escape(secret_rule_text())}; "
+              f"re-include one with '!NAME' in a {IGNORE_FILE}", overflow="fold")
     if st.spaces:
         t = Table(title="Vector spaces", title_justify="left")
         for col in ("space", "backend", "chunks", "dim", "index", "fingerprint"):

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from hefsearch.embed.bundle import write_json_atomic
+from hefsearch.search.api import prepare_query
 
 log = logging.getLogger("hefsearch.tui")
 
@@ -31,14 +32,16 @@ class QueryHistory:
             return []
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-            return [str(q) for q in data.get("queries", []) if str(q).strip()][-self.limit:]
+            # cleaned: a "\\udce9" escape in the file would otherwise break the next save
+            queries = (prepare_query(str(q))[0] for q in data.get("queries", []))
+            return [q for q in queries if q][-self.limit:]
         except (OSError, ValueError, AttributeError) as e:
             log.warning("ignoring unreadable query history %s: %s", self.path, e)
             return []
 
     def add(self, query: str) -> None:
         """Remember a submitted query (moved to the end if already there) and save."""
-        query = query.strip()
+        query = prepare_query(query)[0]  # as searched: clean text, at most MAX_QUERY_CHARS
         if query:
             if query in self.entries:
                 self.entries.remove(query)

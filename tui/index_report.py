@@ -19,6 +19,7 @@ def sync_summary_dict(report, library_path, skipped_spaces=()) -> dict:
         "failed": [{"path": p, "reason": r} for p, r in report.failed],
         "stale": [{"path": p, "reason": r} for p, r in report.stale],
         "notes": [{"path": p, "reason": r} for p, r in report.notes],
+        "links_not_followed": [{"path": p, "reason": r} for p, r in report.links],
         "spaces_not_updated": [{"space": s, "reason": r} for s, r in skipped_spaces],
     }
 
@@ -49,6 +50,9 @@ def print_sync_summary(console: Console, report, library_path) -> None:
         console.print("skipped: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(skipped.items())))
     if report.notes:
         console.print(_file_table("Not indexed (not regular documents)", report.notes, "yellow"))
+    if report.links:
+        console.print(_file_table("Symlinks not followed (the target is outside the folders you named, "
+                                  "or a system folder)", report.links, "yellow"))
     if report.stale:
         console.print(_file_table("Now failing; the previously indexed version is kept",
                                   report.stale, "yellow"))

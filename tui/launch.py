@@ -5,6 +5,9 @@ Always an argument list, never a shell: a file name with spaces, quotes or ``;``
 argument. ``$EDITOR`` may hold options ("code --wait"); it is split with :func:`shlex.split`
 (the same rules a shell would use for words, without running one).
 
+A file name that is not valid UTF-8 is stored and shown with its odd bytes escaped
+(``caf\\xe9.txt``); :func:`on_disk_path` turns that back into the name on disk before opening.
+
 The launcher is injectable: the app calls ``launcher(argv, terminal=...)``; tests pass a
 function that records argv.
 """
@@ -12,6 +15,7 @@ function that records argv.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -33,6 +37,10 @@ _PLUS_LINE = {"vi", "vim", "nvim", "gvim", "view", "nano", "pico", "emacs", "ema
 _COLON_LINE = {"hx", "helix", "subl", "sublime_text", "zed", "mate"}
 #: editors that take "--goto FILE:LINE"
 _GOTO = {"code", "code-insiders", "codium", "vscodium", "cursor"}
+
+
+#: how a stored path shows a byte that is not UTF-8 ("backslashreplace": only bytes >= 0x80)
+_BYTE_ESCAPE = re.compile(r"\\x([89a-f][0-9a-f])")
 
 
 class LaunchError(HefsearchError):
@@ -88,9 +96,20 @@ def opener_argv(path: str, platform: str | None = None) -> list[str]:
     return ["xdg-open", path]
 
 
+def on_disk_path(path: str) -> str:
+    """The name to hand to a program for a stored ``path``: the same text, unless the file
+    only exists with its ``\\xNN`` escapes as the raw bytes they stand for (a str holding
+    those bytes as surrogates, which ``subprocess`` passes on as the original bytes)."""
+    if "\\x" not in path or os.path.lexists(path):
+        return path
+    raw = _BYTE_ESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)
+    return raw if os.path.lexists(raw) else path
+
+
 def plan_open(path: str, *, line: int | None = None, kind: str | None = None,
               env: Mapping[str, str] | None = None, platform: str | None = None) -> LaunchPlan:
     """Decide how to open a hit: the editor at ``line`` for text, the system opener otherwise."""
+    path = on_disk_path(path)
     binary = (kind in BINARY_KINDS) or Path(path).suffix.lower() in BINARY_SUFFIXES
     if binary:
         return LaunchPlan(opener_argv(path, platform), terminal=False)

@@ -36,6 +36,8 @@ het een en of is zijn van te op met dat die niet
 o os as um uma e ou é são do da dos das em no na para com que não
 """.split())
 _SPACES = re.compile(r"\s+")
+#: highlight at most this many query words (a pasted page would make one huge regex per hit)
+MAX_HIGHLIGHT_TERMS = 32
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def query_terms(query: str) -> list[str]:
         if len(w) > 1 or not w.isascii():
             seen.setdefault(w, None)
     content = [w for w in seen if w not in STOPWORDS]
-    return sorted(content or seen, key=len, reverse=True)
+    return sorted(content or seen, key=len, reverse=True)[:MAX_HIGHLIGHT_TERMS]
 
 
 def term_spans(text: str, terms: Sequence[str]) -> list[tuple[int, int]]:

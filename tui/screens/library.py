@@ -70,13 +70,13 @@ class LibraryScreen(Screen):
                            info.index_factory or "")
         failures = self.query_one("#failures", DataTable)
         failures.clear()
-        for path, reason in status.failures:
-            failures.add_row(path, reason)
+        for path, reason in status.failures:  # Text: a str cell is read as markup ("[/]x.txt")
+            failures.add_row(Text(path), Text(reason))
         if not status.failures:
             failures.add_row("—", "none")
 
-    def show_progress(self, done: int | None, total: int | None, text: str) -> None:
+    def show_progress(self, done: int | None, total: int | None, text: str | Content) -> None:
         bar = self.query_one("#sync-progress", ProgressBar)
         bar.display = True
         bar.update(total=total, progress=done or 0)
-        self.query_one("#sync-text", Static).update(text)
+        self.query_one("#sync-text", Static).update(Content(text) if isinstance(text, str) else text)

@@ -42,5 +42,6 @@ class NoticeBar(Static):
     """Hidden unless there is something the user must not miss (e.g. the FP32 fallback)."""
 
     def show(self, notice: str | None) -> None:
-        self.update(f"⚠ {notice}" if notice else "")
+        # Content, not markup: a notice quotes queries, file names and error messages
+        self.update(Content(f"⚠ {notice}") if notice else "")
         self.set_class(bool(notice), "visible")
