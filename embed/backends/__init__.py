@@ -13,6 +13,7 @@ log = logging.getLogger("hefsearch.embed")
 #: name -> "module:Class" relative to this package
 REGISTRY: dict[str, str] = {
     "cpu": "cpu:CpuBackend",
+    "cpu-int8": "cpu_int8:CpuInt8Backend",
     "hailo": "hailo:HailoBackend",
     "npu-sim": "npu_sim:NpuSimBackend",
 }
