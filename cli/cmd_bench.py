@@ -7,7 +7,7 @@ import math
 
 import click
 
-from .cli import LazyGroup
+from .main import LazyGroup
 from .cmd_index import library_option
 
 #: subverb -> "module:attribute" under hefsearch.tui (other benchmarks plug in here)
@@ -64,7 +64,7 @@ def quality_cmd(library_path, bundle, spaces, queries_file, n_queries, rerank, n
     An NPU simulation ('hefsearch compile sim') shows what a build choice would cost before
     you compile; it is labelled as a simulation, never as a HEF.
     """
-    from hefsearch.search.quality import plot_recall, read_queries, run_quality
+    from hefsearch.evaluate.quality import plot_recall, read_queries, run_quality
 
     library = None
     if not no_library:
@@ -100,7 +100,7 @@ def print_report(report) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from hefsearch.search.quality import config_line
+    from hefsearch.evaluate.quality import config_line
 
     con = Console()
     if not con.is_terminal:  # a file or a pipe: wide enough that the tables keep one row per line

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 
-from .cli import LazyGroup
+from .main import LazyGroup
 
 COMPILE_COMMANDS: dict[str, str] = {
     "calib": "cmd_calib:calib_cmd",
+    "cpu-int8": "cmd_int8:int8_cmd",
     "hef": "cmd_hef:hef_cmd",
     "sim": "cmd_sim:sim_cmd",
 }
@@ -18,10 +19,11 @@ def compile_group() -> None:
     """Build a model bundle and compile it for a Hailo NPU.
 
     \b
-    export  Hugging Face model -> bundle (tokenizer, embedding tables, FP32 encoder body)
-    calib   calibration set from your documents (4-D arrays for the DFC)
-    hef     bundle + calibration -> HEF with the Hailo Dataflow Compiler (x86_64 Linux)
-    sim     8-bit NPU simulation of the bundle on ONNX Runtime (any CPU; not a HEF)
+    export    Hugging Face model -> bundle (tokenizer, embedding tables, FP32 encoder body)
+    calib     calibration set from your documents (4-D arrays for the DFC)
+    hef       bundle + calibration -> HEF with the Hailo Dataflow Compiler (x86_64 Linux)
+    sim       8-bit NPU simulation of the bundle on ONNX Runtime (any CPU; not a HEF)
+    cpu-int8  int8 encoder for CPUs without an NPU (faster, its own vector space)
     """
 
 

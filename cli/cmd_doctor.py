@@ -35,7 +35,7 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
     (missing, or a damaged manifest: the other checks are still printed), 1 when a check fails
     (or --verify finds a layout bug or a broken output), 0 otherwise.
     """
-    from hefsearch.search.doctor import library_bundle, run_doctor
+    from hefsearch.diagnose.doctor import library_bundle, run_doctor
 
     if report_file:
         _write_hardware_report(report_file, bundle, library)
@@ -43,7 +43,7 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
     report = run_doctor(bundle, library)
     result = None
     if verify and report.bundle_error is None:
-        from hefsearch.search.npu_verify import verify_npu
+        from hefsearch.evaluate.npu_verify import verify_npu
 
         target = bundle or library_bundle(library)
         if target is None:
@@ -70,7 +70,7 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
 
 def _write_hardware_report(path, bundle, library) -> None:
     from hefsearch.embed.atomic_write import write_json_atomic
-    from hefsearch.search.hardware_report import _json_default, build_report, summary
+    from hefsearch.diagnose.hardware_report import _json_default, build_report, summary
 
     report = build_report(bundle, library, say=lambda m: click.echo(f"report: {m} ...", err=True))
     write_json_atomic(Path(path), json.loads(json.dumps(report, default=_json_default)))

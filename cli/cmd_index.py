@@ -65,7 +65,7 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
     from hefsearch.index.library import Library
     from hefsearch.index.sync import DiskFull, sync
 
-    from .cli import report_error
+    from .main import report_error
     from .index_progress import SyncProgress
     from .index_report import print_sync_summary, sync_summary_dict
 

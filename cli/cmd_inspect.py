@@ -18,7 +18,7 @@ def inspect_cmd(target, as_json):
     manifest of the bundle folder it sits in, if any). Reading a HEF needs HailoRT
     (hailo_platform); no device is needed. Exit code 1 when a HEF does not match its manifest.
     """
-    from hefsearch.search.doctor import inspect_target
+    from hefsearch.diagnose.doctor import inspect_target
 
     items = inspect_target(target)
     if as_json:

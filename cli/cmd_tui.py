@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .present import MODES
+from hefsearch.tui.present import MODES
 
 
 @click.command("tui")
@@ -30,8 +30,8 @@ def tui_cmd(library_path, mode, k, live, light):
     from hefsearch.index.library import Library
     from hefsearch.search import Searcher
 
-    from .factory import make_app
-    from .session import sync_encoder_opener
+    from hefsearch.tui.factory import make_app
+    from hefsearch.tui.session import sync_encoder_opener
 
     library = Library.open(library_path, create=False)
     searcher = None

@@ -14,7 +14,7 @@ import click
 
 from hefsearch.embed.errors import HefsearchError
 
-#: verb -> "module:attribute" under hefsearch.tui
+#: verb -> "module:attribute" under hefsearch.cli
 COMMANDS = {
     "backfill": "cmd_backfill:backfill_cmd",
     "bench": "cmd_bench:bench_group",
@@ -40,7 +40,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx, name):
         if name in self.lazy:
             module, attr = self.lazy[name].split(":")
-            return getattr(importlib.import_module(f"hefsearch.tui.{module}"), attr)
+            return getattr(importlib.import_module(f"hefsearch.cli.{module}"), attr)
         return super().get_command(ctx, name)
 
     def invoke(self, ctx):

@@ -11,6 +11,6 @@ bundle_option = click.option(
 
 backend_option = click.option(
     "--backend", "backend", envvar="HEFSEARCH_BACKEND", default="auto", show_default=True,
-    help="Encoder backend: auto, cpu, hailo, npu-sim. auto picks the NPU when one answers and "
+    help="Encoder backend: auto, cpu, cpu-int8, hailo, npu-sim. auto picks the NPU when one answers and "
          "the bundle has a HEF for it, else cpu. Env: HEFSEARCH_BACKEND.",
 )

@@ -2,7 +2,7 @@
 
 Runs the bundled multilingual sentences through the SDK's FP32 emulation (``SDK_NATIVE``) and
 its quantised emulation (``SDK_QUANTIZED``) and compares the pooled sentence vectors with the
-shared metrics (:mod:`hefsearch.search.metrics`): per-sentence cosine, top-1 translation
+shared metrics (:mod:`hefsearch.embed.metrics`): per-sentence cosine, top-1 translation
 retrieval inside each space, and the correlation of the two similarity matrices. The FP32
 emulation is also checked against ONNX Runtime on ``encoder.onnx`` (a parse problem shows up
 there, not as "quantisation noise").
@@ -18,7 +18,7 @@ from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.mask_layout import MaskLayout
 from hefsearch.embed.host import POOLERS, HostPipeline, l2_normalize
 from hefsearch.embed.samples import VERIFY_TEXTS
-from hefsearch.search import metrics
+from hefsearch.embed import metrics
 
 from .dfc_onnx import EMBEDDINGS, MASK, OUTPUT
 from .preflight import InputLayer

@@ -648,7 +648,7 @@ def self_check(bundle: Bundle, rel: str) -> dict:
     """The simulation against FP32 on the built-in sample texts (basis-invariant metrics first)."""
     from hefsearch.embed.backends.cpu import make_session
     from hefsearch.embed.host import HostPipeline, POOLERS, l2_normalize
-    from hefsearch.search.metrics import paired_cosine, similarity_correlation
+    from hefsearch.embed.metrics import paired_cosine, similarity_correlation
 
     host = HostPipeline(bundle)
     tok = host.tokenize(list(VERIFY_TEXTS))

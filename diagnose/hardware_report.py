@@ -138,7 +138,7 @@ def build_report(bundle: str | Path | None = None, library: str | Path | None = 
     say("HEF streams")
     report["hefs"] = _guard(hef_streams, b)
     if verify:
-        from .npu_verify import verify_npu
+        from hefsearch.evaluate.npu_verify import verify_npu
 
         say("verify (NPU vs FP32)")
         v = _guard(verify_npu, b.path, backend="hailo")

@@ -4,7 +4,7 @@ It encodes the same texts on the NPU (or any non-CPU backend) and on the CPU, th
 
 - per-sentence cosine between the two vectors (coordinate-wise: drops if the basis changes);
 - basis-invariant metrics: similarity-matrix correlation, top-1 translation retrieval within
-  each space on the bundled parallel set (search/parallel.py), and cross-space top-1 (is each
+  each space on the bundled parallel set (evaluate/parallel.py), and cross-space top-1 (is each
   NPU vector nearest to its own FP32 vector?);
 - a diagnosis at the token level. If the direct cosines are low while the basis-invariant
   metrics are fine, the NPU's numbers are right but read in the wrong layout. The usual
@@ -25,7 +25,7 @@ import numpy as np
 
 from hefsearch.embed.samples import VERIFY_TEXTS
 
-from . import metrics
+from hefsearch.embed import metrics
 
 #: translation pairs among VERIFY_TEXTS (distinct meanings, so top-1 has one right answer)
 SAMPLE_PAIRS: list[tuple[int, int]] = [(0, 1), (15, 16), (17, 18), (19, 20), (28, 27), (31, 32), (3, 9)]

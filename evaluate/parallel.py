@@ -1,4 +1,4 @@
-"""The bundled multilingual parallel set (``search/data/parallel.tsv``), written for hefsearch.
+"""The bundled multilingual parallel set (``evaluate/data/parallel.tsv``), written for hefsearch.
 
 168 sentence pairs in 11 languages (en, de, fr, es, it, pt, nl, pl, ru, ja, zh), 16 per
 language pair (8 for de-fr). In each language pair, two groups of two rows are *near-duplicates*:
@@ -36,7 +36,7 @@ class ParallelPair:
 def load_parallel(path: str | Path | None = None) -> list[ParallelPair]:
     """The bundled set, or a TSV of the same shape at ``path``."""
     if path is None:
-        text = resources.files("hefsearch.search").joinpath("data/parallel.tsv").read_text(encoding="utf-8")
+        text = resources.files("hefsearch.evaluate").joinpath("data/parallel.tsv").read_text(encoding="utf-8")
     else:
         text = Path(path).read_text(encoding="utf-8")
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]

@@ -2,7 +2,7 @@
 
 Two measurements, basis-invariant metrics first (a HEF's output may live in another basis):
 
-1. **Parallel set** (bundled, :mod:`hefsearch.search.parallel`): every space's encoder embeds
+1. **Parallel set** (bundled, :mod:`hefsearch.evaluate.parallel`): every space's encoder embeds
    168 sentence pairs in 11 languages. Per space: top-1 translation retrieval (within each
    language pair, both directions), the same on the near-duplicate rows only (one number,
    negation or entity differs), the retrieval margin, the correlation of its similarity matrix
@@ -33,7 +33,7 @@ import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
 
-from . import metrics as M
+from hefsearch.embed import metrics as M
 from .parallel import ParallelPair, by_language_pair, languages, load_parallel, near_duplicate_rows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -458,7 +458,7 @@ def run_quality(
 
 
 def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed, say):
-    from .rerank import fp32_vectors
+    from hefsearch.search.rerank import fp32_vectors
 
     notices: list[str] = []
     in_lib = {s.name for s in specs if s.in_library}

@@ -1,3 +1,5 @@
-from hefsearch.tui.cli import main
+"""``python -m hefsearch``: the same command as ``hefsearch``."""
 
-main()
+from hefsearch.cli.main import main
+
+main(prog_name="hefsearch")

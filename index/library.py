@@ -657,7 +657,7 @@ def _command_name() -> str:
     private query)."""
     argv = sys.argv or [""]
     prog = Path(argv[0]).stem
-    name = "hefsearch" if prog == "__main__" else prog  # python -m hefsearch.tui
+    name = "hefsearch" if prog == "__main__" else prog  # python -m hefsearch
     verb = next((a for a in argv[1:] if not a.startswith("-")), "")
     return f"{name} {verb}".strip() if re.fullmatch(r"[a-z][a-z-]*", verb) else name
 

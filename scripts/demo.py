@@ -28,7 +28,7 @@ MULTILINGUAL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
 
 
 def hefsearch(*args: str, check: bool = True) -> int:
-    cmd = [sys.executable, "-m", "hefsearch.tui", *args]
+    cmd = [sys.executable, "-m", "hefsearch", *args]
     print(f"\n$ hefsearch {' '.join(args)}", flush=True)
     rc = subprocess.run(cmd, cwd=ROOT).returncode
     if check and rc not in (0,):

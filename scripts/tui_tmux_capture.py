@@ -37,7 +37,7 @@ SESSION = "hefsearch"
 
 
 def hefsearch(*args: str) -> list[str]:
-    return [sys.executable, "-m", "hefsearch.tui", *args]
+    return [sys.executable, "-m", "hefsearch", *args]
 
 
 def run(argv: list[str]) -> None:

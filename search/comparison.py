@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .api import SearchResult
-from .metrics import overlap_at_k, rank_biased_overlap
+from hefsearch.embed.metrics import overlap_at_k, rank_biased_overlap
 
 RBO_P = 0.9
 

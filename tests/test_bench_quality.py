@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.search.quality import QuerySet, config_line, expected_chunks, read_queries, run_quality
-from hefsearch.tui.cli import main
+from hefsearch.evaluate.quality import QuerySet, config_line, expected_chunks, read_queries, run_quality
+from hefsearch.cli.main import main
 from tests.library_helpers import write_corpus
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from hefsearch.embed import Encoder
-from hefsearch.tui.cli import main
+from hefsearch.cli.main import main
 
 
 def test_embed_jsonl_from_stdin_matches_library(tiny_bert_bundle):

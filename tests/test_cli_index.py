@@ -18,7 +18,7 @@ def hefsearch(*args, env_home: Path, timeout=180) -> subprocess.CompletedProcess
     env = {**os.environ, "HEFSEARCH_HOME": str(env_home), "HEFSEARCH_THREADS": "1", "COLUMNS": "250"}
     env.pop("HEFSEARCH_LIBRARY", None)
     env.pop("HEFSEARCH_BUNDLE", None)
-    return subprocess.run([sys.executable, "-m", "hefsearch.tui", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "hefsearch", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, env=env)
 
 

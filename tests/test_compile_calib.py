@@ -20,7 +20,7 @@ from hefsearch.compile.calib import (
 )
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.host import HostPipeline
-from hefsearch.tui.cli import main
+from hefsearch.cli.main import main
 from tests.compile_fixtures import calib_bundle, calib_bundle_template, corpus  # noqa: F401
 
 

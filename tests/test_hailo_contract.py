@@ -145,8 +145,8 @@ FORBIDDEN = ["torch", "transformers", "textual", "hailo_platform", "hailo_sdk_cl
 def test_hailo_code_paths_import_nothing_heavy_until_used(tmp_path):
     code = ("import sys, json\n"
             "import hefsearch.embed.backends.hailo, hefsearch.embed.hef_contract\n"
-            "import hefsearch.search.doctor, hefsearch.search.npu_verify\n"
-            "import hefsearch.tui.cmd_doctor, hefsearch.tui.cmd_inspect\n"
+            "import hefsearch.diagnose.doctor, hefsearch.evaluate.npu_verify\n"
+            "import hefsearch.cli.cmd_doctor, hefsearch.cli.cmd_inspect\n"
             "print(json.dumps(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -155,7 +155,7 @@ def test_hailo_code_paths_import_nothing_heavy_until_used(tmp_path):
 
 def test_doctor_runs_without_torch_or_hailort(tmp_path):
     code = ("import sys, json\n"
-            "from hefsearch.search.doctor import run_doctor\n"
+            "from hefsearch.diagnose.doctor import run_doctor\n"
             "r = run_doctor(None, %r)\n"
             "print(json.dumps({'mods': sorted(sys.modules), 'names': [c.name for c in r.checks]}))"
             % str(tmp_path / "nolib"))

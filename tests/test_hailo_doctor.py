@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from hefsearch.search.doctor import FAIL, OK, SKIP, WARN, inspect_target, run_doctor
-from hefsearch.search.npu_verify import verify_npu
-from hefsearch.tui.cli import main
+from hefsearch.diagnose.doctor import FAIL, OK, SKIP, WARN, inspect_target, run_doctor
+from hefsearch.evaluate.npu_verify import verify_npu
+from hefsearch.cli.main import main
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle, edit_fake_hef
 from tests.hailo_fixtures import fake_hailo, hef_bundle, no_hailo  # noqa: F401
 
@@ -250,7 +250,7 @@ def test_verify_on_real_minilm(fake_hailo, minilm_bundle, tmp_path, bug, cause):
 
 
 def test_channel_matching_handles_constant_channels_and_signs():
-    from hefsearch.search.npu_verify import match_channels
+    from hefsearch.evaluate.npu_verify import match_channels
 
     rng = np.random.default_rng(0)
     y = rng.standard_normal((500, 12)).astype(np.float32)

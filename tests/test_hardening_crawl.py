@@ -125,7 +125,7 @@ def test_secret_files_are_ignored_by_default_and_can_be_re_included(tmp_path):
 
 
 def test_status_lists_the_secret_file_rule(tmp_path, encoder):
-    from hefsearch.tui.cmd_status import status_cmd
+    from hefsearch.cli.cmd_status import status_cmd
 
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=1)
@@ -153,7 +153,7 @@ def test_sync_lists_links_not_followed_and_removes_what_they_leaked(tmp_path, en
     assert str(outside / "passwd.txt") in r.links[0][1]
     assert not lib.query("SELECT 1 FROM chunks WHERE text LIKE '%leaked%'")
     out = io.StringIO()
-    from hefsearch.tui.index_report import print_sync_summary, sync_summary_dict
+    from hefsearch.cli.index_report import print_sync_summary, sync_summary_dict
 
     print_sync_summary(Console(file=out, width=300), r, lib.path)
     assert "Symlinks not followed" in out.getvalue() and "passwd.txt" in out.getvalue()
@@ -235,7 +235,7 @@ def test_names_that_are_not_utf8_are_indexed_shown_and_matched(tmp_path, encoder
     assert any("broken-\\xfe.txt" in p for p, _ in lib.status().failures)
     # searchable by path, and every output is plain text
     assert lib.query("SELECT COUNT(*) FROM documents WHERE path LIKE '%caf\\xe9%'")[0][0] == 1
-    from hefsearch.tui.index_report import print_sync_summary, sync_summary_dict
+    from hefsearch.cli.index_report import print_sync_summary, sync_summary_dict
 
     json.dumps(sync_summary_dict(r, lib.path)).encode("utf-8")
     print_sync_summary(Console(file=io.StringIO()), r, lib.path)
@@ -321,7 +321,7 @@ def test_sqlite_disk_full_is_recognised_behind_a_library_error():
 
 
 def test_index_command_says_disk_full_once_and_exits_4(tmp_path, tiny_bert_bundle, monkeypatch):
-    from hefsearch.tui.cli import main
+    from hefsearch.cli.main import main
 
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=6, paragraphs=1)

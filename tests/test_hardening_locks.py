@@ -27,7 +27,7 @@ from hefsearch.index.spaces import Space
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
-from hefsearch.tui.cli import main
+from hefsearch.cli.main import main
 from tests.library_helpers import sim_library, write_corpus
 from tests.test_rerank import npu_only_library, sim_bundle  # noqa: F401  (fixtures)
 
@@ -419,7 +419,7 @@ def test_damaged_database_through_the_real_command(cpu_library, tmp_path):
     _garbage(cpu_library)
     env = {**os.environ, "HEFSEARCH_HOME": str(tmp_path / "home")}
     env.pop("HEFSEARCH_LIBRARY", None)
-    r = subprocess.run([sys.executable, "-m", "hefsearch.tui", "search", "--library", str(cpu_library),
+    r = subprocess.run([sys.executable, "-m", "hefsearch", "search", "--library", str(cpu_library),
                         "q"], capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and "is damaged" in r.stderr

@@ -26,7 +26,7 @@ from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, MAX_QUERY_CHARS, NO_WORDS_NOTICE, SearchError
 from hefsearch.search.keyword import MAX_TERMS, clean_text, keyword_search, path_pattern
-from hefsearch.tui.cli import main
+from hefsearch.cli.main import main
 from hefsearch.tui.factory import make_app
 from hefsearch.tui.history import QueryHistory
 from hefsearch.tui.launch import on_disk_path, plan_open
@@ -277,7 +277,7 @@ def test_cli_query_with_bytes_a_terminal_could_not_decode(markup_library):
     library, _, _ = markup_library
     env = {**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": "", "HEFSEARCH_THREADS": "1"}
     env.pop("HEFSEARCH_BUNDLE", None)
-    r = subprocess.run([sys.executable, "-m", "hefsearch.tui", "search", b"caf\xe9 menu", "--json",
+    r = subprocess.run([sys.executable, "-m", "hefsearch", "search", b"caf\xe9 menu", "--json",
                         "--mode", "keyword", "--library", library.path], capture_output=True, env=env,
                        timeout=120)
     assert r.returncode == 0, r.stderr.decode("utf-8", "replace")

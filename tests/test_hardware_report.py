@@ -9,7 +9,7 @@ import json
 
 from click.testing import CliRunner
 
-from hefsearch.tui.cli import main
+from hefsearch.cli.main import main
 from tests.hailo_fixtures import fake_hailo, hef_bundle, no_hailo  # noqa: F401
 
 

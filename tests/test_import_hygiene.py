@@ -18,7 +18,7 @@ def _loaded_after(stmt: str) -> set[str]:
 
 
 def test_core_packages_import_no_heavy_or_hardware_modules():
-    loaded = _loaded_after("import hefsearch.embed, hefsearch.index, hefsearch.search, hefsearch.tui.cli")
+    loaded = _loaded_after("import hefsearch.embed, hefsearch.index, hefsearch.search, hefsearch.cli.main")
     leaked = [m for m in FORBIDDEN if m in loaded]
     assert not leaked, f"importing the core loaded {leaked}"
 

@@ -14,7 +14,7 @@ import pytest
 from hefsearch.embed import Bundle, Encoder
 from hefsearch.embed.errors import BackendUnavailable
 from hefsearch.embed.precision import SITE_GROUPS, PrecisionProfile
-from hefsearch.search import metrics as M
+from hefsearch.embed import metrics as M
 from tests.models import CORPUS
 
 TEXTS = sorted(set(CORPUS))
@@ -196,7 +196,7 @@ def test_mask_spec_parsing():
 def test_cli_compile_sim(sim_bundle, tmp_path):
     from click.testing import CliRunner
 
-    from hefsearch.tui.cli import main
+    from hefsearch.cli.main import main
 
     b = tmp_path / "b"
     shutil.copytree(sim_bundle, b)

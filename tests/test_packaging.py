@@ -21,8 +21,8 @@ def test_wheel_holds_every_package_and_its_data(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for pkg in ("embed", "embed/backends", "compile", "index", "search", "tui", "tui/widgets", "tui/screens"):
         assert f"hefsearch/{pkg}/__init__.py" in names, pkg
-    assert "hefsearch/search/data/parallel.tsv" in names
+    assert "hefsearch/evaluate/data/parallel.tsv" in names
     assert "hefsearch/tui/app.tcss" in names
     assert not any(n.startswith(("tests/", "embed/", "index/")) for n in names), "a top-level folder leaked"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "hefsearch = hefsearch.tui.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "hefsearch = hefsearch.cli.main:main" in zipfile.ZipFile(wheel).read(entry).decode()

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from hefsearch.search.parallel import by_language_pair, languages, load_parallel, near_duplicate_rows
+from hefsearch.evaluate.parallel import by_language_pair, languages, load_parallel, near_duplicate_rows
 
 
 def test_parallel_set_shape():

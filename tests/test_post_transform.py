@@ -7,7 +7,7 @@ import pytest
 
 from hefsearch.embed import Encoder
 from hefsearch.embed.post_transform import MeanCentering, from_spec
-from hefsearch.search import metrics as M
+from hefsearch.embed import metrics as M
 
 
 def test_mean_centering_hand_computed():

@@ -1,11 +1,11 @@
-"""search/metrics.py against hand-computed small cases, and the basis-invariance promise."""
+"""embed/metrics.py against hand-computed small cases, and the basis-invariance promise."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hefsearch.search import metrics as M
+from hefsearch.embed import metrics as M
 
 
 def test_top1_and_margin_hand_computed():

@@ -133,7 +133,7 @@ def test_backfill_refuses_a_different_encoder(npu_only_library, sim_bundle, tiny
 def test_cli_backfill(npu_only_library, tmp_path):
     from click.testing import CliRunner
 
-    from hefsearch.tui.cli import main
+    from hefsearch.cli.main import main
 
     path = str(npu_only_library.path)
     total = len(npu_only_library.chunk_ids())

@@ -37,7 +37,7 @@ def test_tui_runs_in_tmux_and_answers_a_query(tiny_bert_bundle, tmp_path):
         raise AssertionError(f"{needle!r} never appeared:\n{out}")
 
     tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", "env", "TERM=xterm-256color",
-         f"HEFSEARCH_HOME={tmp_path / 'home'}", sys.executable, "-m", "hefsearch.tui", "tui",
+         f"HEFSEARCH_HOME={tmp_path / 'home'}", sys.executable, "-m", "hefsearch", "tui",
          "--library", str(tmp_path / "library"), "--mode", "keyword")
     try:
         screen_with("Type a query")

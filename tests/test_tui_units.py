@@ -140,7 +140,7 @@ def test_context_pieces_do_not_repeat_chunk_overlap():
 
 
 def test_cli_modules_do_not_import_textual():
-    code = ("import sys, json, hefsearch.tui.cli, hefsearch.tui.cmd_tui, hefsearch.tui.launch, "
+    code = ("import sys, json, hefsearch.cli.main, hefsearch.cli.cmd_tui, hefsearch.tui.launch, "
             "hefsearch.tui.history, hefsearch.tui.present; print(json.dumps('textual' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) is False
@@ -149,7 +149,7 @@ def test_cli_modules_do_not_import_textual():
 def test_tui_command_help_and_missing_library(tmp_path):
     from click.testing import CliRunner
 
-    from hefsearch.tui.cli import main
+    from hefsearch.cli.main import main
 
     runner = CliRunner()
     help_out = runner.invoke(main, ["tui", "--help"])
