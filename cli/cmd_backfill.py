@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import click
 
-from .cmd_index import library_option
+from .options import bundle_option, library_option
 
 
 @click.command("backfill")
-@library_option
-@click.option("--bundle", "bundle", envvar="HEFSEARCH_BUNDLE", default=None, type=click.Path(file_okay=False),
-              help="Model bundle (default: the one the library was built with).")
+@library_option()
+@bundle_option()
 @click.option("--limit", type=click.IntRange(1, None), default=None,
               help="Encode at most this many chunks in this run (run again to continue).")
 @click.option("--batch", type=click.IntRange(1, 4096), default=64, show_default=True,
@@ -18,17 +17,17 @@ from .cmd_index import library_option
 def backfill_cmd(library_path, bundle, limit, batch):
     """Fill the library's cpu-fp32 space with FP32 vectors of the chunks it lacks.
 
-    Searches of an NPU space (hef, npu-sim-*) re-rank their top results with FP32 vectors:
-    missing ones are computed on the CPU at query time and cached. Back-filling computes the
+    Searches of a quantised space (hef, npu-sim-*, cpu-int8) re-rank their top results with
+    FP32 vectors: missing ones are computed on the CPU at query time and cached. Back-filling computes the
     rest ahead of time (on the CPU, in batches; safe to interrupt and resume), so re-ranking
     costs only the query's own FP32 encoding. Creates the cpu-fp32 space when missing.
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
     from hefsearch.embed.encoder import Encoder
     from hefsearch.index.encoders import resolve_bundle
     from hefsearch.index.library import Library
     from hefsearch.search.rerank import backfill, missing_fp32
+
+    from .progress import backfill_progress
 
     library = Library.open(library_path, create=False)
     try:
@@ -39,10 +38,8 @@ def backfill_cmd(library_path, bundle, limit, batch):
         if todo == 0:
             click.echo(f"Nothing to do: the cpu-fp32 space of {library.path} holds every chunk.")
             return
-        with Encoder.open(resolve_bundle(library, bundle), backend="cpu", bulk=True) as enc, Progress(
-            TextColumn("FP32 back-fill"), BarColumn(), TextColumn("{task.completed}/{task.total} chunks"),
-            TimeRemainingColumn(), transient=True,
-        ) as bar:
+        with Encoder.open(resolve_bundle(library, bundle), backend="cpu", bulk=True) as enc, \
+                backfill_progress() as bar:
             task = bar.add_task("fill", total=todo)
             report = backfill(library, enc, batch=batch, limit=limit,
                               progress=lambda done, _todo: bar.update(task, completed=done))

@@ -1,20 +1,16 @@
-"""``hefsearch compile ...``: model -> bundle -> calibration -> HEF."""
+"""``hefsearch compile ...``: model -> bundle -> calibration -> HEF, and the two CPU-side builds
+(an NPU simulation, an int8 encoder). Every subverb is here, in the order a user runs them; the
+heavy work (onnx, torch, the Dataflow Compiler) is imported inside each command, so listing
+them stays cheap."""
 
 from __future__ import annotations
 
 import click
 
-from .main import LazyGroup
-
-COMPILE_COMMANDS: dict[str, str] = {
-    "calib": "cmd_calib:calib_cmd",
-    "cpu-int8": "cmd_int8:int8_cmd",
-    "hef": "cmd_hef:hef_cmd",
-    "sim": "cmd_sim:sim_cmd",
-}
+from hefsearch.embed.precision import PROFILES
 
 
-@click.group("compile", cls=LazyGroup, lazy=COMPILE_COMMANDS)
+@click.group("compile")
 def compile_group() -> None:
     """Build a model bundle and compile it for a Hailo NPU.
 
@@ -53,4 +49,175 @@ def export_cmd(model, out, seq_len, query_prefix, passage_prefix, overwrite):
         f"{report.bundle}: {report.model_id}, seq_len {report.seq_len}, pooling {report.pooling}"
         f"{' + L2' if report.normalize else ''}; verified on {len(report.cosines)} texts, "
         f"min cosine {report.min_cosine:.6f}"
+    )
+
+
+@compile_group.command("calib")
+@click.argument("bundle", type=click.Path(file_okay=False))
+@click.option("--from", "roots", multiple=True, required=True, type=click.Path(exists=True),
+              help="A folder (or file) with your documents; repeat for several. Read and chunked exactly "
+                   "as 'hefsearch index' does.")
+@click.option("--n", "n", type=click.IntRange(1, 100_000), default=1024, show_default=True,
+              help="Rows in the calibration set (chunks of your documents plus the bundled samples).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed: same seed + same documents = same set.")
+@click.option("--seq-len", type=click.IntRange(8, 8192), default=None,
+              help="The HEF's token window (SEQ). Default: the bundle's seq_len.")
+def calib_cmd(bundle, roots, n, seed, seq_len):
+    """Build the calibration set that 'hefsearch compile hef' quantises with.
+
+    Draws chunks of your documents at random (seeded), mixes in the bundled multilingual sample
+    texts (at most a quarter of the set), embeds them with the bundle's own host pipeline and
+    saves 4-D arrays in BUNDLE/calib/calib_s<SEQ>.npz: embeddings [N,1,SEQ,H] float32 and the
+    0/1 mask [N,1,1,SEQ] float32 (the shapes the DFC's parsed network takes). Runs anywhere;
+    no Dataflow Compiler needed.
+
+    The file holds your text in recoverable form: do not share the bundle with its calib/ folder.
+    """
+    from hefsearch.compile.calib import build_calibration, format_summary
+
+    summary = build_calibration(bundle, list(roots), n=n, seed=seed, seq_len=seq_len,
+                                progress=lambda m: click.echo(m, err=True))
+    click.echo(format_summary(summary))
+    for w in summary.warnings:
+        click.secho(f"warning: {w}", fg="yellow", err=True)
+
+
+@compile_group.command("hef")
+@click.argument("bundle", type=click.Path(file_okay=False, exists=True))
+@click.option("--hw-arch", required=True, type=click.Choice(["hailo10h", "hailo8", "hailo8l"]),
+              help="Target chip: hailo10h (AI HAT+ 2, DFC 5.x) or hailo8 / hailo8l (AI Kit / AI HAT+, DFC 3.x).")
+@click.option("--seq-len", type=click.IntRange(8, 8192), default=None,
+              help="Fixed token window of the HEF (SEQ). Default: the bundle's seq_len. Needs a calibration "
+                   "set for the same SEQ.")
+@click.option("--precision", default="balanced", show_default=True,
+              help=f"Precision profile: {', '.join(PROFILES)}, or a JSON/TOML file mapping site groups to 8/16 "
+                   "bits, e.g. {\"bits\": {\"residual_add\": 16, \"layernorm\": 16, \"ffn_out\": 8}}.")
+@click.option("--mask", type=click.Choice(["softmax", "additive"]), default=None,
+              help="How the HEF takes the attention mask. softmax (the model zoo's MiniLM recipe): a 0/1 mask "
+                   "inside softmax, fed score-shaped (heads x SEQ values per token). additive (the zoo's BERT "
+                   "recipe): one additive value per token, added to the 8-bit scores. Default: the precision "
+                   "profile's (softmax). DFC 3.x lacks the softmax command: use additive there.")
+@click.option("--optimization-level", type=click.IntRange(0, 4), default=0, show_default=True,
+              help="DFC optimisation effort (0 = the model zoo's choice for text encoders; 2+ wants a GPU).")
+@click.option("--compression-level", type=click.IntRange(0, 5), default=0, show_default=True,
+              help="DFC 4-bit weight compression (0 = none).")
+@click.option("--alls-extra", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="A file of extra model-script lines appended verbatim.")
+@click.option("--calib", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Use this .npz (arrays 'embeddings' and 'mask') instead of the bundle's calibration set.")
+@click.option("--fallback", is_flag=True,
+              help="On a BackendAllocatorException, step down: 16-bit FFN projections off, then LayerNorm, "
+                   "then residual adds, then a8.")
+@click.option("--no-report", is_flag=True, help="Skip the emulator quality report before compiling.")
+@click.option("--work-dir", type=click.Path(file_okay=False), default=None,
+              help="Where stages are saved for resuming. Default: BUNDLE/build/<hw-arch>.s<SEQ>/ (not needed "
+                   "on the Pi).")
+@click.option("--restart", is_flag=True, help="Ignore saved stages and start again from the parse.")
+def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compression_level, alls_extra, calib,
+            fallback, no_report, work_dir, restart):
+    """Compile BUNDLE's encoder for a Hailo NPU (x86_64 Linux with the Dataflow Compiler).
+
+    \b
+    Stages (each saved, so a re-run resumes where it stopped):
+      parse      the encoder body as the model zoo parses MiniLM/BERT (embeddings NWC; the
+                 mask NGWC score-shaped, or additive per token)
+      preflight  the calibration arrays against the parsed input layers
+      optimize   quantise with the model script written from --precision
+      report     FP32 vs quantised emulation on multilingual sentences
+      compile    write BUNDLE/encoder.<hw-arch>[.s<SEQ>].hef and update manifest.json
+
+    Make the calibration set first: hefsearch compile calib BUNDLE --from ~/Documents
+    """
+    from hefsearch.compile.dfc import HefOptions, build_hef
+
+    opts = HefOptions(hw_arch=hw_arch, seq_len=seq_len, precision=precision, mask=mask,
+                      optimization_level=optimization_level, compression_level=compression_level,
+                      alls_extra=alls_extra, fallback=fallback, report=not no_report, calib=calib,
+                      work_dir=work_dir, restart=restart)
+    result = build_hef(bundle, opts, say=lambda m: click.echo(m, err=True))
+    for a in result.attempts:
+        click.echo(f"attempt {a.profile}: optimize {a.optimize}, compile {a.compile}"
+                   + (f" ({a.error.splitlines()[0][:120]})" if a.error else ""))
+    click.echo(f"{result.hef}: {hw_arch}, SEQ {result.entry.seq_len}, precision {result.profile.describe()}")
+    if result.profile.name != result.attempts[0].profile:
+        click.secho(f"note: the HEF has profile {result.profile.name}, not the requested "
+                    f"{result.attempts[0].profile} (fallback)", fg="yellow")
+
+
+@compile_group.command("sim")
+@click.argument("bundle", type=click.Path(file_okay=False))
+@click.option("--precision", "precision", default="balanced", show_default=True,
+              help="Precision profile, as for 'compile hef': a8 (everything 8-bit), balanced (16 bits on "
+                   "residual adds, LayerNorm internals and FFN output projections) or a JSON/TOML file "
+                   "mapping site groups to 8/16 bits.")
+@click.option("--mask", "mask", default=None, metavar="inside|additive[:VALUE]",
+              help="How the attention mask meets the 8-bit scores. inside: applied inside softmax (the "
+                   "DFC's set_input_mask_to_softmax); additive:VALUE: (1-mask)*VALUE added to the scores "
+                   "and quantised with them (additive:-10000 reproduces the collapse; -50 avoids it). "
+                   "Default: the profile's own (inside).")
+@click.option("--texts", "texts_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="UTF-8 file, one text per line, for the activation ranges when the bundle has no "
+                   "calibration set (from 'hefsearch compile calib'); added to the built-in samples.")
+@click.option("--calib-limit", type=click.IntRange(8, 100_000), default=512, show_default=True,
+              help="Use at most this many rows of the bundle's calibration set (spread evenly).")
+def sim_cmd(bundle, precision, mask, texts_file, calib_limit):
+    """Write an NPU simulation of BUNDLE's encoder (encoder.npu-sim.<name>.onnx).
+
+    A fake-quantised copy of the FP32 body: per-channel integer weights and per-tensor
+    asymmetric integer activations (8 or 16 bits per site group, as the precision profile says)
+    at the places an NPU quantises them, with min/max ranges from the bundle's calibration set.
+    It runs on ONNX Runtime (--backend npu-sim, with HEFSEARCH_SIM=NAME when there are several) so you can measure what a build
+    choice costs ('hefsearch bench quality') before spending hours compiling a HEF. It is a
+    simulation, not a HEF: its numbers predict, they do not reproduce, the chip's.
+    Needs the compile extra (the onnx package) to build; running it does not.
+    """
+    from hefsearch.compile.npu_sim import build_sim
+
+    texts = []
+    if texts_file:
+        with open(texts_file, encoding="utf-8") as f:
+            texts = [line.strip() for line in f if line.strip()]
+    report = build_sim(bundle, precision, mask=mask, texts=texts, calib_limit=calib_limit,
+                       progress=lambda m: click.echo(m, err=True))
+    for n in report.notices:
+        click.secho(f"note: {n}", fg="yellow", err=True)
+    c = report.check
+    mode = report.mask["mode"]
+    mask_txt = "inside softmax" if mode == "softmax" else f"additive {report.mask['value']:g}"
+    sixteen = ", ".join(report.profile.get("sixteen_bit", [])) or "none"
+    click.echo(
+        f"{report.label}: {report.file}\n"
+        f"  16-bit groups: {sixteen}; mask {mask_txt}; {report.sites} activation sites, "
+        f"{report.weights} weight tensors\n"
+        f"  calibration: {report.calibration}\n"
+        f"  vs FP32 on {c['texts']} sample texts: cosine mean {c['cosine_mean']:.4f} "
+        f"(min {c['cosine_min']:.4f}), similarity-matrix correlation {c['similarity_pearson']:.4f}\n"
+        f"  use it: HEFSEARCH_SIM={report.name} hefsearch index ... --backend npu-sim  ({report.seconds:.1f} s)"
+    )
+
+
+@compile_group.command("cpu-int8")
+@click.argument("bundle", type=click.Path(file_okay=False))
+def int8_cmd(bundle):
+    """Write an int8 CPU encoder into BUNDLE (encoder.cpu-int8.onnx).
+
+    ONNX Runtime's dynamic quantisation of the FP32 body: int8 MatMul weights per output
+    channel, activations quantised per tensor at run time (no calibration set needed).
+    Use it with --backend cpu-int8: its vectors form their own space (cpu-int8), never mixed
+    with cpu-fp32, re-ranked with FP32 vectors like an NPU space. Worth it on a CPU without an
+    NPU when indexing speed matters more than the last percent of ranking quality; measure
+    it on your library with 'hefsearch bench quality'.
+    Needs the compile extra (the onnx package) to build; running it does not.
+    """
+    from hefsearch.compile.cpu_int8 import build_cpu_int8
+
+    report = build_cpu_int8(bundle, progress=lambda m: click.echo(m, err=True))
+    for n in report.notices:
+        click.secho(f"note: {n}", fg="yellow", err=True)
+    c = report.check
+    click.echo(
+        f"CPU int8: {report.file} ({report.weights} MatMul weights in int8, onnxruntime {report.onnxruntime})\n"
+        f"  vs FP32 on {c['texts']} sample texts: cosine mean {c['cosine_mean']:.4f} (min {c['cosine_min']:.4f}), "
+        f"similarity-matrix correlation {c['similarity_pearson']:.4f}\n"
+        f"  use it: hefsearch index ... --backend cpu-int8  ({report.seconds:.1f} s)"
     )

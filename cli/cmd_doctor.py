@@ -8,22 +8,24 @@ from pathlib import Path
 
 import click
 
+from .options import bundle_option, echo_json, json_option, library_option
+
 MARKS = {"ok": ("ok  ", "green"), "warn": ("WARN", "yellow"), "fail": ("FAIL", "red"), "skip": ("skip", None)}
 BAD_CAUSES = {"transposed", "permuted", "rotation", "basis", "broken"}
 SHOWN = 36  # per-sentence lines printed: the built-in samples
 
 
 @click.command("doctor")
-@click.option("--bundle", "bundle", envvar="HEFSEARCH_BUNDLE", default=None, type=click.Path(file_okay=False),
-              help="Model bundle to check (default: the one the library was built with). Env: HEFSEARCH_BUNDLE.")
-@click.option("--library", "library", envvar="HEFSEARCH_LIBRARY", default=None,
-              help="Library folder to check (default: your data dir's library). Env: HEFSEARCH_LIBRARY.")
+@bundle_option("Model bundle to check (default: the one the library was built with). Env: HEFSEARCH_BUNDLE.")
+@library_option("Library folder to check (default: your data dir's library). Env: HEFSEARCH_LIBRARY.",
+                dest="library", metavar=None)
 @click.option("--verify", is_flag=True,
               help="Also encode built-in multilingual sentences on the NPU and on the CPU and compare them "
                    "(cosines, top-1 retrieval, similarity correlation, layout diagnosis).")
+# not the shared --backend: it names what --verify compares with the CPU, and has no env variable
 @click.option("--backend", "verify_backend", default="hailo", show_default=True,
-              help="What --verify compares with the CPU: hailo, or npu-sim (the 8-bit simulation).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+              help="What --verify compares with the CPU FP32 encoder: hailo, npu-sim (the 8-bit simulation) or cpu-int8.")
+@json_option("Print the results as JSON.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
               help="Write one JSON file to share about this NPU setup: versions, device and firmware, every HEF "
                    "stream as HailoRT reports it, the stream contract check, the --verify metrics and frames/s "
@@ -53,7 +55,7 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
         out = report.to_dict()
         if result is not None:
             out["verify"] = result.to_dict()
-        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        echo_json(out)
     else:
         for c in report.checks:
             mark, color = MARKS[c.status]

@@ -7,12 +7,12 @@ import sys
 
 import click
 
-from .options import backend_option, bundle_option
+from .options import REQUIRED_BUNDLE_HELP, backend_option, bundle_option
 
 
 @click.command("embed")
-@bundle_option
-@backend_option
+@bundle_option(REQUIRED_BUNDLE_HELP, required=True)
+@backend_option()
 @click.option("--query", is_flag=True, help="Encode as queries (uses the bundle's query prefix).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "npy"]), default="jsonl", show_default=True,
               help="jsonl: one JSON array per line. npy: a float32 [N,H] .npy on stdout.")

@@ -6,24 +6,34 @@ import sys
 
 import click
 
+from .options import backend_option, bundle_option, echo_json, json_option, library_option
+
 EXIT_OK, EXIT_ERROR, EXIT_PARTIAL, EXIT_DISK_FULL, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
 
-library_option = click.option(
-    "--library", "library_path", envvar="HEFSEARCH_LIBRARY", default=None, metavar="NAME_OR_PATH",
-    help="Library: a name (a folder in hefsearch's data dir) or a path. Default: the data dir's "
-         "'library' ($HEFSEARCH_HOME overrides the data dir). Env: HEFSEARCH_LIBRARY.")
+
+def sync_summary_dict(report, library_path, skipped_spaces=()) -> dict:
+    """The ``--json`` summary of a run (``print_sync_summary`` in render is the human one)."""
+    return {
+        "library": str(library_path), "spaces": report.spaces, "added": report.added,
+        "changed": report.changed, "removed": report.removed, "unchanged": report.unchanged,
+        "chunks_embedded": report.chunks_embedded, "backfilled": report.backfilled,
+        "chunks_cut": report.chunks_cut, "seconds": round(report.seconds, 3),
+        "partial": report.partial, "skipped": report.skipped,
+        "failed": [{"path": p, "reason": r} for p, r in report.failed],
+        "stale": [{"path": p, "reason": r} for p, r in report.stale],
+        "notes": [{"path": p, "reason": r} for p, r in report.notes],
+        "links_not_followed": [{"path": p, "reason": r} for p, r in report.links],
+        "spaces_not_updated": [{"space": s, "reason": r} for s, r in skipped_spaces],
+    }
 
 
 @click.command("index")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
-@library_option
-@click.option("--bundle", "bundle", envvar="HEFSEARCH_BUNDLE", default=None, type=click.Path(file_okay=False),
-              help="Model bundle folder. Needed the first time; the library remembers it. "
-                   "Env: HEFSEARCH_BUNDLE.")
-@click.option("--backend", "backend", envvar="HEFSEARCH_BACKEND", default="auto", show_default=True,
-              help="Encoder backend: auto, cpu, cpu-int8, hailo, npu-sim, ... auto keeps using the backend of "
-                   "the library's default space; on a new library it picks the NPU when one answers, "
-                   "else cpu. Env: HEFSEARCH_BACKEND.")
+@library_option()
+@bundle_option("Model bundle folder. Needed the first time; the library remembers it. Env: HEFSEARCH_BUNDLE.")
+@backend_option("Encoder backend: auto, cpu, cpu-int8, hailo, npu-sim, ... auto keeps using the backend of "
+                "the library's default space; on a new library it picks the NPU when one answers, "
+                "else cpu. Env: HEFSEARCH_BACKEND.")
 @click.option("--also-fp32", is_flag=True,
               help="Also embed into the CPU FP32 space (the reference for NPU-vs-FP32 comparisons "
                    "and the fallback when the NPU fails). Chunks indexed earlier are back-filled.")
@@ -40,7 +50,7 @@ library_option = click.option(
               help="Tokens a chunk may repeat from the previous one.")
 @click.option("--batch", "batch_chunks", type=click.IntRange(1, 100_000), default=256, show_default=True,
               help="Chunks embedded per commit.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@json_option("Print the summary as JSON on stdout.")
 def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include_hidden, follow_links,
               max_size_mb, overlap, batch_chunks, as_json):
     """Index the documents under PATH... into the library (or bring it up to date).
@@ -66,8 +76,8 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
     from hefsearch.index.sync import DiskFull, sync
 
     from .main import report_error
-    from .index_progress import SyncProgress
-    from .index_report import print_sync_summary, sync_summary_dict
+    from .progress import SyncProgress
+    from .render import print_sync_summary
 
     err = Console(stderr=True)
     library = Library.open(library_path, create=True)
@@ -76,8 +86,7 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
         choice = open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32)
         try:
             for enc in choice.encoders:
-                err.print(f"[dim]encoder: {enc.backend_reason} -> space "
-                          f"{getattr(enc.backend, 'space_name', None) or enc.space_kind}[/]")
+                err.print(f"[dim]encoder: {enc.backend_reason} -> space {enc.space_name}[/]")
             for name, why in choice.skipped_spaces:
                 err.print(f"[yellow]space {name} is not updated by this run: {why}[/]")
             try:
@@ -96,10 +105,7 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
         finally:
             choice.close()
         if as_json:
-            import json
-
-            click.echo(json.dumps(sync_summary_dict(report, library.path, choice.skipped_spaces),
-                                  ensure_ascii=False, indent=2))
+            echo_json(sync_summary_dict(report, library.path, choice.skipped_spaces))
         print_sync_summary(err, report, library.path)
     finally:
         library.close()

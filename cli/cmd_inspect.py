@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from .options import echo_json, json_option
+
 
 @click.command("inspect")
 @click.argument("target", type=click.Path(exists=True))
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@json_option("Print the results as JSON.")
 def inspect_cmd(target, as_json):
     """Show the streams of TARGET's HEF(s): names, shapes, format type and order, quantisation.
 
@@ -22,7 +23,7 @@ def inspect_cmd(target, as_json):
 
     items = inspect_target(target)
     if as_json:
-        click.echo(json.dumps([i.to_dict() for i in items], indent=2, ensure_ascii=False))
+        echo_json([i.to_dict() for i in items])
     else:
         for i, item in enumerate(items):
             if i:

@@ -2,47 +2,29 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from .cmd_index import library_option
+from hefsearch.index.extract import SUPPORTED_SUFFIXES
+from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
 
+from .options import bundle_option, echo_json, json_option, library_option
 
-def where(hit) -> str:
-    """'p. 3 · line 12 · chars 420-910' (page only for PDFs)."""
-    parts = []
-    if hit.page is not None:
-        parts.append(f"p. {hit.page}")
-    parts.append(f"line {hit.line}")
-    parts.append(f"chars {hit.start}-{hit.end}")
-    return " · ".join(parts)
+#: text, markdown, html, pdf, docx: what the extractors recognise, in their order
+DOCUMENT_KINDS = tuple(dict.fromkeys(SUPPORTED_SUFFIXES.values()))
 
 
 def refuse_blank_query(query: str) -> None:
     """An empty query is a usage error (exit 2): searching for nothing has no answer."""
-    from hefsearch.search.api import EMPTY_QUERY_NOTICE, SearchError, prepare_query
-
     if not prepare_query(query)[0]:
         raise SearchError(EMPTY_QUERY_NOTICE.removesuffix("."),
                           'Give the words to look for, e.g. hefsearch search "tax deadline".')
 
 
-def no_results(path_glob, kinds) -> str:
-    """'No results. (filters: path *.pdf, kind pdf)', the glob as it was matched."""
-    from hefsearch.search.keyword import path_pattern
-
-    filters = [f"path {path_pattern(path_glob)}" if path_glob else "",
-               f"kind {', '.join(kinds)}" if kinds else ""]
-    filters = [f for f in filters if f]
-    return "No results." + (f" (filters: {', '.join(filters)})" if filters else "")
-
-
 @click.command("search")
 @click.argument("query")
-@library_option
+@library_option()
 @click.option("-k", "--k", "k", type=click.IntRange(1, 1000), default=10, show_default=True, help="Number of results.")
-@click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword"]), default="hybrid", show_default=True,
+@click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
               help="vector: by meaning (any language). keyword: exact words (BM25). hybrid: meaning, "
                    "boosted where every query word occurs.")
 @click.option("--space", default=None, help="Vector space to search (default: the library's default; "
@@ -50,11 +32,10 @@ def no_results(path_glob, kinds) -> str:
 @click.option("--path", "path_glob", default=None, metavar="GLOB",
               help="Only files whose path matches (e.g. '*.pdf', '*/invoices/*'); a pattern without "
                    "'/' is also matched against the file name.")
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(["text", "markdown", "html", "pdf", "docx"]),
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(DOCUMENT_KINDS),
               help="Only documents of this kind. Repeatable.")
-@click.option("--bundle", "bundle", envvar="HEFSEARCH_BUNDLE", default=None, type=click.Path(file_okay=False),
-              help="Model bundle (default: the one the library was built with).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+@bundle_option()
+@json_option()
 def search_cmd(query, library_path, k, mode, space, path_glob, kinds, bundle, as_json):
     """Search the library for QUERY.
 
@@ -63,10 +44,6 @@ def search_cmd(query, library_path, k, mode, space, path_glob, kinds, bundle, as
     error (exit code 2); a keyword query with no words (only punctuation) finds nothing and
     says why.
     """
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     from hefsearch.index.library import Library
     from hefsearch.search import Searcher
 
@@ -82,27 +59,8 @@ def search_cmd(query, library_path, k, mode, space, path_glob, kinds, bundle, as
     finally:
         library.close()
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        echo_json(result.to_dict())
         return
-    out, err = Console(), Console(stderr=True)
-    if result.notice:
-        err.print(Text(result.notice, style="yellow"))
-    if not result.hits:
-        err.print(Text(no_results(path_glob, kinds)))
-        return
-    table = Table(show_lines=True, expand=True)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("file · where", overflow="fold", ratio=2)
-    table.add_column("snippet", overflow="fold", ratio=3)
-    for h in result.hits:
-        # Text, not markup: a file name or a chunk may hold "[/]" or "[bold]"
-        table.add_row(str(h.rank), f"{h.score:.4f}", Text.assemble(h.path, "\n", (where(h), "dim")),
-                      Text(h.snippet.replace("\n", " ")))
-    out.print(table)
-    t = result.timings
-    err.print(Text(f"{result.mode}"
-                   + (f" · space {result.space} ({result.backend_label})" if result.space else "")
-                   + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
-                     f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})",
-                   style="dim"))
+    from .render import print_search
+
+    print_search(result, path_glob, kinds)

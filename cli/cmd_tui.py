@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 
-from hefsearch.tui.present import MODES
+from hefsearch.search.api import MODES
+
+from .options import library_option
 
 
 @click.command("tui")
-@click.option("--library", "library_path", envvar="HEFSEARCH_LIBRARY", default=None,
-              help="Library folder or name (default: the user data dir's library). Env: HEFSEARCH_LIBRARY.")
+@library_option("Library folder or name (default: the user data dir's library). Env: HEFSEARCH_LIBRARY.",
+                metavar=None)
 @click.option("--mode", type=click.Choice(MODES), default="hybrid", show_default=True,
               help="Initial search mode (F2 cycles hybrid / vector / keyword).")
 @click.option("-k", "--k", "k", type=click.IntRange(1, 200), default=10, show_default=True,
@@ -24,23 +26,13 @@ def tui_cmd(library_path, mode, k, live, light):
           by FP32) · F4 library (r: re-index) · Ctrl+O open the hit in $EDITOR at its
           line (PDFs: system opener) · Up/Down query history · F6 light/dark · Ctrl+Q quit
 
-    The compare view needs a library indexed into an NPU space (hef or npu-sim) and the
-    cpu-fp32 space; it runs each query in both and shows overlap@k and rank-biased overlap.
+    The compare view needs a library indexed into a quantised space (hef, npu-sim-*,
+    cpu-int8) and the cpu-fp32 space; it runs each query in both and shows overlap@k and
+    rank-biased overlap.
     """
-    from hefsearch.index.library import Library
-    from hefsearch.search import Searcher
-
     from hefsearch.tui.factory import make_app
-    from hefsearch.tui.session import sync_encoder_opener
+    from hefsearch.tui.session import LibrarySession
+    from hefsearch.tui.settings import TuiSettings
 
-    library = Library.open(library_path, create=False)
-    searcher = None
-    try:
-        searcher = Searcher(library)
-        app = make_app(library, searcher, k=k, mode=mode, live=live, light=light,
-                       open_sync_encoders=sync_encoder_opener(library))
-        app.run()
-    finally:
-        if searcher is not None:
-            searcher.close()
-        library.close()
+    with LibrarySession.open(library_path) as session:
+        make_app(session, TuiSettings(k=k, mode=mode, live=live, light=light)).run()

@@ -24,9 +24,10 @@ from typing import Callable
 
 from hefsearch.embed.atomic_write import write_bytes_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry
+from hefsearch.embed import space_names
 from hefsearch.embed.errors import ExportError
 
-KIND = "cpu-int8"
+KIND = space_names.CPU_INT8
 FILE = "encoder.cpu-int8.onnx"
 #: what the manifest and ``describe()`` say about the arithmetic
 RECIPE = {
@@ -57,7 +58,7 @@ def build_cpu_int8(bundle: Bundle | str | Path, *, progress: Callable[[str], Non
     except ImportError:
         raise ExportError("Building the int8 CPU encoder needs the onnx package.",
                           "pip install 'hefsearch[compile]'") from None
-    from .npu_sim import self_check
+    from .self_check import self_check
 
     t0 = time.perf_counter()
     say = progress or (lambda m: None)

@@ -6,6 +6,9 @@
     report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/emulator_report.py)
     compile   runner.compile() -> encoder.<hw_arch>[.s<SEQ>].hef, manifest updated
 
+Each stage is one function (``parse_stage``, ``preflight_stage``, ``optimize_stage``,
+``report_stage``, ``compile_stage``; ``plan_build`` checks the options first) that returns a
+small dataclass for the next; :func:`build_hef` only runs them and walks the fallback ladder.
 Every stage saves its result in the work folder (default ``BUNDLE/build/<hw_arch>.s<SEQ>/``)
 keyed by what it depends on, so a re-run skips what is done: a failed compile never redoes an
 optimisation that took hours. ``hailo_sdk_client`` is imported only here, at call time.
@@ -37,8 +40,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from hefsearch.embed.atomic_write import write_bytes_atomic
-from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file, write_json_atomic
+from hefsearch.embed.atomic_write import write_bytes_atomic, write_json_atomic
+from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file
 from hefsearch.embed.errors import BackendUnavailable, HefsearchError
 from hefsearch.embed.hef_contract import HefContract, check_contract
 from hefsearch.embed.mask_layout import MaskLayout
@@ -246,10 +249,24 @@ def _explain_allocator(profile: PrecisionProfile, work: Path, fallback: bool) ->
     return AllocatorCrash(why, hint)
 
 
-def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str], None] | None = None,
-              sdk: Sdk | None = None) -> HefResult:
-    """Compile ``bundle``'s encoder body to a HEF for ``opts.hw_arch``; see the module docstring."""
-    say = say or (lambda m: log.info(m))
+@dataclass
+class HefPlan:
+    """The checked options, before any SDK is loaded: what to build and the profiles to try."""
+
+    bundle: Bundle
+    seq: int
+    requested: PrecisionProfile
+    ladder: list[PrecisionProfile]  # the requested profile, then its fallbacks with --fallback
+    extra_lines: list[str]
+
+    @property
+    def mask_mode(self) -> str:
+        return self.requested.mask
+
+
+def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str], None]) -> HefPlan:
+    """Consumes the bundle and the options; produces the :class:`HefPlan` (stops on a bad
+    --hw-arch, --seq-len or --mask before anything slow)."""
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     if opts.hw_arch not in HW_ARCHS:
@@ -264,11 +281,266 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
             raise CompileError(f"Unknown --mask {opts.mask!r}.", "Use softmax or additive.")
         requested = replace(requested, mask=opts.mask)
     ladder = fallback_ladder(requested) if opts.fallback else [requested]
-    mask_mode = requested.mask
     if requested.attention_sixteen_bit:
         say(f"warning: profile {requested.name} puts 16 bits on the attention path "
             f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
-    extra_lines = read_extra_lines(opts.alls_extra)
+    return HefPlan(bundle, seq, requested, ladder, read_extra_lines(opts.alls_extra))
+
+
+@dataclass
+class _Build:
+    """What every stage of one build reads: the plan, the options, the SDK, the work folder."""
+
+    plan: HefPlan
+    opts: HefOptions
+    sdk: Sdk
+    work: Path
+    state: _State
+    say: Callable[[str], None]
+    skipped: list[str] = field(default_factory=list)  # stages reused from an earlier run
+
+    @property
+    def bundle(self) -> Bundle:
+        return self.plan.bundle
+
+    @property
+    def seq(self) -> int:
+        return self.plan.seq
+
+    def runner(self, har: Path):
+        return _runner(self.sdk, self.opts.hw_arch, har)
+
+
+@dataclass
+class Parsed:
+    """The parse stage's result: the parsed network and how its inputs are laid out."""
+
+    runner: object  # a ClientRunner holding the parsed network
+    key: str  # what the parse depends on; every later stage's key starts from it
+    har: Path
+    hn: dict
+    layers: list  # preflight.InputLayer per network input
+    layout: MaskLayout
+
+
+@dataclass
+class Calibrated:
+    """The preflight's result: the calibration arrays by input layer, checked against them."""
+
+    calib: dict
+    rows: int
+    info: dict  # the calibration set as load_calibration describes it (file, sha256, rows, ...)
+
+
+@dataclass
+class Optimized:
+    """One profile's optimize stage: the quantised network and where it is kept."""
+
+    runner: object
+    key: str
+    script: str
+    script_path: Path
+    har: Path
+    record: dict  # its entry in state.json ("har", "profile", "report")
+
+
+class _StepDown(Exception):
+    """This profile did not fit; the ladder has a next one to try."""
+
+
+def parse_stage(b: _Build) -> Parsed:
+    """Consumes the bundle's encoder.onnx; produces parsed.har (or reuses it when its key
+    matches), reads the parsed inputs and, for the softmax mask, probes the mask command."""
+    opts, sdk, say, mask_mode = b.opts, b.sdk, b.say, b.plan.mask_mode
+    parse_key = _key(b.bundle.file_sha256("encoder.onnx"), b.seq, opts.hw_arch, sdk.version, b.bundle.mask_value,
+                     NET_NAME, mask_mode)
+    parsed_har = b.work / "parsed.har"
+    st = b.state.data["parse"]
+    if st and st.get("key") == parse_key and parsed_har.is_file():
+        say(f"parse: reusing {parsed_har}")
+        b.skipped.append("parse")
+        runner = b.runner(parsed_har)
+    else:
+        runner = _parse(b, parse_key, parsed_har)
+    hn = runner.get_hn_dict()
+    layers = input_layers(hn)
+    say("parsed inputs: " + ", ".join(f"{x.name} ({x.role}) {list(x.shape)}" for x in layers))
+    heads = int(b.bundle.model.get("heads") or 1)
+    layout = MaskLayout.for_mode(mask_mode, b.seq, heads, b.bundle.mask_value)
+    if mask_mode == "softmax":
+        probe_mask_command(runner)
+    return Parsed(runner, parse_key, parsed_har, hn, layers, layout)
+
+
+def _parse(b: _Build, parse_key: str, parsed_har: Path):
+    """Write the DFC-facing ONNX, translate it, save parsed.har; a new parse voids later stages."""
+    opts, sdk, say, state = b.opts, b.sdk, b.say, b.state
+    t0 = time.perf_counter()
+    dfc = make_dfc_onnx(b.bundle, b.work / "encoder.dfc.onnx", b.seq, b.plan.mask_mode)
+    diff = verify_dfc_onnx(b.bundle, dfc)
+    say(f"parse: DFC-facing model {dfc.path.name} (mask input {dfc.mask_shape}, {dfc.layout.describe()}; "
+        f"max |diff| vs encoder.onnx {diff:.2g})")
+    runner = sdk.ClientRunner(hw_arch=opts.hw_arch)
+    kwargs = dict(end_node_names=[OUTPUT], net_input_shapes=dfc.input_shapes)
+    if sdk.Dims is not None:
+        kwargs["net_input_format"] = input_formats(sdk.Dims, b.plan.mask_mode)
+    try:
+        runner.translate_onnx_model(str(dfc.path), NET_NAME, **kwargs)
+    except Exception as e:
+        raise CompileError(f"The DFC could not parse {dfc.path}: {type(e).__name__}: {e}",
+                           "Please report this with the DFC version and the bundle's manifest.json.") from e
+    runner.save_har(str(parsed_har))
+    state.data["parse"] = {"key": parse_key, "har": parsed_har.name, "max_diff": diff,
+                           "seconds": round(time.perf_counter() - t0, 2)}
+    state.data["optimized"], state.data["compiled"] = {}, {}
+    state.save()
+    say(f"parse: done in {time.perf_counter() - t0:.1f} s -> {parsed_har}")
+    return runner
+
+
+def preflight_stage(b: _Build, parsed: Parsed, emb, mask, info: dict) -> Calibrated:
+    """Consumes the calibration arrays; produces them keyed by parsed input layer, checked
+    against the layers' shapes (always before any optimize)."""
+    calib = calibration_dict(parsed.layers, emb, mask, parsed.layout)
+    rows = preflight(parsed.layers, calib, parsed.layout)["rows"]
+    b.say(f"preflight: calibration {rows} rows fits the parsed inputs")
+    return Calibrated(calib, rows, info)
+
+
+def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, profile: PrecisionProfile,
+                   att: Attempt, last: bool) -> Optimized:
+    """Consumes the parsed network and the calibration; produces optimized-<key>.har for
+    ``profile`` (or reuses it). An allocator failure steps down the ladder unless ``last``."""
+    opts, say, state = b.opts, b.say, b.state
+    rows = cal.rows
+    script = build_model_script(
+        profile, parsed.hn, calibset_size=rows, batch_size=min(opts.calib_batch_size, rows),
+        optimization_level=opts.optimization_level, compression_level=opts.compression_level,
+        extra_lines=b.plan.extra_lines)
+    skey = _key(parsed.key, script, cal.info.get("sha256", ""))
+    script_path = b.work / f"model-{skey}.alls"
+    script_path.write_text(script, encoding="utf-8")
+    opt_har = b.work / f"optimized-{skey}.har"
+    rec = state.data["optimized"].get(skey)
+    try:
+        if rec and opt_har.is_file():
+            say(f"optimize: reusing {opt_har.name} (profile {profile.name})")
+            att.optimize = "reused"
+            b.skipped.append(f"optimize:{profile.name}")
+            runner = b.runner(opt_har)
+        else:
+            n16 = sum(len(sites[g]) for g in profile.sixteen_bit)
+            say(f"optimize: profile {profile.describe()}, {n16} layers at 16 bits, "
+                f"optimization level {opts.optimization_level} (this can take a long time)")
+            t0 = time.perf_counter()
+            runner = b.runner(parsed.har)
+            runner.load_model_script(str(script_path))
+            runner.optimize(cal.calib)
+            runner.save_har(str(opt_har))
+            att.optimize = "ran"
+            att.seconds["optimize"] = round(time.perf_counter() - t0, 2)
+            rec = {"har": opt_har.name, "profile": profile.to_dict(), "report": None}
+            state.data["optimized"][skey] = rec
+            state.save()
+            say(f"optimize: done in {att.seconds['optimize']:.1f} s -> {opt_har}")
+    except Exception as e:
+        if is_allocator_crash(e) and not profile.is_all_8bit:
+            att.error = f"{type(e).__name__}: {e}"
+            say(f"optimize: allocator failure with profile {profile.name}")
+            if not last:
+                raise _StepDown from e
+            raise _explain_allocator(profile, b.work, opts.fallback) from e
+        if isinstance(e, HefsearchError):
+            raise
+        raise CompileError(
+            f"optimize() failed with profile {profile.name}: {type(e).__name__}: {e}",
+            f"The model script is {script_path}; the parsed model is kept in {parsed.har}.") from e
+    return Optimized(runner, skey, script, script_path, opt_har, rec)
+
+
+def report_stage(b: _Build, parsed: Parsed, opt: Optimized, att: Attempt) -> dict | None:
+    """Consumes the optimised network; produces the emulator report (SDK_NATIVE vs
+    SDK_QUANTIZED), computed once per optimised model and kept in state.json. A failing report
+    is recorded and the build goes on."""
+    report = opt.record.get("report")
+    if b.opts.report and report is None:
+        from .emulator_report import emulator_report
+
+        t0 = time.perf_counter()
+        try:
+            report = emulator_report(opt.runner, b.sdk.InferenceContext, b.bundle, parsed.layers, b.seq, b.say,
+                                     parsed.layout)
+        except Exception as e:  # the report informs; it must not stop a build
+            report = {"error": f"{type(e).__name__}: {e}"}
+            b.say(f"warning: the emulator report failed ({report['error']}); compiling anyway")
+        att.seconds["report"] = round(time.perf_counter() - t0, 2)
+        opt.record["report"] = report
+        b.state.save()
+    elif b.opts.report and "error" not in report:
+        from .emulator_report import format_report
+
+        for line in format_report(report).splitlines():
+            b.say(line)
+    return report
+
+
+def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Attempt, last: bool) -> Path:
+    """Consumes the optimised network; produces encoder.<hw_arch>[.s<SEQ>].hef in the bundle (or
+    keeps the one already built from it). An allocator failure steps down unless ``last``."""
+    opts, say, state, seq = b.opts, b.say, b.state, b.seq
+    hef_name = hef_filename(opts.hw_arch, seq, b.bundle.seq_len)
+    hef_path = b.bundle.path / hef_name
+    done = state.data["compiled"].get(opt.key)
+    if done and hef_path.is_file() and sha256_file(hef_path) == done.get("sha256"):
+        say(f"compile: {hef_name} is already built from this optimised model")
+        att.compile = "reused"
+        b.skipped.append("compile")
+        return hef_path
+    say(f"compile: allocating for {opts.hw_arch} (this can take a long time)")
+    t0 = time.perf_counter()
+    try:
+        hef_bytes = opt.runner.compile()
+    except Exception as e:
+        att.error = f"{type(e).__name__}: {e}"
+        if is_allocator_crash(e) and not profile.is_all_8bit:
+            att.compile = "allocator"
+            say(f"compile: BackendAllocatorException with profile {profile.describe()}")
+            if not last:
+                raise _StepDown from e
+            raise _explain_allocator(profile, b.work, opts.fallback) from e
+        att.compile = "failed"
+        if is_allocator_crash(e):  # even all-8-bit does not fit
+            raise AllocatorCrash(
+                f"The Dataflow Compiler's allocator could not place the network on {opts.hw_arch} even at "
+                f"8 bits (BackendAllocatorException): it does not fit at SEQ {seq}.",
+                f"Try a shorter --seq-len (and 'hefsearch compile calib --seq-len'), or a larger chip. "
+                f"The optimised model is kept in {opt.har}.") from e
+        raise CompileError(
+            f"compile() failed: {type(e).__name__}: {e}",
+            f"The optimised model is kept in {opt.har}; a re-run resumes at compile.") from e
+    if not isinstance(hef_bytes, (bytes, bytearray)) or not hef_bytes:
+        raise CompileError(f"compile() returned {type(hef_bytes).__name__}, not the HEF bytes.",
+                           "Please report this with the DFC version.")
+    att.seconds["compile"] = round(time.perf_counter() - t0, 2)
+    write_bytes_atomic(hef_path, bytes(hef_bytes))
+    att.compile = "ok"
+    state.data["compiled"][opt.key] = {"file": hef_name, "sha256": sha256_file(hef_path)}
+    state.save()
+    say(f"compile: done in {att.seconds['compile']:.1f} s -> {hef_path} ({len(hef_bytes)} bytes)")
+    return hef_path
+
+
+def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str], None] | None = None,
+              sdk: Sdk | None = None) -> HefResult:
+    """Compile ``bundle``'s encoder body to a HEF for ``opts.hw_arch``; see the module docstring.
+
+    The stages run in order: plan, SDK and target check, calibration, parse, preflight, then per
+    profile of the ladder optimize, report and compile; the first profile that compiles is
+    recorded in the manifest.
+    """
+    say = say or (lambda m: log.info(m))
+    plan = plan_build(bundle, opts, say)
+    bundle, seq, mask_mode = plan.bundle, plan.seq, plan.mask_mode
 
     sdk = sdk or load_sdk()
     say(f"Dataflow Compiler {sdk.version}, target {opts.hw_arch}, SEQ {seq}, mask {mask_mode}")
@@ -280,166 +552,26 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
 
     work = Path(opts.work_dir).expanduser() if opts.work_dir else bundle.path / "build" / f"{opts.hw_arch}.s{seq}"
     work.mkdir(parents=True, exist_ok=True)
-    state = _State(work, opts.restart)
-    skipped: list[str] = []
+    b = _Build(plan, opts, sdk, work, _State(work, opts.restart), say)
 
-    # -- parse --------------------------------------------------------------------------
-    parse_key = _key(bundle.file_sha256("encoder.onnx"), seq, opts.hw_arch, sdk.version, bundle.mask_value, NET_NAME,
-                     mask_mode)
-    parsed_har = work / "parsed.har"
-    st = state.data["parse"]
-    if st and st.get("key") == parse_key and parsed_har.is_file():
-        say(f"parse: reusing {parsed_har}")
-        skipped.append("parse")
-        runner = _runner(sdk, opts.hw_arch, parsed_har)
-    else:
-        t0 = time.perf_counter()
-        dfc = make_dfc_onnx(bundle, work / "encoder.dfc.onnx", seq, mask_mode)
-        diff = verify_dfc_onnx(bundle, dfc)
-        say(f"parse: DFC-facing model {dfc.path.name} (mask input {dfc.mask_shape}, {dfc.layout.describe()}; "
-            f"max |diff| vs encoder.onnx {diff:.2g})")
-        runner = sdk.ClientRunner(hw_arch=opts.hw_arch)
-        kwargs = dict(end_node_names=[OUTPUT], net_input_shapes=dfc.input_shapes)
-        if sdk.Dims is not None:
-            kwargs["net_input_format"] = input_formats(sdk.Dims, mask_mode)
-        try:
-            runner.translate_onnx_model(str(dfc.path), NET_NAME, **kwargs)
-        except Exception as e:
-            raise CompileError(f"The DFC could not parse {dfc.path}: {type(e).__name__}: {e}",
-                               "Please report this with the DFC version and the bundle's manifest.json.") from e
-        runner.save_har(str(parsed_har))
-        state.data["parse"] = {"key": parse_key, "har": parsed_har.name, "max_diff": diff,
-                               "seconds": round(time.perf_counter() - t0, 2)}
-        state.data["optimized"], state.data["compiled"] = {}, {}
-        state.save()
-        say(f"parse: done in {time.perf_counter() - t0:.1f} s -> {parsed_har}")
-
-    hn = runner.get_hn_dict()
-    layers = input_layers(hn)
-    say("parsed inputs: " + ", ".join(f"{x.name} ({x.role}) {list(x.shape)}" for x in layers))
-    heads = int(bundle.model.get("heads") or 1)
-    layout = MaskLayout.for_mode(mask_mode, seq, heads, bundle.mask_value)
-    if mask_mode == "softmax":
-        probe_mask_command(runner)
-
-    # -- preflight (always before any optimize) -------------------------------------------
-    calib = calibration_dict(layers, emb, mask, layout)
-    pre = preflight(layers, calib, layout)
-    rows = pre["rows"]
-    say(f"preflight: calibration {rows} rows fits the parsed inputs")
-    calib_sha = calib_info.get("sha256", "")
-
+    parsed = parse_stage(b)
+    cal = preflight_stage(b, parsed, emb, mask, calib_info)
+    sites = site_layers(parsed.hn)
     attempts: list[Attempt] = []
-    sites = site_layers(hn)
-    for i, profile in enumerate(ladder):
+    for i, profile in enumerate(plan.ladder):
         att = Attempt(profile.name, list(profile.sixteen_bit))
         attempts.append(att)
         if i:
             say(f"fallback: trying profile {profile.describe()}")
-        script = build_model_script(
-            profile, hn, calibset_size=rows, batch_size=min(opts.calib_batch_size, rows),
-            optimization_level=opts.optimization_level, compression_level=opts.compression_level,
-            extra_lines=extra_lines)
-        skey = _key(parse_key, script, calib_sha)
-        script_path = work / f"model-{skey}.alls"
-        script_path.write_text(script, encoding="utf-8")
-        opt_har = work / f"optimized-{skey}.har"
-        rec = state.data["optimized"].get(skey)
+        last = i + 1 == len(plan.ladder)
         try:
-            if rec and opt_har.is_file():
-                say(f"optimize: reusing {opt_har.name} (profile {profile.name})")
-                att.optimize = "reused"
-                skipped.append(f"optimize:{profile.name}")
-                runner = _runner(sdk, opts.hw_arch, opt_har)
-            else:
-                n16 = sum(len(sites[g]) for g in profile.sixteen_bit)
-                say(f"optimize: profile {profile.describe()}, {n16} layers at 16 bits, "
-                    f"optimization level {opts.optimization_level} (this can take a long time)")
-                t0 = time.perf_counter()
-                runner = _runner(sdk, opts.hw_arch, parsed_har)
-                runner.load_model_script(str(script_path))
-                runner.optimize(calib)
-                runner.save_har(str(opt_har))
-                att.optimize = "ran"
-                att.seconds["optimize"] = round(time.perf_counter() - t0, 2)
-                rec = {"har": opt_har.name, "profile": profile.to_dict(), "report": None}
-                state.data["optimized"][skey] = rec
-                state.save()
-                say(f"optimize: done in {att.seconds['optimize']:.1f} s -> {opt_har}")
-        except Exception as e:
-            if is_allocator_crash(e) and not profile.is_all_8bit:
-                att.error = f"{type(e).__name__}: {e}"
-                say(f"optimize: allocator failure with profile {profile.name}")
-                if i + 1 < len(ladder):
-                    continue
-                raise _explain_allocator(profile, work, opts.fallback) from e
-            if isinstance(e, HefsearchError):
-                raise
-            raise CompileError(
-                f"optimize() failed with profile {profile.name}: {type(e).__name__}: {e}",
-                f"The model script is {script_path}; the parsed model is kept in {parsed_har}.") from e
-
-        report = rec.get("report")
-        if opts.report and report is None:
-            from .emulator_report import emulator_report
-
-            t0 = time.perf_counter()
-            try:
-                report = emulator_report(runner, sdk.InferenceContext, bundle, layers, seq, say, layout)
-            except Exception as e:  # the report informs; it must not stop a build
-                report = {"error": f"{type(e).__name__}: {e}"}
-                say(f"warning: the emulator report failed ({report['error']}); compiling anyway")
-            att.seconds["report"] = round(time.perf_counter() - t0, 2)
-            rec["report"] = report
-            state.save()
-        elif opts.report and "error" not in report:
-            from .emulator_report import format_report
-
-            for line in format_report(report).splitlines():
-                say(line)
-
-        hef_name = hef_filename(opts.hw_arch, seq, bundle.seq_len)
-        hef_path = bundle.path / hef_name
-        done = state.data["compiled"].get(skey)
-        if done and hef_path.is_file() and sha256_file(hef_path) == done.get("sha256"):
-            say(f"compile: {hef_name} is already built from this optimised model")
-            att.compile = "reused"
-            skipped.append("compile")
-        else:
-            say(f"compile: allocating for {opts.hw_arch} (this can take a long time)")
-            t0 = time.perf_counter()
-            try:
-                hef_bytes = runner.compile()
-            except Exception as e:
-                att.error = f"{type(e).__name__}: {e}"
-                if is_allocator_crash(e) and not profile.is_all_8bit:
-                    att.compile = "allocator"
-                    say(f"compile: BackendAllocatorException with profile {profile.describe()}")
-                    if i + 1 < len(ladder):
-                        continue
-                    raise _explain_allocator(profile, work, opts.fallback) from e
-                att.compile = "failed"
-                if is_allocator_crash(e):  # even all-8-bit does not fit
-                    raise AllocatorCrash(
-                        f"The Dataflow Compiler's allocator could not place the network on {opts.hw_arch} even at "
-                        f"8 bits (BackendAllocatorException): it does not fit at SEQ {seq}.",
-                        f"Try a shorter --seq-len (and 'hefsearch compile calib --seq-len'), or a larger chip. "
-                        f"The optimised model is kept in {opt_har}.") from e
-                raise CompileError(
-                    f"compile() failed: {type(e).__name__}: {e}",
-                    f"The optimised model is kept in {opt_har}; a re-run resumes at compile.") from e
-            if not isinstance(hef_bytes, (bytes, bytearray)) or not hef_bytes:
-                raise CompileError(f"compile() returned {type(hef_bytes).__name__}, not the HEF bytes.",
-                                   "Please report this with the DFC version.")
-            att.seconds["compile"] = round(time.perf_counter() - t0, 2)
-            write_bytes_atomic(hef_path, bytes(hef_bytes))
-            att.compile = "ok"
-            state.data["compiled"][skey] = {"file": hef_name, "sha256": sha256_file(hef_path)}
-            state.save()
-            say(f"compile: done in {att.seconds['compile']:.1f} s -> {hef_path} ({len(hef_bytes)} bytes)")
-        streams = compiled_streams(hef_path, runner, layers, layout, seq, bundle.hidden, say)
-        return _record(bundle, opts, sdk, profile, requested, attempts, report, streams, layout, seq, script,
-                       hef_path, calib_info, skipped, work, hn)
+            opt = optimize_stage(b, parsed, cal, sites, profile, att, last)
+            report = report_stage(b, parsed, opt, att)
+            hef_path = compile_stage(b, profile, opt, att, last)
+        except _StepDown:
+            continue
+        streams = compiled_streams(hef_path, opt.runner, parsed.layers, parsed.layout, seq, bundle.hidden, say)
+        return _record(b, parsed, cal, profile, attempts, report, streams, opt.script, hef_path)
     raise AssertionError("unreachable: the ladder ends in a return or a raise")  # pragma: no cover
 
 
@@ -512,14 +644,17 @@ def compiled_streams(hef_path: Path, runner, layers, layout: MaskLayout, seq: in
     return {"inputs": inputs, "outputs": outputs, "source": "compiled network"}
 
 
-def _record(bundle, opts, sdk, profile, requested, attempts, report, streams, layout, seq, script, hef_path,
-            calib_info, skipped, work, hn) -> HefResult:
+def _record(b: _Build, parsed: Parsed, cal: Calibrated, profile: PrecisionProfile, attempts: list[Attempt],
+            report: dict | None, streams: dict, script: str, hef_path: Path) -> HefResult:
+    """Consumes the built HEF; writes its model script next to it and its entry in the manifest."""
+    opts, sdk, seq, calib_info, hn = b.opts, b.sdk, b.seq, cal.info, parsed.hn
+    requested, layout, work, skipped = b.plan.requested, parsed.layout, b.work, b.skipped
     # A fresh manifest (calibration may have changed it), read without Bundle.open's size checks:
     # the HEF just written may replace one the manifest still describes.
-    bundle = Bundle(bundle.path, json.loads((bundle.path / "manifest.json").read_text(encoding="utf-8")))
+    bundle = Bundle(b.bundle.path, json.loads((b.bundle.path / "manifest.json").read_text(encoding="utf-8")))
     hef_name = hef_path.name
     script_name = hef_name[: -len(".hef")] + ".alls"
-    (bundle.path / script_name).write_text(script, encoding="utf-8")
+    write_bytes_atomic(bundle.path / script_name, script.encode("utf-8"))
     bundle.add_file(hef_name)
     bundle.add_file(script_name)
     calib_summary = {k: calib_info[k] for k in ("file", "sha256", "rows", "seed", "user_rows", "sample_rows",

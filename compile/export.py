@@ -20,7 +20,8 @@ from typing import Callable
 
 import numpy as np
 
-from hefsearch.embed.bundle import SCHEMA_VERSION, EncoderEntry, sha256_file, write_json_atomic
+from hefsearch.embed.atomic_write import fsync_dir, fsync_tree, write_json_atomic
+from hefsearch.embed.bundle import SCHEMA_VERSION, EncoderEntry, sha256_file
 from hefsearch.embed.errors import ExportError, ModelNotFound
 from hefsearch.embed.samples import VERIFY_TEXTS
 
@@ -279,7 +280,9 @@ def export_bundle(
         )
     if out.exists():
         shutil.rmtree(out)
+    fsync_tree(tmp)  # a power cut after the rename must not leave a bundle of empty files
     os.replace(tmp, out)
+    fsync_dir(out.parent)
     report.bundle = out
     say(f"Bundle written to {out} (min cosine {report.min_cosine:.6f} on {len(report.cosines)} texts)")
     return report

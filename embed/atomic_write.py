@@ -75,3 +75,14 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """JSON, indented, UTF-8, ending with a newline."""
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def fsync_tree(folder: str | os.PathLike) -> None:
+    """Make every file and folder under ``folder`` durable before the folder is renamed into
+    place (a bundle is written whole in a temp folder, then renamed)."""
+    for parent, _dirs, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(parent, name), "rb") as f:
+                os.fsync(f.fileno())
+        fsync_dir(parent)
+

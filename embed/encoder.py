@@ -75,7 +75,7 @@ class Encoder:
         be = open_backend(name, bundle, **backend_opts)
         if backend_opts.get("bulk"):  # indexing: a file damaged in place would store wrong vectors
             try:
-                bundle.check_unchanged(bundle.encoding_files(_backend_entries(be)))
+                bundle.check_unchanged(bundle.encoding_files(be.encoder_entries()))
             except BaseException:
                 be.close()
                 raise
@@ -93,6 +93,25 @@ class Encoder:
     @property
     def space_kind(self) -> str:
         return self.backend.space_kind
+
+    @property
+    def space_name(self) -> str:
+        """The space a library keeps these vectors in ("cpu-fp32", "hef", "npu-sim-a8", ...)."""
+        return self.backend.space_name
+
+    @property
+    def space_opts(self) -> dict:
+        """Backend options recorded with the space, so a search reopens the same encoder."""
+        return dict(self.backend.space_opts)
+
+    @property
+    def label(self) -> str:
+        """What a person calls the backend: "CPU FP32", "Hailo-10H", "NPU simulation (a8)"."""
+        return self.backend.label or self.backend.name
+
+    @property
+    def is_quantised(self) -> bool:
+        return self.backend.is_quantised
 
     def fingerprint_parts(self) -> dict:
         parts = {
@@ -185,7 +204,3 @@ class Encoder:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _backend_entries(backend) -> list:
-    """The manifest entries of the encoder bodies a backend runs (one, or one per SEQ)."""
-    return list(getattr(backend, "entries", None) or [e for e in [getattr(backend, "entry", None)] if e])

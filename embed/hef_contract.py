@@ -200,60 +200,27 @@ def _size(shape) -> int:
     return int(np.prod(shape)) if len(shape) else 0
 
 
-def _match_inputs(c: "ContractCheck", inputs: list[StreamSpec]) -> None:
-    """Find the embeddings and mask streams by recorded name, else by element count."""
+def _match_inputs(c: ContractCheck, inputs: list[StreamSpec]) -> None:
+    """Stage 1: find the embeddings and mask streams by recorded name, else by element count,
+    and check each one can be fed; sets ``c.embeddings`` and ``c.attention_mask``."""
     contract = c.contract
     seq, hidden = contract.seq_len, contract.hidden
-    by_name = {s.name: s for s in inputs}
     roles = [("embeddings", contract.embeddings, contract.embeddings_size,
-              f"{seq} tokens x {hidden} channels"),
-             ("attention_mask", contract.attention_mask, contract.mask_size, contract.mask_layout.describe())]
+              f"{seq} tokens x {hidden} channels", contract.embeddings_recorded),
+             ("attention_mask", contract.attention_mask, contract.mask_size, contract.mask_layout.describe(),
+              contract.mask_recorded)]
     if len(inputs) != 2:
         c.problems.append(
             f"the HEF has {len(inputs)} input stream(s) ({', '.join(s.name for s in inputs) or 'none'}); "
             "the encoder body needs exactly 2: the embeddings and the attention mask"
         )
     taken: set[str] = set()
-    for role, name, size, what in roles:
-        spec = by_name.get(name) if name else None
+    for role, name, size, what, recorded in roles:
+        spec = _find_input(c, inputs, role, name, size, what, taken)
         if spec is None:
-            # renamed, or an old manifest without names: identify the stream by what it holds
-            matches = [s for s in inputs if s.size == size and s.name not in taken]
-            if len(matches) == 1:
-                spec = matches[0]
-                c.notes.append(
-                    f"input {role}: " + (f"the manifest names {name!r}, which the HEF does not have; "
-                                         if name else "the manifest names no stream; ")
-                    + f"identified {spec.name!r} by its size ({size} values)")
-            else:
-                have = ", ".join(f"{s.name!r} {_shape_str(s.shape)}" for s in inputs) or "none"
-                c.problems.append(
-                    f"input {role}: " + (f"the manifest names stream {name!r}, but " if name else "")
-                    + f"no single HEF input holds the {size} values of {what} (the HEF's inputs: {have})")
-                continue
+            continue
         taken.add(spec.name)
-        if spec.size != size:
-            other = [s.name for s in inputs if s is not spec and s.size == size]
-            swapped = f"; {other[0]!r} has that size, so the inputs look swapped" if other else ""
-            c.problems.append(
-                f"input {role} ({spec.name}): the HEF has shape {_shape_str(spec.shape)} = {spec.size} values; "
-                f"the host sends {size} ({what}, SEQ {seq}, H {hidden}){swapped}"
-            )
-        elif spec.transposed:
-            c.problems.append(
-                f"input {role} ({spec.name}): the stream has FormatFlags.TRANSPOSED (height and width swapped); "
-                "hefsearch does not feed transposed streams. Recompile the HEF without a transposed format.")
-        elif spec.order not in SUPPORTED_ORDERS:
-            c.problems.append(f"input {role} ({spec.name}): format order {spec.order} is not a dense layout "
-                              f"hefsearch can write (supported: {', '.join(sorted(SUPPORTED_ORDERS))})")
-        else:
-            recorded = contract.embeddings_recorded if role == "embeddings" else contract.mask_recorded
-            if recorded and tuple(recorded) != tuple(spec.shape):
-                c.notes.append(f"input {role} ({spec.name}): the HEF's shape {_shape_str(spec.shape)} differs from "
-                               f"the recorded {_shape_str(recorded)}; fed row-major in the HEF's shape")
-            elif len(spec.shape) == 3 and spec.shape[0] != 1:
-                c.notes.append(f"input {role} ({spec.name}): folded to {_shape_str(spec.shape)} by the compiler's "
-                               "automatic spatial reshape; fed row-major in that shape")
+        _check_input(c, inputs, role, spec, size, what, recorded)
         if role == "embeddings":
             c.embeddings = spec
         else:
@@ -265,27 +232,65 @@ def _match_inputs(c: "ContractCheck", inputs: list[StreamSpec]) -> None:
                            "the order does not matter")
 
 
-def check_contract(
-    contract: HefContract,
-    inputs: list[StreamSpec],
-    outputs: list[StreamSpec],
-    sorted_output_names: list[str] | None = None,
-) -> ContractCheck:
-    """Compare the HEF's input/output stream infos with the manifest and the host's needs.
+def _find_input(c: ContractCheck, inputs: list[StreamSpec], role: str, name: str | None, size: int,
+                what: str, taken: set[str]) -> StreamSpec | None:
+    """The stream the manifest names, else the one untaken stream holding ``size`` values."""
+    spec = {s.name: s for s in inputs}.get(name) if name else None
+    if spec is not None:
+        return spec
+    # renamed, or an old manifest without names: identify the stream by what it holds
+    matches = [s for s in inputs if s.size == size and s.name not in taken]
+    if len(matches) == 1:
+        spec = matches[0]
+        c.notes.append(
+            f"input {role}: " + (f"the manifest names {name!r}, which the HEF does not have; "
+                                 if name else "the manifest names no stream; ")
+            + f"identified {spec.name!r} by its size ({size} values)")
+        return spec
+    have = ", ".join(f"{s.name!r} {_shape_str(s.shape)}" for s in inputs) or "none"
+    c.problems.append(
+        f"input {role}: " + (f"the manifest names stream {name!r}, but " if name else "")
+        + f"no single HEF input holds the {size} values of {what} (the HEF's inputs: {have})")
+    return None
 
-    See the module docstring for what is matched how; every problem found is listed, notes say
-    what was tolerated and why.
-    """
-    c = ContractCheck(contract)
-    seq, hidden = contract.seq_len, contract.hidden
-    _match_inputs(c, inputs)
 
-    # -- outputs ---------------------------------------------------------------------------
-    out_by_name = {s.name: s for s in outputs}
-    order = [n for n in (sorted_output_names or []) if n in out_by_name]
+def _check_input(c: ContractCheck, inputs: list[StreamSpec], role: str, spec: StreamSpec, size: int,
+                 what: str, recorded: tuple[int, ...] | None) -> None:
+    """A problem when the host cannot feed ``spec`` (size, TRANSPOSED, order); a note when its
+    shape was folded or differs from the record (fed row-major in the HEF's shape)."""
+    contract = c.contract
+    if spec.size != size:
+        other = [s.name for s in inputs if s is not spec and s.size == size]
+        swapped = f"; {other[0]!r} has that size, so the inputs look swapped" if other else ""
+        c.problems.append(
+            f"input {role} ({spec.name}): the HEF has shape {_shape_str(spec.shape)} = {spec.size} values; "
+            f"the host sends {size} ({what}, SEQ {contract.seq_len}, H {contract.hidden}){swapped}"
+        )
+    elif spec.transposed:
+        c.problems.append(
+            f"input {role} ({spec.name}): the stream has FormatFlags.TRANSPOSED (height and width swapped); "
+            "hefsearch does not feed transposed streams. Recompile the HEF without a transposed format.")
+    elif spec.order not in SUPPORTED_ORDERS:
+        c.problems.append(f"input {role} ({spec.name}): format order {spec.order} is not a dense layout "
+                          f"hefsearch can write (supported: {', '.join(sorted(SUPPORTED_ORDERS))})")
+    elif recorded and tuple(recorded) != tuple(spec.shape):
+        c.notes.append(f"input {role} ({spec.name}): the HEF's shape {_shape_str(spec.shape)} differs from "
+                       f"the recorded {_shape_str(recorded)}; fed row-major in the HEF's shape")
+    elif len(spec.shape) == 3 and spec.shape[0] != 1:
+        c.notes.append(f"input {role} ({spec.name}): folded to {_shape_str(spec.shape)} by the compiler's "
+                       "automatic spatial reshape; fed row-major in that shape")
+
+
+def _order_outputs(c: ContractCheck, outputs: list[StreamSpec], sorted_output_names: list[str] | None
+                   ) -> list[str]:
+    """Stage 2: the output names in HailoRT's sorted order (unsorted ones after); notes where
+    the manifest's names or order differ (names are informative, meaning decides)."""
+    contract = c.contract
+    out_names = {s.name for s in outputs}
+    order = [n for n in (sorted_output_names or []) if n in out_names]
     order += [s.name for s in outputs if s.name not in order]
     if contract.outputs and outputs:
-        missing = [n for n in contract.outputs if n not in out_by_name]
+        missing = [n for n in contract.outputs if n not in out_names]
         extra = [n for n in order if n not in contract.outputs]
         if missing or extra:
             # The compiler names outputs after the layer that feeds them, and the optimiser
@@ -296,40 +301,43 @@ def check_contract(
         elif list(contract.outputs) != order:
             c.notes.append(f"output order: HailoRT sorts the outputs as {order}, the manifest lists "
                            f"{list(contract.outputs)}; HailoRT's order is used")
-    if not outputs:
-        c.problems.append("the HEF has no output stream")
-        return c
-    c.outputs = [out_by_name[n] for n in order]
-    parts = []
-    for spec in c.outputs:
-        if spec.transposed:
-            c.problems.append(f"output {spec.name}: the stream has FormatFlags.TRANSPOSED (height and width "
-                              "swapped); hefsearch does not read transposed streams")
-            continue
-        if spec.order not in SUPPORTED_ORDERS:
-            c.problems.append(
-                f"output {spec.name}: format order {spec.order} is not a dense tensor layout hefsearch can read "
-                f"(supported: {', '.join(sorted(SUPPORTED_ORDERS))})"
-            )
-            continue
-        if spec.type not in DTYPES:
-            c.problems.append(f"output {spec.name}: format type {spec.type} is not supported")
-            continue
-        tc = spec.tokens_channels(seq, hidden)
-        if tc is None:
-            c.problems.append(
-                f"output {spec.name}: shape {_shape_str(spec.shape)} in order {spec.order} cannot be read as "
-                f"tokens x channels for SEQ {seq}, H {hidden}"
-            )
-            continue
-        n_ch = tc[1]
-        if spec.type != "FLOAT32" and spec.quant and len(spec.quant) not in (1, n_ch):
-            c.problems.append(
-                f"output {spec.name}: {len(spec.quant)} quant infos for {n_ch} channels; cannot dequantise"
-            )
-        parts.append(tc)
-    if c.problems:
-        return c
+    return order
+
+
+def _read_output(c: ContractCheck, spec: StreamSpec) -> tuple[int, int] | None:
+    """Stage 3, per output stream: (tokens, channels) it carries, or None with a problem listed."""
+    seq, hidden = c.contract.seq_len, c.contract.hidden
+    if spec.transposed:
+        c.problems.append(f"output {spec.name}: the stream has FormatFlags.TRANSPOSED (height and width "
+                          "swapped); hefsearch does not read transposed streams")
+        return None
+    if spec.order not in SUPPORTED_ORDERS:
+        c.problems.append(
+            f"output {spec.name}: format order {spec.order} is not a dense tensor layout hefsearch can read "
+            f"(supported: {', '.join(sorted(SUPPORTED_ORDERS))})"
+        )
+        return None
+    if spec.type not in DTYPES:
+        c.problems.append(f"output {spec.name}: format type {spec.type} is not supported")
+        return None
+    tc = spec.tokens_channels(seq, hidden)
+    if tc is None:
+        c.problems.append(
+            f"output {spec.name}: shape {_shape_str(spec.shape)} in order {spec.order} cannot be read as "
+            f"tokens x channels for SEQ {seq}, H {hidden}"
+        )
+        return None
+    n_ch = tc[1]
+    if spec.type != "FLOAT32" and spec.quant and len(spec.quant) not in (1, n_ch):
+        c.problems.append(
+            f"output {spec.name}: {len(spec.quant)} quant infos for {n_ch} channels; cannot dequantise"
+        )
+    return tc
+
+
+def _join_outputs(c: ContractCheck, parts: list[tuple[int, int]]) -> None:
+    """Stage 4: the readable outputs must add up to SEQ x H along one axis; sets ``c.concat``."""
+    seq, hidden = c.contract.seq_len, c.contract.hidden
     if len(parts) == 1:
         if parts[0] != (seq, hidden):
             c.problems.append(
@@ -348,6 +356,32 @@ def check_contract(
             f"the {len(parts)} output streams ({desc}) do not add up to {seq} tokens x {hidden} channels "
             "along one axis"
         )
+
+
+def check_contract(
+    contract: HefContract,
+    inputs: list[StreamSpec],
+    outputs: list[StreamSpec],
+    sorted_output_names: list[str] | None = None,
+) -> ContractCheck:
+    """Compare the HEF's input/output stream infos with the manifest and the host's needs.
+
+    See the module docstring for what is matched how; every problem found is listed, notes say
+    what was tolerated and why. Stages: match the inputs, order the outputs, read each output
+    as tokens x channels, join the outputs.
+    """
+    c = ContractCheck(contract)
+    _match_inputs(c, inputs)
+    order = _order_outputs(c, outputs, sorted_output_names)
+    if not outputs:
+        c.problems.append("the HEF has no output stream")
+        return c
+    out_by_name = {s.name: s for s in outputs}
+    c.outputs = [out_by_name[n] for n in order]
+    parts = [tc for tc in (_read_output(c, spec) for spec in c.outputs) if tc is not None]
+    if c.problems:
+        return c
+    _join_outputs(c, parts)
     return c
 
 

@@ -1,6 +1,6 @@
 """``hefsearch doctor --verify``: the NPU against FP32 on built-in multilingual sentences.
 
-It encodes the same texts on the NPU (or any non-CPU backend) and on the CPU, then reports:
+It encodes the same texts on the NPU (or any quantised backend: npu-sim, cpu-int8) and on the CPU, then reports:
 
 - per-sentence cosine between the two vectors (coordinate-wise: drops if the basis changes);
 - basis-invariant metrics: similarity-matrix correlation, top-1 translation retrieval within
@@ -164,8 +164,10 @@ def layout_fits(x: np.ndarray, x_transposed: np.ndarray, y: np.ndarray) -> list[
     return fits
 
 
-def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit]) -> tuple[str, str, list[str]]:
-    """(cause, verdict, notes) from the sentence cosines, basis-invariant metrics and fits."""
+def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit],
+             subject: str = "NPU") -> tuple[str, str, list[str]]:
+    """(cause, verdict, notes) from the sentence cosines, basis-invariant metrics and fits;
+    ``subject`` is what the verdict calls the encoder tested ("NPU", "CPU int8 encoder")."""
     notes = []
     median = float(np.median(cosines))
     corr = comparison.get("similarity_pearson") or float("nan")
@@ -177,10 +179,10 @@ def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit]) -> t
     # the simplest explanation that fits wins (a permutation is also a rotation)
     explains = [f for f in tried if f.token_cosine >= max(FIT_MIN, direct + FIT_GAIN)]
     if median >= MATCH_COSINE:
-        return "match", (f"The NPU matches FP32: median cosine {median:.4f}; only quantisation error remains."), notes
+        return "match", (f"The {subject} matches FP32: median cosine {median:.4f}; only quantisation error remains."), notes
     if median < 0.9 and fine:
         notes.append(f"Direct cosines are low (median {median:.3f}) while the basis-invariant metrics are fine "
-                     f"(similarity correlation {corr:.3f}): the NPU's vectors look right in another basis. "
+                     f"(similarity correlation {corr:.3f}): the {subject}'s vectors look right in another basis. "
                      "Testing the usual layout causes.")
     if explains:
         best = explains[0]
@@ -191,21 +193,21 @@ def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit]) -> t
             "permuted": "the output channels are permuted",
             "rotation": "the output is a rotated version of FP32's (not a plain transpose or permutation)",
         }[cause]
-        impact = ("Tokens and channels are mixed up, so the NPU's vectors are unusable as they are."
+        impact = (f"Tokens and channels are mixed up, so the {subject}'s vectors are unusable as they are."
                   if cause == "transposed" else
-                  "Search inside the NPU space still works (every vector shares the basis), but NPU "
+                  f"Search inside the {subject} space still works (every vector shares the basis), but {subject} "
                   "vectors cannot be compared with FP32 ones (re-ranking, mixed spaces).")
         return cause, (f"Layout bug, not quantisation: {what}. Token cosine {direct:.3f} as read, "
                        f"{best.token_cosine:.3f} after fitting it. {impact} Run 'hefsearch inspect' on the "
                        "HEF and report it."), notes
     best_txt = f"best {best.token_cosine:.3f} vs {direct:.3f} as read" if best is not None else "none tried"
     if median < 0.9 and fine:
-        return "basis", (f"The NPU's vectors rank like FP32's (similarity correlation {corr:.3f}) but live in "
+        return "basis", (f"The {subject}'s vectors rank like FP32's (similarity correlation {corr:.3f}) but live in "
                          f"another basis that no fit explains ({best_txt}; median cosine {median:.3f}). Search "
-                         "in the NPU space works; comparing NPU with FP32 vectors does not. Run 'hefsearch "
+                         f"in the {subject} space works; comparing {subject} with FP32 vectors does not. Run 'hefsearch "
                          "inspect' on the HEF and report it."), notes
     if median < BROKEN_COSINE:
-        return "broken", (f"The NPU's output is not the encoder's: median cosine {median:.3f}, similarity "
+        return "broken", (f"The {subject}'s output is not the encoder's: median cosine {median:.3f}, similarity "
                           f"correlation {corr:.3f}, and no layout fit explains it ({best_txt}). A wrong HEF "
                           "or a broken compile: run 'hefsearch inspect' and recompile."), notes
     if median < 0.9 or not fine:
@@ -249,10 +251,11 @@ def verify_npu(bundle, backend: str = "hailo", *, texts: list[str] | None = None
         a = test.encode(texts)
         b = ref.encode(texts)
         fits = layout_fits(*collect_tokens(test, ref, texts))
-        label, ref_label = test.backend.label, ref.backend.label
+        label, ref_label = test.label, ref.label
+        subject = "NPU" if test.backend.is_npu else f"{test.label} encoder"  # CPU int8 is no NPU
     cos = [float(c) for c in metrics.paired_cosine(a, b)]
     comp = metrics.compare_spaces(b, a, pairs=pairs).to_dict()
     nearest = np.argmax(metrics.cosine_matrix(a, b), axis=1)
     cross = float(np.mean([texts[j] == t for j, t in zip(nearest, texts)]))  # repeated texts count as found
-    cause, verdict, notes = diagnose(cos, comp, fits)
+    cause, verdict, notes = diagnose(cos, comp, fits, subject)
     return VerifyReport(label, ref_label, list(texts), cos, comp, cross, fits, verdict, cause, notes)

@@ -34,15 +34,16 @@ import numpy as np
 from hefsearch.embed.errors import HefsearchError
 
 from hefsearch.embed import metrics as M
+from hefsearch.embed import space_names
 from .parallel import ParallelPair, by_language_pair, languages, load_parallel, near_duplicate_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
     from hefsearch.index.library import Library
 
-log = logging.getLogger("hefsearch.search")
+log = logging.getLogger("hefsearch.evaluate")
 
-FP32 = "cpu-fp32"
+FP32 = space_names.FP32_SPACE
 RECALL_KS = (1, 5, 10)
 PLOT_KS = (1, 2, 3, 5, 10, 20, 30, 50)
 DEFAULT_QUERIES = 200
@@ -65,13 +66,16 @@ class SpaceSpec:
 
 
 def bundle_spaces(bundle) -> list[SpaceSpec]:
-    """Spaces a bundle can produce here without a library: FP32, every NPU simulation, a HEF."""
+    """Spaces a bundle can produce here without a library: FP32, every NPU simulation, a HEF,
+    the int8 CPU encoder."""
     out = [SpaceSpec(FP32, "cpu")]
-    for e in bundle.encoder_entries("npu-sim"):
+    for e in bundle.encoder_entries(space_names.NPU_SIM):
         name = e.extra.get("name", e.file)
-        out.append(SpaceSpec(f"npu-sim-{name}", "npu-sim", {"profile": name}))
-    if bundle.encoder_entries("hef"):
-        out.append(SpaceSpec("hef", "hailo"))
+        out.append(SpaceSpec(space_names.space_name(space_names.NPU_SIM, name), "npu-sim", {"profile": name}))
+    if bundle.encoder_entries(space_names.HEF):
+        out.append(SpaceSpec(space_names.HEF, "hailo"))
+    if bundle.encoder_entries(space_names.CPU_INT8):
+        out.append(SpaceSpec(space_names.CPU_INT8, "cpu-int8"))
     return out
 
 
@@ -99,18 +103,17 @@ def choose_spaces(bundle, library: "Library | None", wanted: Sequence[str] | Non
 def build_config(encoder: "Encoder") -> dict:
     """The build configuration of an encoder, for the report (bits, mask, seq, calibration)."""
     be = encoder.backend
-    cfg: dict = {"backend": be.name, "label": getattr(be, "label", be.name), "space_kind": encoder.space_kind,
+    cfg: dict = {"backend": be.name, "label": encoder.label, "space_kind": encoder.space_kind,
                  "seq_len": encoder.max_tokens, "dim": encoder.dim, "model": encoder.bundle.model_id}
-    if hasattr(be, "describe"):
-        try:
-            d = be.describe()
-            if isinstance(d, dict):
-                cfg.update({k: v for k, v in d.items() if k not in cfg or k == "label"})
-        except Exception:  # pragma: no cover - a report must not fail on a description
-            pass
-    entry = getattr(be, "entry", None)
-    if entry is not None and be.name != "npu-sim":
-        extra = getattr(entry, "extra", {}) or {}
+    try:
+        d = be.describe()
+        if isinstance(d, dict):
+            cfg.update({k: v for k, v in d.items() if k not in cfg or k == "label"})
+    except Exception:  # pragma: no cover - a report must not fail on a description
+        pass
+    entry = be.entry
+    if entry is not None and be.space_kind != space_names.NPU_SIM:  # a simulation's describe() says it all
+        extra = entry.extra or {}
         for k in ("precision", "calibration", "dfc_version", "hw_arch"):
             if k in extra and k not in cfg:
                 cfg[k] = extra[k]
@@ -118,7 +121,7 @@ def build_config(encoder: "Encoder") -> dict:
     if isinstance(prec, dict):
         cfg["sixteen_bit"] = list(prec.get("sixteen_bit", []))
         cfg["bits"] = prec.get("bits")
-    if be.name == "cpu":
+    if be.space_kind == space_names.FP32:
         cfg["precision"] = "fp32"
     return cfg
 
@@ -128,6 +131,8 @@ def config_line(cfg: dict) -> str:
     if cfg.get("precision") == "fp32":
         return f"FP32 · seq {cfg.get('seq_len')}"
     parts = []
+    if cfg.get("space_kind") == space_names.CPU_INT8:
+        parts.append("int8 weights, dynamic uint8 activations")
     prec = cfg.get("precision")
     if isinstance(prec, dict):
         parts.append(str(prec.get("name", "?")))
@@ -424,7 +429,7 @@ def run_quality(
         for spec in specs:
             try:
                 enc = encoder(spec)
-                results.append(SpaceResult(spec.name, getattr(enc.backend, "label", spec.backend), build_config(enc)))
+                results.append(SpaceResult(spec.name, enc.label, build_config(enc)))
             except HefsearchError as e:
                 if spec.name == FP32:
                     raise

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.embed.space_names import FP32_SPACE
 
 from .errors import LibraryError
 
@@ -77,7 +78,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
     else:
         first = Encoder.open(choice.bundle, backend=backend, bulk=True, **backend_opts)
     choice.encoders.append(first)
-    kinds = {_space_name(first)}
+    kinds = {first.space_name}
     try:
         for name, info in spaces.items():
             if name in kinds:
@@ -94,13 +95,10 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
                 continue
             choice.encoders.append(enc)
             kinds.add(name)
-        if also_fp32 and "cpu-fp32" not in kinds:
+        if also_fp32 and FP32_SPACE not in kinds:
             choice.encoders.append(Encoder.open(choice.bundle, backend="cpu", bulk=True))
     except BaseException:
         choice.close()
         raise
     return choice
 
-
-def _space_name(encoder) -> str:
-    return getattr(encoder.backend, "space_name", None) or encoder.space_kind

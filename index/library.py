@@ -486,17 +486,17 @@ class Library:
                      backend_opts: dict | None = None, wait: bool | float = True) -> Space:
         """The space for this encoder: created on first use, else its fingerprint is checked.
         ``wait``: how long creating it may wait for the write lock (see :meth:`write_lock`)."""
-        name = name or getattr(encoder.backend, "space_name", None) or encoder.space_kind
+        name = name or encoder.space_name
         parts, fp = encoder.fingerprint_parts(), encoder.fingerprint
         existing = {i.name: i for i in self._space_infos()}
         if name in existing:
             check_fingerprint(existing[name], parts, fp)
             return self.space(name)
-        opts = backend_opts if backend_opts is not None else dict(getattr(encoder.backend, "space_opts", {}) or {})
+        opts = backend_opts if backend_opts is not None else encoder.space_opts
         factory = self.settings().get("index_factory") or "Flat"
         info = SpaceInfo(name=name, kind=encoder.space_kind, fingerprint=fp, parts=parts,
                          dim=encoder.dim, count=0, backend=encoder.backend.name, backend_opts=opts,
-                         label=getattr(encoder.backend, "label", encoder.backend.name),
+                         label=encoder.label,
                          index_factory=factory)
         with self.write_lock(wait=wait, reconcile=False):
             with self.transaction():

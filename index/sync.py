@@ -24,6 +24,12 @@ thread while the encoder works.
 
 Finally every space of the sync is back-filled: chunks it does not hold yet (a space added
 later, e.g. ``--also-fp32`` on a second run, or vectors lost on disk) are embedded.
+
+The stages, each one function under the write lock (:func:`_sync` only runs them):
+``_open_spaces`` (spaces and settings), ``_crawl`` (stat only), ``_compare`` (crawl vs stored
+rows -> a plan of work and removals), ``_remove_documents``, ``_index_files`` (a ``_Prefetch``
+thread prepares files, ``_flush`` embeds and ``_commit`` writes one batch), ``_backfill`` and
+``_record_sync`` (failures table, ``last_sync``).
 """
 
 from __future__ import annotations
@@ -169,6 +175,18 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+@dataclass
+class SyncOptions:
+    """The crawl and batching options of one sync."""
+
+    include_hidden: bool = False
+    excludes: Sequence[str] = ()
+    max_bytes: int = 0
+    overlap_tokens: int = 32
+    batch_chunks: int = DEFAULT_BATCH_CHUNKS
+    follow_links: bool = False
+
+
 def sync(
     library: Library,
     roots: Sequence[Path],
@@ -190,7 +208,9 @@ def sync(
 
     if not encoders:
         raise ValueError("sync needs at least one encoder")
-    max_bytes = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    opts = SyncOptions(include_hidden=include_hidden, excludes=excludes,
+                       max_bytes=DEFAULT_MAX_BYTES if max_bytes is None else max_bytes,
+                       overlap_tokens=overlap_tokens, batch_chunks=batch_chunks, follow_links=follow_links)
     resolved = []
     for r in roots:
         p = Path(os.path.expanduser(os.fspath(r)))
@@ -198,10 +218,7 @@ def sync(
             raise HefsearchError(f"{printable(p)} does not exist.", "Check the path; nothing was changed.")
         resolved.append(p.resolve())
     try:
-        return _sync(library, resolved, encoders, include_hidden=include_hidden, excludes=excludes,
-                     max_bytes=max_bytes, overlap_tokens=overlap_tokens,
-                     emit=progress or (lambda ev: None), batch_chunks=batch_chunks,
-                     follow_links=follow_links)
+        return _sync(library, resolved, encoders, opts, progress or (lambda ev: None))
     except Exception as e:
         detail = _disk_full_detail(e)
         if detail is None:
@@ -209,89 +226,30 @@ def sync(
         raise DiskFull(library.path, detail) from None
 
 
-def _sync(library: Library, resolved: list[Path], encoders, *, include_hidden, excludes, max_bytes,
-          overlap_tokens, emit, batch_chunks, follow_links) -> SyncReport:
-    from .crawl import FoundFile, crawl
-
+def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, emit) -> SyncReport:
+    """The stages, under the write lock: spaces, crawl, compare, remove, index, back-fill, record."""
     t0 = time.perf_counter()
     report = SyncReport()
     with library.write_lock(wait=True):  # bounded (LOCK_WAIT_S): a back-fill between windows lets go
-        spaces = [library.ensure_space(enc) for enc in encoders]
-        report.spaces = [sp.info.name for sp in spaces]
-        settings = library.settings()
-        new_settings = {"bundle": str(Path(encoders[0].bundle.path).resolve())}
-        if not settings.get("default_space"):
-            new_settings["default_space"] = spaces[0].info.name
-        library.set_settings(**new_settings)
-
-        # 1. crawl (stat only)
-        found: list = []
-        skipped: list = []
-        emit(ProgressEvent("scan"))
-        for item in crawl(resolved, include_hidden=include_hidden, excludes=excludes, max_bytes=max_bytes,
-                          follow_links=follow_links):
-            (found if isinstance(item, FoundFile) else skipped).append(item)
-
-        # 2. compare with what is stored (keys: real paths, as the crawler gives them)
+        spaces = _open_spaces(library, encoders, report)
+        crawled = _crawl(resolved, opts, emit)
         root_strs = [str(r) for r in resolved]
-        existing: dict[str, tuple] = {}
-        for row in library.query("SELECT path, path_bytes, id, size, mtime_ns, sha256, status, error "
-                                 "FROM documents"):
-            real = _real_path(row[0], row[1])
-            if any(_under(real, r) for r in root_strs):
-                existing[real] = row[2:]
-        protected, crawl_failures = _account_skips(skipped, existing, report)
-        found = _drop_name_clashes(found, report, crawl_failures)
-        found_paths = {str(f.path) for f in found}
-        todo: list[_Job] = []
-        for f in found:
-            path = str(f.path)
-            old = existing.get(path)
-            if old is not None and old[1] == f.size and old[2] == f.mtime_ns:
-                status, error = old[4], old[5]
-                if status == "failed":
-                    report.failed.append((printable(path), error or "failed before"))
-                elif status == "stale":
-                    report.stale.append((printable(path), error or "failed before"))
-                else:
-                    report.unchanged += 1
-                continue
-            todo.append(_Job(path, f.size, f.mtime_ns, f.kind, None if old is None else old[0],
-                             None if old is None else old[4]))
-        gone = [p for p in existing if p not in found_paths and not _is_protected(p, existing[p][4], protected)]
-
-        # 3. removals
-        if gone:
-            emit(ProgressEvent("remove", files_total=len(found)))
-            _remove_documents(library, spaces, [existing[p][0] for p in gone])
-            report.removed = len(gone)
-
-        # 4. new and changed files: extract + chunk ahead in a thread, embed and commit in batches
-        state = _Progress(emit, len(found), len(todo), report)
-        state.files_done = len(found) - len(todo)
+        plan = _compare(crawled, _stored_documents(library, root_strs), report)
+        if plan.gone:
+            emit(ProgressEvent("remove", files_total=len(plan.found)))
+            _remove_documents(library, spaces, [plan.existing[p][0] for p in plan.gone])
+            report.removed = len(plan.gone)
+        # new and changed files: extract + chunk ahead in a thread, embed and commit in batches
+        state = _Progress(emit, len(plan.found), len(plan.todo), report)
+        state.files_done = len(plan.found) - len(plan.todo)
         state.tick(force=True)
-        if todo:
-            _index_files(library, spaces, encoders, todo, report, state, overlap_tokens=overlap_tokens,
-                         batch_chunks=batch_chunks, max_bytes=max_bytes,
-                         old_sha={p: existing[p][3] for p in existing})
-
-        # 5. back-fill chunks a space does not hold yet
-        for sp, enc in zip(spaces, encoders):
-            report.backfilled += _backfill(library, sp, enc, batch_chunks, state)
-
-        # 6. bookkeeping
-        shown_roots = [printable(r) for r in root_strs]
-        with library.transaction():
-            for r in shown_roots:
-                library.db.execute("DELETE FROM failures WHERE path = ? OR path LIKE ? ESCAPE '\\'",
-                                   [r, _like_prefix(r)])
-            library.db.conn.executemany(
-                "INSERT OR REPLACE INTO failures(path, reason, counted_as, seen_at) VALUES (?,?,?,?)",
-                [(p, reason, kind, utc_now()) for p, reason, kind in crawl_failures])
-            put_setting(library.db, "last_sync", {
-                "at": utc_now(), "roots": shown_roots, "skipped": report.skipped,
-                "added": report.added, "changed": report.changed, "removed": report.removed,
-                "failed": len(report.failed), "chunks_embedded": report.chunks_embedded})
+        if plan.todo:
+            _index_files(library, spaces, encoders, plan.todo, report, state, overlap_tokens=opts.overlap_tokens,
+                         batch_chunks=opts.batch_chunks, max_bytes=opts.max_bytes,
+                         old_sha={p: plan.existing[p][3] for p in plan.existing})
+        for sp, enc in zip(spaces, encoders):  # chunks a space does not hold yet
+            report.backfilled += _backfill(library, sp, enc, opts.batch_chunks, state)
+        _record_sync(library, root_strs, plan.crawl_failures, report)
         threshold, override = library.hnsw_threshold(), library.settings().get("index_factory")
         for sp in spaces:
             sp.maintain(hnsw_threshold=threshold, factory_override=override)
@@ -299,6 +257,102 @@ def _sync(library: Library, resolved: list[Path], encoders, *, include_hidden, e
     state.phase = "done"
     state.tick(force=True)
     return report
+
+
+def _open_spaces(library: Library, encoders, report: SyncReport) -> list:
+    """Consumes the encoders; produces their spaces (created when new) and records the bundle
+    and, on a first sync, the default space in the library's settings."""
+    spaces = [library.ensure_space(enc) for enc in encoders]
+    report.spaces = [sp.info.name for sp in spaces]
+    settings = library.settings()
+    new_settings = {"bundle": str(Path(encoders[0].bundle.path).resolve())}
+    if not settings.get("default_space"):
+        new_settings["default_space"] = spaces[0].info.name
+    library.set_settings(**new_settings)
+    return spaces
+
+
+@dataclass
+class _Crawled:
+    found: list  # crawl.FoundFile
+    skipped: list  # crawl.Skipped
+
+
+def _crawl(resolved: list[Path], opts: SyncOptions, emit) -> _Crawled:
+    """Consumes the roots; produces what is under them (stat only, nothing is read)."""
+    from .crawl import FoundFile, crawl
+
+    out = _Crawled([], [])
+    emit(ProgressEvent("scan"))
+    for item in crawl(resolved, include_hidden=opts.include_hidden, excludes=opts.excludes,
+                      max_bytes=opts.max_bytes, follow_links=opts.follow_links):
+        (out.found if isinstance(item, FoundFile) else out.skipped).append(item)
+    return out
+
+
+def _stored_documents(library: Library, root_strs: list[str]) -> dict[str, tuple]:
+    """The document rows under the roots, keyed by real path (as the crawler gives it):
+    (id, size, mtime_ns, sha256, status, error)."""
+    existing: dict[str, tuple] = {}
+    for row in library.query("SELECT path, path_bytes, id, size, mtime_ns, sha256, status, error "
+                             "FROM documents"):
+        real = _real_path(row[0], row[1])
+        if any(_under(real, r) for r in root_strs):
+            existing[real] = row[2:]
+    return existing
+
+
+@dataclass
+class _Plan:
+    """The compare stage's result: what needs work and what goes."""
+
+    found: list  # crawl.FoundFile, name clashes dropped
+    todo: list[_Job]  # new or changed files
+    gone: list[str]  # real paths whose rows (and vectors) are removed
+    existing: dict[str, tuple]  # see _stored_documents
+    crawl_failures: list[tuple[str, str, str]]  # rows for the failures table
+
+
+def _compare(crawled: _Crawled, existing: dict[str, tuple], report: SyncReport) -> _Plan:
+    """Consumes the crawl and the stored rows; produces the :class:`_Plan`. Unchanged files
+    (same size and mtime) are counted here; their earlier failures are reported again."""
+    protected, crawl_failures = _account_skips(crawled.skipped, existing, report)
+    found = _drop_name_clashes(crawled.found, report, crawl_failures)
+    found_paths = {str(f.path) for f in found}
+    todo: list[_Job] = []
+    for f in found:
+        path = str(f.path)
+        old = existing.get(path)
+        if old is not None and old[1] == f.size and old[2] == f.mtime_ns:
+            status, error = old[4], old[5]
+            if status == "failed":
+                report.failed.append((printable(path), error or "failed before"))
+            elif status == "stale":
+                report.stale.append((printable(path), error or "failed before"))
+            else:
+                report.unchanged += 1
+            continue
+        todo.append(_Job(path, f.size, f.mtime_ns, f.kind, None if old is None else old[0],
+                         None if old is None else old[4]))
+    gone = [p for p in existing if p not in found_paths and not _is_protected(p, existing[p][4], protected)]
+    return _Plan(found, todo, gone, existing, crawl_failures)
+
+
+def _record_sync(library: Library, root_strs: list[str], crawl_failures: list[tuple[str, str, str]],
+                 report: SyncReport) -> None:
+    """Replaces the failures under the roots with this run's and stores the run as last_sync."""
+    shown_roots = [printable(r) for r in root_strs]
+    with library.transaction():
+        for r in shown_roots:
+            library.db.execute("DELETE FROM failures WHERE path = ? OR path LIKE ? ESCAPE '\\'",
+                               [r, _like_prefix(r)])
+        library.db.conn.executemany(
+            "INSERT OR REPLACE INTO failures(path, reason, counted_as, seen_at) VALUES (?,?,?,?)",
+            [(p, reason, kind, utc_now()) for p, reason, kind in crawl_failures])
+        put_setting(library.db, "last_sync", {
+            "at": utc_now(), "roots": shown_roots, "skipped": report.skipped,
+            "added": report.added, "changed": report.changed, "removed": report.removed,
+            "failed": len(report.failed), "chunks_embedded": report.chunks_embedded})
 
 
 def _account_skips(skipped: list, existing: dict[str, tuple], report: SyncReport
@@ -443,37 +497,53 @@ def _line_numbers(text: str, starts: list[int]) -> list[int]:
     return out
 
 
-def _index_files(library, spaces, encoders, todo, report, state, *, overlap_tokens, batch_chunks,
-                 max_bytes, old_sha) -> None:
-    jobs: queue.Queue = queue.Queue(maxsize=32)
-    stop = threading.Event()
-    first = encoders[0]
+class _Prefetch:
+    """Hashing, extraction and chunking one file ahead of the encoder, in a daemon thread;
+    the prepared jobs come out of a bounded queue in ``todo`` order (None ends them)."""
 
-    def hand_over(item) -> None:
+    def __init__(self, todo: list[_Job], first: "Encoder", overlap_tokens: int, max_bytes: int,
+                 old_sha: dict[str, str | None]):
+        self.jobs: queue.Queue = queue.Queue(maxsize=32)
+        self.stopped = threading.Event()
+        self._args = (todo, first, overlap_tokens, max_bytes, old_sha)
+        self.worker = threading.Thread(target=self._produce, name="hefsearch-extract", daemon=True)
+        self.worker.start()
+
+    def _hand_over(self, item) -> None:
         # never block once the consumer has stopped (Ctrl+C): it no longer drains the queue
-        while not stop.is_set():
+        while not self.stopped.is_set():
             try:
-                jobs.put(item, timeout=0.1)
+                self.jobs.put(item, timeout=0.1)
                 return
             except queue.Full:
                 continue
 
-    def produce():
+    def _produce(self) -> None:
+        todo, first, overlap_tokens, max_bytes, old_sha = self._args
         try:
             for job in todo:
-                if stop.is_set():
+                if self.stopped.is_set():
                     return
-                hand_over(_prepare(job, first, overlap_tokens, max_bytes, old_sha.get(job.path)))
+                self._hand_over(_prepare(job, first, overlap_tokens, max_bytes, old_sha.get(job.path)))
         finally:
-            hand_over(None)
+            self._hand_over(None)
 
-    worker = threading.Thread(target=produce, name="hefsearch-extract", daemon=True)
-    worker.start()
+    def stop(self) -> None:
+        """Let the thread go; wait at most WORKER_JOIN_S (it may be inside one slow file)."""
+        self.stopped.set()
+        self.worker.join(timeout=WORKER_JOIN_S)
+
+
+def _index_files(library, spaces, encoders, todo, report, state, *, overlap_tokens, batch_chunks,
+                 max_bytes, old_sha) -> None:
+    """Consumes the files that need work; embeds and commits them in batches of about
+    ``batch_chunks`` chunks, documents whole."""
+    ahead = _Prefetch(todo, encoders[0], overlap_tokens, max_bytes, old_sha)
     pending: list[_Job] = []
     pending_chunks = 0
     try:
         while True:
-            job = jobs.get()
+            job = ahead.jobs.get()
             if job is None:
                 break
             state.path = job.shown
@@ -487,8 +557,7 @@ def _index_files(library, spaces, encoders, todo, report, state, *, overlap_toke
         if pending:
             _flush(library, spaces, encoders, pending, report, state)
     finally:
-        stop.set()
-        worker.join(timeout=WORKER_JOIN_S)
+        ahead.stop()
 
 
 def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncReport, state: _Progress) -> None:
@@ -536,30 +605,9 @@ def _commit(library: Library, spaces, jobs: list[_Job], vectors: list[np.ndarray
     try:
         with library.transaction():
             for job in jobs:
-                if job.error is not None:
-                    if job.old_status in ("ok", "stale"):  # keep the indexed version, say why
-                        conn.execute("UPDATE documents SET status='stale', error=?, size=?, mtime_ns=? "
-                                     "WHERE id=?", [job.error, job.size, job.mtime_ns, job.doc_id])
-                    else:
-                        _upsert_document(conn, job, "failed", 0, 0, now)
-                    continue
-                if job.same_content:
-                    conn.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?",
-                                 [job.size, job.mtime_ns, job.doc_id])
-                    continue
-                if job.doc_id is not None:
-                    removed += [r[0] for r in conn.execute("SELECT id FROM chunks WHERE doc_id=?", [job.doc_id])]
-                    conn.execute("DELETE FROM chunks WHERE doc_id=?", [job.doc_id])
-                cut = sum(1 for c, _ in job.chunks if c.cut)
-                doc_id = _upsert_document(conn, job, "ok", len(job.chunks), cut, now)
-                conn.executemany(
-                    'INSERT INTO chunks(doc_id, ordinal, text, start, "end", page, line, tokens, cut) '
-                    "VALUES (?,?,?,?,?,?,?,?,?)",
-                    [(doc_id, c.ordinal, c.text, c.start, c.end, c.page, ln, c.tokens, int(c.cut))
-                     for c, ln in job.chunks])
-                if job.chunks:
-                    new_ids += [r[0] for r in conn.execute(
-                        "SELECT id FROM chunks WHERE doc_id=? ORDER BY ordinal", [doc_id])]
+                gone, added = _write_job(conn, job, now)
+                removed += gone
+                new_ids += added
             ids = np.asarray(new_ids, np.int64)
             if len(ids):
                 # vectors first (durable), then the members that make them real, in this transaction
@@ -576,6 +624,36 @@ def _commit(library: Library, spaces, jobs: list[_Job], vectors: list[np.ndarray
                 pass
         raise
     return ids, removed
+
+
+def _write_job(conn, job: _Job, now: str) -> tuple[list[int], list[int]]:
+    """One document's rows, inside the batch's transaction; returns (removed chunk ids, new
+    chunk ids in ordinal order). A failing file keeps its indexed version, marked stale."""
+    if job.error is not None:
+        if job.old_status in ("ok", "stale"):  # keep the indexed version, say why
+            conn.execute("UPDATE documents SET status='stale', error=?, size=?, mtime_ns=? "
+                         "WHERE id=?", [job.error, job.size, job.mtime_ns, job.doc_id])
+        else:
+            _upsert_document(conn, job, "failed", 0, 0, now)
+        return [], []
+    if job.same_content:
+        conn.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?",
+                     [job.size, job.mtime_ns, job.doc_id])
+        return [], []
+    removed: list[int] = []
+    if job.doc_id is not None:
+        removed = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE doc_id=?", [job.doc_id])]
+        conn.execute("DELETE FROM chunks WHERE doc_id=?", [job.doc_id])
+    cut = sum(1 for c, _ in job.chunks if c.cut)
+    doc_id = _upsert_document(conn, job, "ok", len(job.chunks), cut, now)
+    conn.executemany(
+        'INSERT INTO chunks(doc_id, ordinal, text, start, "end", page, line, tokens, cut) '
+        "VALUES (?,?,?,?,?,?,?,?,?)",
+        [(doc_id, c.ordinal, c.text, c.start, c.end, c.page, ln, c.tokens, int(c.cut))
+         for c, ln in job.chunks])
+    if not job.chunks:
+        return removed, []
+    return removed, [r[0] for r in conn.execute("SELECT id FROM chunks WHERE doc_id=? ORDER BY ordinal", [doc_id])]
 
 
 def _upsert_document(conn, job: _Job, status: str, nchunks: int, cut: int, now: str) -> int:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 
 from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchError
+from hefsearch.embed.space_names import FP32_SPACE
 
 from .fusion import rrf
 from .keyword import clean_text, code_terms, filter_sql, has_surrogates, keyword_search, parse_query
@@ -46,8 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("hefsearch.search")
 
+#: the search modes, default first (the CLI and the TUI offer these)
 MODES = ("hybrid", "vector", "keyword")
-FP32_SPACE = "cpu-fp32"
 #: candidates taken from each ranking before fusion
 FUSION_DEPTH = 50
 #: longer queries are cut (a pasted document); the encoder reads far fewer tokens anyway
@@ -74,6 +75,14 @@ class Hit:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def location(self, *, short: bool = False) -> str:
+        """Where in its file: 'p. 3 · line 12 · chars 420-910', or short 'p.3 l.12' (the TUI's
+        lists). The page only for PDFs."""
+        if short:
+            return " ".join(([f"p.{self.page}"] if self.page else []) + ([f"l.{self.line}"] if self.line else []))
+        return " · ".join(([f"p. {self.page}"] if self.page is not None else [])
+                          + [f"line {self.line}", f"chars {self.start}-{self.end}"])
 
 
 @dataclass
@@ -223,7 +232,7 @@ class Searcher:
                 raise SearchError(f"The library {self.library.path} has no vector space yet.",
                                   "Index some folders first: hefsearch index FOLDER --bundle BUNDLE")
             encoder, query_vec, used_space, notice = self._encode(query, used_space, timings, fallback)
-            label = getattr(encoder.backend, "label", None)
+            label = encoder.label
             if rerank is None:  # default: on when FP32 vectors are available (search/rerank.py)
                 from .rerank import default_depth
 

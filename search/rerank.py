@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.space_names import FP32_SPACE
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -34,7 +35,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("hefsearch.search")
 
-FP32_SPACE = "cpu-fp32"
 #: default re-rank depth: our MiniLM study recovered FP32 quality from the top 10-50
 DEFAULT_DEPTH = 30
 BACKFILL_BATCH = 64

@@ -1,6 +1,6 @@
 """Fixtures for the compile tests: the contract fake of ``hailo_sdk_client`` on sys.path, a
-small multilingual document folder, and bundle copies with a calibration set. Import the
-fixtures you use into a test module."""
+small multilingual document folder, and bundle copies with a calibration set. Registered for
+every test module in conftest.py."""
 
 from __future__ import annotations
 

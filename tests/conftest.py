@@ -1,5 +1,7 @@
-"""Shared fixtures: tiny generated models and bundles, the real all-MiniLM-L6-v2 bundle,
-and an isolated user data dir so tests never touch the developer's own library."""
+"""Shared fixtures: tiny generated models, bundles and opened encoders, the real
+all-MiniLM-L6-v2 bundle, and an isolated user data dir so tests never touch the developer's
+own library. The fixtures of an area (fake Hailo runtime, fake DFC, quality bundles) live in
+their own modules, registered below for every test module: tests never import a fixture."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.models import make_tiny_bert, make_tiny_xlmr, minilm_folder
+
+pytest_plugins = ["tests.hailo_fixtures", "tests.compile_fixtures", "tests.quality_fixtures"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -66,10 +70,26 @@ def minilm_bundle(minilm_path, tmp_path_factory) -> Path:
     return _export(minilm_path, tmp_path_factory.mktemp("b") / "minilm")
 
 
-@pytest.fixture(scope="session")
-def sharp_bundle(tiny_bert_model, tmp_path_factory) -> Path:
-    """The tiny BERT sharpened so that its 8-bit simulation visibly differs from FP32
-    (tests/quality_fixtures.py). Copy it before writing simulations into it."""
-    from tests.quality_fixtures import make_sharp_bundle
+def _opened(bundle: Path):
+    from hefsearch.embed.encoder import Encoder
 
-    return make_sharp_bundle(tiny_bert_model, tmp_path_factory.mktemp("sharp"))
+    with Encoder.open(bundle) as enc:
+        yield enc
+
+
+@pytest.fixture(scope="module")
+def bert_encoder(tiny_bert_bundle):
+    """The tiny BERT bundle opened on the CPU (a real WordPiece tokenizer)."""
+    yield from _opened(tiny_bert_bundle)
+
+
+@pytest.fixture(scope="module")
+def xlmr_encoder(tiny_xlmr_bundle):
+    """The tiny XLM-R bundle opened on the CPU (a real Unigram tokenizer)."""
+    yield from _opened(tiny_xlmr_bundle)
+
+
+@pytest.fixture(scope="module")
+def minilm_encoder(minilm_bundle):
+    """The real all-MiniLM-L6-v2 bundle opened on the CPU."""
+    yield from _opened(minilm_bundle)

@@ -1,5 +1,5 @@
 """Fixtures for the hailo tests: the contract fake of ``hailo_platform`` on sys.path, and
-bundles with fake HEFs. Import the fixtures you use into a test module."""
+bundles with fake HEFs. Registered for every test module in conftest.py."""
 
 from __future__ import annotations
 

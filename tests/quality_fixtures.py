@@ -1,4 +1,6 @@
-"""Test helpers of the quality area: a tiny BERT whose 8-bit simulation visibly differs from FP32.
+"""Fixtures of the quality area: a tiny BERT whose 8-bit simulation visibly differs from FP32,
+its ``a8`` simulation, and a library indexed with that simulation only. Registered for every
+test module in conftest.py; a module may define its own ``sim_bundle`` (pytest's override).
 
 The tiny BERT's random initialisation gives near-uniform attention and tiny activations, where
 quantisation barely matters. ``make_sharp_bundle`` sharpens it (query/key weights x20, the other
@@ -10,6 +12,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+import pytest
+
+from tests.library_helpers import sim_library
 
 
 def make_sharp_bundle(tiny_model: Path, work: Path) -> Path:
@@ -33,3 +39,29 @@ def make_sharp_bundle(tiny_model: Path, work: Path) -> Path:
     out = work / "sharp-bundle"
     export_bundle(str(folder), out)
     return out
+
+
+@pytest.fixture(scope="session")
+def sharp_bundle(tiny_bert_model, tmp_path_factory) -> Path:
+    """The tiny BERT sharpened so that its 8-bit simulation visibly differs from FP32.
+    Copy it before writing simulations into it."""
+    return make_sharp_bundle(tiny_bert_model, tmp_path_factory.mktemp("sharp"))
+
+
+@pytest.fixture(scope="module")
+def sim_bundle(sharp_bundle, tmp_path_factory) -> Path:
+    """A copy of the sharpened bundle with its ``a8`` NPU simulation built."""
+    from hefsearch.compile.npu_sim import build_sim
+
+    out = tmp_path_factory.mktemp("rr") / "bundle"
+    shutil.copytree(sharp_bundle, out)
+    build_sim(out, "a8")
+    return out
+
+
+@pytest.fixture
+def npu_only_library(tmp_path, sim_bundle):
+    """A library indexed with the simulated NPU only: no FP32 vectors yet."""
+    lib = sim_library(tmp_path, sim_bundle, n_files=10, paragraphs=3)
+    yield lib
+    lib.close()

@@ -21,7 +21,6 @@ from hefsearch.compile.calib import (
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.host import HostPipeline
 from hefsearch.cli.main import main
-from tests.compile_fixtures import calib_bundle, calib_bundle_template, corpus  # noqa: F401
 
 
 def test_arrays_are_4d_float32_with_a_01_mask(calib_bundle_template):

@@ -20,9 +20,6 @@ from hefsearch.compile.dfc import AllocatorCrash, DfcUnavailable, HefOptions, bu
 from hefsearch.compile.preflight import CalibrationMismatch
 from hefsearch.embed.bundle import Bundle
 from hefsearch.cli.main import main
-from tests.compile_fixtures import (calib_bundle, calib_bundle_template, corpus, dfc_version, fake_dfc,  # noqa: F401
-                                    no_dfc)
-from tests.hailo_fixtures import fake_hailo, no_hailo  # noqa: F401
 
 
 def _build(bundle, **kw):
@@ -406,8 +403,8 @@ def test_compile_modules_import_no_sdk_at_import_time():
     import subprocess
     import sys
 
-    code = ("import sys, hefsearch.compile.dfc, hefsearch.compile.calib, hefsearch.cli.cmd_hef, "
-            "hefsearch.cli.cmd_calib; print([m for m in ('hailo_sdk_client', 'hailo_platform', 'torch') "
+    code = ("import sys, hefsearch.compile.dfc, hefsearch.compile.calib, hefsearch.cli.cmd_compile; "
+            "print([m for m in ('hailo_sdk_client', 'hailo_platform', 'torch') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from hefsearch.embed.bundle import Bundle
-from tests.compile_fixtures import fake_dfc  # noqa: F401
 from hefsearch.embed.precision import (
     FALLBACK_ORDER,
     PROFILES,

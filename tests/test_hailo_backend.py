@@ -16,7 +16,6 @@ from hefsearch.embed.errors import BackendUnavailable, DeviceError
 from hefsearch.embed.hef_contract import HefContractError
 from hefsearch.embed.samples import VERIFY_TEXTS
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle, edit_fake_hef
-from tests.hailo_fixtures import fake_hailo, hef_bundle, no_hailo  # noqa: F401
 
 TEXTS = VERIFY_TEXTS
 

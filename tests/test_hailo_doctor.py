@@ -15,7 +15,6 @@ from hefsearch.diagnose.doctor import FAIL, OK, SKIP, WARN, inspect_target, run_
 from hefsearch.evaluate.npu_verify import verify_npu
 from hefsearch.cli.main import main
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle, edit_fake_hef
-from tests.hailo_fixtures import fake_hailo, hef_bundle, no_hailo  # noqa: F401
 
 
 def _checks(report):

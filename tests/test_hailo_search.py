@@ -12,7 +12,6 @@ from hefsearch.embed.errors import DeviceError
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search.api import Searcher
-from tests.hailo_fixtures import fake_hailo, hef_bundle  # noqa: F401
 from tests.library_helpers import write_corpus
 
 

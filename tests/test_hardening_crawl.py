@@ -28,8 +28,8 @@ from hefsearch.index.extract import ExtractionError, docx_to_text, extract, pdf_
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import RawVectors
 from hefsearch.index.sync import DiskFull, sync
+from tests.document_builders import make_docx, make_pdf
 from tests.library_helpers import assert_consistent, write_corpus
-from tests.test_ingest import make_docx, make_pdf
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="symlinks and byte names as on POSIX")
 
@@ -153,7 +153,8 @@ def test_sync_lists_links_not_followed_and_removes_what_they_leaked(tmp_path, en
     assert str(outside / "passwd.txt") in r.links[0][1]
     assert not lib.query("SELECT 1 FROM chunks WHERE text LIKE '%leaked%'")
     out = io.StringIO()
-    from hefsearch.cli.index_report import print_sync_summary, sync_summary_dict
+    from hefsearch.cli.cmd_index import sync_summary_dict
+    from hefsearch.cli.render import print_sync_summary
 
     print_sync_summary(Console(file=out, width=300), r, lib.path)
     assert "Symlinks not followed" in out.getvalue() and "passwd.txt" in out.getvalue()
@@ -235,7 +236,8 @@ def test_names_that_are_not_utf8_are_indexed_shown_and_matched(tmp_path, encoder
     assert any("broken-\\xfe.txt" in p for p, _ in lib.status().failures)
     # searchable by path, and every output is plain text
     assert lib.query("SELECT COUNT(*) FROM documents WHERE path LIKE '%caf\\xe9%'")[0][0] == 1
-    from hefsearch.cli.index_report import print_sync_summary, sync_summary_dict
+    from hefsearch.cli.cmd_index import sync_summary_dict
+    from hefsearch.cli.render import print_sync_summary
 
     json.dumps(sync_summary_dict(r, lib.path)).encode("utf-8")
     print_sync_summary(Console(file=io.StringIO()), r, lib.path)

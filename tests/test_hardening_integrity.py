@@ -26,7 +26,6 @@ from hefsearch.index.spaces import INDEX_FILE, make_index
 from hefsearch.index.sync import sync
 from hefsearch.diagnose.doctor import FAIL, OK, WARN, check_sqlite, run_doctor
 from hefsearch.cli.main import main
-from tests.hailo_fixtures import no_hailo  # noqa: F401
 from tests.library_helpers import assert_consistent, write_corpus
 
 

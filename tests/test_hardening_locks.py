@@ -29,7 +29,6 @@ from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
 from hefsearch.cli.main import main
 from tests.library_helpers import sim_library, write_corpus
-from tests.test_rerank import npu_only_library, sim_bundle  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 

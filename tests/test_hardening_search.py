@@ -27,12 +27,11 @@ from hefsearch.search import Searcher
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, MAX_QUERY_CHARS, NO_WORDS_NOTICE, SearchError
 from hefsearch.search.keyword import MAX_TERMS, clean_text, keyword_search, path_pattern
 from hefsearch.cli.main import main
-from hefsearch.tui.factory import make_app
 from hefsearch.tui.history import QueryHistory
 from hefsearch.tui.launch import on_disk_path, plan_open
 from hefsearch.tui.present import MAX_HIGHLIGHT_TERMS, query_terms
 from hefsearch.tui.screens.library import LibraryScreen
-from tests.tui_support import cpu_encoder, noisy_encoder, search, wait_for
+from tests.tui_support import build_app, cpu_encoder, noisy_encoder, search, wait_for
 
 MODES = ("keyword", "vector", "hybrid")
 
@@ -297,11 +296,7 @@ def texts(option_list) -> str:
 @pytest.fixture
 def app_factory(markup_library):
     library, encoders, _ = markup_library
-
-    def build(**kw):
-        searcher = Searcher(library, encoders=dict(encoders))
-        return make_app(library, searcher, launcher=lambda argv, **opts: None, **kw)
-    return build
+    return lambda **kw: build_app(library, encoders, **kw)
 
 
 async def test_tui_shows_markup_names_and_texts_literally_everywhere(app_factory, markup_library):
@@ -348,7 +343,7 @@ async def test_tui_errors_and_notices_are_not_markup(app_factory):
 
         def failing(*args, **kwargs):
             raise SearchError("Cannot read [/]x.txt [bold]y", "Fix [red]it[/red] and retry.")
-        app.searcher.search = failing
+        app.session.searcher.search = failing
         await search(pilot, app, "invoice", type_keys=False)
         assert "Search failed: Cannot read [/]x.txt [bold]y" in str(app.notice_bar.render())
         await pilot.pause(0.3)

@@ -10,7 +10,6 @@ import json
 from click.testing import CliRunner
 
 from hefsearch.cli.main import main
-from tests.hailo_fixtures import fake_hailo, hef_bundle, no_hailo  # noqa: F401
 
 
 def test_report_holds_versions_device_streams_contract_verify_and_speed(fake_hailo, hef_bundle, tmp_path):

@@ -29,6 +29,7 @@ class FakeEncoder:
         self.space_kind = kind
         self.dim = DIM
         self.backend = SimpleNamespace(name=name, label="Fake")
+        self.space_name, self.space_opts, self.label = kind, {}, "Fake"
 
     def fingerprint_parts(self):
         return dict(self.parts)

@@ -19,10 +19,19 @@ def test_wheel_holds_every_package_and_its_data(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = tmp_path.glob("hefsearch-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for pkg in ("embed", "embed/backends", "compile", "index", "search", "tui", "tui/widgets", "tui/screens"):
+    for pkg in ("embed", "embed/backends", "compile", "index", "search", "evaluate", "diagnose", "cli", "tui",
+                "tui/widgets", "tui/screens"):
         assert f"hefsearch/{pkg}/__init__.py" in names, pkg
+    assert "hefsearch/__main__.py" in names  # python -m hefsearch
     assert "hefsearch/evaluate/data/parallel.tsv" in names
     assert "hefsearch/tui/app.tcss" in names
     assert not any(n.startswith(("tests/", "embed/", "index/")) for n in names), "a top-level folder leaked"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "hefsearch = hefsearch.cli.main:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_python_m_hefsearch_runs_the_cli():
+    r = subprocess.run([sys.executable, "-m", "hefsearch", "--version"], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("hefsearch, version ")

@@ -6,36 +6,16 @@ so its ranking genuinely differs from FP32 on some queries.
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 
 from hefsearch.embed import Encoder
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
-from tests.library_helpers import TOPICS, sim_library
+from tests.library_helpers import TOPICS
 
 QUERIES = [base for _, base in TOPICS] + ["payment deadline", "platform four", "olive oil sauce",
                                           "firmware update", "late filing penalty", "evening concert"]
-
-
-@pytest.fixture(scope="module")
-def sim_bundle(sharp_bundle, tmp_path_factory):
-    from hefsearch.compile.npu_sim import build_sim
-
-    out = tmp_path_factory.mktemp("rr") / "bundle"
-    shutil.copytree(sharp_bundle, out)
-    build_sim(out, "a8")
-    return out
-
-
-@pytest.fixture
-def npu_only_library(tmp_path, sim_bundle):
-    """A library indexed with the simulated NPU only: no FP32 vectors yet."""
-    lib = sim_library(tmp_path, sim_bundle, n_files=10, paragraphs=3)
-    yield lib
-    lib.close()
 
 
 def fp32_order(bundle, query, texts_by_id, ids):

@@ -12,6 +12,7 @@ import pytest
 
 from hefsearch.embed import Encoder
 from hefsearch.embed.backends import REGISTRY
+from hefsearch.embed.backends.base import Backend
 from hefsearch.embed.errors import BackendUnavailable, DeviceError
 from hefsearch.index.errors import FingerprintMismatch
 from hefsearch.index.library import Library
@@ -154,7 +155,7 @@ def test_fingerprint_guard_refuses_queries_of_another_bundle(library, tiny_xlmr_
 
 
 # -- device fallback ----------------------------------------------------------------------
-class FlakyBackend:
+class FlakyBackend(Backend):
     """A test-only accelerator backend: the CPU body, failing on demand."""
 
     name = "flaky"

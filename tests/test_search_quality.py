@@ -21,12 +21,6 @@ from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
 
 
-@pytest.fixture(scope="module")
-def minilm_encoder(minilm_bundle):
-    with Encoder.open(minilm_bundle, backend="cpu") as enc:
-        yield enc
-
-
 def _library(tmp_path, docs, encoder):
     write_docs(tmp_path / "docs", docs)
     lib = Library.open(tmp_path / "lib")

@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("textual")
 
+from textual import events  # noqa: E402
 from textual.widgets import DataTable, Static  # noqa: E402
 
 from hefsearch.embed.backends.cpu import CpuBackend  # noqa: E402
@@ -22,10 +23,10 @@ from hefsearch.embed.bundle import Bundle  # noqa: E402
 from hefsearch.embed.encoder import Encoder  # noqa: E402
 from hefsearch.index.library import Library  # noqa: E402
 from hefsearch.index.sync import sync  # noqa: E402
-from hefsearch.search import Searcher, compare  # noqa: E402
-from hefsearch.tui.factory import make_app  # noqa: E402
+from hefsearch.search import compare  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
-from tests.tui_support import CORPUS, cpu_encoder, noisy_encoder, search, wait_for, write_corpus  # noqa: E402
+from tests.tui_support import (CORPUS, build_app, cpu_encoder, noisy_encoder, search, wait_for,  # noqa: E402
+                               write_corpus)
 
 SIZE = (120, 36)
 DOCS = len(CORPUS)
@@ -58,14 +59,7 @@ def two_space_library(tiny_bert_bundle, tmp_path_factory):
 def app_factory(two_space_library):
     library, encoders, _ = two_space_library
     encoders["npu-sim"].backend.fail = False
-    calls = []
-
-    def build(**kw):
-        searcher = Searcher(library, encoders=dict(encoders))
-        app = make_app(library, searcher, launcher=lambda argv, **opts: calls.append((argv, opts)), **kw)
-        app.launch_calls = calls
-        return app
-    return build
+    return lambda **kw: build_app(library, encoders, **kw)
 
 
 # -- searching ---------------------------------------------------------------------------
@@ -75,7 +69,7 @@ async def test_enter_shows_ranked_results_with_highlighted_terms(app_factory):
         await search(pilot, app, "invoice")
         result = app.last_result
         assert result.query == "invoice" and result.mode == "hybrid"
-        expected = app.searcher.search("invoice", k=5, mode="hybrid")
+        expected = app.session.searcher.search("invoice", k=5, mode="hybrid")
         assert chunk_ids(result) == chunk_ids(expected)
         shown = option_texts(app.results)
         assert len(shown) == len(result.hits) > 0
@@ -96,6 +90,20 @@ async def test_enter_shows_ranked_results_with_highlighted_terms(app_factory):
         assert not app.notice_bar.has_class("visible")
 
 
+async def test_enter_right_after_fast_typing_searches_the_typed_query(app_factory):
+    """Keys that arrive in one burst (a paste, a loaded machine, tmux send-keys): Enter is
+    handled after the characters before it, so the query is searched, not called blank."""
+    app = app_factory(k=3, mode="keyword")
+    async with app.run_test(size=SIZE) as pilot:
+        app.search_bar.query_input.focus()
+        await pilot.pause()
+        for key in [*"zanzibar", "enter"]:
+            app.post_message(events.Key(key, "\r" if key == "enter" else key))
+        await wait_for(pilot, lambda: app.answered_seq == 1, what="the answer")
+        assert app.last_result.query == "zanzibar" and app.last_result.hits
+        assert not app.notice_bar.has_class("visible")
+
+
 async def test_switching_modes_changes_results(app_factory):
     app = app_factory(k=5, mode="vector")
     async with app.run_test(size=SIZE) as pilot:
@@ -107,8 +115,8 @@ async def test_switching_modes_changes_results(app_factory):
         await wait_for(pilot, lambda: app._seq > seq and app.answered_seq == app._seq, what="keyword answer")
         keyword = app.last_result
         assert keyword.mode == "keyword" and app.search_bar.mode == "keyword"
-        assert chunk_ids(keyword) == chunk_ids(app.searcher.search("invoice", k=5, mode="keyword"))
-        assert chunk_ids(vector) == chunk_ids(app.searcher.search("invoice", k=5, mode="vector"))
+        assert chunk_ids(keyword) == chunk_ids(app.session.searcher.search("invoice", k=5, mode="keyword"))
+        assert chunk_ids(vector) == chunk_ids(app.session.searcher.search("invoice", k=5, mode="vector"))
         assert chunk_ids(keyword) != chunk_ids(vector)
         # keyword hits all contain the word; the vector list also ranks chunks that do not
         assert all("invoice" in h.text.lower() for h in keyword.hits)
@@ -146,7 +154,7 @@ async def test_preview_shows_the_hit_in_context(app_factory):
         await wait_for(pilot, lambda: app.preview.hit_widget is not None, what="preview")
         shown = str(app.preview.hit_widget.render())
         assert hit.text.strip("\n") in shown
-        neighbours = app.library.neighbours(hit.chunk_id, before=2, after=2)
+        neighbours = app.session.library.neighbours(hit.chunk_id, before=2, after=2)
         assert len(app.preview.query(".piece")) == len([r for r in neighbours if r.text.strip()])
         assert "garden.txt" in str(app.preview.border_title)
 
@@ -197,7 +205,7 @@ async def test_compare_view_two_columns_with_overlap_from_the_search_api(app_fac
         await search(pilot, app, "bus to the airport")
         shown = app.last_comparison
         # by default the NPU side is the NPU space's own ranking (re-ranking off: rerank=0)
-        expected = compare(app.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
+        expected = compare(app.session.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
                            mode="vector", rerank=0)
         assert chunk_ids(shown.left) == chunk_ids(expected.left)
         assert chunk_ids(shown.right) == chunk_ids(expected.right)
@@ -229,7 +237,7 @@ async def test_compare_view_two_columns_with_overlap_from_the_search_api(app_fac
         seq = app._seq
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.answered_seq > seq, what="re-ranked comparison")
-        reranked = compare(app.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
+        reranked = compare(app.session.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
                            mode="vector")
         assert chunk_ids(app.last_comparison.left) == chunk_ids(reranked.left)
         assert app.last_comparison.overlap_at_k == pytest.approx(reranked.overlap_at_k)
@@ -331,8 +339,8 @@ async def test_reindex_from_the_tui_completes_while_a_search_is_answered(tiny_be
         (root / "notes" / "zeppelin.txt").write_text("The zeppelin landed in the harbour at dawn.")
         bundle = Bundle.open(tiny_bert_bundle)
         gated = GatedCpuBackend(bundle)
-        app = make_app(library, Searcher(library, encoders={"cpu-fp32": cpu_encoder(tiny_bert_bundle)}),
-                       encoders=[Encoder(bundle, gated)], k=5, mode="keyword")
+        app = build_app(library, {"cpu-fp32": cpu_encoder(tiny_bert_bundle)},
+                        open_encoders=lambda: [Encoder(bundle, gated)], k=5, mode="keyword")
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("f4")
             await pilot.press("r")

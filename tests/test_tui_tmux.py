@@ -47,7 +47,7 @@ def test_tui_runs_in_tmux_and_answers_a_query(tiny_bert_bundle, tmp_path):
         assert "CPU FP32" in screen and f"{len(CORPUS)} docs" in screen
         tmux("send-keys", "-t", "t", "F3")  # one space only: the compare view says what it needs
         flat = " ".join(screen_with("The compare view").split())
-        assert "needs an NPU space" in flat and "this library has: cpu-fp32" in flat
+        assert "needs a quantised space" in flat and "this library has: cpu-fp32" in flat
         tmux("send-keys", "-t", "t", "C-q")
         deadline = time.monotonic() + 10
         while tmux("has-session", "-t", "t").returncode == 0 and time.monotonic() < deadline:

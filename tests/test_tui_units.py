@@ -1,5 +1,6 @@
 """The TUI's pure parts: how a hit is opened (argv, never a shell), query history, text
-highlighting, the preview's context stitching and the choice of spaces to compare."""
+highlighting, the preview's context stitching, the choice of spaces to compare, and the
+session's re-index."""
 
 from __future__ import annotations
 
@@ -189,3 +190,49 @@ def test_reindex_encoders_cover_every_space_default_first(tiny_bert_bundle, tmp_
         finally:
             for e in encoders:
                 e.close()
+
+
+def test_session_reindex_closes_the_encoders_it_opened(monkeypatch, tmp_path):
+    """The app's re-index goes through its session: encoders opened for the run, closed after
+    it even when the sync fails."""
+    from hefsearch.index.sync import SyncReport
+    from hefsearch.tui.session import LibrarySession
+
+    class Closing:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    opened, seen = [], []
+
+    def open_encoders():
+        opened.extend([Closing(), Closing()])
+        return opened
+
+    def fake_sync(library, roots, encoders, *, progress):
+        seen.append((roots, encoders))
+        if len(seen) > 1:
+            raise OSError("disk gone")
+        return SyncReport(added=1)
+
+    monkeypatch.setattr("hefsearch.index.sync.sync", fake_sync)
+    session = LibrarySession(SimpleNamespace(path=tmp_path), searcher=None, open_encoders=open_encoders)
+    assert session.reindex([tmp_path], progress=print).added == 1
+    assert seen == [([tmp_path], opened)] and all(e.closed for e in opened)
+    opened.clear()
+    with pytest.raises(OSError):
+        session.reindex([tmp_path], progress=print)
+    assert len(opened) == 2 and all(e.closed for e in opened)
+
+
+def test_sync_progress_line_names_phase_files_rate_and_file():
+    pytest.importorskip("textual")
+    from hefsearch.index.sync import ProgressEvent
+    from hefsearch.tui.app import sync_progress_text
+
+    event = ProgressEvent("index", files_total=9, files_done=3, chunks_done=40, chunks_per_s=12.4,
+                          path="/d/notes/a b.txt")
+    assert sync_progress_text(event) == "indexing · 3/9 files · 40 chunks (12/s) · a b.txt"
+    assert sync_progress_text(ProgressEvent("scan")) == "scanning"
+    assert sync_progress_text(ProgressEvent("backfill", path="/d/x.txt")) == "back-filling spaces"

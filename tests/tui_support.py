@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hefsearch.embed.backends.base import Backend
 from hefsearch.embed.backends.cpu import CpuBackend
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.errors import DeviceError
@@ -46,7 +47,7 @@ CORPUS = {
 }
 
 
-class NoisyBackend:
+class NoisyBackend(Backend):
     """Test-only: FP32 on the CPU plus a fixed random distortion (see module docstring)."""
 
     name = "test-noisy"
@@ -98,6 +99,24 @@ def write_corpus(root: Path, files: dict[str, str] | None = None) -> Path:
 
 
 # -- driving the app with Textual's Pilot ---------------------------------------------------
+def build_app(library, encoders: dict[str, Encoder], *, env=None, open_encoders=None, **settings):
+    """The real app around ``library``: a searcher over ``encoders`` (space name -> encoder),
+    a launcher that records each ``(argv, options)`` in ``app.launch_calls`` instead of running
+    it, and ``TuiSettings(**settings)``."""
+    from hefsearch.search import Searcher
+    from hefsearch.tui.factory import make_app
+    from hefsearch.tui.session import LibrarySession
+    from hefsearch.tui.settings import TuiSettings
+
+    calls = []
+    session = LibrarySession(library, Searcher(library, encoders=dict(encoders)), env=env,
+                             open_encoders=open_encoders,
+                             launcher=lambda argv, **options: calls.append((argv, options)))
+    app = make_app(session, TuiSettings(**settings))
+    app.launch_calls = calls
+    return app
+
+
 async def wait_for(pilot, condition, timeout: float = 15.0, what: str = "condition"):
     """Let the app run until ``condition()`` holds (workers answer on other threads)."""
     deadline = time.monotonic() + timeout

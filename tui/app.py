@@ -1,9 +1,10 @@
 """``HefsearchApp``: search, read and compare NPU vs FP32 results in the terminal.
 
-The app holds no search logic. Widgets post request messages; the app runs the library and
-search API (``Searcher.search``, ``compare``, ``Library.neighbours``/``status``,
-``index.sync.sync``) in thread workers, and the workers post dataclass messages back
-(:mod:`hefsearch.tui.messages`). Build it with :func:`hefsearch.tui.factory.make_app`.
+The app holds no search logic. Widgets post request messages; the app calls its one
+:class:`~hefsearch.tui.session.LibrarySession` (search, compare, neighbours, status, re-index,
+open a hit) in thread workers, and the workers post typed dataclass messages back
+(:mod:`hefsearch.tui.messages`). What the user chose at start is a frozen
+:class:`~hefsearch.tui.settings.TuiSettings`. Build it with :func:`hefsearch.tui.factory.make_app`.
 
 Nothing a user's files or queries hold is read as markup: file names, chunk text, snippets and
 error messages reach the screen as ``Content``/``Text`` objects, and notifications are sent
@@ -14,33 +15,54 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from textual import on, work
-from textual.actions import SkipAction
 from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import ContentSwitcher, Footer
 
-from hefsearch.search.api import EMPTY_QUERY_NOTICE, prepare_query
+from hefsearch.search.api import EMPTY_QUERY_NOTICE
 from hefsearch.search.keyword import clean_text
 
-from . import launch
 from .history import QueryHistory
-from .messages import (CompareFinished, HitChosen, PreviewLoaded, SearchFailed, SearchFinished,
-                       SearchRequested, StatusLoaded, SyncFailed, SyncFinished, SyncProgressed)
+from .launch import LaunchError
+from .messages import (BlankQuerySubmitted, CompareFinished, HitChosen, PreviewLoaded, SearchFailed,
+                       SearchFinished, SearchRequested, StatusLoaded, SyncFailed, SyncFinished,
+                       SyncProgressed)
 from .present import SearchRequest, pick_compare_spaces, side_title, space_label
 from .screens.library import LibraryScreen
-from .widgets import CompareView, NoticeBar, PreviewPane, QueryInput, ResultsList, SearchBar, StatusBar
+from .session import LibrarySession
+from .settings import DARK, LIGHT, TuiSettings
+from .widgets import CompareView, NoticeBar, PreviewPane, ResultsList, SearchBar, StatusBar
 from .widgets.compare import CompareColumn
+
+if TYPE_CHECKING:
+    from hefsearch.index.library import LibraryStatus
+    from hefsearch.index.spaces import SpaceInfo
+    from hefsearch.index.sync import ProgressEvent, SyncReport
+    from hefsearch.search import Comparison, Hit, SearchResult
 
 log = logging.getLogger("hefsearch.tui")
 
-DARK, LIGHT = "textual-dark", "textual-light"
+#: how each phase of a re-index reads in the progress line
+SYNC_PHASES = {"scan": "scanning", "remove": "removing deleted files", "index": "indexing",
+               "backfill": "back-filling spaces", "done": "finishing"}
+
+
+def sync_progress_text(event: ProgressEvent) -> str:
+    """One line for a re-index progress event: phase, files, chunks and rate, current file."""
+    bits = [SYNC_PHASES.get(event.phase, event.phase)]
+    if event.files_total:
+        bits.append(f"{event.files_done}/{event.files_total} files")
+    if event.chunks_done:
+        bits.append(f"{event.chunks_done} chunks ({event.chunks_per_s:.0f}/s)")
+    if event.path and event.phase == "index":
+        bits.append(Path(str(event.path)).name)
+    return " · ".join(bits)
 
 
 class HefsearchApp(App):
@@ -57,48 +79,26 @@ class HefsearchApp(App):
         Binding("ctrl+o", "open_hit", "Open"),
         Binding("f6", "toggle_theme", "Theme"),
         Binding("escape", "focus_search", "Search", show=False),
-        # Enter on a blank query: say why nothing is searched (the search bar ignores it)
-        Binding("enter", "explain_blank_query", show=False, priority=True),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
-    def __init__(self, library, searcher, *, sync_encoders: Sequence | None = None,
-                 roots: Sequence[Path] | None = None, launcher: launch.Launcher | None = None,
-                 history: QueryHistory | None = None, k: int = 10, mode: str = "hybrid",
-                 live: bool = False, theme: str = DARK, neighbours: int = 2,
-                 sync_library: Callable[[], object] | None = None, sync_fn: Callable | None = None, compare_fn: Callable | None = None,
-                 open_sync_encoders: Callable[[], Sequence] | None = None, env=None):
+    def __init__(self, session: LibrarySession, settings: TuiSettings, history: QueryHistory):
         super().__init__()
-        self.library = library
-        self.searcher = searcher
-        self.sync_encoders = list(sync_encoders) if sync_encoders is not None else None
-        self.open_sync_encoders = open_sync_encoders
-        self.roots = [Path(r) for r in roots] if roots else None
-        self.launcher = launcher or launch.run_argv
-        self.history = history or QueryHistory(None)
-        self.k = k
-        self.initial_mode = mode
-        self.live = live
-        self.initial_theme = theme
-        self.neighbours = neighbours
-        self.sync_library = sync_library
-        self.sync_fn = sync_fn
-        self.compare_fn = compare_fn
-        self.env = env
+        self.session = session
+        self.settings = settings
+        self.history = history
         self.compare_spaces: tuple[str, str] | None = None
         #: compare view: False shows the NPU space's own ranking (what 8 bits cost); True lets
         #: the search API re-rank the NPU top-N with FP32 vectors (what re-ranking wins back)
         self.compare_rerank = False
-        self.spaces: dict[str, object] = {}
-        self.last_status = None
+        self.spaces: dict[str, SpaceInfo] = {}
+        self.last_status: LibraryStatus | None = None
         self._warmed = False
-        self.last_result = None
-        self.last_comparison = None
-        self.last_sync_report = None
+        self.last_result: SearchResult | None = None
+        self.last_comparison: Comparison | None = None
+        self.last_sync_report: SyncReport | None = None
         self.sync_progress: tuple[int | None, int | None, str] | None = None
         self.sync_running = False
-        #: one query at a time through the searcher (its encoders open lazily, once)
-        self._engine = threading.Lock()
         self._seq = 0
         self._request: SearchRequest | None = None
         #: seq of the last request answered (result or error); tests and scripts wait on it
@@ -108,7 +108,8 @@ class HefsearchApp(App):
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield SearchBar(self.history, mode=self.initial_mode, k=self.k, live=self.live, id="search-bar")
+        yield SearchBar(self.history, mode=self.settings.mode, k=self.settings.k, live=self.settings.live,
+                        id="search-bar")
         yield NoticeBar(id="notice")
         with ContentSwitcher(initial="results-view", id="views"):
             with Horizontal(id="results-view"):
@@ -119,8 +120,8 @@ class HefsearchApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.theme = self.initial_theme
-        self.status_bar.mode = self.initial_mode
+        self.theme = self.settings.theme
+        self.status_bar.mode = self.settings.mode
         self.search_bar.query_input.focus()
         self.results.welcome()
         self.action_refresh_status()
@@ -192,9 +193,7 @@ class HefsearchApp(App):
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def run_search(self, request: SearchRequest) -> None:
         try:
-            with self._engine:
-                result = self.searcher.search(request.query, k=request.k, mode=request.mode,
-                                              path_glob=request.path_glob, kinds=request.kinds)
+            result = self.session.search(request)
         except Exception as e:  # shown to the user, never a crash
             self.post_message(SearchFailed(request, e))
             return
@@ -202,22 +201,15 @@ class HefsearchApp(App):
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def run_compare(self, request: SearchRequest, spaces: tuple[str, str]) -> None:
-        compare = self.compare_fn
-        if compare is None:
-            from hefsearch.search import compare
         # keyword search does not depend on the vector space: compare the vector side instead
-        mode = "vector" if request.mode == "keyword" else request.mode
+        if request.mode == "keyword":
+            request = dataclasses.replace(request, mode="vector")
         try:
-            options = {key: v for key, v in (("path_glob", request.path_glob), ("kinds", request.kinds)) if v}
-            if not request.rerank:
-                options["rerank"] = 0  # the NPU space's own ranking; None = the API's default
-            with self._engine:
-                comparison = compare(self.searcher, request.query, spaces=spaces, k=request.k,
-                                     mode=mode, **options)
+            comparison = self.session.compare(request, spaces)
         except Exception as e:
             self.post_message(SearchFailed(request, e))
             return
-        self.post_message(CompareFinished(dataclasses.replace(request, mode=mode), comparison, spaces))
+        self.post_message(CompareFinished(request, comparison, spaces))
 
     def _is_current(self, request: SearchRequest) -> bool:
         return self._request is not None and request.seq == self._request.seq
@@ -275,10 +267,8 @@ class HefsearchApp(App):
     def show_notice(self, notice: str | None) -> None:
         self.notice_bar.show(clean_text(notice) if notice else None)
 
-    def action_explain_blank_query(self) -> None:
-        focused = self.focused
-        if not isinstance(focused, QueryInput) or prepare_query(focused.value)[0]:
-            raise SkipAction()  # not a blank query: Enter does what it always does
+    @on(BlankQuerySubmitted)
+    def _on_blank_query(self, message: BlankQuerySubmitted) -> None:
         self.show_notice(EMPTY_QUERY_NOTICE)
 
     # -- reading ---------------------------------------------------------------------------
@@ -289,13 +279,13 @@ class HefsearchApp(App):
         self.load_preview(message.hit)
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
-    def load_preview(self, hit) -> None:
+    def load_preview(self, hit: Hit) -> None:
         try:
-            records = self.library.neighbours(hit.chunk_id, before=self.neighbours, after=self.neighbours)
+            records = self.session.neighbours(hit, self.settings.neighbours)
         except Exception as e:
             log.warning("preview of chunk %s failed: %s", hit.chunk_id, e)
             records = []
-        self.post_message(PreviewLoaded(hit, list(records)))
+        self.post_message(PreviewLoaded(hit, records))
 
     @on(PreviewLoaded)
     async def _on_preview_loaded(self, message: PreviewLoaded) -> None:
@@ -305,7 +295,7 @@ class HefsearchApp(App):
         query = self.last_result.query if self.last_result is not None else ""
         await self.preview.show(message.hit, message.records, query)
 
-    def current_hit(self):
+    def current_hit(self) -> Hit | None:
         focused = self.focused
         node = focused
         while node is not None:
@@ -322,16 +312,16 @@ class HefsearchApp(App):
             self.notify("No result selected.", severity="warning")
             return
         try:
-            plan = launch.plan_open(hit.path, line=hit.line, kind=hit.doc_kind, env=self.env)
+            plan = self.session.plan_open(hit)
             if plan.terminal:
                 try:
                     with self.suspend():
-                        self.launcher(plan.argv, terminal=True)
+                        self.session.launch(plan)
                 except SuspendNotSupported:
-                    self.launcher(plan.argv, terminal=True)
+                    self.session.launch(plan)
             else:
-                self.launcher(plan.argv, terminal=False)
-        except launch.LaunchError as e:
+                self.session.launch(plan)
+        except LaunchError as e:
             self.tell(f"{e.message}\n{e.hint or ''}".strip(), title="Cannot open", severity="error")
         except OSError as e:
             self.tell(str(e), title="Cannot open", severity="error")
@@ -365,10 +355,10 @@ class HefsearchApp(App):
 
     def _compare_unavailable_text(self) -> str:
         have = ", ".join(self.spaces) or "none"
-        return ("The compare view needs an NPU space (hef or npu-sim*) and a cpu-fp32 space; "
+        return ("The compare view needs a quantised space (hef, npu-sim-*, cpu-int8) and a cpu-fp32 space; "
                 f"this library has: {have}. Index with both encoders to compare them.")
 
-    def _side_title(self, name: str, result) -> tuple[str, str]:
+    def _side_title(self, name: str, result: SearchResult) -> tuple[str, str]:
         """(device, space) for a compare column; says so when the answer came from another
         space than the one asked (the NPU failed and the FP32 space answered)."""
         info = self.spaces.get(name)
@@ -390,7 +380,7 @@ class HefsearchApp(App):
     @work(thread=True, exclusive=True, group="status", exit_on_error=False)
     def load_status(self) -> None:
         try:
-            status = self.library.status()
+            status = self.session.status()
         except Exception as e:
             log.warning("library status failed: %s", e)
             return
@@ -405,20 +395,20 @@ class HefsearchApp(App):
         bar = self.status_bar
         bar.documents, bar.chunks = status.documents, status.chunks
         if not bar.space:
-            default = self._default_space()
+            default = self.session.default_space()
             if default and default in self.spaces:
                 bar.space = default
                 bar.backend = space_label(self.spaces[default])
         for screen in self.screen_stack:
             if isinstance(screen, LibraryScreen):
-                screen.show_status(status, str(getattr(self.library, "path", "")))
+                screen.show_status(status, str(self.session.library_path))
         if self._pending is not None:
             pending, self._pending = self._pending, None
             if self._is_current(pending):
                 self.submit(pending)
         if not self._warmed:
             self._warmed = True
-            wanted = [self._default_space(), *(self.compare_spaces or ())]
+            wanted = [self.session.default_space(), *(self.compare_spaces or ())]
             self.warm_up([name for name in dict.fromkeys(wanted) if name in self.spaces])
 
     @work(thread=True, group="warmup", exit_on_error=False)
@@ -427,22 +417,15 @@ class HefsearchApp(App):
         first one, so its latency is the steady-state one."""
         for name in spaces:
             try:
-                with self._engine:
-                    self.searcher.search("warm up", k=1, mode="vector", space=name, fallback=False)
+                self.session.warm_up(name)
             except Exception as e:  # the real query will report it properly
                 log.info("warm-up of %s failed: %s", name, e)
-
-    def _default_space(self) -> str | None:
-        try:
-            return self.searcher.default_space()
-        except Exception:
-            return None
 
     def action_reindex(self) -> None:
         if self.sync_running:
             self.notify("A re-index is already running.", severity="warning")
             return
-        roots = self.roots or self._recorded_roots()
+        roots = self.session.recorded_roots()
         if not roots:
             self.notify("This library does not record which folders it indexes; run "
                         "'hefsearch index PATH' once.", title="Nothing to re-index", severity="warning")
@@ -451,55 +434,15 @@ class HefsearchApp(App):
         self._progress(0, None, f"re-indexing {', '.join(str(r) for r in roots)}…")
         self.run_sync(roots)
 
-    def _recorded_roots(self) -> list[Path]:
-        """The folders the last ``hefsearch index`` synced (``settings()["last_sync"]``)."""
-        try:
-            settings = self.library.settings()
-        except Exception:
-            return []
-        last = settings.get("last_sync") or {}
-        roots = (last.get("roots") if isinstance(last, dict) else None) or settings.get("roots") or []
-        return [Path(r) for r in roots]
-
     @work(thread=True, exclusive=False, group="sync", exit_on_error=False)
     def run_sync(self, roots: list[Path]) -> None:
         try:
-            sync_fn = self.sync_fn
-            if sync_fn is None:
-                from hefsearch.index.sync import sync as sync_fn
-            encoders = self.sync_encoders
-            opened = encoders is None and self.open_sync_encoders is not None
-            if opened:
-                encoders = list(self.open_sync_encoders())
-            library = self.sync_library() if self.sync_library is not None else self.library
-            try:
-                report = sync_fn(library, roots, encoders, progress=self._on_sync_event)
-            finally:
-                if library is not self.library:
-                    library.close()
-                for enc in encoders if opened else ():
-                    enc.close()
+            # bursts of progress messages coalesce (SyncProgressed.can_replace)
+            report = self.session.reindex(roots, lambda event: self.post_message(SyncProgressed(event)))
         except Exception as e:
             self.post_message(SyncFailed(e))
             return
         self.post_message(SyncFinished(report))
-
-    def _on_sync_event(self, event) -> None:
-        """Called on the sync thread with an ``index.sync.ProgressEvent``: post it as a
-        message (bursts coalesce, see SyncProgressed.can_replace)."""
-        phase = getattr(event, "phase", "index")
-        done, total = getattr(event, "files_done", None), getattr(event, "files_total", None)
-        bits = [{"scan": "scanning", "remove": "removing deleted files", "index": "indexing",
-                 "backfill": "back-filling spaces", "done": "finishing"}.get(phase, phase)]
-        if total:
-            bits.append(f"{done}/{total} files")
-        chunks = getattr(event, "chunks_done", 0)
-        if chunks:
-            bits.append(f"{chunks} chunks ({getattr(event, 'chunks_per_s', 0.0):.0f}/s)")
-        path = getattr(event, "path", None)
-        if path and phase == "index":
-            bits.append(Path(str(path)).name)
-        self.post_message(SyncProgressed(done, total, " · ".join(bits)))
 
     def _progress(self, done, total, text) -> None:
         # Content, not str: the text names files and folders, which are not markup
@@ -513,14 +456,15 @@ class HefsearchApp(App):
     @on(SyncProgressed)
     def _on_sync_progressed(self, message: SyncProgressed) -> None:
         if self.sync_running:
-            self._progress(message.done, message.total, message.text)
+            event = message.event
+            self._progress(event.files_done, event.files_total, sync_progress_text(event))
 
     @on(SyncFinished)
     def _on_sync_finished(self, message: SyncFinished) -> None:
         r = message.report
         self.sync_running = False
         self.last_sync_report = r
-        failed = len(getattr(r, "failed", []) or [])
+        failed = len(r.failed)
         text = (f"done: {r.added} added, {r.changed} changed, {r.removed} removed, "
                 f"{r.unchanged} unchanged, {failed} failed, {r.chunks_embedded} chunks embedded "
                 f"in {r.seconds:.1f} s")

@@ -8,8 +8,8 @@ argument. ``$EDITOR`` may hold options ("code --wait"); it is split with :func:`
 A file name that is not valid UTF-8 is stored and shown with its odd bytes escaped
 (``caf\\xe9.txt``); :func:`on_disk_path` turns that back into the name on disk before opening.
 
-The launcher is injectable: the app calls ``launcher(argv, terminal=...)``; tests pass a
-function that records argv.
+The launcher is injectable: the app opens a hit through its ``LibrarySession``, which calls
+``launcher(argv, terminal=...)``; tests give the session a function that records argv.
 """
 
 from __future__ import annotations

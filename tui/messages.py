@@ -1,15 +1,24 @@
 """Messages the app's thread workers post back to the UI thread (dataclasses, as in posting
 and harlequin). Widgets never call the library themselves: they post a request message, the
-app runs the work in a thread worker, and one of these comes back."""
+app runs the work in a thread worker, and one of these comes back.
+
+The fields are the search and index APIs' own types, imported for type checking only: importing
+the app loads no index code (sqlite-utils, extractors) before a worker needs it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from .present import SearchRequest
+
+if TYPE_CHECKING:
+    from hefsearch.index.library import ChunkRecord, LibraryStatus
+    from hefsearch.index.sync import ProgressEvent, SyncReport
+    from hefsearch.search import Comparison, Hit, SearchResult
 
 
 @dataclass
@@ -20,15 +29,20 @@ class SearchRequested(Message):
 
 
 @dataclass
+class BlankQuerySubmitted(Message):
+    """Enter on a query with nothing to search: the app says why instead of searching."""
+
+
+@dataclass
 class SearchFinished(Message):
     request: SearchRequest
-    result: Any  # hefsearch.search.SearchResult
+    result: SearchResult
 
 
 @dataclass
 class CompareFinished(Message):
     request: SearchRequest
-    comparison: Any  # hefsearch.search.Comparison
+    comparison: Comparison
     spaces: tuple[str, str]
 
 
@@ -42,25 +56,24 @@ class SearchFailed(Message):
 class HitChosen(Message):
     """The highlighted result changed: the preview should show it."""
 
-    hit: Any  # hefsearch.search.Hit
+    hit: Hit
 
 
 @dataclass
 class PreviewLoaded(Message):
-    hit: Any
-    records: list = field(default_factory=list)  # ChunkRecords around the hit, in order
+    hit: Hit
+    #: the hit's chunk and its neighbours, in document order
+    records: list[ChunkRecord] = field(default_factory=list)
 
 
 @dataclass
 class StatusLoaded(Message):
-    status: Any  # hefsearch.index.LibraryStatus
+    status: LibraryStatus
 
 
 @dataclass
 class SyncProgressed(Message):
-    done: int | None
-    total: int | None
-    text: str
+    event: ProgressEvent
 
     def can_replace(self, message: Message) -> bool:
         # a burst of progress events collapses to the newest one
@@ -69,7 +82,7 @@ class SyncProgressed(Message):
 
 @dataclass
 class SyncFinished(Message):
-    report: Any  # hefsearch.index.sync.SyncReport
+    report: SyncReport
 
 
 @dataclass

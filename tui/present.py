@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Iterable, Sequence
 
-MODES = ("hybrid", "vector", "keyword")
+from hefsearch.embed import space_names
+from hefsearch.embed.space_names import FP32_SPACE
+from hefsearch.search.api import MODES  # noqa: F401  (the search bar offers these)
+
 #: file-type filter choices: label -> kinds passed to Searcher.search (None = all)
 KIND_FILTERS: dict[str, tuple[str, ...] | None] = {
     "all": None,
@@ -20,7 +23,6 @@ KIND_FILTERS: dict[str, tuple[str, ...] | None] = {
     "pdf": ("pdf",),
     "docx": ("docx",),
 }
-FP32_SPACE = "cpu-fp32"
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: function words not worth highlighting (a highlight on every "the" hides the real matches)
@@ -88,12 +90,7 @@ def short_path(path: str, parts: int = 2) -> str:
 
 def location(hit) -> str:
     """"p.3 l.42" for PDFs, "l.42" otherwise."""
-    bits = []
-    if getattr(hit, "page", None):
-        bits.append(f"p.{hit.page}")
-    if getattr(hit, "line", None):
-        bits.append(f"l.{hit.line}")
-    return " ".join(bits)
+    return hit.location(short=True)
 
 
 def ms(value: float | None) -> str:
@@ -123,40 +120,50 @@ def fit_name(name: str, room: int) -> str:
 
 
 # -- spaces and devices ----------------------------------------------------------------------
+def _kinds(info) -> tuple[str, str]:
+    """(recorded kind, kind read from the name): a space counts as what either says."""
+    return info.kind or "", space_names.kind_of(info.name or "")
+
+
 def is_npu_space(info) -> bool:
-    kind = (getattr(info, "kind", "") or "").lower()
-    name = (getattr(info, "name", "") or "").lower()
-    return kind == "hef" or name == "hef" or kind.startswith("npu-sim") or name.startswith("npu-sim")
+    return any(space_names.is_npu(k) for k in _kinds(info) if k)
+
+
+def is_quantised_space(info) -> bool:
+    """A space the compare view sets beside FP32: an NPU space or the int8 CPU space."""
+    return any(space_names.is_quantised(k) for k in _kinds(info) if k)
 
 
 def is_fp32_space(info) -> bool:
-    return info.name == FP32_SPACE or (getattr(info, "kind", "") or "") == FP32_SPACE
+    return info.name == FP32_SPACE or info.kind == FP32_SPACE
 
 
 def pick_compare_spaces(spaces: Iterable) -> tuple[str, str] | None:
-    """(NPU space, FP32 space) when the library has both; a real HEF space wins over a
-    simulation. None when the compare view has nothing to compare."""
+    """(quantised space, FP32 space) when the library has both; a real HEF space wins over a
+    simulation, which wins over CPU int8. None when the compare view has nothing to compare."""
     spaces = list(spaces)
     fp32 = next((s.name for s in spaces if s.name == FP32_SPACE), None) or next(
         (s.name for s in spaces if is_fp32_space(s)), None)
-    npus = [s for s in spaces if is_npu_space(s)]
-    npus.sort(key=lambda s: (s.kind != "hef" and s.name != "hef", s.name))
-    if fp32 is None or not npus:
+    others = [s for s in spaces if is_quantised_space(s)]
+    others.sort(key=lambda s: (min(space_names.compare_order(k) for k in _kinds(s) if k), s.name))
+    if fp32 is None or not others:
         return None
-    return npus[0].name, fp32
+    return others[0].name, fp32
 
 
 def space_label(info) -> str:
     """What a person calls the device behind a space: "Hailo-10H", "CPU FP32", ..."""
-    label = getattr(info, "label", None)
-    if label:
-        return label
+    if info.label:
+        return info.label
     if is_fp32_space(info):
         return "CPU FP32"
-    if (info.kind or "").startswith("npu-sim"):
+    kind = space_names.kind_of(info.name, info.kind)
+    if kind == space_names.NPU_SIM:
         return "NPU simulation"
-    if info.kind == "hef":
+    if kind == space_names.HEF:
         return "Hailo NPU"
+    if kind == space_names.CPU_INT8:
+        return "CPU int8"
     return info.kind or info.name
 
 

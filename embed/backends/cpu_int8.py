@@ -3,37 +3,33 @@
 It runs ``encoder.cpu-int8.onnx`` from ``hefsearch compile cpu-int8`` (see
 :mod:`hefsearch.compile.cpu_int8` for the recipe and why). Faster than FP32 on CPUs with int8
 dot products, at a small, measured cost in quality; its vectors live in their own space,
-``cpu-int8``, never mixed with ``cpu-fp32``, and like an NPU space it can be re-ranked with
-FP32 vectors. ``auto`` never picks it: it is a trade a person chooses.
+``cpu-int8``, never mixed with ``cpu-fp32``, and like an NPU space it is quantised: re-ranked
+with FP32 vectors, measured by ``bench quality`` and the TUI compare view. It is never called
+an NPU. ``auto`` never picks it: it is a trade a person chooses.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
+from .. import space_names
 from ..bundle import Bundle
 from ..errors import BackendUnavailable
-from .cpu import make_session
+from .onnx_body import OnnxBodyBackend
 
-KIND = "cpu-int8"
+KIND = space_names.CPU_INT8
 
 
-class CpuInt8Backend:
+class CpuInt8Backend(OnnxBodyBackend):
     name = "cpu-int8"
     label = "CPU int8"
     space_kind = KIND
-    space_name = KIND
-    seq_lens = None
+    closed_message = "The int8 CPU encoder was closed."
 
     def __init__(self, bundle: Bundle, threads: int | None = None, batch_size: int = 32, **_):
         entries = bundle.encoder_entries(KIND)
         if not entries:
             raise BackendUnavailable(f"Bundle {bundle.path} has no int8 CPU encoder.",
                                      f"Build one with: hefsearch compile cpu-int8 {bundle.path}")
-        self.entry = entries[0]
-        self.file_sha256 = bundle.file_sha256(self.entry.file)
-        self.batch_size = batch_size
-        self._session = make_session(str(bundle.path / self.entry.file), threads)
+        super().__init__(bundle, entries[0], threads=threads, batch_size=batch_size)
 
     @classmethod
     def available(cls, bundle: Bundle) -> tuple[bool, str]:
@@ -46,14 +42,3 @@ class CpuInt8Backend:
 
     def fingerprint_parts(self) -> dict:
         return {"encoder": KIND, "file_sha256": self.file_sha256}
-
-    def run(self, embeddings: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        if self._session is None:
-            raise BackendUnavailable("The int8 CPU encoder was closed.")
-        (out,) = self._session.run(
-            ["last_hidden_state"], {"embeddings": embeddings, "attention_mask": mask.astype(np.int64)}
-        )
-        return out
-
-    def close(self) -> None:
-        self._session = None

@@ -32,10 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import space_names
 from ..bundle import Bundle, EncoderEntry
 from ..errors import BackendUnavailable, DeviceError, HefsearchError
 from ..hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSpec, check_contract, to_stream
 from ..versions import major_version
+from .base import Backend
 
 log = logging.getLogger("hefsearch.embed.hailo")
 
@@ -520,11 +522,11 @@ class _HefModel:
 
 
 # -- the backend ------------------------------------------------------------------------------------
-class HailoBackend:
+class HailoBackend(Backend):
     """Runs the bundle's HEF(s) for the local Hailo device. See the module docstring."""
 
     name = "hailo"
-    space_kind = "hef"
+    space_kind = space_names.HEF
 
     @classmethod
     def available(cls, bundle: Bundle) -> tuple[bool, str]:
@@ -677,6 +679,9 @@ class HailoBackend:
             pass
 
     # -- identity -------------------------------------------------------------------------------------
+    def encoder_entries(self) -> list[EncoderEntry]:
+        return list(self.entries)  # one HEF per SEQ
+
     def fingerprint_parts(self) -> dict:
         return {
             "encoder": "hef",

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
+from .. import space_names
 from ..bundle import Bundle, EncoderEntry
 from ..errors import BackendUnavailable
-from .cpu import make_session
+from .onnx_body import OnnxBodyBackend
 
-KIND = "npu-sim"
+KIND = space_names.NPU_SIM
 ENV_SIM = "HEFSEARCH_SIM"
 
 
@@ -54,25 +53,25 @@ def pick_entry(bundle: Bundle, profile: str | None) -> EncoderEntry:
     )
 
 
-class NpuSimBackend:
+class NpuSimBackend(OnnxBodyBackend):
     name = "npu-sim"
-    space_kind = "npu-sim"
-    seq_lens = None
+    space_kind = KIND
+    closed_message = "The NPU simulation was closed."
 
     def __init__(self, bundle: Bundle, profile: str | None = None, threads: int | None = None,
                  batch_size: int = 32, **_):
-        self.entry = pick_entry(bundle, profile)
-        self.sim_name = self.entry.extra.get("name", self.entry.file)
+        entry = pick_entry(bundle, profile)
+        self.sim_name = entry.extra.get("name", entry.file)
         #: "NPU simulation (a8)": never shown as a HEF
-        self.label = self.entry.extra.get("label") or f"NPU simulation ({self.sim_name})"
-        #: how a library names and reopens this space
-        self.space_name = f"npu-sim-{self.sim_name}"
-        self.space_opts = {"profile": self.sim_name}
-        self.precision = self.entry.extra.get("precision", {})
-        self.mask = self.entry.extra.get("mask", {})
-        self.file_sha256 = bundle.file_sha256(self.entry.file)
-        self.batch_size = batch_size
-        self._session = make_session(str(bundle.path / self.entry.file), threads)
+        self.label = entry.extra.get("label") or f"NPU simulation ({self.sim_name})"
+        self.precision = entry.extra.get("precision", {})
+        self.mask = entry.extra.get("mask", {})
+        super().__init__(bundle, entry, threads=threads, batch_size=batch_size)
+
+    @property
+    def space_opts(self) -> dict:
+        """How a library reopens this simulation; it also names the space ``npu-sim-<name>``."""
+        return {"profile": self.sim_name}
 
     @classmethod
     def available(cls, bundle: Bundle) -> tuple[bool, str]:
@@ -96,19 +95,8 @@ class NpuSimBackend:
 
     def fingerprint_parts(self) -> dict:
         return {
-            "encoder": "npu-sim",
+            "encoder": KIND,
             "file_sha256": self.file_sha256,
             "precision": self.precision.get("bits"),
             "mask": self.mask,
         }
-
-    def run(self, embeddings: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        if self._session is None:
-            raise BackendUnavailable("The NPU simulation was closed.")
-        (out,) = self._session.run(
-            ["last_hidden_state"], {"embeddings": embeddings, "attention_mask": mask.astype(np.int64)}
-        )
-        return out
-
-    def close(self) -> None:
-        self._session = None

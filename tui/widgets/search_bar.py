@@ -9,8 +9,10 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Input, Select
 
+from hefsearch.search.api import prepare_query
+
 from ..history import QueryHistory
-from ..messages import SearchRequested
+from ..messages import BlankQuerySubmitted, SearchRequested
 from ..present import KIND_FILTERS, MODES, SearchRequest
 
 
@@ -97,7 +99,12 @@ class SearchBar(Horizontal):
     @on(Input.Submitted)
     def _on_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if event.input.id == "query" and event.value.strip():
+        if event.input.id == "query":
+            if not prepare_query(event.value)[0]:
+                # handled here, after the keys typed before Enter (an app-level Enter binding
+                # ran before the input had them and swallowed fast-typed queries)
+                self.post_message(BlankQuerySubmitted())
+                return
             self.history.add(event.value)
         self.submit()
 

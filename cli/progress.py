@@ -1,9 +1,10 @@
-"""Rich progress on stderr for ``hefsearch index``: files, chunks, chunks/s, ETA."""
+"""Live progress bars on stderr: ``hefsearch index`` (files, chunks, chunks/s, ETA) and
+``hefsearch backfill`` (chunks). Static tables are in render.py."""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 PHASES = {"scan": "Scanning", "remove": "Removing deleted files", "index": "Indexing",
           "backfill": "Back-filling spaces", "done": "Done"}
@@ -50,3 +51,9 @@ class SyncProgress:
 
     def __exit__(self, *exc) -> None:
         self.progress.stop()
+
+
+def backfill_progress() -> Progress:
+    """'FP32 back-fill ━━━━ 120/400 chunks' and the time left; gone when done (transient)."""
+    return Progress(TextColumn("FP32 back-fill"), BarColumn(), TextColumn("{task.completed}/{task.total} chunks"),
+                    TimeRemainingColumn(), transient=True)

@@ -1,0 +1,251 @@
+"""How the CLI's human output looks: search hits, library status, the index summary and the
+quality report, as rich tables. Pure formatting of what the library functions returned; the
+verbs decide what to run and import this module only when they print (it loads rich).
+
+Text, not markup, wherever a file name or chunk text is shown: either may hold "[/]" or "[bold]".
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+#: rows of a file/reason table after which the rest is summarised in one line
+MAX_LISTED = 25
+
+
+def num(x, digits: int = 3) -> str:
+    """A metric with ``digits`` decimals; "–" for a missing one (None or NaN)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.{digits}f}"
+
+
+def skipped_text(skipped: dict) -> str:
+    """"3 hidden, 1 too large": the non-zero skip counters, by name."""
+    return ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(skipped.items()) if v)
+
+
+def file_table(title: str, rows, style: str, limit: int | None = MAX_LISTED) -> Table:
+    """(path, reason) rows; beyond ``limit`` one line points to 'hefsearch status'."""
+    t = Table(title=title, title_justify="left", title_style=style, show_header=True,
+              header_style="bold", expand=False)
+    t.add_column("file", overflow="fold")
+    t.add_column("reason", overflow="fold")
+    shown = rows if limit is None else rows[:limit]
+    for p, r in shown:
+        t.add_row(escape(p.replace("\n", "\\n")), escape(r))
+    if len(shown) < len(rows):
+        t.add_row(f"... and {len(rows) - limit} more", "see: hefsearch status")
+    return t
+
+
+# -- search --------------------------------------------------------------------------------
+def where(hit) -> str:
+    """'p. 3 · line 12 · chars 420-910' (page only for PDFs)."""
+    return hit.location()
+
+
+def no_results(path_glob, kinds) -> str:
+    """'No results. (filters: path *.pdf, kind pdf)', the glob as it was matched."""
+    from hefsearch.search.keyword import path_pattern
+
+    filters = [f"path {path_pattern(path_glob)}" if path_glob else "",
+               f"kind {', '.join(kinds)}" if kinds else ""]
+    filters = [f for f in filters if f]
+    return "No results." + (f" (filters: {', '.join(filters)})" if filters else "")
+
+
+def hits_table(hits) -> Table:
+    table = Table(show_lines=True, expand=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("file · where", overflow="fold", ratio=2)
+    table.add_column("snippet", overflow="fold", ratio=3)
+    for h in hits:
+        table.add_row(str(h.rank), f"{h.score:.4f}", Text.assemble(h.path, "\n", (where(h), "dim")),
+                      Text(h.snippet.replace("\n", " ")))
+    return table
+
+
+def search_footer(result) -> Text:
+    """'hybrid · space cpu-fp32 (CPU FP32) · 12 ms (encode 8, search 0.4, snippets 1)'."""
+    t = result.timings
+    return Text(f"{result.mode}"
+                + (f" · space {result.space} ({result.backend_label})" if result.space else "")
+                + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
+                  f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})",
+                style="dim")
+
+
+def print_search(result, path_glob=None, kinds=()) -> None:
+    """Hits on stdout; the notice, an empty answer and the timings on stderr."""
+    out, err = Console(), Console(stderr=True)
+    if result.notice:
+        err.print(Text(result.notice, style="yellow"))
+    if not result.hits:
+        err.print(Text(no_results(path_glob, kinds)))
+        return
+    out.print(hits_table(result.hits))
+    err.print(search_footer(result))
+
+
+# -- library -------------------------------------------------------------------------------
+def print_status(st, limit: int | None) -> None:
+    """``hefsearch status``: totals, the vector spaces and the first ``limit`` failures."""
+    from hefsearch.index.crawl import IGNORE_FILE, secret_rule_text
+
+    out = Console()
+    out.print(f"[bold]Library[/] {escape(st.path)}")
+    bundle = st.settings.get("bundle")
+    out.print(f"  bundle: {escape(str(bundle)) if bundle else '(none recorded)'}")
+    out.print(f"  documents: [bold]{st.documents}[/]   chunks: [bold]{st.chunks}[/]   "
+              f"cut mid-sentence to fit: {st.truncated_chunks}")
+    out.print(f"  last sync: {st.last_sync or 'never'}"
+              + ("   skipped: " + skipped_text(st.skipped) if any(st.skipped.values()) else ""))
+    out.print(f"  never indexed (secret files): {escape(secret_rule_text())}; "
+              f"re-include one with '!NAME' in a {IGNORE_FILE}", overflow="fold")
+    if st.spaces:
+        out.print(spaces_table(st))
+        if any(s.count < st.chunks for s in st.spaces):
+            out.print("[yellow]A space holds fewer chunks than the library: run 'hefsearch index' "
+                      "with its backend to fill it.[/]")
+    if st.failures:
+        rows = st.failures if limit is None else st.failures[:limit]
+        out.print(file_table(f"{len(st.failures)} files not indexed", rows, "red", limit=None))
+        if len(rows) < len(st.failures):
+            out.print(f"... and {len(st.failures) - len(rows)} more (--all lists them)")
+
+
+def spaces_table(st) -> Table:
+    t = Table(title="Vector spaces", title_justify="left")
+    for col in ("space", "backend", "chunks", "dim", "index", "fingerprint"):
+        t.add_column(col, justify="right" if col in ("chunks", "dim") else "left")
+    default = st.settings.get("default_space")
+    for s in st.spaces:
+        cover = f"{s.count}" if s.count == st.chunks else f"[yellow]{s.count}/{st.chunks}[/]"
+        t.add_row(s.name + (" (default)" if s.name == default else ""), escape(s.label or s.backend),
+                  cover, str(s.dim), s.index_factory, s.fingerprint[:12])
+    return t
+
+
+def print_sync_summary(console: Console, report, library_path) -> None:
+    """The end of ``hefsearch index``: counts, what was skipped or not followed, what failed."""
+    rate = report.chunks_embedded / report.encode_seconds if report.encode_seconds else 0.0
+    console.print(
+        f"[bold]{report.added}[/] new, [bold]{report.changed}[/] changed, [bold]{report.removed}[/] "
+        f"removed, {report.unchanged} unchanged files; [bold]{report.chunks_embedded}[/] chunks "
+        f"embedded into {', '.join(report.spaces)} in {report.seconds:.1f} s"
+        + (f" ({rate:.1f} chunks/s while encoding)" if report.chunks_embedded else "")
+        + (f"; {report.backfilled} back-filled" if report.backfilled else "")
+        + (f"; {report.chunks_cut} chunks cut mid-sentence to fit" if report.chunks_cut else ""))
+    if any(report.skipped.values()):
+        console.print("skipped: " + skipped_text(report.skipped))
+    if report.notes:
+        console.print(file_table("Not indexed (not regular documents)", report.notes, "yellow"))
+    if report.links:
+        console.print(file_table("Symlinks not followed (the target is outside the folders you named, "
+                                 "or a system folder)", report.links, "yellow"))
+    if report.stale:
+        console.print(file_table("Now failing; the previously indexed version is kept",
+                                 report.stale, "yellow"))
+    if report.failed:
+        console.print(file_table(f"{len(report.failed)} files failed", report.failed, "red"))
+        console.print(f"[yellow]Partial: every other file is indexed in {escape(str(library_path))}.[/]")
+    else:
+        console.print(f"[green]Library up to date:[/] {escape(str(library_path))}")
+
+
+# -- bench quality -------------------------------------------------------------------------
+def print_quality(report) -> None:
+    """``hefsearch bench quality``: build configuration, parallel set and library tables."""
+    from hefsearch.evaluate.quality import config_line
+
+    con = Console()
+    if not con.is_terminal:  # a file or a pipe: wide enough that the tables keep one row per line
+        con = Console(width=140)
+    err = Console(stderr=True)
+    for n in report.notices:
+        err.print(f"[yellow]note: {escape(n)}[/]")
+    b = report.bundle
+    con.print(f"[bold]{escape(b['model'])}[/] · seq {b['seq_len']} · hidden {b['hidden']}")
+
+    cfg = Table(title="Build configuration", title_justify="left", expand=False)
+    cfg.add_column("space")
+    cfg.add_column("encoder")
+    cfg.add_column("configuration", overflow="fold")
+    for s in report.spaces:
+        cfg.add_row(escape(s.name), escape(s.label), escape(s.error and f"skipped: {s.error}" or config_line(s.config)))
+    con.print(cfg)
+
+    par = [s for s in report.spaces if s.parallel]
+    if par:
+        _print_parallel(con, report.parallel, par)
+    lib = [s for s in report.spaces if s.library]
+    if lib:
+        _print_library_quality(con, report.library, lib)
+
+
+def _print_parallel(con: Console, p: dict, par) -> None:
+    t = Table(title=f"Parallel set: {p['pairs']} pairs, {len(p['languages'])} languages "
+                    f"({p['near_duplicate_rows']} near-duplicate rows)", title_justify="left")
+    for col in ("space", "top-1", "top-1 near-dup", "margin", "sim-corr vs FP32",
+                "cos to FP32*", "mean pair cos", "ms/text"):
+        t.add_column(col, justify="left" if col == "space" else "right")
+    for s in par:
+        r = s.parallel
+        t.add_row(escape(s.name), num(r.top1), num(r.top1_near_duplicates), num(r.margin),
+                  num(r.similarity_pearson), num(r.cosine_to_fp32), num(r.mean_pairwise_cosine),
+                  num(r.ms_per_text, 1))
+    con.print(t)
+    lp = Table(title="Top-1 translation retrieval per language pair", title_justify="left")
+    lp.add_column("pair")
+    for s in par:
+        lp.add_column(escape(s.name), justify="right")
+    for pair in p["language_pairs"]:
+        lp.add_row(pair, *[num(s.parallel.top1_by_pair.get(pair), 2) for s in par])
+    con.print(lp)
+    con.print("[dim]* paired cosine compares coordinates: meaningful only when both spaces share a basis.[/]")
+
+
+def _print_library_quality(con: Console, info: dict, lib) -> None:
+    depth = info["rerank_depth"]
+    labelled = info.get("labelled")
+    src = "queries from your file" if info["query_source"] == "file" else "pseudo-queries cut from random chunks"
+    t = Table(title=f"Your library: {info['queries']} {src}, {info['chunks']} chunks; "
+                    "ground truth = FP32's top-1", title_justify="left")
+    cols = ["space", "R@1", "R@5", "R@10", "MRR"]
+    if depth:
+        cols.append(f"in top {depth}")
+    cols += ["overlap@10", "doc-doc cos", "ms/query"]
+    if labelled:
+        cols.append("found@1/@10")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "space" else "right")
+
+    def row(name, rec, mrr, at_depth, overlap, doc, ms, found):
+        cells = [name, num(rec["1"]), num(rec["5"]), num(rec["10"]), num(mrr)]
+        if depth:
+            cells.append(num(at_depth))
+        cells += [overlap, doc, ms]
+        if labelled:
+            cells.append(f"{num(found['1'], 2)}/{num(found['10'], 2)}" if found else "–")
+        t.add_row(*cells)
+
+    for s in lib:
+        r = s.library
+        row(escape(s.name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
+            num(r.ms_per_query, 1), r.source_found)
+        if r.reranked:
+            rr = r.reranked
+            row(f"  + FP32 re-rank top {rr['depth']}", rr["recall"], rr["mrr"], None, "", "", "",
+                rr["source_found"])
+    con.print(t)
+    if labelled:
+        what = ("the chunk each pseudo-query was cut from" if info["query_source"] == "pseudo"
+                else "a chunk of the expected document")
+        con.print(f"[dim]found@k: {what} is in the top k (FP32 is measured against it too).[/]")

@@ -1,0 +1,129 @@
+"""Calibration for the NPU simulation: which texts, and the min/max range of every site.
+
+    calibration_from_bundle   the bundle's ``compile calib`` set -> Calibration (or None)
+    calibration_from_texts    texts embedded by the host pipeline -> Calibration
+    measure_ranges            prepared FP32 graph + Calibration -> {site tensor: (min, max)}
+
+Ranges are plain min/max over the real (unpadded) query tokens of every text, on the FP32
+graph of :mod:`hefsearch.compile.sim_graph`; it predicts what a build choice costs, not a HEF's
+exact numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from hefsearch.embed.bundle import Bundle
+
+from .sim_graph import SimBuildError, Site
+
+DEFAULT_CALIB_LIMIT = 512
+CALIB_BATCH = 8
+
+
+@dataclass
+class Calibration:
+    embeddings: np.ndarray  # [N, S, H] float32
+    mask: np.ndarray  # [N, S] int64
+    source: str  # what it is, for the manifest and the user
+
+
+def calibration_from_bundle(bundle: Bundle, limit: int | None = DEFAULT_CALIB_LIMIT) -> Calibration | None:
+    """The 4D arrays ``compile calib`` stored in the bundle (``calib/calib_s<SEQ>.npz``),
+    reshaped to the body's 3D contract. Prefers the bundle's own SEQ, else the longest set."""
+    from .calib import load_calibration
+
+    sets = bundle.manifest.get("calibration")
+    if not isinstance(sets, dict):
+        return None
+    seqs = sorted(int(k[1:]) for k in sets if isinstance(k, str) and k.startswith("s") and k[1:].isdigit())
+    if not seqs:
+        return None
+    seq = bundle.seq_len if bundle.seq_len in seqs else seqs[-1]
+    e, m, info = load_calibration(bundle, seq)
+    if e.ndim == 4:  # [N,1,S,H]
+        e = e.reshape(e.shape[0], e.shape[2], e.shape[3])
+    m = np.asarray(m).reshape(m.shape[0], m.shape[-1])
+    if e.ndim != 3 or e.shape[:2] != m.shape or e.shape[2] != bundle.hidden:
+        raise SimBuildError(
+            f"Calibration arrays in {bundle.path} ({info.get('file')}) have shapes {list(e.shape)} and "
+            f"{list(m.shape)}; expected [N,1,S,{bundle.hidden}] and [N,1,1,S].",
+            "Rebuild them with 'hefsearch compile calib'.",
+        )
+    total = int(e.shape[0])
+    n = total if limit is None else min(limit, total)
+    # an even spread over the set, not its first rows (it is not shuffled by length)
+    pick = np.linspace(0, total - 1, n).round().astype(int) if n < total else np.arange(total)
+    return Calibration(np.ascontiguousarray(e[pick], dtype=np.float32), (m[pick] > 0.5).astype(np.int64),
+                       f"bundle calibration set {info.get('file')} ({n} of {total} rows, SEQ {e.shape[1]})")
+
+
+def calibration_from_texts(bundle: Bundle, texts: Sequence[str], note: str) -> Calibration:
+    """Embed texts with the host pipeline, padded to the bundle's fixed length as on the NPU
+    (an additive mask only shows up in the score ranges when there is padding)."""
+    from hefsearch.embed.host import HostPipeline
+
+    host = HostPipeline(bundle)
+    texts = [t for t in texts if t and not t.isspace()]
+    tok = host.tokenize(list(texts))
+    e, m = host.embed(tok.ids, pad_to=host.max_tokens)
+    return Calibration(e, m, note)
+
+
+def measure_ranges(model, calib: Calibration, sites: Sequence[Site], batch: int = CALIB_BATCH,
+                   progress: Callable[[str], None] | None = None) -> dict[str, tuple[float, float]]:
+    """Min/max of every site tensor over the calibration set, on the FP32 graph."""
+    from hefsearch.embed.backends.cpu import make_session
+
+    sess = _session_from_bytes(model.SerializeToString(), make_session)
+    inputs = {"embeddings", "attention_mask"}
+    names = [s.tensor for s in sites if s.tensor not in inputs]
+    lo = {s.tensor: np.inf for s in sites}
+    hi = {s.tensor: -np.inf for s in sites}
+    n = len(calib.embeddings)
+    for i in range(0, n, batch):
+        e = np.ascontiguousarray(calib.embeddings[i : i + batch])
+        m = calib.mask[i : i + batch]
+        feeds = {"embeddings": e, "attention_mask": m}
+        got = list(zip(names, sess.run(names, feeds)))
+        got += [(t, v) for t, v in feeds.items() if t in lo]
+        real = m.astype(bool)
+        for t, v in got:
+            v = _real_rows(v, real)
+            if v.size == 0:
+                continue
+            lo[t] = min(lo[t], float(np.min(v)))
+            hi[t] = max(hi[t], float(np.max(v)))
+        if progress and (i // batch) % 16 == 0:
+            progress(f"calibrating: {min(i + batch, n)}/{n} texts")
+    return {t: (lo[t], hi[t]) for t in lo}
+
+
+def _real_rows(v: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """The values of real (unpadded) query tokens. Padded rows are zero vectors whose LayerNorm
+    variance is 0, so their reciprocal std is 1/sqrt(eps) (1e6 for BERT): counting them would
+    stretch every range by orders of magnitude, and their outputs are discarded by pooling.
+    Padded *keys* stay in the score ranges, so an additive mask value is measured as the NPU sees it."""
+    n, s = real.shape
+    if v.ndim == 3 and v.shape[:2] == (n, s):
+        return v[real]
+    if v.ndim == 4 and v.shape[0] == n and v.shape[2] == s:  # [N, heads, S(queries), *]
+        return v.transpose(0, 2, 1, 3)[real]
+    return v
+
+
+def _session_from_bytes(data: bytes, make_session):
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(suffix=".onnx")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return make_session(tmp)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
