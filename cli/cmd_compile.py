@@ -29,13 +29,19 @@ def compile_group() -> None:
 @click.option("--seq-len", type=click.IntRange(8, 8192), default=None,
               help="Token window incl. special tokens. Default: the model's sentence-transformers "
                    "max_seq_length, else 256.")
-@click.option("--query-prefix", default=None, help='Text put before every query (e5 models: "query: ").')
-@click.option("--passage-prefix", default=None, help='Text put before every passage (e5 models: "passage: ").')
+@click.option("--query-prefix", default=None,
+              help='Text put before every query (e5 models: "query: "). Default: the model\'s '
+                   'sentence-transformers "query" prompt, else none; "" for none.')
+@click.option("--passage-prefix", default=None,
+              help='Text put before every passage (e5 models: "passage: "). Default: the model\'s '
+                   'sentence-transformers "passage"/"document" prompt, else none; "" for none.')
 @click.option("--overwrite", is_flag=True, help="Replace an existing bundle in --out.")
 def export_cmd(model, out, seq_len, query_prefix, passage_prefix, overwrite):
-    """Export MODEL (a local folder or a Hugging Face id in the local cache) to a bundle.
+    """Export MODEL (a local folder or a Hugging Face id) to a bundle.
 
-    Nothing is downloaded when the id is cached. The export verifies itself: the bundle's
+    An id is taken from the local Hugging Face cache; when it is not there, only the files
+    export needs are downloaded (unless HF_HUB_OFFLINE is set; an unreachable hub fails within
+    seconds). The export verifies itself: the bundle's
     pipeline must match the full model (cosine >= 0.9999) on built-in multilingual texts.
     Needs the compile extra: pip install 'hefsearch[compile]'.
     """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from hefsearch.index.extract import SUPPORTED_SUFFIXES
@@ -34,15 +36,19 @@ def refuse_blank_query(query: str) -> None:
                    "'/' is also matched against the file name.")
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(DOCUMENT_KINDS),
               help="Only documents of this kind. Repeatable.")
+@click.option("--quick-snippets", is_flag=True,
+              help="Snippets from the query's words only: no sentence is embedded, so a hit "
+                   "sharing no word with the query (another language) shows its first sentence.")
 @bundle_option()
 @json_option()
-def search_cmd(query, library_path, k, mode, space, path_glob, kinds, bundle, as_json):
+def search_cmd(query, library_path, k, mode, space, path_glob, kinds, quick_snippets, bundle, as_json):
     """Search the library for QUERY.
 
     Prints rank, score, file, page/line/char span and a snippet. Scores: cosine similarity
     (vector), BM25 (keyword), reciprocal-rank-fusion score (hybrid). An empty QUERY is an
     error (exit code 2); a keyword query with no words (only punctuation) finds nothing and
-    says why.
+    says why. Snippets of hits sharing no word with the query are chosen by meaning after the
+    search, on the CPU in FP32 (timed apart as semantic_snippets); --quick-snippets skips that.
     """
     from hefsearch.index.library import Library
     from hefsearch.search import Searcher
@@ -54,6 +60,10 @@ def search_cmd(query, library_path, k, mode, space, path_glob, kinds, bundle, as
         try:
             result = searcher.search(query, k=k, mode=mode, space=space, path_glob=path_glob,
                                      kinds=kinds or None)
+            if result.pending_snippets and not quick_snippets:
+                t = time.perf_counter()
+                result.apply_snippets(searcher.semantic_snippets(result))
+                result.timings["semantic_snippets"] = (time.perf_counter() - t) * 1000.0
         finally:
             searcher.close()
     finally:

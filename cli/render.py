@@ -73,12 +73,15 @@ def hits_table(hits) -> Table:
 
 
 def search_footer(result) -> Text:
-    """'hybrid · space cpu-fp32 (CPU FP32) · 12 ms (encode 8, search 0.4, snippets 1)'."""
+    """'hybrid · space cpu-fp32 (CPU FP32) · 12 ms (encode 8, search 0.4, snippets 1)', then
+    '+ 85 ms semantic snippets' when they were computed after the search."""
     t = result.timings
+    later = t.get("semantic_snippets")
     return Text(f"{result.mode}"
                 + (f" · space {result.space} ({result.backend_label})" if result.space else "")
                 + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
-                  f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})",
+                  f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})"
+                + (f" + {later:.0f} ms semantic snippets" if later is not None else ""),
                 style="dim")
 
 
@@ -123,14 +126,40 @@ def print_status(st, limit: int | None) -> None:
 
 def spaces_table(st) -> Table:
     t = Table(title="Vector spaces", title_justify="left")
-    for col in ("space", "backend", "chunks", "dim", "index", "fingerprint"):
-        t.add_column(col, justify="right" if col in ("chunks", "dim") else "left")
+    for col in ("space", "backend", "chunks", "dim", "index", "memory", "recall@10", "fingerprint"):
+        t.add_column(col, justify="right" if col in ("chunks", "dim", "memory", "recall@10") else "left")
     default = st.settings.get("default_space")
     for s in st.spaces:
         cover = f"{s.count}" if s.count == st.chunks else f"[yellow]{s.count}/{st.chunks}[/]"
         t.add_row(s.name + (" (default)" if s.name == default else ""), escape(s.label or s.backend),
-                  cover, str(s.dim), s.index_factory, s.fingerprint[:12])
+                  cover, str(s.dim), escape(index_text(s)), size_text(s.index_stats.get("bytes")),
+                  recall_text(s), s.fingerprint[:12])
     return t
+
+
+def index_text(space) -> str:
+    """'IVF1024,SQ4 (compressed, re-scored)': the index as built, else the recorded factory."""
+    from hefsearch.index.spaces import COMPRESSED_FACTORY
+
+    kind = space.index_stats.get("type") or space.index_factory
+    return f"{kind} (compressed, re-scored)" if space.index_factory == COMPRESSED_FACTORY else kind
+
+
+def size_text(n) -> str:
+    """'48.2 MiB' ('–' when unknown)."""
+    from hefsearch.index.crawl import human_size
+
+    return "–" if n is None else human_size(n)
+
+
+def recall_text(space) -> str:
+    """'0.991' (measured at build; ``status --json`` says on how many queries and vectors);
+    exact indexes: 'exact'; unmeasured: '–'."""
+    stats = space.index_stats
+    if (stats.get("type") or space.index_factory) == "Flat":
+        return "exact"
+    r = stats.get("recall_at_10")
+    return "–" if r is None else f"{r:.3f}"
 
 
 def print_sync_summary(console: Console, report, library_path) -> None:

@@ -26,12 +26,12 @@ from hefsearch.embed.errors import ExportError, ModelNotFound
 from hefsearch.embed.samples import VERIFY_TEXTS
 
 from .body import DEFAULT_MASK_VALUE, export_body_onnx
+from .model_source import WEIGHT_FILES, download_for_export, find_cached
 
 log = logging.getLogger("hefsearch.compile")
 
 PARITY_MIN_COSINE = 0.9999
 SUPPORTED_MODEL_TYPES = {"bert", "xlm-roberta", "roberta", "camembert"}
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 @dataclass
@@ -49,11 +49,12 @@ class ExportReport:
         return min(self.cosines) if self.cosines else float("nan")
 
 
-def resolve_model(model: str) -> Path:
+def resolve_model(model: str, *, say: Callable[[str], None] | None = None) -> Path:
     """A local folder as is; otherwise a Hugging Face id from the local cache, offline.
 
-    If the id is not cached, one download attempt is made only when the hub is not switched
-    off (HF_HUB_OFFLINE), with short timeouts, so nothing hangs on a closed network.
+    If the id is not cached, it is downloaded (only the files export needs, see
+    ``model_source``) unless the hub is switched off (HF_HUB_OFFLINE); an unreachable hub fails
+    within seconds.
     """
     p = Path(model).expanduser()
     if p.is_dir():
@@ -65,32 +66,10 @@ def resolve_model(model: str) -> Path:
         return p
     if p.exists() or model.count("/") > 1 or model.startswith((".", "~")):
         raise ModelNotFound(f"{model} is neither a model folder nor a Hugging Face id.")
-    try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.utils import LocalEntryNotFoundError
-    except ImportError:  # pragma: no cover - comes with transformers
-        raise ModelNotFound("huggingface_hub is not installed.", "pip install 'hefsearch[compile]'") from None
-    try:
-        return Path(snapshot_download(model, local_files_only=True))
-    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
-        pass
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
-    hint = (
-        f"On a machine with internet: huggingface-cli download {model} (or copy its "
-        "~/.cache/huggingface/hub folder here), or pass the path of a local model folder."
-    )
-    if offline:
-        raise ModelNotFound(f"Model {model!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set.", hint)
-    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
-    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
-    try:
-        return Path(snapshot_download(model, etag_timeout=5))
-    except Exception as e:
-        raise ModelNotFound(
-            f"Model {model!r} is not in the local Hugging Face cache and could not be downloaded "
-            f"({type(e).__name__}).",
-            hint,
-        ) from None
+    cached = find_cached(model)
+    if cached is not None:
+        return cached
+    return download_for_export(model, say=say)
 
 
 def read_sentence_transformers_config(folder: Path) -> tuple[str, bool, int | None, list[str]]:
@@ -131,6 +110,28 @@ def read_sentence_transformers_config(folder: Path) -> tuple[str, bool, int | No
     return pooling, normalize, max_len, notices
 
 
+def model_prefixes(folder: Path, query_prefix: str | None, passage_prefix: str | None) -> tuple[dict, str | None]:
+    """The query/passage prefixes: the ones given (an empty string means none), else the
+    model's own sentence-transformers prompts (config_sentence_transformers.json "prompts":
+    "query", and "passage" or "document"), else none; with a notice when prompts were used."""
+    path = folder / "config_sentence_transformers.json"
+    prompts = {}
+    if path.is_file():
+        try:
+            prompts = json.loads(path.read_text()).get("prompts") or {}
+        except (ValueError, AttributeError):
+            prompts = {}
+    from_model = {"query": prompts.get("query", ""), "passage": prompts.get("passage", prompts.get("document", ""))}
+    given = {"query": query_prefix, "passage": passage_prefix}
+    prefixes = {k: v if v is not None else str(from_model[k]) for k, v in given.items()}
+    used = {k: prefixes[k] for k in prefixes if given[k] is None and prefixes[k]}
+    notice = None
+    if used:
+        notice = "Prefixes from the model's sentence-transformers prompts: " + ", ".join(
+            f"{k} {v!r}" for k, v in used.items()) + "."
+    return prefixes, notice
+
+
 def _model_id(model: str, folder: Path) -> str:
     """The Hugging Face id when given one; for a folder its name (with the parent's when the
     folder has a generic name such as ``model``)."""
@@ -163,7 +164,7 @@ def export_bundle(
     progress: Callable[[str], None] | None = None,
 ) -> ExportReport:
     say = progress or (lambda msg: log.info(msg))
-    folder = resolve_model(model)
+    folder = resolve_model(model, say=say)
     out = Path(out).expanduser()
     if out.exists() and any(out.iterdir()):
         if not overwrite:
@@ -196,7 +197,10 @@ def export_bundle(
             say(f"Sequence length {seq_len} (the model's sentence-transformers max_seq_length).")
     if seq_len > max_positions:
         raise ExportError(f"--seq-len {seq_len} exceeds the model's {max_positions} positions.")
-    prefixes = {"query": query_prefix or "", "passage": passage_prefix or ""}
+    prefixes, prompt_notice = model_prefixes(folder, query_prefix, passage_prefix)
+    if prompt_notice:
+        notices.append(prompt_notice)
+        say(prompt_notice)
     if not any(prefixes.values()) and "e5" in str(model).lower():
         notices.append("e5 models expect --query-prefix 'query: ' --passage-prefix 'passage: '.")
         say(notices[-1])

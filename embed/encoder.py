@@ -96,8 +96,9 @@ class Encoder:
 
     @property
     def space_name(self) -> str:
-        """The space a library keeps these vectors in ("cpu-fp32", "hef", "npu-sim-a8", ...)."""
-        return self.backend.space_name
+        """The space a library keeps these vectors in ("cpu-fp32", "hef", "npu-sim-a8", ...); a
+        post-transform names a space derived from it ("cpu-fp32-neutral"), so a sync fills both."""
+        return self.backend.space_name + getattr(self.post_transform, "space_suffix", "")
 
     @property
     def space_opts(self) -> dict:
@@ -176,8 +177,9 @@ class Encoder:
                     self.on_batch(done)
                 ready = nxt.result() if nxt else None
         self.stats.last_truncated.sort()
-        if self.post_transform is not None:
-            out = self.post_transform.apply(out)
+        if self.post_transform is not None:  # a language-neutral one needs the (unprefixed) texts
+            pt = self.post_transform
+            out = pt.apply(out, texts) if getattr(pt, "uses_texts", False) else pt.apply(out)
         self.stats.seconds += time.perf_counter() - t0
         return out
 

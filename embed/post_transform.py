@@ -9,6 +9,14 @@ out libraries whose documents all point one way (high mean document-document cos
 ``hefsearch bench quality``), which makes scores easier to read and thresholds usable. It does
 not change rankings much (our MiniLM study: it did not repair 8-bit ranking; FP32 re-ranking
 does), so it is opt-in.
+
+:class:`LanguageNeutral` removes part of the language component that multilingual encoders
+put in every vector: each vector moves by ``alpha`` times its language's offset from the
+library mean (``offset_L = mean(chunks in L) - mean(all chunks)``) and is re-normalised.
+Languages come from the texts (``embed/language.py``), so this transform takes the texts as
+well as the vectors (``uses_texts``); a text of unknown language, or of a language with fewer
+than ``min_chunks`` chunks in the library, is not moved. Measured figures and the choice of
+alpha: ``search/language_neutral.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import numpy as np
 
 class MeanCentering:
     kind = "mean-centering"
+    #: the derived space's name is the source's plus this (``Encoder.space_name``)
+    space_suffix = "-centered"
 
     def __init__(self, mean, *, renormalize: bool = True, fitted_on: int | None = None):
         self.mean = np.asarray(mean, dtype=np.float32).reshape(-1)
@@ -60,6 +70,111 @@ class MeanCentering:
                 "fitted_on": self.fitted_on}
 
 
+class LanguageNeutral:
+    """Shift each vector by ``-alpha * offset[language]``, then re-normalise (see module doc)."""
+
+    kind = "language-neutral"
+    space_suffix = "-neutral"
+    #: ``Encoder`` passes the texts (queries without their prefix) to :meth:`apply`
+    uses_texts = True
+
+    def __init__(self, offsets: dict, *, alpha: float, dim: int, min_chunks: int,
+                 counts: dict | None = None, fitted_on: int | None = None):
+        self.offsets = {str(k): np.asarray(v, dtype=np.float32).reshape(-1) for k, v in sorted(offsets.items())}
+        self.alpha = float(alpha)
+        self.dim = int(dim)
+        self.min_chunks = int(min_chunks)
+        #: chunks per language at fit time (all languages, also those without an offset)
+        self.counts = {str(k): int(v) for k, v in sorted((counts or {}).items())}
+        self.fitted_on = fitted_on
+        for lang, o in self.offsets.items():
+            if o.shape[0] != self.dim:
+                raise ValueError(f"offset of {lang!r} has dimension {o.shape[0]}, expected {self.dim}")
+        from .language import warm_up
+
+        warm_up()  # queries will need the language model: load it while the encoder opens
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray, languages, *, alpha: float, min_chunks: int) -> "LanguageNeutral":
+        """Offsets of every language with at least ``min_chunks`` (non-zero) vectors from the mean
+        of all non-zero vectors; ``languages[i]`` is the language of ``vectors[i]`` or None."""
+        v = np.asarray(vectors, dtype=np.float32)
+        if len(v) != len(languages):
+            raise ValueError(f"{len(v)} vectors but {len(languages)} languages")
+        live = np.linalg.norm(v, axis=1) > 0 if len(v) else np.zeros(0, bool)
+        if not live.any():
+            raise ValueError("cannot fit the language-neutral transform on no (non-zero) vectors")
+        mean = v[live].mean(axis=0)
+        langs = np.array([lang or "" for lang in languages], dtype=object)
+        counts, offsets = {}, {}
+        for lang in sorted(set(langs[live]) - {""}):
+            rows = live & (langs == lang)
+            counts[lang] = int(rows.sum())
+            if counts[lang] >= min_chunks:
+                offsets[lang] = v[rows].mean(axis=0) - mean
+        return cls(offsets, alpha=alpha, dim=v.shape[1], min_chunks=min_chunks, counts=counts,
+                   fitted_on=int(live.sum()))
+
+    def _shifts(self, n: int, languages) -> np.ndarray:
+        if languages is None or len(languages) != n:
+            raise ValueError(f"the language-neutral transform needs one language (or None) per vector, "
+                             f"got {None if languages is None else len(languages)} for {n}")
+        out = np.zeros((n, self.dim), dtype=np.float32)
+        for i, lang in enumerate(languages):
+            o = self.offsets.get(lang) if lang else None
+            if o is not None:
+                out[i] = self.alpha * o
+        return out
+
+    def _languages(self, texts, languages):
+        if languages is not None:
+            return list(languages)
+        if texts is None:
+            raise ValueError("the language-neutral transform needs the texts or their languages")
+        from .language import identify_all
+
+        return identify_all(texts)
+
+    def apply(self, vectors: np.ndarray, texts=None, *, languages=None) -> np.ndarray:
+        """``vectors`` moved off their language (identified from ``texts`` unless ``languages``
+        is given) and re-normalised; zero vectors (empty texts) stay zero."""
+        v = np.asarray(vectors, dtype=np.float32)
+        if v.shape[-1] != self.dim:
+            raise ValueError(f"language-neutral transform fitted on dimension {self.dim}, got {v.shape[-1]}")
+        out = v - self._shifts(len(v), self._languages(texts, languages))
+        n = np.linalg.norm(out, axis=1, keepdims=True)
+        out = out / np.where(n > 0, n, 1.0)
+        out[np.linalg.norm(v, axis=1) == 0] = 0.0
+        return out.astype(np.float32)
+
+    def invert(self, vectors: np.ndarray, texts=None, *, languages=None) -> np.ndarray:
+        """The unit vectors :meth:`apply` made ``vectors`` from (exact up to float rounding):
+        ``v = s*w + alpha*o`` with the ``s > 0`` that makes ``|v| = 1``. Lets a space be re-fitted
+        from its own vectors (``search/language_neutral.py``)."""
+        w = np.asarray(vectors, dtype=np.float64)
+        shift = self._shifts(len(w), self._languages(texts, languages)).astype(np.float64)
+        wo = np.einsum("ij,ij->i", w, shift)
+        s = -wo + np.sqrt(np.maximum(wo * wo - np.einsum("ij,ij->i", shift, shift) + 1.0, 0.0))
+        out = s[:, None] * w + shift
+        out[np.linalg.norm(w, axis=1) == 0] = 0.0
+        return out.astype(np.float32)
+
+    def describe(self) -> dict:
+        h = hashlib.sha256()
+        for lang, o in self.offsets.items():
+            h.update(lang.encode() + b"\0" + o.astype("<f4").tobytes())
+        from .language import IDENTIFIER, MIN_CONFIDENCE
+
+        return {"kind": self.kind, "dim": self.dim, "alpha": self.alpha, "languages": list(self.offsets),
+                "offsets_sha256": h.hexdigest()[:16], "identifier": IDENTIFIER,
+                "min_confidence": MIN_CONFIDENCE}
+
+    def to_spec(self) -> dict:
+        return {"kind": self.kind, "alpha": self.alpha, "dim": self.dim, "min_chunks": self.min_chunks,
+                "offsets": {k: [float(x) for x in o] for k, o in self.offsets.items()},
+                "counts": self.counts, "fitted_on": self.fitted_on}
+
+
 def from_spec(spec):
     """A post-transform object from its spec dict (or the object itself, or None)."""
     if spec is None or hasattr(spec, "apply"):
@@ -69,4 +184,8 @@ def from_spec(spec):
     if spec["kind"] == MeanCentering.kind:
         return MeanCentering(spec["mean"], renormalize=spec.get("renormalize", True),
                              fitted_on=spec.get("fitted_on"))
+    if spec["kind"] == LanguageNeutral.kind:
+        return LanguageNeutral(spec["offsets"], alpha=spec["alpha"], dim=spec["dim"],
+                               min_chunks=spec["min_chunks"], counts=spec.get("counts"),
+                               fitted_on=spec.get("fitted_on"))
     raise ValueError(f"unknown post-transform kind {spec['kind']!r}")

@@ -58,13 +58,15 @@ def resolve_bundle(library, bundle: str | Path | None) -> str:
 
 
 def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: str | None = "auto",
-                       also_fp32: bool = False, **backend_opts) -> EncoderChoice:
+                       also_fp32: bool = False, first=None, **backend_opts) -> EncoderChoice:
+    """``first``: the chosen backend's encoder already opened elsewhere (a Ray pool,
+    :mod:`hefsearch.index.ray_pool`); the other spaces' encoders are still opened here."""
     from hefsearch.embed.encoder import Encoder
 
     choice = EncoderChoice(bundle=resolve_bundle(library, bundle))
     spaces = {s.name: s for s in library.spaces()}
     default = library.settings().get("default_space")
-    if (backend in (None, "auto")) and default in spaces:
+    if first is None and backend in (None, "auto") and default in spaces:
         info = spaces[default]
         try:
             first = Encoder.open(choice.bundle, backend=info.backend, bulk=True,
@@ -75,7 +77,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
                 f"The library's default space {default!r} needs the {info.backend} backend: {e.message}",
                 f"Index with --backend cpu to fill the cpu-fp32 space instead (the {default!r} "
                 f"space then lags until its backend is back).") from e
-    else:
+    elif first is None:
         first = Encoder.open(choice.bundle, backend=backend, bulk=True, **backend_opts)
     choice.encoders.append(first)
     kinds = {first.space_name}

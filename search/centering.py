@@ -21,15 +21,24 @@ def center_space(library: "Library", source: str, encoder: "Encoder", *, name: s
     """Fit mean-centering on ``source``'s vectors and write them, centred, into a new space
     (default name ``<source>-centered``). ``encoder`` is the source space's encoder; the new
     space's encoder shares its backend."""
-    from hefsearch.embed.encoder import Encoder
-
     src = library.space(source)
     src.check_encoder(encoder)
     ids = sorted(library.member_ids(source))
     vecs = src.vectors(ids)
     mc = MeanCentering.fit(vecs)
-    centred = Encoder(encoder.bundle, encoder.backend, backend_reason=encoder.backend_reason, post_transform=mc)
-    opts = {**(src.info.backend_opts or {}), "post_transform": mc.to_spec()}
-    space = library.ensure_space(centred, name or f"{source}-centered", backend_opts=opts)
-    space.add(ids, mc.apply(vecs))
+    return write_derived_space(library, src.info, encoder, mc, name or f"{source}-centered", ids, mc.apply(vecs))
+
+
+def write_derived_space(library: "Library", source_info, encoder: "Encoder", transform, name: str,
+                        ids, vectors) -> "Space":
+    """Create space ``name`` whose encoder is ``encoder``'s backend plus ``transform`` (its spec
+    joins the source's backend options, so searches and later syncs encode the same way) and
+    store ``vectors`` (already transformed) for chunk ``ids``."""
+    from hefsearch.embed.encoder import Encoder
+
+    derived = Encoder(encoder.bundle, encoder.backend, backend_reason=encoder.backend_reason,
+                      post_transform=transform)
+    opts = {**(source_info.backend_opts or {}), "post_transform": transform.to_spec()}
+    space = library.ensure_space(derived, name, backend_opts=opts)
+    space.add(ids, vectors)
     return space

@@ -1,13 +1,27 @@
 """Snippets for vector hits: a window around the sentence of the chunk that best matches.
 
-A sentence that shares words with the query wins outright (cheap, and what a person expects
-to see highlighted). Otherwise (typically a cross-lingual hit) the sentences of all hits are
-embedded in one batch with the same encoder as the query and the closest one is shown.
+Two steps, so results never wait for an encoder (issue 13):
+
+1. **At once** (:func:`quick_snippets`, part of every search): a sentence that shares words with
+   the query wins outright (cheap, and what a person expects to see highlighted); a chunk short
+   enough to show whole, or of one sentence, is shown as it is. Any other chunk (typically a
+   cross-lingual hit) gets its first sentence for now and is *pending*.
+2. **Later, for the hits shown** (:class:`SemanticSnippets`, called by the TUI for the visible
+   hits and by the CLI for the hits it prints): the pending chunks' sentences are embedded on
+   the CPU in FP32 and the one closest to the query is shown. Sentence vectors are cached per
+   chunk id (a chunk id never names other text), so typing a query a letter at a time embeds
+   each chunk's sentences once.
+
+Measured (bench/query_latency.py, 100k synthetic chunks of 6-9 sentences, MiniLM, 2 loaded
+cores): embedding the sentences of ten cross-lingual hits inside the query took 670 ms p50; the
+quick step takes 0.4 ms for ten hits, and the semantic step for the five hits on screen ~320 ms
+in the background (less once their sentences are cached).
 """
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from typing import Callable, Sequence
 
 import numpy as np
@@ -30,8 +44,10 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans or [(0, len(text))]
 
 
-def window(text: str, span: tuple[int, int], width: int = WINDOW_CHARS) -> str:
-    """About ``width`` characters around ``span``, cut at spaces, with … where text was cut."""
+def window(text: str, span: tuple[int, int], width: int | None = None) -> str:
+    """About ``width`` (default :data:`WINDOW_CHARS`) characters around ``span``, cut at
+    spaces, with … where text was cut."""
+    width = width or WINDOW_CHARS
     if len(text) <= width:
         return text.strip()
     s, e = span
@@ -62,29 +78,101 @@ def _lexical_best(text: str, spans, words: set[str]) -> tuple[int, int] | None:
     return best
 
 
+def query_words(query: str) -> set[str]:
+    return {w for t in parse_query(query) for w in t.words}
+
+
+def quick_snippet(text: str, words: set[str]) -> tuple[str, bool]:
+    """(snippet, final): the sentence sharing most query words, or the whole short chunk, is
+    final; otherwise the first sentence stands in until a semantic choice replaces it."""
+    if len(text) <= WINDOW_CHARS:
+        return text.strip(), True
+    spans = sentence_spans(text)
+    best = _lexical_best(text, spans, words)
+    return window(text, best or spans[0]), best is not None or len(spans) == 1
+
+
+def quick_snippets(query: str, texts: Sequence[str]) -> list[tuple[str, bool]]:
+    """:func:`quick_snippet` for each hit text (no encoder)."""
+    words = query_words(query)
+    return [quick_snippet(t, words) for t in texts]
+
+
+def closest_sentence(text: str, sentence_vectors: np.ndarray, query_vector: np.ndarray) -> str:
+    """The window around the sentence (of the first :data:`MAX_SENTENCES`) closest to the query."""
+    spans = sentence_spans(text)[:MAX_SENTENCES]
+    sims = sentence_vectors @ np.asarray(query_vector, np.float32).ravel()
+    return window(text, spans[int(np.argmax(sims))])
+
+
+def sentences_of(text: str) -> list[str]:
+    return [text[s:e] for s, e in sentence_spans(text)[:MAX_SENTENCES]]
+
+
 def vector_snippets(query: str, texts: Sequence[str], query_vector: np.ndarray | None,
                     encode: Callable[[list[str]], np.ndarray] | None) -> list[str]:
-    """One snippet per hit text: lexical best sentence, else the semantically closest."""
-    words = {w for t in parse_query(query) for w in t.words}
-    out: list[str | None] = [None] * len(texts)
-    todo: list[tuple[int, list[tuple[int, int]]]] = []
-    for i, text in enumerate(texts):
-        if len(text) <= WINDOW_CHARS:
-            out[i] = text.strip()
-            continue
-        spans = sentence_spans(text)
-        best = _lexical_best(text, spans, words)
-        if best is not None or len(spans) == 1 or encode is None or query_vector is None:
-            out[i] = window(text, best or spans[0])
-        else:
-            todo.append((i, spans[:MAX_SENTENCES]))
-    if todo:
-        sentences = [texts[i][s:e] for i, spans in todo for s, e in spans]
-        vecs = encode(sentences)
-        sims = vecs @ np.asarray(query_vector, np.float32).ravel()
+    """One snippet per hit text: lexical best sentence, else the semantically closest, all
+    hits' sentences embedded in one batch now (``Searcher(snippets="inline")``: the pre-issue-13
+    path, kept to measure against; see :class:`SemanticSnippets` for the lazy one)."""
+    quick = quick_snippets(query, texts)
+    out = [s for s, _ in quick]
+    todo = [i for i, (_, final) in enumerate(quick) if not final]
+    if todo and encode is not None and query_vector is not None:
+        per_text = [sentences_of(texts[i]) for i in todo]
+        vecs = encode([s for part in per_text for s in part])
         pos = 0
-        for i, spans in todo:
-            part = sims[pos : pos + len(spans)]
-            pos += len(spans)
-            out[i] = window(texts[i], spans[int(np.argmax(part))])
-    return [o or "" for o in out]
+        for i, part in zip(todo, per_text):
+            out[i] = closest_sentence(texts[i], vecs[pos : pos + len(part)], query_vector)
+            pos += len(part)
+    return out
+
+
+#: chunks whose sentence vectors are kept (12 x 384 float32 = 18 kB each: about 5 MB)
+SENTENCE_CACHE_CHUNKS = 256
+
+
+class SemanticSnippets:
+    """The closest sentence of each pending hit, by a CPU encoder (``encode_queries`` and
+    ``encode_passages``), sentence vectors cached per chunk id (least recently used dropped).
+
+    Not thread-safe: one caller at a time (the searcher's owner serialises queries)."""
+
+    def __init__(self, encoder, cache_chunks: int = SENTENCE_CACHE_CHUNKS):
+        self.encoder = encoder
+        self.cache_chunks = cache_chunks
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._query: tuple[str, np.ndarray] | None = None
+        #: sentences embedded so far (tests and the bench read it)
+        self.sentences_embedded = 0
+
+    def query_vector(self, query: str) -> np.ndarray:
+        if self._query is None or self._query[0] != query:
+            self._query = (query, np.asarray(self.encoder.encode_queries([query]), np.float32)[0])
+        return self._query[1]
+
+    def sentence_vectors(self, chunks: Sequence[tuple[int, str]]) -> list[np.ndarray]:
+        """Sentence vectors of each (chunk id, text); the uncached ones in one batch."""
+        missing = [(cid, text) for cid, text in chunks if cid not in self._cache]
+        if missing:
+            per_text = [sentences_of(text) for _, text in missing]
+            vecs = np.asarray(self.encoder.encode_passages([s for part in per_text for s in part]), np.float32)
+            self.sentences_embedded += len(vecs)
+            pos = 0
+            for (cid, _), part in zip(missing, per_text):
+                self._cache[cid] = vecs[pos : pos + len(part)]
+                pos += len(part)
+        out = []
+        for cid, _ in chunks:
+            self._cache.move_to_end(cid)
+            out.append(self._cache[cid])
+        while len(self._cache) > self.cache_chunks:
+            self._cache.popitem(last=False)
+        return out
+
+    def snippets(self, query: str, chunks: Sequence[tuple[int, str]]) -> dict[int, str]:
+        """{chunk id: snippet around the sentence closest to ``query``} for (chunk id, text)."""
+        if not chunks:
+            return {}
+        q = self.query_vector(query)
+        return {cid: closest_sentence(text, vecs, q)
+                for (cid, text), vecs in zip(chunks, self.sentence_vectors(chunks))}

@@ -25,6 +25,7 @@ from hefsearch.index.library import Library  # noqa: E402
 from hefsearch.index.sync import sync  # noqa: E402
 from hefsearch.search import compare  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
+from hefsearch.tui.present import one_line  # noqa: E402
 from tests.tui_support import (CORPUS, build_app, cpu_encoder, noisy_encoder, search, wait_for,  # noqa: E402
                                write_corpus)
 
@@ -102,6 +103,37 @@ async def test_enter_right_after_fast_typing_searches_the_typed_query(app_factor
         await wait_for(pilot, lambda: app.answered_seq == 1, what="the answer")
         assert app.last_result.query == "zanzibar" and app.last_result.hits
         assert not app.notice_bar.has_class("visible")
+
+
+async def test_semantic_snippets_follow_the_results_for_the_hits_shown(app_factory, monkeypatch):
+    """Results appear with stand-in snippets (no sentence embedded in the query); the semantic
+    ones arrive afterwards for the hits on screen and replace them in the list."""
+    from hefsearch.search import snippets
+
+    monkeypatch.setattr(snippets, "WINDOW_CHARS", 40)  # the tiny model's chunks are short
+    app = app_factory(k=6, mode="vector")
+    searcher = app.session.searcher
+
+    def changes(query):  # {chunk id: semantic snippet} where it differs from the stand-in
+        expected = searcher.search(query, k=6, mode="vector")
+        semantic = searcher.semantic_snippets(expected)
+        return {h.chunk_id: semantic[h.chunk_id] for h in expected.hits
+                if h.chunk_id in semantic and semantic[h.chunk_id] != h.snippet}
+
+    # words the corpus lacks (every long hit is pending); the first query where meaning moves a snippet
+    query, changed = next((q, c) for q in ("xylophone quartet", "zebra umbrella", "quiet volcano",
+                                           "yellow kayak", "frozen lantern") if (c := changes(q)))
+    async with app.run_test(size=SIZE) as pilot:
+        await search(pilot, app, query)
+        result = app.last_result
+        await wait_for(pilot, lambda: app.snippets_loaded >= 1, what="semantic snippets")
+        await pilot.pause()
+        assert not (result.pending_snippets & set(changed))
+        shown = option_texts(app.results)
+        for line, hit in zip(shown, result.hits):
+            if hit.chunk_id in changed:  # the list was redrawn with the semantic snippet
+                assert hit.snippet == changed[hit.chunk_id]
+                assert one_line(hit.snippet).strip("…")[:15] in " ".join(line.split())
 
 
 async def test_switching_modes_changes_results(app_factory):

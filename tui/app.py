@@ -6,6 +6,13 @@ open a hit) in thread workers, and the workers post typed dataclass messages bac
 (:mod:`hefsearch.tui.messages`). What the user chose at start is a frozen
 :class:`~hefsearch.tui.settings.TuiSettings`. Build it with :func:`hefsearch.tui.factory.make_app`.
 
+Results appear at once: a search embeds no snippet sentences. Hits whose snippet needs the
+meaning (``SearchResult.pending_snippets``, typically cross-lingual hits) show their first
+sentence, and a ``snippets`` worker then asks the searcher for semantic snippets of the hits on
+screen (and of any pending hit highlighted later), on the CPU in FP32 with per-chunk caching;
+the list is redrawn when they arrive, if the result is still the one shown (issue 13: they used
+to cost 200-300 ms on the CPU and 700+ ms in the 8-bit simulation inside every query).
+
 Nothing a user's files or queries hold is read as markup: file names, chunk text, snippets and
 error messages reach the screen as ``Content``/``Text`` objects, and notifications are sent
 with ``markup=False`` (a file named ``[/]x.txt`` used to crash the library screen).
@@ -31,8 +38,8 @@ from hefsearch.search.keyword import clean_text
 from .history import QueryHistory
 from .launch import LaunchError
 from .messages import (BlankQuerySubmitted, CompareFinished, HitChosen, PreviewLoaded, SearchFailed,
-                       SearchFinished, SearchRequested, StatusLoaded, SyncFailed, SyncFinished,
-                       SyncProgressed)
+                       SearchFinished, SearchRequested, SnippetsLoaded, StatusLoaded, SyncFailed,
+                       SyncFinished, SyncProgressed)
 from .present import SearchRequest, pick_compare_spaces, side_title, space_label
 from .screens.library import LibraryScreen
 from .session import LibrarySession
@@ -47,6 +54,7 @@ if TYPE_CHECKING:
     from hefsearch.search import Comparison, Hit, SearchResult
 
 log = logging.getLogger("hefsearch.tui")
+
 
 #: how each phase of a re-index reads in the progress line
 SYNC_PHASES = {"scan": "scanning", "remove": "removing deleted files", "index": "indexing",
@@ -105,6 +113,10 @@ class HefsearchApp(App):
         self.answered_seq = 0
         #: a compare asked for before the library status (and so its spaces) arrived
         self._pending: SearchRequest | None = None
+        #: per result shown (by id): chunk ids whose semantic snippet was asked for
+        self._snippets_asked: dict[int, set[int]] = {}
+        #: SnippetsLoaded messages handled (tests and scripts wait on it)
+        self.snippets_loaded = 0
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -229,6 +241,8 @@ class HefsearchApp(App):
         self.show_notice(result.notice)
         self.preview.clear("" if result.hits else "No results.")
         self.results.show(result)
+        self._snippets_asked = {}  # earlier results are no longer on screen
+        self.request_snippets(result, self.results.visible_hits())
 
     @on(CompareFinished)
     def _on_compare_finished(self, message: CompareFinished) -> None:
@@ -240,12 +254,54 @@ class HefsearchApp(App):
         self.status_bar.activity = ""
         titles = (self._side_title(message.spaces[0], c.left), self._side_title(message.spaces[1], c.right))
         self.compare_view.show(c, message.request.k, titles, reranked=message.request.rerank)
+        self._snippets_asked = {}
+        for column, result in ((self.compare_view.left, c.left), (self.compare_view.right, c.right)):
+            self.request_snippets(result, column.visible_hits())
         notice = c.left.notice or c.right.notice
         self.show_notice(notice)
         self.status_bar.backend = " vs ".join(filter(None, (c.left.backend_label, c.right.backend_label)))
         self.status_bar.space = ""
         self.status_bar.mode = message.request.mode
         self.status_bar.latency = float(c.left.timings.get("total", 0) + c.right.timings.get("total", 0))
+
+    # -- semantic snippets, after the results -------------------------------------------------
+    def request_snippets(self, result: SearchResult, hits) -> None:
+        """Ask for semantic snippets of those ``hits`` whose snippet is pending (each once)."""
+        asked = self._snippets_asked.setdefault(id(result), set())
+        todo = [h for h in hits if h.chunk_id in result.pending_snippets and h.chunk_id not in asked]
+        if todo:
+            asked.update(h.chunk_id for h in todo)
+            self.load_snippets(result, todo, self._request.seq if self._request else 0)
+
+    @work(thread=True, group="snippets", exit_on_error=False)
+    def load_snippets(self, result: SearchResult, hits: list, seq: int) -> None:
+        """One hit at a time, each posted when ready; stops as soon as a newer query was asked,
+        so a query typed meanwhile waits for at most one hit's sentences (the searcher serves
+        one caller at a time)."""
+        for hit in hits:
+            if self._request is not None and self._request.seq != seq:
+                return
+            try:
+                snippets = self._semantic_snippets(result, [hit])
+            except Exception as e:  # the stand-in snippets stay
+                log.info("semantic snippets failed: %s", e)
+                return
+            if snippets:
+                self.post_message(SnippetsLoaded(result, snippets))
+
+    def _semantic_snippets(self, result: SearchResult, hits: list) -> dict[int, str]:
+        return self.session.semantic_snippets(result, hits)
+
+    @on(SnippetsLoaded)
+    def _on_snippets_loaded(self, message: SnippetsLoaded) -> None:
+        result = message.result
+        result.apply_snippets(message.snippets)  # on the UI thread: widgets read the hits here
+        if result is self.last_result:
+            self.results.update_snippets(set(message.snippets))
+        c = self.last_comparison
+        if c is not None and (result is c.left or result is c.right):
+            (self.compare_view.left if result is c.left else self.compare_view.right).render_hits()
+        self.snippets_loaded += 1
 
     @on(SearchFailed)
     def _on_search_failed(self, message: SearchFailed) -> None:
@@ -274,9 +330,17 @@ class HefsearchApp(App):
     # -- reading ---------------------------------------------------------------------------
     @on(HitChosen)
     def _on_hit_chosen(self, message: HitChosen) -> None:
+        shown = self._result_holding(message.hit)
+        if shown is not None:  # scrolled to a hit below the first screen: its snippet now
+            self.request_snippets(shown, [message.hit])
         if isinstance(message.control, CompareColumn) or self.comparing:
             return  # the compare view has no preview pane; Ctrl+O still opens the hit
         self.load_preview(message.hit)
+
+    def _result_holding(self, hit: Hit) -> SearchResult | None:
+        c = self.last_comparison
+        candidates = [self.last_result, *((c.left, c.right) if c is not None else ())]
+        return next((r for r in candidates if r is not None and any(h is hit for h in r.hits)), None)
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def load_preview(self, hit: Hit) -> None:

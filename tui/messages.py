@@ -88,3 +88,12 @@ class SyncFinished(Message):
 @dataclass
 class SyncFailed(Message):
     error: BaseException
+
+
+@dataclass
+class SnippetsLoaded(Message):
+    """Semantic snippets (chunk id -> snippet) for hits of ``result``, computed after it was shown."""
+
+    result: SearchResult
+    snippets: dict[int, str]
+

@@ -103,6 +103,11 @@ class LibrarySession:
             return compare(self.searcher, request.query, spaces=spaces, k=request.k,
                            mode=request.mode, **options)
 
+    def semantic_snippets(self, result: SearchResult, hits) -> dict[int, str]:
+        """Meaning-based snippets for ``hits`` of ``result`` (CPU FP32, cached per chunk)."""
+        with self._engine:
+            return self.searcher.semantic_snippets(result, hits)
+
     def warm_up(self, space: str) -> None:
         """One query in ``space``, so its encoder (and device) is open before the user's first."""
         with self._engine:

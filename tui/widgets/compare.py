@@ -19,6 +19,7 @@ from ..messages import HitChosen
 from ..present import (fit_name, location, one_line, query_terms, rank_move, ranks, short_path,
                        timing_parts)
 from ._text import highlighted
+from .results import hits_in_view
 
 
 def meter(fraction: float, cells: int = 10) -> Content:
@@ -107,6 +108,11 @@ class CompareColumn(Vertical):
             lst.add_options(options)
         else:
             lst.add_option(Option(Content.styled("no results", "$text-muted"), disabled=True))
+
+    def visible_hits(self) -> list:
+        """The hits on screen in this column (two rows each), plus the highlighted one."""
+        lst = self.hit_list
+        return hits_in_view(self.hits, lst.scroll_offset.y, lst.size.height, lst.highlighted, rows_per_hit=2)
 
     @property
     def current_hit(self):

