@@ -39,6 +39,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import re
 import sys
 import threading
@@ -482,6 +483,16 @@ class Library:
         sp = Space(self, info)
         sp.load(members, repair=False)
         self._spaces[info.name] = sp
+
+    def drop_space(self, name: str) -> None:
+        """Remove a space: its rows, then its folder (SQLite first, so a crash in between
+        leaves only a folder no space refers to). Takes the write lock."""
+        with self.write_lock():
+            with self.transaction():
+                self.db.execute("DELETE FROM space_members WHERE space = ?", [name])
+                self.db.execute("DELETE FROM spaces WHERE name = ?", [name])
+            self._spaces.pop(name, None)
+            shutil.rmtree(self.path / "spaces" / name, ignore_errors=True)
 
     def ensure_space(self, encoder: "Encoder", name: str | None = None, *,
                      backend_opts: dict | None = None, wait: bool | float = True) -> Space:

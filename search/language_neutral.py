@@ -39,9 +39,7 @@ builds it (:func:`derive_neutral_space`) and keeps it fitted (:func:`refresh_neu
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from hefsearch.embed.errors import HefsearchError
@@ -169,7 +167,7 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
         with library.write_lock():
             raw = old.invert(library.space(info.name).vectors(ids), languages=langs)
             new = LanguageNeutral.fit(raw, langs, alpha=old.alpha, min_chunks=old.min_chunks)
-            _drop_space(library, info.name)
+            library.drop_space(info.name)
             write_derived_space(library, info, enc, new, info.name, ids, new.apply(raw, languages=langs))
         enc.post_transform = new
         log.info("re-fitted language-neutral space %s: %s", info.name, reason)
@@ -180,16 +178,6 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
 def drop_neutral_space(library: "Library", name: str) -> None:
     """Remove a language-neutral space (and stop searching it by default)."""
     with library.write_lock():
-        _drop_space(library, name)
+        library.drop_space(name)
         if library.settings().get("default_space") == name:
             library.set_settings(default_space=None)
-
-
-def _drop_space(library: "Library", name: str) -> None:
-    """Remove a space (rows and files). Workaround until ``Library.drop_space`` exists: it
-    reaches into the library's store; the caller holds the write lock."""
-    with library.transaction():
-        library.db.execute("DELETE FROM space_members WHERE space = ?", [name])
-        library.db.execute("DELETE FROM spaces WHERE name = ?", [name])
-    library._spaces.pop(name, None)
-    shutil.rmtree(Path(library.path) / "spaces" / name, ignore_errors=True)
