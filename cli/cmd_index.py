@@ -64,7 +64,8 @@ def sync_summary_dict(report, library_path, skipped_spaces=()) -> dict:
                    "a query finds documents in other languages as readily as in its own (measured with "
                    "multilingual-e5-small: cross-lingual top-1 0.71 -> 0.88 on the sample corpus, "
                    "same-language unchanged). Default: on for a multilingual model (a vocabulary of "
-                   "100k+ tokens) when the library holds 2+ languages; --no-language-neutral drops it.")
+                   "100k+ tokens) indexed on the CPU in FP32 when the library holds 2+ languages; "
+                   "--no-language-neutral drops it.")
 @json_option("Print the summary as JSON on stdout.")
 def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include_hidden, follow_links,
               max_size_mb, overlap, batch_chunks, ray_address, ray_actors, language_neutral, as_json):
@@ -184,7 +185,9 @@ def keep_language_neutral(library, encoders, wanted: bool | None) -> list[str]:
     lines = [f"re-fitted {r.space}: {r.reason}" for r in refresh_neutral_spaces(library, encoders)]
     if exists or fp32 is None:
         return lines
-    if wanted is None and int(fp32.bundle.model.get("vocab") or 0) < MULTILINGUAL_VOCAB:
+    if wanted is None and (int(fp32.bundle.model.get("vocab") or 0) < MULTILINGUAL_VOCAB
+                           or encoders[0] is not fp32):
+        # auto only where FP32 is the library's main space: never take searches off the NPU
         return lines
     languages = languages_with_offsets(library, FP32_SPACE)
     if len(languages) < 2:

@@ -296,3 +296,31 @@ def test_index_command_keeps_drops_and_defaults_the_neutral_space(tmp_path, tiny
     assert res.exit_code == 0, res.output
     with Library.open(lib_path, create=False) as lib:
         assert lib.space_names() == ["cpu-fp32"] and not lib.settings().get("default_space")
+
+
+def test_auto_language_neutral_only_where_fp32_is_the_main_space(tmp_path, sim_bundle, monkeypatch):
+    """With a multilingual bundle (here: the threshold lowered to the tiny vocabulary), a CPU
+    FP32 library gets the neutral space by itself; a library indexed on the (simulated) NPU
+    keeps searching its NPU space, even with --also-fp32."""
+    from click.testing import CliRunner
+
+    from hefsearch.cli import cmd_index
+    from hefsearch.cli.main import main
+    from hefsearch.index.library import Library
+
+    monkeypatch.setattr(cmd_index, "MULTILINGUAL_VOCAB", 100)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    texts = [f"Die Rechnung Nummer {i} ist bis Ende des Monats zu bezahlen, sonst folgt eine Mahnung." for i in range(6)]
+    texts += [f"Invoice number {i} must be paid by the end of the month, otherwise a reminder follows." for i in range(6)]
+    for i, text in enumerate(texts):
+        (docs / f"{i:02d}.txt").write_text(text, encoding="utf-8")
+    run = CliRunner().invoke
+    for backend, extra, expect in (("cpu", [], True), ("npu-sim", ["--also-fp32"], False)):
+        lib_path = tmp_path / f"lib-{backend}"
+        res = run(main, ["index", str(docs), "--bundle", str(sim_bundle), "--backend", backend,
+                         "--library", str(lib_path), *extra], env={"HEFSEARCH_SIM": "a8"})
+        assert res.exit_code == 0, res.output
+        with Library.open(lib_path, create=False) as lib:
+            assert ("cpu-fp32-neutral" in lib.space_names()) is expect, (backend, lib.space_names())
+            assert (lib.settings().get("default_space") == "cpu-fp32-neutral") is expect
