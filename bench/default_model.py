@@ -19,7 +19,6 @@ exported to a temporary bundle and measured alone. Per bundle it prints:
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 CORPUS = ROOT / "data" / "sample-corpus"
 
 from _models import export_temp_bundle  # noqa: E402  (bench/ is the script's folder)
+from crosslingual import sample_queries  # noqa: E402  (queries.tsv, each with its kind)
+
+QUERY_KINDS = {"cross": "cross-lingual", "same": "same-language"}
 
 
 def parallel_quality(enc) -> dict:
@@ -53,17 +55,15 @@ def corpus_quality(bundle: Path, work: Path) -> dict:
     subprocess.run([sys.executable, "-m", "hefsearch", "index", str(CORPUS), "--library", str(library),
                     "--bundle", str(bundle), "--backend", "cpu"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(CORPUS / "queries.tsv", encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f, delimiter="\t") if not r["note"].startswith("keyword")]
     lib = Library.open(library, create=False)
     searcher = Searcher(lib)
     out: dict[str, list[tuple[bool, bool]]] = {"cross-lingual": [], "same-language": []}
-    for r in rows:
-        expected = set(r["expected"].split("|"))
-        hits = searcher.search(r["query"], k=5, mode="vector", space="cpu-fp32", rerank=0).hits
+    for query, expected, kind in sample_queries():
+        if kind == "keyword":
+            continue
+        hits = searcher.search(query, k=5, mode="vector", space="cpu-fp32", rerank=0).hits
         names = [Path(h.path).name for h in hits]
-        kind = "cross-lingual" if "cross-lingual" in r["note"] else "same-language"
-        out[kind].append((bool(names) and names[0] in expected, any(n in expected for n in names)))
+        out[QUERY_KINDS[kind]].append((bool(names) and names[0] in expected, any(n in expected for n in names)))
     searcher.close()
     lib.close()
     return {k: {"n": len(v), "top1": sum(a for a, _ in v) / len(v), "top5": sum(b for _, b in v) / len(v)}

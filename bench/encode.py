@@ -69,7 +69,6 @@ def with_int8(bundle: Path) -> Path:
 def body_shapes(bundle: Path) -> tuple[list[tuple[int, int]], int, int]:
     """(K x N of every weight MatMul, layers, hidden) of the FP32 body."""
     import onnx
-    from onnx import numpy_helper
 
     from hefsearch.embed.bundle import Bundle
 
@@ -81,7 +80,7 @@ def body_shapes(bundle: Path) -> tuple[list[tuple[int, int]], int, int]:
         if node.op_type == "MatMul":
             w = next((inits[i] for i in node.input if i in inits), None)
             if w is not None and len(w.dims) == 2:
-                shapes.append(tuple(numpy_helper.to_array(w).shape))
+                shapes.append(tuple(w.dims))
     return shapes, int(b.model["layers"]), b.hidden
 
 

@@ -32,6 +32,7 @@ from encode import mixed_texts  # noqa: E402
 
 
 def build_variants(body: Path, bundle, folder: Path) -> dict[str, Path]:
+    import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_dynamic, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -41,7 +42,10 @@ def build_variants(body: Path, bundle, folder: Path) -> dict[str, Path]:
 
     pre = folder / "pre.onnx"
     quant_pre_process(str(body), str(pre), skip_symbolic_shape=False)
-    weights = _weight_matmuls(pre)
+    pre_model = onnx.load(str(pre))  # read once for both node lists
+    weights = _weight_matmuls(pre_model)
+    ffn_out = _ffn_down_projections(pre_model)
+    del pre_model
     last = max(int(n.split("layer.")[1].split("/")[0]) for n in weights if "layer." in n)
     out: dict[str, Path] = {}
 
@@ -49,7 +53,6 @@ def build_variants(body: Path, bundle, folder: Path) -> dict[str, Path]:
         out[name] = folder / f"{name}.onnx"
         quantize_dynamic(str(pre), str(out[name]), op_types_to_quantize=["MatMul"], **kw)
 
-    ffn_out = _ffn_down_projections(pre)
     dynamic("dynamic per-channel, FFN out FP32 (default)", weight_type=QuantType.QInt8, per_channel=True,
             nodes_to_quantize=[n for n in weights if n not in ffn_out])
     dynamic("dynamic int8 per-channel (--all-int8)", weight_type=QuantType.QInt8, per_channel=True,

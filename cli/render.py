@@ -45,11 +45,6 @@ def file_table(title: str, rows, style: str, limit: int | None = MAX_LISTED) -> 
 
 
 # -- search --------------------------------------------------------------------------------
-def where(hit) -> str:
-    """'p. 3 · line 12 · chars 420-910' (page only for PDFs)."""
-    return hit.location()
-
-
 def no_results(path_glob, kinds) -> str:
     """'No results. (filters: path *.pdf, kind pdf)', the glob as it was matched."""
     from hefsearch.search.keyword import path_pattern
@@ -67,7 +62,7 @@ def hits_table(hits) -> Table:
     table.add_column("file · where", overflow="fold", ratio=2)
     table.add_column("snippet", overflow="fold", ratio=3)
     for h in hits:
-        table.add_row(str(h.rank), f"{h.score:.4f}", Text.assemble(h.path, "\n", (where(h), "dim")),
+        table.add_row(str(h.rank), f"{h.score:.4f}", Text.assemble(h.path, "\n", (h.location(), "dim")),
                       Text(h.snippet.replace("\n", " ")))
     return table
 

@@ -344,7 +344,8 @@ def load_calibration(bundle: Bundle, seq_len: int, path: str | Path | None = Non
             emb, mask = z["embeddings"], z["mask"]
     except (OSError, ValueError) as e:
         raise CalibrationError(f"Cannot read {path}: {e}", "Make the set with 'hefsearch compile calib'.") from None
-    info.setdefault("sha256", sha256_file(path))
+    if "sha256" not in info:  # setdefault would hash the file again when the manifest has it
+        info["sha256"] = sha256_file(path)
     info.setdefault("rows", int(emb.shape[0]) if emb.ndim else 0)
     return emb, mask, info
 

@@ -62,7 +62,7 @@ def build_cpu_int8(bundle: Bundle | str | Path, *, keep_ffn_output_fp32: bool = 
     3.1x -> 2.4x sentence-transformers; multilingual-e5-small library MRR against FP32 0.958 ->
     0.974 (190 chunks, 150 queries)."""
     try:
-        import onnx  # noqa: F401  (quant_pre_process and quantize_dynamic need it)
+        import onnx
         import onnxruntime
         from onnxruntime.quantization import QuantType, quantize_dynamic
         from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -84,9 +84,12 @@ def build_cpu_int8(bundle: Bundle | str | Path, *, keep_ffn_output_fp32: bool = 
         pre, out = Path(tmp) / "pre.onnx", Path(tmp) / "int8.onnx"
         # shape inference and graph folding first, as ONNX Runtime's quantisation guide asks
         quant_pre_process(str(src), str(pre), skip_symbolic_shape=False)
-        weights = _weight_matmuls(pre)
+        pre_model = onnx.load(str(pre))  # read once for both node lists
+        weights = _weight_matmuls(pre_model)
         if keep_ffn_output_fp32:
-            weights = [n for n in weights if n not in _ffn_down_projections(pre)]
+            ffn_out = _ffn_down_projections(pre_model)
+            weights = [n for n in weights if n not in ffn_out]
+        del pre_model
         quantize_dynamic(str(pre), str(out), weight_type=QuantType.QInt8, per_channel=True,
                          op_types_to_quantize=["MatMul"], nodes_to_quantize=weights)
         write_bytes_atomic(bundle.path / FILE, out.read_bytes())
@@ -107,24 +110,28 @@ def build_cpu_int8(bundle: Bundle | str | Path, *, keep_ffn_output_fp32: bool = 
                       onnxruntime=onnxruntime.__version__, notices=notices)
 
 
-def _weight_matmuls(model_path: Path) -> list[str]:
-    """MatMul nodes with a constant operand: the ones whose weights become int8 (the attention
-    products of two activations stay FP32)."""
+def _load(model):
+    """An ONNX model from a path, or the loaded model itself."""
     import onnx
 
-    model = onnx.load(str(model_path))
+    return model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+
+
+def _weight_matmuls(model) -> list[str]:
+    """MatMul nodes with a constant operand: the ones whose weights become int8 (the attention
+    products of two activations stay FP32). ``model``: a path or a loaded model."""
+    model = _load(model)
     constants = {t.name for t in model.graph.initializer}
     constants |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
     return [n.name for n in model.graph.node
             if n.op_type == "MatMul" and any(i in constants for i in n.input)]
 
 
-def _ffn_down_projections(model_path: Path) -> set[str]:
+def _ffn_down_projections(model) -> set[str]:
     """MatMuls whose constant weight narrows (rows > columns): each layer's FFN output
-    projection, found by shape so it does not depend on how the exporter named the nodes."""
-    import onnx
-
-    model = onnx.load(str(model_path))
+    projection, found by shape so it does not depend on how the exporter named the nodes.
+    ``model``: a path or a loaded model."""
+    model = _load(model)
     shapes = {t.name: tuple(t.dims) for t in model.graph.initializer}
     return {n.name for n in model.graph.node if n.op_type == "MatMul"
             for i in n.input if len(shapes.get(i, ())) == 2 and shapes[i][0] > shapes[i][1]}

@@ -46,7 +46,7 @@ from hefsearch.embed.errors import BackendUnavailable, HefsearchError
 from hefsearch.embed.hef_contract import HefContract, check_contract
 from hefsearch.embed.mask_layout import MaskLayout
 from hefsearch.embed.versions import major_version
-from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
+from hefsearch.embed.precision import MASK_MODES, PrecisionProfile, fallback_ladder, load_profile
 
 from . import calib as calib_mod
 from .dfc_onnx import EMBEDDINGS, MASK, OUTPUT, make_dfc_onnx, verify_dfc_onnx
@@ -277,7 +277,7 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
                            "Re-export the bundle with a longer --seq-len to compile a longer window.")
     requested = load_profile(opts.precision)
     if opts.mask:
-        if opts.mask not in ("softmax", "additive"):
+        if opts.mask not in MASK_MODES:
             raise CompileError(f"Unknown --mask {opts.mask!r}.", "Use softmax or additive.")
         requested = replace(requested, mask=opts.mask)
     ladder = fallback_ladder(requested) if opts.fallback else [requested]
@@ -315,7 +315,6 @@ class _Build:
 class Parsed:
     """The parse stage's result: the parsed network and how its inputs are laid out."""
 
-    runner: object  # a ClientRunner holding the parsed network
     key: str  # what the parse depends on; every later stage's key starts from it
     har: Path
     hn: dict
@@ -339,7 +338,6 @@ class Optimized:
     runner: object
     key: str
     script: str
-    script_path: Path
     har: Path
     record: dict  # its entry in state.json ("har", "profile", "report")
 
@@ -369,7 +367,7 @@ def parse_stage(b: _Build) -> Parsed:
     layout = MaskLayout.for_mode(mask_mode, b.seq, heads, b.bundle.mask_value)
     if mask_mode == "softmax":
         probe_mask_command(runner)
-    return Parsed(runner, parse_key, parsed_har, hn, layers, layout)
+    return Parsed(parse_key, parsed_har, hn, layers, layout)
 
 
 def _parse(b: _Build, parse_key: str, parsed_har: Path):
@@ -455,7 +453,7 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
         raise CompileError(
             f"optimize() failed with profile {profile.name}: {type(e).__name__}: {e}",
             f"The model script is {script_path}; the parsed model is kept in {parsed.har}.") from e
-    return Optimized(runner, skey, script, script_path, opt_har, rec)
+    return Optimized(runner, skey, script, opt_har, rec)
 
 
 def report_stage(b: _Build, parsed: Parsed, opt: Optimized, att: Attempt) -> dict | None:
@@ -468,8 +466,8 @@ def report_stage(b: _Build, parsed: Parsed, opt: Optimized, att: Attempt) -> dic
 
         t0 = time.perf_counter()
         try:
-            report = emulator_report(opt.runner, b.sdk.InferenceContext, b.bundle, parsed.layers, b.seq, b.say,
-                                     parsed.layout)
+            report = emulator_report(opt.runner, b.sdk.InferenceContext, b.bundle, parsed.layers, b.seq,
+                                     parsed.layout, b.say)
         except Exception as e:  # the report informs; it must not stop a build
             report = {"error": f"{type(e).__name__}: {e}"}
             b.say(f"warning: the emulator report failed ({report['error']}); compiling anyway")
@@ -524,7 +522,7 @@ def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Att
     att.seconds["compile"] = round(time.perf_counter() - t0, 2)
     write_bytes_atomic(hef_path, bytes(hef_bytes))
     att.compile = "ok"
-    state.data["compiled"][opt.key] = {"file": hef_name, "sha256": sha256_file(hef_path)}
+    state.data["compiled"][opt.key] = {"file": hef_name, "sha256": hashlib.sha256(hef_bytes).hexdigest()}
     state.save()
     say(f"compile: done in {att.seconds['compile']:.1f} s -> {hef_path} ({len(hef_bytes)} bytes)")
     return hef_path

@@ -34,6 +34,7 @@ from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.host import HostPipeline
 from hefsearch.embed.mask_layout import MaskLayout
+from hefsearch.embed.precision import MASK_MODES
 from hefsearch.embed.samples import VERIFY_TEXTS
 
 EMBEDDINGS = "embeddings"
@@ -41,7 +42,6 @@ MASK = "attention_mask"
 OUTPUT = "last_hidden_state"
 #: ops allowed between the 2-D mask input and the additive bias the score Adds take
 _MASK_PREP_OPS = {"Cast", "Unsqueeze", "Reshape", "Identity", "Sub", "Mul"}
-MASK_MODES = ("softmax", "additive")
 #: the variant must equal encoder.onnx to float32 rounding
 PARITY_MAX_ABS = 1e-4
 
@@ -153,11 +153,10 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str 
     g.node.extend(keep)
 
     hidden = bundle.hidden
+    dfc = DfcOnnx(Path(out), int(seq_len), hidden, bundle.mask_value, mask_mode, max(heads, 1))
     new_inputs = [
         helper.make_tensor_value_info(EMBEDDINGS, TensorProto.FLOAT, ["batch", seq_len, hidden]),
-        helper.make_tensor_value_info(
-            MASK, TensorProto.FLOAT,
-            ["batch", heads, seq_len, seq_len] if mask_mode == "softmax" else ["batch", 1, 1, seq_len]),
+        helper.make_tensor_value_info(MASK, TensorProto.FLOAT, ["batch", *dfc.mask_shape[1:]]),
     ]
     del g.input[:]
     g.input.extend(new_inputs)
@@ -170,10 +169,9 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str 
     model.doc_string = (f"hefsearch DFC-facing encoder body, mask mode {mask_mode}: the mask input is the "
                         f"additive bias on the attention scores (mask value {bundle.mask_value})")
     onnx.checker.check_model(model)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(out))
-    return DfcOnnx(out, int(seq_len), hidden, bundle.mask_value, mask_mode, max(heads, 1))
+    dfc.path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(dfc.path))
+    return dfc
 
 
 def _live_nodes(nodes: list, outputs: set[str]) -> list:

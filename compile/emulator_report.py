@@ -1,11 +1,14 @@
 """Quality of the optimised (quantised) network before compiling, from the DFC's own emulator.
 
-Runs the bundled multilingual sentences through the SDK's FP32 emulation (``SDK_NATIVE``) and
-its quantised emulation (``SDK_QUANTIZED``) and compares the pooled sentence vectors with the
+Runs the bundled multilingual sentences through the SDK's FP32 emulation (``SDK_FP_OPTIMIZED``,
+else ``SDK_NATIVE``) and its quantised emulation (``SDK_QUANTIZED``) and compares the pooled sentence vectors with the
 shared metrics (:mod:`hefsearch.embed.metrics`): per-sentence cosine, top-1 translation
 retrieval inside each space, and the correlation of the two similarity matrices. The FP32
 emulation is also checked against ONNX Runtime on ``encoder.onnx`` (a parse problem shows up
 there, not as "quantisation noise").
+
+Verified against the contract fake in ``tests/fakes/hailo_sdk_client`` only; no real Dataflow
+Compiler has run this code.
 """
 
 from __future__ import annotations
@@ -50,15 +53,11 @@ def host_inputs(bundle: Bundle, seq_len: int, texts: list[str]) -> tuple[np.ndar
 
 
 def network_inputs(layers: list[InputLayer], e: np.ndarray, mask: np.ndarray,
-                   layout: MaskLayout | None = None) -> dict[str, np.ndarray]:
+                   layout: MaskLayout) -> dict[str, np.ndarray]:
     """Host arrays laid out as the parsed input layers: {layer: (N,) + shape[1:]} float32, the
     mask in the HEF's layout (what the device will receive)."""
     n = e.shape[0]
-    if layout is not None:
-        m = layout.build(mask)
-    else:
-        m = mask.astype(np.float32)
-    by_role = {EMBEDDINGS: e.astype(np.float32), MASK: m}
+    by_role = {EMBEDDINGS: e.astype(np.float32), MASK: layout.build(mask)}
     return {layer.name: np.ascontiguousarray(by_role[layer.role].reshape((n, *layer.sample_shape)))
             for layer in layers}
 
@@ -85,7 +84,7 @@ def pooled(bundle: Bundle, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def emulator_report(runner, contexts, bundle: Bundle, layers: list[InputLayer], seq_len: int,
-                    say: Callable[[str], None] | None = None, layout: MaskLayout | None = None) -> dict:
+                    layout: MaskLayout, say: Callable[[str], None] | None = None) -> dict:
     """Run FP32 and quantised emulation on the report texts; return a JSON-able report.
 
     ``runner`` is an optimised ClientRunner, ``contexts`` the SDK's ``InferenceContext``.

@@ -48,13 +48,9 @@ from hefsearch.embed import space_names
 
 from .self_check import self_check
 
-# the stages' public names, importable from here as before the split
-from .sim_graph import (  # noqa: F401
-    Site, SimBuildError, SimGraph, insert_fake_quant, prepare_graph, quant_params, with_site_outputs,
-)
-from .sim_ranges import (  # noqa: F401
-    CALIB_BATCH, DEFAULT_CALIB_LIMIT, Calibration, calibration_from_bundle, calibration_from_texts,
-    measure_ranges,
+from .sim_graph import SimBuildError, SimGraph, insert_fake_quant, prepare_graph, with_site_outputs
+from .sim_ranges import (
+    DEFAULT_CALIB_LIMIT, Calibration, calibration_from_bundle, calibration_from_texts, measure_ranges,
 )
 
 log = logging.getLogger("hefsearch.compile")

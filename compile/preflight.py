@@ -65,19 +65,17 @@ def input_layers(hn: dict) -> list[InputLayer]:
 
 
 def calibration_dict(layers: list[InputLayer], embeddings: np.ndarray, mask: np.ndarray,
-                     layout: MaskLayout | None = None) -> dict[str, np.ndarray]:
+                     layout: MaskLayout) -> dict[str, np.ndarray]:
     """{parsed input-layer name: array}, the form ``optimize()`` takes for a two-input network.
 
-    The stored set is compact (embeddings [N,1,SEQ,H], 0/1 mask [N,1,1,SEQ]); with a ``layout``
-    each array is laid out as the parsed layer holds it: the embeddings reshaped, the mask
+    The stored set is compact (embeddings [N,1,SEQ,H], 0/1 mask [N,1,1,SEQ]); each array is
+    laid out as the parsed layer holds it: the embeddings reshaped, the mask
     turned into the layout's values (0/1 or the additive bias) and, for the score layout,
     broadcast over the query rows without copying (a score-shaped mask is heads x SEQ values per
     token: 1024 rows at SEQ 256 and 12 heads would be 3 GB). Arrays of another rank are passed
     through untouched, for :func:`preflight` to refuse with the fix.
     """
     by_role = {EMBEDDINGS: embeddings, MASK: mask}
-    if layout is None:
-        return {layer.name: by_role[layer.role] for layer in layers}
     out = {}
     for layer in layers:
         arr = by_role[layer.role]
@@ -113,7 +111,7 @@ def _value_sample(arr: np.ndarray) -> np.ndarray:
     return arr[(slice(None),) + (0,) * (arr.ndim - 2) + (slice(None),)]
 
 
-def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray], layout: MaskLayout | None = None) -> dict:
+def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray], layout: MaskLayout) -> dict:
     """Raise :class:`CalibrationMismatch` on the first problem; return a small summary dict."""
     names = {layer.name for layer in layers}
     given = set(calib)
@@ -155,7 +153,7 @@ def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray], layout: Ma
             raise CalibrationMismatch(f"{what} holds {bad} NaN or infinite values.",
                                       "Rebuild the calibration with 'hefsearch compile calib'.")
         if layer.role == MASK:
-            binary = layout is None or layout.binary
+            binary = layout.binary
             allowed = (0.0, 1.0) if binary else (0.0, float(layout.mask_value))
             odd = ~np.isin(vals, allowed)
             if odd.any():

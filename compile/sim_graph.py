@@ -233,23 +233,23 @@ def round_weights(view: GraphView, n, group: str, profile: PrecisionProfile, wei
     operand; a constant left operand is not a dense layer); records it in ``weights``."""
     from onnx import numpy_helper
 
-    for i, t in enumerate(n.input[:2]):
-        w = view.resolve_init(t)
-        if w is None or len(w.dims) != 2:
-            continue
-        arr = numpy_helper.to_array(w).astype(np.float32)
+    if len(n.input) < 2:
+        return
+    t = n.input[1]
+    w = view.resolve_init(t)
+    if w is None or len(w.dims) != 2:
+        return
+    bits = profile.bits_for(group)
+    qname = f"npu_sim/w{bits}/{t}"
+    if qname not in view.inits:  # a weight shared by several nodes is rounded once
         trans_b = n.op_type == "Gemm" and any(a.name == "transB" and a.i for a in n.attribute)
-        axis = 0 if (i == 1 and trans_b) else 1  # output channels of B in A @ B
-        if i == 0:
-            continue
-        bits = profile.bits_for(group)
-        qname = f"npu_sim/w{bits}/{t}"
-        if qname not in view.inits:
-            q = numpy_helper.from_array(_quantise_weight(arr, bits, axis), qname)
-            view.graph.initializer.append(q)
-            view.inits[qname] = q
-        n.input[i] = qname
-        weights[qname] = bits
+        axis = 0 if trans_b else 1  # output channels of B in A @ B
+        arr = numpy_helper.to_array(w).astype(np.float32)
+        q = numpy_helper.from_array(_quantise_weight(arr, bits, axis), qname)
+        view.graph.initializer.append(q)
+        view.inits[qname] = q
+    n.input[1] = qname
+    weights[qname] = bits
 
 
 def mark_sites(view: GraphView, k: int, mask: MaskRewrite, mask_mode: str, mask_value: float,

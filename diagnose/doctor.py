@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -50,8 +50,6 @@ class Check:
     status: str
     detail: str
     fix: str | None = None
-    #: the error behind a failed check, when there is one (not part of the JSON report)
-    error: HefsearchError | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -59,6 +57,8 @@ class DoctorReport:
     checks: list[Check] = field(default_factory=list)
     #: the bundle could not be opened at all (a user-caused error: the CLI exits 2)
     bundle_error: HefsearchError | None = None
+    #: the bundle checked: the one given, else the one the library records (None: neither)
+    bundle: str | Path | None = None
 
     @property
     def failed(self) -> list[Check]:
@@ -69,11 +69,7 @@ class DoctorReport:
         return not self.failed
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "checks": [_check_dict(c) for c in self.checks]}
-
-
-def _check_dict(c: Check) -> dict:
-    return {f.name: getattr(c, f.name) for f in fields(c) if f.name != "error"}
+        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
 
 
 def _dist_version(name: str) -> str | None:
@@ -162,22 +158,23 @@ def _runtime_fix(want: int, have: int | None) -> str:
 
 # -- bundle and HEFs -------------------------------------------------------------------------------
 def check_bundle(path: str | Path | None):
-    """(check, Bundle or None): the bundle opens and every file matches its sha256."""
+    """(check, Bundle or None, the error when it cannot be opened at all): the bundle opens
+    and every file matches its sha256."""
     from hefsearch.embed.bundle import Bundle
 
     if path is None:
-        return Check("bundle", SKIP, "no bundle given (--bundle, $HEFSEARCH_BUNDLE, or the library's)"), None
+        return Check("bundle", SKIP, "no bundle given (--bundle, $HEFSEARCH_BUNDLE, or the library's)"), None, None
     try:
         bundle = Bundle.open(path)
     except HefsearchError as e:
-        return Check("bundle", FAIL, e.message, e.hint, error=e), None
+        return Check("bundle", FAIL, e.message, e.hint), None, e
     bad = bundle.verify()
     if bad:
         return Check("bundle", FAIL, f"{bundle.path}: {len(bad)} file(s) differ from manifest.json: {', '.join(bad)}",
-                     "Copy the whole bundle folder again (or re-export / recompile it)."), bundle
+                     "Copy the whole bundle folder again (or re-export / recompile it)."), bundle, None
     hefs = bundle.encoder_entries("hef")
     return Check("bundle", OK, f"{bundle.path}: {bundle.model_id}, H {bundle.hidden}, SEQ {bundle.seq_len}, "
-                 f"{len(bundle.manifest['files'])} files verified, {len(hefs)} HEF(s)"), bundle
+                 f"{len(bundle.manifest['files'])} files verified, {len(hefs)} HEF(s)"), bundle, None
 
 
 def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
@@ -404,9 +401,9 @@ def run_doctor(bundle: str | Path | None = None, library: str | Path | None = No
     try:
         if bundle is None and lib is not None:
             bundle = lib.settings().get("bundle")
-        bcheck, b = check_bundle(bundle)
+        report.bundle = bundle
+        bcheck, b, report.bundle_error = check_bundle(bundle)
         report.checks.append(bcheck)
-        report.bundle_error = bcheck.error
         report.checks += check_hefs(b, devices, runtime)
         if lib is not None:
             report.checks += check_library(lib, b)

@@ -12,6 +12,8 @@ It holds, each part independent so one failure does not lose the rest:
 - ``--verify``: the NPU's vectors against FP32 on the built-in sentences;
 - speed: frames/s through the hailo backend at device batch 1 and 8 (HailoRT may lower 8), with
   the bytes each frame costs on the host and on the PCIe link.
+
+This module, too, is verified against the contract fake of hailo_platform (tests/fakes) only.
 """
 
 from __future__ import annotations
@@ -37,25 +39,22 @@ def _guard(fn, *args, **kw):
 
 
 def versions() -> dict:
-    from importlib import metadata
-
     from hefsearch.embed.backends.hailo import runtime_version
+
+    from .doctor import _dist_version
 
     out = {"python": sys.version.split()[0], "platform": platform.platform(), "machine": platform.machine(),
            "hailort": runtime_version()}
     for dist in ("hefsearch", "numpy", "onnxruntime", "tokenizers", "faiss-cpu"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
+        out[dist] = _dist_version(dist)
     return out
 
 
 def devices() -> list[dict]:
-    from hefsearch.embed.backends.hailo import import_hailort, probe_devices
+    from hefsearch.embed.backends.hailo import probe_devices
 
     return [{"id": d.id, "arch": d.arch, "label": d.label, "firmware": d.firmware}
-            for d in probe_devices(import_hailort())]
+            for d in probe_devices()]
 
 
 def _spec(s) -> dict:
@@ -125,8 +124,12 @@ def build_report(bundle: str | Path | None = None, library: str | Path | None = 
     report["devices"] = _guard(devices)
     say("doctor checks")
     doc = _guard(run_doctor, bundle, library)
-    report["doctor"] = doc if isinstance(doc, dict) else doc.to_dict()
-    target = bundle or _guard(library_bundle, library)
+    if isinstance(doc, dict):
+        report["doctor"] = doc
+        target = bundle or _guard(library_bundle, library)
+    else:  # the bundle the doctor checked: the given one, else the library's (opened once)
+        report["doctor"] = doc.to_dict()
+        target = doc.bundle
     if not target or isinstance(target, dict):
         report["bundle"] = {"error": "no bundle: pass --bundle BUNDLE"}
         return report
@@ -141,7 +144,7 @@ def build_report(bundle: str | Path | None = None, library: str | Path | None = 
         from hefsearch.evaluate.npu_verify import verify_npu
 
         say("verify (NPU vs FP32)")
-        v = _guard(verify_npu, b.path, backend="hailo")
+        v = _guard(verify_npu, b, backend="hailo")
         report["verify"] = v if isinstance(v, dict) else v.to_dict()
     report["speed"] = []
     for batch in (1, 8):

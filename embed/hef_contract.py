@@ -25,6 +25,9 @@ refused, naming the stream. :class:`OutputAssembler` turns whatever the HEF's ou
 (shape, format order, format type, quantisation, split) into [N, SEQ, H] float32, reading every
 one of those from the HEF instead of assuming them; :func:`to_stream` lays host frames out
 in an input stream's shape and order.
+
+Verified against the contract fakes in ``tests/fakes`` only (``fake_hef.py``, ``hailo_platform``);
+no HEF from a real Dataflow Compiler has been read by this code yet.
 """
 
 from __future__ import annotations
@@ -194,10 +197,6 @@ class ContractCheck:
 
 def _shape_str(shape) -> str:
     return "[" + ", ".join(str(int(x)) for x in shape) + "]"
-
-
-def _size(shape) -> int:
-    return int(np.prod(shape)) if len(shape) else 0
 
 
 def _match_inputs(c: ContractCheck, inputs: list[StreamSpec]) -> None:

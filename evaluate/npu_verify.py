@@ -14,7 +14,8 @@ It encodes the same texts on the NPU (or any quantised backend: npu-sim, cpu-int
   measured on the other half). A fit that restores the cosine names a layout bug;
   if none helps, the gap is quantisation error.
 
-Verified against the contract fake of hailo_platform (tests/fakes) only.
+The NPU path (``backend="hailo"``) is verified against the contract fake of hailo_platform
+(tests/fakes) only; npu-sim and cpu-int8 run for real in the tests.
 """
 
 from __future__ import annotations

@@ -141,8 +141,13 @@ def _system_devices() -> frozenset[int]:
     return frozenset(devs)
 
 
+def is_under(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it (as strings: nothing is resolved)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def _inside(real_path: str, folders: Sequence[str]) -> bool:
-    return any(real_path == f or real_path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
+    return any(is_under(real_path, f) for f in folders)
 
 
 def human_size(n: int) -> str:
@@ -322,7 +327,7 @@ class _CrawlState:
         """``real`` relative to the root holding it (the secret rule looks below the roots
         only, as for entries reached directly), or the whole path for a followed link."""
         for root in self.inside:
-            if _inside(real, [root]) and real != root:
+            if real != root and is_under(real, root):
                 return os.path.relpath(real, root)
         return real.lstrip(os.sep)
 

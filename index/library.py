@@ -153,11 +153,11 @@ def _chunk_record(row) -> ChunkRecord:
 
 
 class Library:
-    def __init__(self, path: Path, db, *, read_only: bool = False):
+    def __init__(self, path: Path, db):
         self.path = Path(path)
         self.db = db
-        #: why this process cannot write the library (None: it can)
-        self.read_only_reason: str | None = "opened read-only" if read_only else None
+        #: why this process cannot write the library (None: it can); set by _start_reading
+        self.read_only_reason: str | None = None
         self._dblock = threading.RLock()  # one connection, several threads: one at a time
         self._wlock = threading.RLock()
         self._wdepth = 0
@@ -196,7 +196,7 @@ class Library:
         if read_only is None and not _writable(folder):
             reason = "the library folder is not writable for this user"
         db, reason = _connect(dbfile, reason)
-        lib = cls(folder, db, read_only=reason is not None)
+        lib = cls(folder, db)
         try:
             lib._check_version()
             if reason is not None:
@@ -391,7 +391,7 @@ class Library:
                 part = ids[i : i + 900]
                 rows = self.db.execute(
                     f"SELECT chunk_id FROM space_members WHERE space = ? AND chunk_id IN "
-                    f"({','.join('?' * len(part))})", [space, *part])
+                    f"({','.join('?' * len(part))})", [space, *part]).fetchall()
                 out.update(r[0] for r in rows)
             return out
 

@@ -54,7 +54,7 @@ from hefsearch.embed.fingerprint import space_fingerprint
 from .errors import FingerprintMismatch
 from .ray_worker import EmbedWorker, import_ray, open_bundle_encoder, ship_bundle
 
-__all__ = ["RayEncoder", "RayPoolError", "connect", "choose_backend", "import_ray", "open_bundle_encoder"]
+__all__ = ["RayEncoder", "RayPoolError", "connect", "choose_backend"]
 
 log = logging.getLogger("hefsearch.index")
 
@@ -198,8 +198,7 @@ class RayEncoder:
     ``encode_passages``) and adds ``submit_passages``/``collect``/``max_in_flight``.
     """
 
-    def __init__(self, ray, bundle_path: Path, actors: list[ActorState], started_ray: bool, why: str):
-        from hefsearch.embed.bundle import Bundle
+    def __init__(self, ray, bundle, actors: list[ActorState], started_ray: bool, why: str):
         from hefsearch.embed.host import HostPipeline
 
         self._ray = ray
@@ -207,7 +206,7 @@ class RayEncoder:
         self._started_ray = started_ray
         ident = self.live[0].identity
         self._ident = ident
-        self.bundle = Bundle.open(bundle_path)
+        self.bundle = bundle
         self.host = HostPipeline(self.bundle, max_tokens=ident["max_tokens"])
         self.backend = _BackendInfo(ident["backend"], ident["label"])
         self.backend_reason = f"{why} on {len(self.live)} Ray actor(s)"
@@ -219,6 +218,8 @@ class RayEncoder:
               actors: int | None = None, actor_cpus: float = 1.0, open_encoder: Callable = open_bundle_encoder,
               ready_timeout_s: float = READY_TIMEOUT_S) -> "RayEncoder":
         """Join the cluster, ship the bundle, start the actors and check their fingerprints."""
+        from hefsearch.embed.bundle import Bundle
+
         ray = import_ray()
         started = connect(address)
         states: list[ActorState] = []
@@ -227,13 +228,14 @@ class RayEncoder:
             n, placement = _wait_for_room(ray, name, actors, actor_cpus)
             if name not in NPU_BACKENDS and actor_cpus >= 1:
                 opts.setdefault("threads", int(actor_cpus))
-            key, refs = ship_bundle(ray, Path(bundle_path))
+            bundle = Bundle.open(bundle_path)
+            key, refs = ship_bundle(ray, bundle)
             worker = ray.remote(EmbedWorker)
             states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i))
                       for i in range(n)]
             _await_identities(ray, states, ready_timeout_s)
             _check_fingerprints(ray, states, {s.name: s for s in library.spaces()})
-            return cls(ray, Path(bundle_path), states, started, why)
+            return cls(ray, bundle, states, started, why)
         except BaseException:
             for s in states:
                 _kill(ray, s.handle)
@@ -256,7 +258,6 @@ class RayEncoder:
     space_name = property(lambda self: self._ident["space_name"])
     space_opts = property(lambda self: dict(self._ident["space_opts"]))
     label = property(lambda self: self._ident["label"])
-    is_quantised = property(lambda self: bool(self._ident["is_quantised"]))
     fingerprint = property(lambda self: self._ident["fingerprint"])
 
     def fingerprint_parts(self) -> dict:

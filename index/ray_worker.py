@@ -112,9 +112,8 @@ class EmbedWorker:
             return {"host": socket.gethostname(), "pid": os.getpid(), "failure": self.failure}
         enc = self.encoder
         return {"host": socket.gethostname(), "pid": os.getpid(), "version": hefsearch_version(),
-                "label": enc.label, "backend": enc.backend.name, "backend_reason": enc.backend_reason,
-                "space_name": enc.space_name, "space_kind": enc.space_kind, "space_opts": enc.space_opts,
-                "is_quantised": enc.is_quantised, "parts": enc.fingerprint_parts(),
+                "label": enc.label, "backend": enc.backend.name, "space_name": enc.space_name,
+                "space_kind": enc.space_kind, "space_opts": enc.space_opts, "parts": enc.fingerprint_parts(),
                 "fingerprint": enc.fingerprint, "max_tokens": enc.max_tokens, "dim": enc.dim}
 
     def encode(self, texts: list[str]) -> tuple[np.ndarray, float]:
@@ -126,11 +125,8 @@ class EmbedWorker:
         return np.ascontiguousarray(vecs, np.float32), time.perf_counter() - t
 
 
-def ship_bundle(ray, bundle_path: Path) -> tuple[str, dict]:
-    """(key, {relative path: ObjectRef}) of the manifest and every file it lists."""
-    from hefsearch.embed.bundle import Bundle
-
-    bundle = Bundle.open(bundle_path)
+def ship_bundle(ray, bundle) -> tuple[str, dict]:
+    """(key, {relative path: ObjectRef}) of an opened bundle's manifest and every file it lists."""
     manifest = (bundle.path / "manifest.json").read_bytes()
     refs = {"manifest.json": ray.put(np.frombuffer(manifest, np.uint8))}
     for rel in bundle.manifest["files"]:

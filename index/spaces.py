@@ -397,8 +397,6 @@ def describe_index(index) -> str:
 def read_index_stats(folder: Path) -> dict:
     """``index.json`` of a space folder (``{}`` when missing or unreadable), with the index
     file's current size as ``bytes`` (what the loaded index takes in memory, about)."""
-    import json
-
     try:
         stats = json.loads((folder / INDEX_META_FILE).read_text())
     except (OSError, ValueError):
@@ -750,18 +748,15 @@ class Space:
     def forget(self, removed_ids: Iterable[int]) -> None:
         self.committed([], None, removed_ids)
 
-    def maintain(self, *, hnsw_threshold: int, factory_override: str | None,
-                 compress_threshold: int | None = None) -> bool:
-        """After a sync: switch factory when the size calls for it (flat, HNSW, compressed),
-        retrain a compressed index that has grown, merge segments. ``compress_threshold``
-        defaults to the library's setting."""
+    def maintain(self, *, hnsw_threshold: int, factory_override: str | None) -> bool:
+        """After a sync: switch factory when the size calls for it (flat, HNSW, compressed
+        from the library's ``compress_threshold``), retrain a compressed index that has grown,
+        merge segments."""
         with self._lock:
             changed = False
             n = len(self._members)
-            if compress_threshold is None:
-                compress_threshold = self.library.compress_threshold()
             want = factory_override or (
-                COMPRESSED_FACTORY if n >= compress_threshold else
+                COMPRESSED_FACTORY if n >= self.library.compress_threshold() else
                 DEFAULT_HNSW_FACTORY if n >= hnsw_threshold else "Flat")
             if want != self.info.index_factory:
                 self.info.index_factory = want
@@ -876,8 +871,10 @@ class Space:
         ivf = ivf_of(self.index)
         fetch = min(max(k, RESCORE_CANDIDATES), self.index.ntotal) if ivf is not None else k
         if hasattr(inner, "hnsw"):
-            inner.hnsw.efSearch = max(64, 2 * k) if sel is None else max(256, 4 * k)
-            params = faiss.SearchParametersHNSW(sel=sel, efSearch=inner.hnsw.efSearch) if sel is not None else None
+            if sel is None:
+                inner.hnsw.efSearch, params = max(64, 2 * k), None
+            else:  # filtered: a wider search, for this call only
+                params = faiss.SearchParametersHNSW(sel=sel, efSearch=max(256, 4 * k))
         elif ivf is not None:
             params = faiss.SearchParametersIVF(sel=sel, nprobe=ivf.nprobe) if sel is not None else None
         else:

@@ -288,6 +288,11 @@ def explain(error: sqlite3.Error, path: Path) -> HefsearchError | None:
     return None
 
 
+def is_disk_full(error: sqlite3.Error) -> bool:
+    """Whether an SQLite error is SQLITE_FULL (the database or its disk is full)."""
+    return _primary_code(error) == _FULL
+
+
 def refuses_writes(error: BaseException) -> bool:
     """Whether ``error`` means this process cannot write the library now (full disk,
     read-only file or mount, no permission), as opposed to the library being broken. A full

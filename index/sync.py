@@ -53,10 +53,10 @@ import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
 
-from .crawl import printable
+from .crawl import is_under, printable
 from .errors import LibraryError
 from .library import Library, utc_now
-from .store import put_setting
+from .store import is_disk_full, put_setting
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -178,17 +178,13 @@ def _disk_full_detail(error: BaseException) -> str | None:
     while e is not None and seen < 10:
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
             return e.strerror or os.strerror(e.errno)
-        if isinstance(e, sqlite3.Error) and (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF == 13:
-            return "database or disk is full"  # SQLITE_FULL
+        if isinstance(e, sqlite3.Error) and is_disk_full(e):
+            return "database or disk is full"
         if isinstance(e, RuntimeError) and any(m in str(e) for m in (os.strerror(errno.ENOSPC), "disk is full")):
             return os.strerror(errno.ENOSPC)  # FAISS writes raise RuntimeError with the C message
         e = e.__cause__ or e.__context__
         seen += 1
     return None
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 @dataclass
@@ -291,7 +287,7 @@ def _open_spaces(library: Library, encoders, report: SyncReport) -> list:
 @dataclass
 class _Crawled:
     found: list  # crawl.FoundFile
-    skipped: list  # crawl.Skipped
+    skipped: list  # crawl.SkippedFile
 
 
 def _crawl(resolved: list[Path], opts: SyncOptions, emit) -> _Crawled:
@@ -313,7 +309,7 @@ def _stored_documents(library: Library, root_strs: list[str]) -> dict[str, tuple
     for row in library.query("SELECT path, path_bytes, id, size, mtime_ns, sha256, status, error "
                              "FROM documents"):
         real = _real_path(row[0], row[1])
-        if any(_under(real, r) for r in root_strs):
+        if any(is_under(real, r) for r in root_strs):
             existing[real] = row[2:]
     return existing
 

@@ -63,13 +63,13 @@ def clean_text(text: str) -> str:
 
 def path_pattern(pattern: str) -> str:
     """A path glob in the form the library stores paths: bytes that are not UTF-8 (lone
-    surrogates from the shell) become ``\\xNN`` escapes, as in the stored file names."""
+    surrogates from the shell) become ``\\xNN`` escapes, as in the stored file names (the
+    crawler's :func:`~hefsearch.index.crawl.printable`)."""
     if not _SURROGATE.search(pattern):
         return pattern
-    try:
-        return pattern.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # a surrogate no byte decodes to: escaped as the crawler does
-        return pattern.encode("utf-8", "backslashreplace").decode("utf-8")
+    from hefsearch.index.crawl import printable
+
+    return printable(pattern)
 
 
 def parse_query(text: str) -> list[Term]:

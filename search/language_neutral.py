@@ -81,10 +81,10 @@ def neutral_transform(info: "SpaceInfo") -> LanguageNeutral | None:
 
 def chunk_languages(library: "Library", ids: Sequence[int]) -> list[str | None]:
     """The language of each chunk (in the order of ``ids``; None when unsure)."""
-    from hefsearch.embed.language import identify
+    from hefsearch.embed.language import identify_all
 
     texts = {c.id: c.text for c in library.chunks(ids)}
-    return [identify(texts.get(int(i), "")) for i in ids]
+    return identify_all(texts.get(int(i), "") for i in ids)
 
 
 def languages_with_offsets(library: "Library", source: str, min_chunks: int = MIN_CHUNKS) -> list[str]:

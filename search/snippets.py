@@ -109,6 +109,13 @@ def sentences_of(text: str) -> list[str]:
     return [text[s:e] for s, e in sentence_spans(text)[:MAX_SENTENCES]]
 
 
+def embed_sentences(encode: Callable[[list[str]], np.ndarray], texts: Sequence[str]) -> list[np.ndarray]:
+    """The sentence vectors of each text (its first :data:`MAX_SENTENCES`), all in one batch."""
+    per_text = [sentences_of(t) for t in texts]
+    vecs = np.asarray(encode([s for part in per_text for s in part]), np.float32)
+    return np.split(vecs, np.cumsum([len(part) for part in per_text])[:-1])
+
+
 def vector_snippets(query: str, texts: Sequence[str], query_vector: np.ndarray | None,
                     encode: Callable[[list[str]], np.ndarray] | None) -> list[str]:
     """One snippet per hit text: lexical best sentence, else the semantically closest, all
@@ -118,12 +125,8 @@ def vector_snippets(query: str, texts: Sequence[str], query_vector: np.ndarray |
     out = [s for s, _ in quick]
     todo = [i for i, (_, final) in enumerate(quick) if not final]
     if todo and encode is not None and query_vector is not None:
-        per_text = [sentences_of(texts[i]) for i in todo]
-        vecs = encode([s for part in per_text for s in part])
-        pos = 0
-        for i, part in zip(todo, per_text):
-            out[i] = closest_sentence(texts[i], vecs[pos : pos + len(part)], query_vector)
-            pos += len(part)
+        for i, vecs in zip(todo, embed_sentences(encode, [texts[i] for i in todo])):
+            out[i] = closest_sentence(texts[i], vecs, query_vector)
     return out
 
 
@@ -154,13 +157,10 @@ class SemanticSnippets:
         """Sentence vectors of each (chunk id, text); the uncached ones in one batch."""
         missing = [(cid, text) for cid, text in chunks if cid not in self._cache]
         if missing:
-            per_text = [sentences_of(text) for _, text in missing]
-            vecs = np.asarray(self.encoder.encode_passages([s for part in per_text for s in part]), np.float32)
-            self.sentences_embedded += len(vecs)
-            pos = 0
-            for (cid, _), part in zip(missing, per_text):
-                self._cache[cid] = vecs[pos : pos + len(part)]
-                pos += len(part)
+            for (cid, _), vecs in zip(missing, embed_sentences(self.encoder.encode_passages,
+                                                               [text for _, text in missing])):
+                self._cache[cid] = vecs
+                self.sentences_embedded += len(vecs)
         out = []
         for cid, _ in chunks:
             self._cache.move_to_end(cid)

@@ -108,8 +108,9 @@ def test_write_lock_wait_is_bounded_and_names_the_holder(tmp_path, monkeypatch):
         pass  # released when the holder ended
 
 
-def test_write_lock_held_by_another_thread_is_bounded_too(tmp_path):
-    lib = Library.open(tmp_path / "lib")
+@contextlib.contextmanager
+def write_lock_held_by_a_thread(lib):
+    """Another thread of this process holds ``lib``'s write lock until the block ends."""
     held, done = threading.Event(), threading.Event()
 
     def writer():
@@ -121,15 +122,23 @@ def test_write_lock_held_by_another_thread_is_bounded_too(tmp_path):
     t.start()
     try:
         held.wait(10)
-        t0 = time.monotonic()
-        with pytest.raises(LibraryBusy, match="Another task of this program"):
-            with lib.write_lock(wait=0.3):
-                pass
-        assert time.monotonic() - t0 < 3
-        assert lib.reconcile() is not None  # no repair from this thread while the other writes
+        yield
     finally:
         done.set()
         t.join()
+
+
+def test_write_lock_held_by_another_thread_is_bounded_too(tmp_path):
+    lib = Library.open(tmp_path / "lib")
+    try:
+        with write_lock_held_by_a_thread(lib):
+            t0 = time.monotonic()
+            with pytest.raises(LibraryBusy, match="Another task of this program"):
+                with lib.write_lock(wait=0.3):
+                    pass
+            assert time.monotonic() - t0 < 3
+            assert lib.reconcile() is not None  # no repair from this thread while the other writes
+    finally:
         lib.close()
 
 
@@ -179,25 +188,14 @@ def test_rerank_does_not_wait_for_a_backfill_thread(npu_only_library, sim_bundle
     lib = npu_only_library
     before = _library_with_partial_fp32(lib, sim_bundle)
     monkeypatch.setattr(library_module, "LOCK_WAIT_S", 30.0)
-    held, done = threading.Event(), threading.Event()
-
-    def backfill_window():
-        with lib.write_lock():
-            held.set()
-            done.wait(30)
-
-    t = threading.Thread(target=backfill_window)
-    t.start()
     searcher = Searcher(lib)
     try:
-        held.wait(10)
-        t0 = time.monotonic()
-        res = searcher.search("late filing penalty", k=5, mode="vector", rerank=10)
-        assert time.monotonic() - t0 < 10 and res.hits
-        assert len(lib.member_ids(R.FP32_SPACE)) == before
+        with write_lock_held_by_a_thread(lib):  # a back-fill window
+            t0 = time.monotonic()
+            res = searcher.search("late filing penalty", k=5, mode="vector", rerank=10)
+            assert time.monotonic() - t0 < 10 and res.hits
+            assert len(lib.member_ids(R.FP32_SPACE)) == before
     finally:
-        done.set()
-        t.join()
         searcher.close()
 
 

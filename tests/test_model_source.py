@@ -1,5 +1,9 @@
 """Where the demo's model comes from: the Hugging Face cache, a download of only the files
-export needs, or the packaged English model, and never a hang on a closed network."""
+export needs, or the packaged English model, and never a hang on a closed network.
+
+No hub is reachable here: the download path is verified only against monkeypatched
+``huggingface_hub`` calls (``model_info``/``snapshot_download``) and a hand-built cache folder
+in huggingface_hub's layout, never against the real hub."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ class HefsearchApp(App):
         self.last_result: SearchResult | None = None
         self.last_comparison: Comparison | None = None
         self.last_sync_report: SyncReport | None = None
-        self.sync_progress: tuple[int | None, int | None, str] | None = None
+        self.sync_progress: tuple[int | None, int | None, Content] | None = None
         self.sync_running = False
         self._seq = 0
         self._request: SearchRequest | None = None
@@ -282,15 +282,12 @@ class HefsearchApp(App):
             if self._request is not None and self._request.seq != seq:
                 return
             try:
-                snippets = self._semantic_snippets(result, [hit])
+                snippets = self.session.semantic_snippets(result, [hit])
             except Exception as e:  # the stand-in snippets stay
                 log.info("semantic snippets failed: %s", e)
                 return
             if snippets:
                 self.post_message(SnippetsLoaded(result, snippets))
-
-    def _semantic_snippets(self, result: SearchResult, hits: list) -> dict[int, str]:
-        return self.session.semantic_snippets(result, hits)
 
     @on(SnippetsLoaded)
     def _on_snippets_loaded(self, message: SnippetsLoaded) -> None:

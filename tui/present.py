@@ -13,7 +13,6 @@ from typing import Iterable, Sequence
 
 from hefsearch.embed import space_names
 from hefsearch.embed.space_names import FP32_SPACE
-from hefsearch.search.api import MODES  # noqa: F401  (the search bar offers these)
 
 #: file-type filter choices: label -> kinds passed to Searcher.search (None = all)
 KIND_FILTERS: dict[str, tuple[str, ...] | None] = {
@@ -123,10 +122,6 @@ def fit_name(name: str, room: int) -> str:
 def _kinds(info) -> tuple[str, str]:
     """(recorded kind, kind read from the name): a space counts as what either says."""
     return info.kind or "", space_names.kind_of(info.name or "")
-
-
-def is_npu_space(info) -> bool:
-    return any(space_names.is_npu(k) for k in _kinds(info) if k)
 
 
 def is_quantised_space(info) -> bool:

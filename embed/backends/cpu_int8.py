@@ -31,10 +31,6 @@ class CpuInt8Backend(OnnxBodyBackend):
                                      f"Build one with: hefsearch compile cpu-int8 {bundle.path}")
         super().__init__(bundle, entries[0], threads=threads, batch_size=batch_size)
 
-    @classmethod
-    def available(cls, bundle: Bundle) -> tuple[bool, str]:
-        return False, "cpu-int8 is chosen only by name"
-
     def describe(self) -> dict:
         x = self.entry.extra
         return {"label": self.label, "file": self.entry.file, "method": x.get("method"),

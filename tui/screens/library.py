@@ -75,8 +75,8 @@ class LibraryScreen(Screen):
         if not status.failures:
             failures.add_row("—", "none")
 
-    def show_progress(self, done: int | None, total: int | None, text: str | Content) -> None:
+    def show_progress(self, done: int | None, total: int | None, text: Content) -> None:
         bar = self.query_one("#sync-progress", ProgressBar)
         bar.display = True
         bar.update(total=total, progress=done or 0)
-        self.query_one("#sync-text", Static).update(Content(text) if isinstance(text, str) else text)
+        self.query_one("#sync-text", Static).update(text)  # Content (app._progress): file names are not markup

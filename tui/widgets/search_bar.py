@@ -9,11 +9,11 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Input, Select
 
-from hefsearch.search.api import prepare_query
+from hefsearch.search.api import MODES, prepare_query
 
 from ..history import QueryHistory
 from ..messages import BlankQuerySubmitted, SearchRequested
-from ..present import KIND_FILTERS, MODES, SearchRequest
+from ..present import KIND_FILTERS, SearchRequest
 
 
 class QueryInput(Input):
