@@ -37,7 +37,7 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
     (missing, or a damaged manifest: the other checks are still printed), 1 when a check fails
     (or --verify finds a layout bug or a broken output), 0 otherwise.
     """
-    from hefsearch.diagnose.doctor import library_bundle, run_doctor
+    from hefsearch.diagnose.doctor import run_doctor
 
     if report_file:
         _write_hardware_report(report_file, bundle, library)
@@ -47,7 +47,7 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
     if verify and report.bundle_error is None:
         from hefsearch.evaluate.npu_verify import verify_npu
 
-        target = bundle or library_bundle(library)
+        target = report.bundle  # the one given, else the library's: opened once, by run_doctor
         if target is None:
             raise click.UsageError("--verify needs a bundle: pass --bundle BUNDLE.")
         result = verify_npu(target, backend=verify_backend)

@@ -90,6 +90,7 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
     from hefsearch.index.encoders import open_sync_encoders
     from hefsearch.index.library import Library
     from hefsearch.index.sync import DiskFull, sync
+    from hefsearch.search.language_neutral import keep_language_neutral
 
     from .main import report_error
     from .progress import SyncProgress
@@ -160,40 +161,3 @@ def _print_actors(console, actors: list[dict]) -> None:
             console.print(f"[dim]{line}[/]")
         else:
             console.print(f"[yellow]{line}; {a['status']}: {a['reason']}[/]")
-
-
-#: a vocabulary this large means a multilingual tokenizer (XLM-R: 250k; English BERT: 30k)
-MULTILINGUAL_VOCAB = 100_000
-
-
-def keep_language_neutral(library, encoders, wanted: bool | None) -> list[str]:
-    """Derive, refresh or drop the language-neutral copy of the FP32 space after a sync
-    (``wanted`` None: on for a multilingual bundle). Returns lines to tell the user."""
-    from hefsearch.embed.space_names import FP32_SPACE
-    from hefsearch.search.language_neutral import (derive_neutral_space, drop_neutral_space,
-                                                   languages_with_offsets, neutral_space_name,
-                                                   refresh_neutral_spaces)
-
-    fp32 = next((e for e in encoders if e.space_name == FP32_SPACE), None)
-    target = neutral_space_name(FP32_SPACE)
-    exists = target in library.space_names()
-    if wanted is False:
-        if exists:
-            drop_neutral_space(library, target)
-            return [f"dropped the language-neutral space {target}"]
-        return []
-    lines = [f"re-fitted {r.space}: {r.reason}" for r in refresh_neutral_spaces(library, encoders)]
-    if exists or fp32 is None:
-        return lines
-    if wanted is None and (int(fp32.bundle.model.get("vocab") or 0) < MULTILINGUAL_VOCAB
-                           or encoders[0] is not fp32):
-        # auto only where FP32 is the library's main space: never take searches off the NPU
-        return lines
-    languages = languages_with_offsets(library, FP32_SPACE)
-    if len(languages) < 2:
-        return lines + ([f"no language-neutral space yet: the library holds {len(languages)} language(s) "
-                         "with enough chunks"] if wanted else [])
-    derive_neutral_space(library, FP32_SPACE, fp32)
-    library.set_settings(default_space=target)
-    return lines + [f"language-neutral space {target} ({', '.join(languages)}) is now the default for searches"]
-

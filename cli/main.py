@@ -13,6 +13,7 @@ import sys
 import click
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.versions import hefsearch_version
 
 #: verb -> "module:attribute" under hefsearch.cli
 COMMANDS = {
@@ -57,17 +58,8 @@ def report_error(e: HefsearchError) -> None:
         click.echo(f"  hint: {e.hint}", err=True)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("hefsearch")
-    except PackageNotFoundError:  # pragma: no cover
-        return "unknown"
-
-
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_version(), prog_name="hefsearch")
+@click.version_option(hefsearch_version(), prog_name="hefsearch")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug) on stderr.")
 def main(verbose: int) -> None:
     """Multilingual semantic search over your own document folders.

@@ -1,4 +1,4 @@
-"""Version strings of the vendor tools, read the one way every check needs them."""
+"""Version strings (hefsearch's own and the vendor tools'), read the one way every check needs them."""
 
 from __future__ import annotations
 
@@ -9,3 +9,14 @@ def major_version(version: str | None) -> int | None:
         return int(str(version).split(".")[0])
     except (TypeError, ValueError):
         return None
+
+
+def hefsearch_version() -> str:
+    """This package's installed version ("unknown" when run from a tree that is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hefsearch")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+

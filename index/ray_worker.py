@@ -26,6 +26,7 @@ from typing import Callable
 import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.versions import hefsearch_version
 
 INSTALL_HINT = "Install it with: pip install 'hefsearch[ray]' (on the driver and on every node of the cluster)."
 
@@ -42,15 +43,6 @@ def import_ray():
         raise RayUnavailable(f"--ray needs the Ray package, which is not installed here ({e}).",
                              INSTALL_HINT) from None
     return ray
-
-
-def hefsearch_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("hefsearch")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
 
 
 def materialise_bundle(key: str, refs: dict) -> Path:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.post_transform import LanguageNeutral, from_spec
+from hefsearch.embed.space_names import FP32_SPACE
 
 from .centering import write_derived_space
 
@@ -181,3 +182,35 @@ def drop_neutral_space(library: "Library", name: str) -> None:
         library.drop_space(name)
         if library.settings().get("default_space") == name:
             library.set_settings(default_space=None)
+
+
+#: a vocabulary this large means a multilingual tokenizer (XLM-R: 250k; English BERT: 30k)
+MULTILINGUAL_VOCAB = 100_000
+
+
+def keep_language_neutral(library, encoders, wanted: bool | None) -> list[str]:
+    """Derive, refresh or drop the language-neutral copy of the FP32 space after a sync
+    (``wanted`` None: on for a multilingual bundle). Every sync calls it (``hefsearch index``,
+    the TUI's re-index). Returns lines to tell the user."""
+    fp32 = next((e for e in encoders if e.space_name == FP32_SPACE), None)
+    target = neutral_space_name(FP32_SPACE)
+    exists = target in library.space_names()
+    if wanted is False:
+        if exists:
+            drop_neutral_space(library, target)
+            return [f"dropped the language-neutral space {target}"]
+        return []
+    lines = [f"re-fitted {r.space}: {r.reason}" for r in refresh_neutral_spaces(library, encoders)]
+    if exists or fp32 is None:
+        return lines
+    if wanted is None and (int(fp32.bundle.model.get("vocab") or 0) < MULTILINGUAL_VOCAB
+                           or encoders[0] is not fp32):
+        # auto only where FP32 is the library's main space: never take searches off the NPU
+        return lines
+    languages = languages_with_offsets(library, FP32_SPACE)
+    if len(languages) < 2:
+        return lines + ([f"no language-neutral space yet: the library holds {len(languages)} language(s) "
+                         "with enough chunks"] if wanted else [])
+    derive_neutral_space(library, FP32_SPACE, fp32)
+    library.set_settings(default_space=target)
+    return lines + [f"language-neutral space {target} ({', '.join(languages)}) is now the default for searches"]

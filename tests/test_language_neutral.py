@@ -304,11 +304,11 @@ def test_auto_language_neutral_only_where_fp32_is_the_main_space(tmp_path, sim_b
     keeps searching its NPU space, even with --also-fp32."""
     from click.testing import CliRunner
 
-    from hefsearch.cli import cmd_index
+    from hefsearch.search import language_neutral
     from hefsearch.cli.main import main
     from hefsearch.index.library import Library
 
-    monkeypatch.setattr(cmd_index, "MULTILINGUAL_VOCAB", 100)
+    monkeypatch.setattr(language_neutral, "MULTILINGUAL_VOCAB", 100)
     docs = tmp_path / "docs"
     docs.mkdir()
     texts = [f"Die Rechnung Nummer {i} ist bis Ende des Monats zu bezahlen, sonst folgt eine Mahnung." for i in range(6)]

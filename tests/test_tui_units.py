@@ -217,6 +217,7 @@ def test_session_reindex_closes_the_encoders_it_opened(monkeypatch, tmp_path):
         return SyncReport(added=1)
 
     monkeypatch.setattr("hefsearch.index.sync.sync", fake_sync)
+    monkeypatch.setattr("hefsearch.search.language_neutral.keep_language_neutral", lambda *a: [])
     session = LibrarySession(SimpleNamespace(path=tmp_path), searcher=None, open_encoders=open_encoders)
     assert session.reindex([tmp_path], progress=print).added == 1
     assert seen == [([tmp_path], opened)] and all(e.closed for e in opened)

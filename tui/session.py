@@ -148,10 +148,14 @@ class LibrarySession:
         """Sync ``roots`` into the library (new, changed and deleted files); ``progress`` is
         called on this thread with each ``ProgressEvent``."""
         from hefsearch.index.sync import sync
+        from hefsearch.search.language_neutral import keep_language_neutral
 
         encoders = list(self._open_encoders())
         try:
-            return sync(self.library, list(roots), encoders, progress=progress)
+            report = sync(self.library, list(roots), encoders, progress=progress)
+            for line in keep_language_neutral(self.library, encoders, None):  # as `hefsearch index` does
+                log.info("%s", line)
+            return report
         finally:
             for encoder in encoders:
                 encoder.close()
