@@ -25,6 +25,7 @@ COMMANDS = {
     "index": "cmd_index:index_cmd",
     "inspect": "cmd_inspect:inspect_cmd",
     "search": "cmd_search:search_cmd",
+    "settings": "cmd_settings:settings_cmd",
     "status": "cmd_status:status_cmd",
     "tui": "cmd_tui:tui_cmd",
 }
