@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .options import backend_option, bundle_option, echo_json, json_option, library_option
+from .options import backend_option, bundle_option, device_option, echo_json, json_option, library_option
 
 EXIT_OK, EXIT_ERROR, EXIT_PARTIAL, EXIT_DISK_FULL, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
 
@@ -34,6 +34,7 @@ def sync_summary_dict(report, library_path, skipped_spaces=()) -> dict:
 @backend_option("Encoder backend: auto, cpu, cpu-int8, hailo, npu-sim, ... auto keeps using the backend of "
                 "the library's default space; on a new library it picks the NPU when one answers, "
                 "else cpu. Env: HEFSEARCH_BACKEND.")
+@device_option()
 @click.option("--also-fp32", is_flag=True,
               help="Also embed into the CPU FP32 space (the reference for NPU-vs-FP32 comparisons "
                    "and the fallback when the NPU fails). Chunks indexed earlier are back-filled.")
@@ -67,7 +68,7 @@ def sync_summary_dict(report, library_path, skipped_spaces=()) -> dict:
                    "100k+ tokens) indexed on the CPU in FP32 when the library holds 2+ languages; "
                    "--no-language-neutral drops it.")
 @json_option("Print the summary as JSON on stdout.")
-def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include_hidden, follow_links,
+def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes, include_hidden, follow_links,
               max_size_mb, overlap, batch_chunks, ray_address, ray_actors, language_neutral, as_json):
     """Index the documents under PATH... into the library (or bring it up to date).
 
@@ -98,13 +99,17 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
 
     if ray_actors and not ray_address:
         raise click.UsageError("--ray-actors needs --ray ADDRESS.")
+    if device and ray_address:
+        raise click.UsageError("--device picks a chip of this machine; with --ray each hailo actor takes "
+                               "a chip of its own node.")
     err = Console(stderr=True)
     library = Library.open(library_path, create=True)
     try:
         library.require_writable()  # before loading encoders: a read-only library is refused at once
-        remote = _start_ray(library, bundle, backend, ray_address, ray_actors) if ray_address else None
+        remote = _start_ray(library, bundle, backend, ray_address, ray_actors, also_fp32) if ray_address else None
         try:
-            choice = open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32, first=remote)
+            choice = open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32, first=remote,
+                                        **({"device_id": device} if device else {}))
         except BaseException:
             if remote is not None:
                 remote.close()
@@ -144,13 +149,13 @@ def index_cmd(paths, library_path, bundle, backend, also_fp32, excludes, include
     sys.exit(EXIT_PARTIAL if report.partial else EXIT_OK)
 
 
-def _start_ray(library, bundle, backend, address, actors):
-    """The Ray pool that embeds the first space (hefsearch.index.ray_pool)."""
+def _start_ray(library, bundle, backend, address, actors, also_fp32):
+    """The Ray pool that embeds the first space, and the CPU FP32 one (hefsearch.index.ray_pool)."""
     from hefsearch.index.encoders import resolve_bundle
     from hefsearch.index.ray_pool import RayEncoder
 
     return RayEncoder.start(library, resolve_bundle(library, bundle), address=address, backend=backend,
-                            actors=actors)
+                            actors=actors, also_fp32=also_fp32)
 
 
 def _print_actors(console, actors: list[dict]) -> None:

@@ -37,6 +37,15 @@ def backend_option(help: str = BACKEND_HELP):
                         help=help)
 
 
+def device_option():
+    """``--device ID``: the Hailo chip to use on a machine with several (the hailo backend also
+    reads HEFSEARCH_HAILO_DEVICE itself, so search and the TUI follow the same setting)."""
+    return click.option("--device", "device", default=None, metavar="ID",
+                        help="Hailo device to use when this machine has several: its PCIe address as "
+                             "'hailortcli scan' lists it, e.g. 0000:01:00.0 [default: HailoRT's first free "
+                             "one]. Env: HEFSEARCH_HAILO_DEVICE.")
+
+
 def json_option(help: str = JSON_HELP):
     """``--json``: the verb's report as JSON on stdout instead of text (see ``echo_json``)."""
     return click.option("--json", "as_json", is_flag=True, help=help)

@@ -60,7 +60,8 @@ def resolve_bundle(library, bundle: str | Path | None) -> str:
 def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: str | None = "auto",
                        also_fp32: bool = False, first=None, **backend_opts) -> EncoderChoice:
     """``first``: the chosen backend's encoder already opened elsewhere (a Ray pool,
-    :mod:`hefsearch.index.ray_pool`); the other spaces' encoders are still opened here."""
+    :mod:`hefsearch.index.ray_pool`); the spaces it embeds too (its ``companions``: the CPU FP32
+    one) come from it, the other spaces' encoders are still opened here."""
     from hefsearch.embed.encoder import Encoder
 
     choice = EncoderChoice(bundle=resolve_bundle(library, bundle))
@@ -80,7 +81,8 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
     elif first is None:
         first = Encoder.open(choice.bundle, backend=backend, bulk=True, **backend_opts)
     choice.encoders.append(first)
-    kinds = {first.space_name}
+    choice.encoders += list(getattr(first, "companions", ()))  # embedded with the first (Ray actors)
+    kinds = {enc.space_name for enc in choice.encoders}
     try:
         for name, info in spaces.items():
             if name in kinds:

@@ -1,11 +1,15 @@
 """Embedding on a Ray cluster: the encoder behind ``hefsearch index PATH... --ray ADDRESS``.
 
 The driver (the machine with the library) crawls, extracts, chunks and commits exactly as a
-local run (:mod:`hefsearch.index.sync`); only the first space's vectors are computed by a pool
-of Ray actors. :class:`RayEncoder` stands in for an :class:`~hefsearch.embed.encoder.Encoder`
-there: the identity of the space (fingerprint, name, max tokens) comes from the actors, the
-tokenizer used for chunking is the driver's copy of the same bundle, and batches go out with
-:meth:`RayEncoder.submit_passages` and come back, in order, with :meth:`RayEncoder.collect`.
+local run (:mod:`hefsearch.index.sync`); the first space's vectors, and the CPU FP32 space's
+(``--also-fp32``, or when the library has that space), are computed by a pool of Ray actors.
+:class:`RayEncoder` stands in for an :class:`~hefsearch.embed.encoder.Encoder` there: the
+identity of the space (fingerprint, name, max tokens) comes from the actors, the tokenizer used
+for chunking is the driver's copy of the same bundle, and batches go out with
+:meth:`RayEncoder.submit_passages` and come back, in order, with :meth:`RayEncoder.collect`
+(every space's vectors of the batch). The FP32 space appears in the sync's encoder list as a
+:class:`RemoteSpaceEncoder` (``RayEncoder.companions``) whose vectors arrive with the first
+space's, so both are committed in the same crash-safe batch and the driver's CPU embeds nothing.
 
 Design decisions:
 
@@ -15,14 +19,16 @@ Design decisions:
   is refused) but never the bundle: it is shipped through Ray's object store, once per node
   (see :mod:`~hefsearch.index.ray_worker`).
 - **Actors go where the hardware is**: ``hailo`` actors need the custom resource ``hailo``
-  (``ray start ... --resources='{"hailo": 1}'``, one per chip) and there is one per chip;
+  (``ray start ... --resources='{"hailo": N}'`` for N chips) and there is one per chip, each
+  pinned to its own chip: the actors of a node are numbered in start order and actor k takes
+  the k-th of the node's ``Device.scan()`` ids, sorted (:mod:`~hefsearch.index.ray_worker`);
   CPU backends (``cpu``, ``cpu-int8``, ``npu-sim``) get one single-threaded actor per free
   cluster CPU, or ``--ray-actors N``. ``auto`` keeps the backend of the library's default
   space, else picks ``hailo`` when the cluster offers the resource, else ``cpu``.
-- **Vectors of different encoders never mix**: each actor reports its encoder's fingerprint;
+- **Vectors of different encoders never mix**: each actor reports its encoders' fingerprints;
   the reference is the library's space of that name, else the fingerprint most actors share.
-  Any other actor (another chip, HEF, bundle or hefsearch version) is refused by name and
-  stopped; with no actor left the run stops before anything is written.
+  Any other actor (another chip, HEF, bundle or hefsearch version, for either space) is refused
+  by name and stopped; with no actor left the run stops before anything is written.
 - **Back-pressure**: at most :attr:`RayEncoder.max_in_flight` batches (2 per live actor) are
   out at once; the driver commits the oldest before it sends another, so memory stays bounded
   and commits keep the order of a local run (same chunk ids).
@@ -48,13 +54,16 @@ from typing import Callable
 
 import numpy as np
 
+from hefsearch.embed.backends.base import Backend
+from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.fingerprint import space_fingerprint
+from hefsearch.embed.space_names import FP32_SPACE
 
 from .errors import FingerprintMismatch
-from .ray_worker import EmbedWorker, import_ray, open_bundle_encoder, ship_bundle
+from .ray_worker import EmbedWorker, import_ray, open_bundle_encoder, ranks_on_nodes, ship_bundle
 
-__all__ = ["RayEncoder", "RayPoolError", "connect", "choose_backend"]
+__all__ = ["RayEncoder", "RemoteSpaceEncoder", "RayPoolError", "connect", "choose_backend"]
 
 log = logging.getLogger("hefsearch.index")
 
@@ -102,6 +111,8 @@ class ActorState:
 @dataclass
 class _Ticket:
     texts: list[str]
+    #: the one space to embed (a back-fill); None: every space the actors embed
+    space: str | None = None
     actor: ActorState | None = None
     ref: object = None
 
@@ -183,7 +194,8 @@ def _wait_for_room(ray, backend: str, actors: int | None, actor_cpus: float) -> 
 
 def _describe(index: int, ident: dict) -> str:
     label = f", {ident['label']}" if ident.get("label") else ""
-    return f"actor {index} on {ident.get('host', '?')} (pid {ident.get('pid', '?')}{label})"
+    device = f" {ident['device']}" if ident.get("device") else ""
+    return f"actor {index} on {ident.get('host', '?')} (pid {ident.get('pid', '?')}{label}{device})"
 
 
 def _differences(parts: dict, ref: dict) -> str:
@@ -211,13 +223,16 @@ class RayEncoder:
         self.backend = _BackendInfo(ident["backend"], ident["label"])
         self.backend_reason = f"{why} on {len(self.live)} Ray actor(s)"
         self.on_batch = None
+        #: the other spaces the actors embed with the first (the CPU FP32 one), for the sync
+        self.companions = [RemoteSpaceEncoder(self, bundle, also, len(self.live)) for also in ident.get("also", [])]
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
     def start(cls, library, bundle_path: str | Path, *, address: str = "auto", backend: str | None = "auto",
               actors: int | None = None, actor_cpus: float = 1.0, open_encoder: Callable = open_bundle_encoder,
-              ready_timeout_s: float = READY_TIMEOUT_S) -> "RayEncoder":
-        """Join the cluster, ship the bundle, start the actors and check their fingerprints."""
+              ready_timeout_s: float = READY_TIMEOUT_S, also_fp32: bool = False) -> "RayEncoder":
+        """Join the cluster, ship the bundle, start the actors and check their fingerprints.
+        ``also_fp32`` (or a library that has the CPU FP32 space): the actors embed it too."""
         from hefsearch.embed.bundle import Bundle
 
         ray = import_ray()
@@ -231,10 +246,13 @@ class RayEncoder:
             bundle = Bundle.open(bundle_path)
             key, refs = ship_bundle(ray, bundle)
             worker = ray.remote(EmbedWorker)
-            states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i))
+            spaces = {s.name: s for s in library.spaces()}
+            also = (also_fp32 or FP32_SPACE in spaces, {"threads": max(1, int(actor_cpus))})
+            states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i, *also))
                       for i in range(n)]
-            _await_identities(ray, states, ready_timeout_s)
-            _check_fingerprints(ray, states, {s.name: s for s in library.spaces()})
+            _start_actors(ray, states, name in NPU_BACKENDS, ready_timeout_s)
+            _check_fingerprints(ray, states, spaces)
+            _check_fingerprints(ray, states, spaces, which="also")
             return cls(ray, bundle, states, started, why)
         except BaseException:
             for s in states:
@@ -268,15 +286,16 @@ class RayEncoder:
         return self.host.count_tokens(prefix + text)
 
     # -- encoding --------------------------------------------------------------------------------
-    def submit_passages(self, texts: list[str]) -> _Ticket:
-        """Send a batch to the least busy live actor; :meth:`collect` returns its vectors."""
-        ticket = _Ticket(list(texts))
+    def submit_passages(self, texts: list[str], space: str | None = None) -> _Ticket:
+        """Send a batch to the least busy live actor; :meth:`collect` returns its vectors
+        (of every space the actors embed, or of ``space`` only)."""
+        ticket = _Ticket(list(texts), space)
         self._send(ticket)
         return ticket
 
-    def collect(self, ticket: _Ticket) -> np.ndarray:
-        """The vectors of a submitted batch; an actor that dies or fails meanwhile is retired
-        and the batch is sent to another one."""
+    def collect(self, ticket: _Ticket) -> dict[str, np.ndarray]:
+        """{space name: vectors} of a submitted batch; an actor that dies or fails meanwhile is
+        retired and the batch is sent to another one."""
         ray = self._ray
         while True:
             actor = ticket.actor
@@ -296,15 +315,16 @@ class RayEncoder:
                 return vecs
             self._send(ticket)
 
-    def encode_passages(self, texts) -> np.ndarray:
-        """Embed ``texts`` now, spread over the live actors (back-fill, small batches)."""
-        texts = list(texts)
+    def encode_passages(self, texts, space: str | None = None) -> np.ndarray:
+        """Embed ``texts`` into the first space (or ``space``) now, spread over the live actors
+        (back-fill, small batches)."""
+        texts, space = list(texts), space or self.space_name
         if not texts:
             return np.empty((0, self.dim), np.float32)
         parts = max(1, min(len(self.live), len(texts) // 16))
         step = -(-len(texts) // parts)
-        tickets = [self.submit_passages(texts[i : i + step]) for i in range(0, len(texts), step)]
-        return np.concatenate([self.collect(t) for t in tickets])
+        tickets = [self.submit_passages(texts[i : i + step], space) for i in range(0, len(texts), step)]
+        return np.concatenate([self.collect(t)[space] for t in tickets])
 
     def encode_queries(self, texts) -> np.ndarray:  # pragma: no cover - indexing never embeds queries
         raise NotImplementedError("a Ray pool embeds passages only")
@@ -318,7 +338,7 @@ class RayEncoder:
         actor = min(live, key=lambda a: (a.outstanding, a.index))
         actor.outstanding += 1
         ticket.actor = actor
-        ticket.ref = actor.handle.encode.remote(ticket.texts)
+        ticket.ref = actor.handle.encode.remote(ticket.texts, ticket.space)
 
     def _retire(self, actor: ActorState, status: str, reason: str) -> None:
         if actor.status == "ok":
@@ -353,27 +373,40 @@ def _first_line(e: BaseException) -> str:
     return text[-1].strip() if text else type(e).__name__
 
 
-def _await_identities(ray, states: list[ActorState], timeout_s: float) -> None:
-    """Each actor's identity, or why it did not start (its encoder refused, no room in time)."""
-    calls = {s.handle.identity.remote(): s for s in states}
-    ready, pending = ray.wait(list(calls), num_returns=len(calls), timeout=timeout_s)
+def _gather(ray, calls: dict, timeout_s: float) -> list[tuple[ActorState, object]]:
+    """(actor, answer) of each call that answered in time; the others' actors are marked not
+    started (with Ray's reason, or the timeout) and stopped."""
+    ready, pending = ray.wait(list(calls), num_returns=len(calls), timeout=max(0.0, timeout_s))
+    answers = []
     for ref in ready:
         s = calls[ref]
         try:
-            s.identity = ray.get(ref)
+            answers.append((s, ray.get(ref)))
         except Exception as e:
             s.name, s.status, s.reason = f"actor {s.index}", "not started", _first_line(e)
-            continue
-        s.name = _describe(s.index, s.identity)
-        if s.identity.get("failure"):
-            s.status, s.reason = "not started", s.identity["failure"]
             _kill(ray, s.handle)
-        else:
-            s.status = "ok"
     for ref in pending:
         s = calls[ref]
         s.name, s.status, s.reason = f"actor {s.index}", "not started", f"not ready within {timeout_s:.0f} s"
         _kill(ray, s.handle)
+    return answers
+
+
+def _start_actors(ray, states: list[ActorState], pin_devices: bool, timeout_s: float) -> None:
+    """Each actor's node, then its encoders opened (a ``hailo`` actor on the chip of its rank on
+    that node) and its identity, or why it did not start."""
+    deadline = time.monotonic() + timeout_s
+    placed = _gather(ray, {s.handle.node.remote(): s for s in states}, timeout_s)
+    slots = ranks_on_nodes([node for _, node in placed])
+    calls = {s.handle.start.remote(rank if pin_devices else None, count): s
+             for (s, _), (rank, count) in zip(placed, slots)}
+    for s, ident in _gather(ray, calls, deadline - time.monotonic()) if calls else []:
+        s.identity, s.name = ident, _describe(s.index, ident)
+        if ident.get("failure"):
+            s.status, s.reason = "not started", ident["failure"]
+            _kill(ray, s.handle)
+        else:
+            s.status = "ok"
     for s in states:
         if s.status == "not started":
             log.warning("%s did not start: %s", s.name, s.reason)
@@ -383,28 +416,34 @@ def _await_identities(ray, states: list[ActorState], timeout_s: float) -> None:
                            "and the backend's hardware.")
 
 
-def _check_fingerprints(ray, states: list[ActorState], spaces: dict) -> None:
+def _check_fingerprints(ray, states: list[ActorState], spaces: dict, which: str = "first") -> None:
     """Refuse, by name, every actor whose encoder is not the reference one: the library's space
-    of that name, else the fingerprint (and hefsearch version) most actors share."""
-    ok = [s for s in states if s.status == "ok"]
-    votes = Counter((s.identity["space_name"], s.identity["fingerprint"], s.identity["version"]) for s in ok)
+    of that name, else the fingerprint (and hefsearch version) most actors share. ``which``:
+    the first space's encoder, or ``"also"``, the second space's (the CPU FP32 one)."""
+    def pick(s: ActorState) -> dict | None:
+        return s.identity if which == "first" else next(iter(s.identity.get("also", [])), None)
+
+    ok = [s for s in states if s.status == "ok" and pick(s) is not None]
+    if not ok:
+        return
+    votes = Counter((pick(s)["space_name"], pick(s)["fingerprint"], s.identity["version"]) for s in ok)
     (space, fp, version), _ = votes.most_common(1)[0]
     info = spaces.get(space)
-    ref_parts = info.parts if info is not None else next(s.identity["parts"] for s in ok
-                                                         if s.identity["fingerprint"] == fp)
+    ref_parts = info.parts if info is not None else next(pick(s)["parts"] for s in ok if pick(s)["fingerprint"] == fp)
     if info is not None:
         fp = info.fingerprint
+    own = "its encoder" if which == "first" else f"its {space} encoder"
     for s in ok:
-        ident = s.identity
+        ident = pick(s)
         if space_fingerprint(ident["parts"]) != ident["fingerprint"]:
-            why = "its fingerprint does not match its own parts"
+            why = f"the fingerprint of {own} does not match its own parts"
         elif ident["space_name"] != space:
             why = f"it fills space {ident['space_name']!r}, the others {space!r}"
         elif ident["fingerprint"] != fp:
             whose = f"the library's space {space!r}" if info is not None else "the other actors'"
-            why = f"its encoder builds other vectors than {whose}: {_differences(ident['parts'], ref_parts)}"
-        elif ident["version"] != version:
-            why = f"it runs hefsearch {ident['version']}, the others {version}"
+            why = f"{own} builds other vectors than {whose}: {_differences(ident['parts'], ref_parts)}"
+        elif s.identity["version"] != version:
+            why = f"it runs hefsearch {s.identity['version']}, the others {version}"
         else:
             continue
         s.status, s.reason = "refused", why
@@ -415,3 +454,50 @@ def _check_fingerprints(ray, states: list[ActorState], spaces: dict) -> None:
             "Every Ray actor was refused: " + "; ".join(f"{s.name}: {s.reason}" for s in states),
             f"The library's space {space!r} was built with another encoder; use the same bundle, chip "
             "and backend on the cluster, or index into a new library.")
+
+
+class _RemoteBackend(Backend):
+    """What the driver knows of a backend that runs on the actors: its identity, never its
+    arithmetic (``run`` is the actors' job)."""
+
+    def __init__(self, ident: dict):
+        self.name, self.label, self.space_kind = ident["backend"], ident["label"], ident["space_kind"]
+        self.seq_lens = tuple(ident["seq_lens"]) if ident.get("seq_lens") else None
+        self.space_name = ident["space_name"]
+        self._space_opts, self._parts = dict(ident["space_opts"]), dict(ident["backend_parts"])
+
+    @property
+    def space_opts(self) -> dict:
+        return dict(self._space_opts)
+
+    def fingerprint_parts(self) -> dict:
+        return dict(self._parts)
+
+    def run(self, embeddings, mask):  # pragma: no cover - never called: the actors embed
+        raise RayPoolError(f"The {self.name} backend of this space runs on the Ray actors.")
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteSpaceEncoder(Encoder):
+    """A second space the Ray actors embed next to the first (the CPU FP32 one): an Encoder in
+    identity (fingerprint, space, the language-neutral derivation), whose vectors come with the
+    first space's batches (:meth:`RayEncoder.collect`) or, for a back-fill, from the actors."""
+
+    def __init__(self, pool: RayEncoder, bundle, ident: dict, actors: int):
+        super().__init__(bundle, _RemoteBackend(ident),
+                         backend_reason=f"{ident['backend']} ({ident['label']}) on {actors} Ray actor(s)")
+        if self.fingerprint != ident["fingerprint"]:  # the same parts give the same fingerprint
+            raise RayPoolError(f"The Ray actors' {self.space_name} encoder reports a fingerprint its parts do not give.",
+                               "Use the same hefsearch version on the driver and the nodes.")
+        self._ray_pool = pool
+
+    def encode_passages(self, texts) -> np.ndarray:
+        return self._ray_pool.encode_passages(texts, space=self.space_name)
+
+    def encode_queries(self, texts) -> np.ndarray:  # pragma: no cover - indexing never embeds queries
+        raise NotImplementedError("a Ray pool embeds passages only")
+
+    def close(self) -> None:
+        pass  # the pool (the first encoder) stops the actors

@@ -7,6 +7,13 @@ folder rename, so the actors of a node share one copy (Ray moves an object to a 
 later run on that node fetches nothing. The encoder then opens it with ``bulk=True``, which
 checks the files' sha256 against the manifest.
 
+An actor starts in two steps: the driver asks each for its node (:meth:`EmbedWorker.node`),
+numbers the actors of each node (:func:`ranks_on_nodes`), then :meth:`EmbedWorker.start` opens
+the encoders. A ``hailo`` actor takes the chip at its rank among its node's devices
+(:func:`device_for_rank` over ``Device.scan()``, sorted), so the actors of a multi-chip host
+never share a chip; a node with fewer chips than actors says so. With ``also_fp32`` an actor
+also opens the CPU FP32 encoder of the same bundle and returns both spaces' vectors per batch.
+
 An actor sends errors as words (:func:`explain`): Ray cannot rebuild exceptions whose
 constructor takes a hint (they arrive as "Failed to deserialize exception"). ray itself is
 imported only by :func:`import_ray`, at call time.
@@ -25,7 +32,8 @@ from typing import Callable
 
 import numpy as np
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.embed.space_names import FP32_SPACE
 from hefsearch.embed.versions import hefsearch_version
 
 INSTALL_HINT = "Install it with: pip install 'hefsearch[ray]' (on the driver and on every node of the cluster)."
@@ -87,34 +95,103 @@ def explain(e: BaseException) -> str:
     return e.message if isinstance(e, HefsearchError) else f"{type(e).__name__}: {e}"
 
 
+def ranks_on_nodes(nodes: list[str]) -> list[tuple[int, int]]:
+    """For actors placed on ``nodes`` (one node id per actor, in actor order): each actor's
+    (rank among the actors of its node, how many actors that node has)."""
+    seen: dict[str, int] = {}
+    ranks = []
+    for node in nodes:
+        ranks.append(seen.get(node, 0))
+        seen[node] = ranks[-1] + 1
+    return [(rank, seen[node]) for rank, node in zip(ranks, nodes)]
+
+
+def device_for_rank(devices: list[str], rank: int, actors_on_node: int, host: str) -> str:
+    """The chip of the actor with this rank on its node: the node's device ids sorted, one each.
+    An actor left without a chip (a ``--resources`` count above the chips) gets an error that
+    says so; the actors with a chip go on."""
+    devices = sorted(devices)
+    if rank >= len(devices):
+        raise BackendUnavailable(
+            f"{host} has {len(devices)} Hailo device(s) ({', '.join(devices) or 'none found'}) "
+            f"for the {actors_on_node} hailo actors Ray placed there: no chip is left for this one.",
+            f"Start Ray on {host} with as many 'hailo' resources as chips: ray stop; ray start --address "
+            f"HEAD:6379 --resources='{{\"hailo\": {len(devices)}}}' ('hailortcli scan' lists the chips).")
+    return devices[rank]
+
+
+def _space_identity(enc) -> dict:
+    """What the driver needs of one encoder: its space, fingerprint and backend's own parts."""
+    seq_lens = enc.backend.seq_lens
+    return {"label": enc.label, "backend": enc.backend.name, "space_name": enc.space_name,
+            "space_kind": enc.space_kind, "space_opts": enc.space_opts, "parts": enc.fingerprint_parts(),
+            "fingerprint": enc.fingerprint, "max_tokens": enc.max_tokens, "dim": enc.dim,
+            "backend_parts": enc.backend.fingerprint_parts(),
+            "seq_lens": None if seq_lens is None else list(seq_lens)}
+
+
 class EmbedWorker:
-    """One Ray actor: the bundle fetched to its node, one encoder, texts in, vectors out.
-    An encoder that cannot open is reported by :meth:`identity`, not raised."""
+    """One Ray actor: the bundle fetched to its node, its encoder(s), texts in, vectors out.
+    An encoder that cannot open is reported by :meth:`start`, not raised."""
 
     def __init__(self, key: str, refs: dict, backend: str, opts: dict, open_encoder: Callable,
-                 actor_index: int):
-        self.encoder, self.failure = None, ""
+                 actor_index: int, also_fp32: bool = False, also_opts: dict | None = None):
+        self._args = (key, refs, backend, dict(opts), open_encoder, actor_index)
+        self._also = (also_fp32, dict(also_opts or {}))
+        self.encoders: list = []
+        self.failure, self.device = "", None
+
+    def node(self) -> str:
+        """The Ray node this actor runs on (the driver numbers the actors of each node)."""
+        return import_ray().get_runtime_context().get_node_id()
+
+    def start(self, rank_on_node: int | None, actors_on_node: int) -> dict:
+        """Open the encoder(s); ``rank_on_node`` (hailo actors) picks this actor's chip.
+        Returns :meth:`identity`."""
+        key, refs, backend, opts, open_encoder, index = self._args
+        also_fp32, also_opts = self._also
         try:
-            self.encoder = open_encoder(materialise_bundle(key, refs), backend, opts, actor_index)
+            bundle = materialise_bundle(key, refs)
+            if rank_on_node is not None:
+                from hefsearch.embed.backends.hailo import scan_device_ids
+
+                self.device = device_for_rank(scan_device_ids(), rank_on_node, actors_on_node,
+                                              socket.gethostname())
+                opts["device_id"] = self.device
+            self.encoders.append(open_encoder(bundle, backend, opts, index))
+            if also_fp32 and self.encoders[0].space_name != FP32_SPACE:
+                self.encoders.append(open_encoder(bundle, "cpu", also_opts, index))
         except Exception as e:
             self.failure = explain(e)
+            self.close()
+        return self.identity()
 
     def identity(self) -> dict:
-        if self.encoder is None:
-            return {"host": socket.gethostname(), "pid": os.getpid(), "failure": self.failure}
-        enc = self.encoder
-        return {"host": socket.gethostname(), "pid": os.getpid(), "version": hefsearch_version(),
-                "label": enc.label, "backend": enc.backend.name, "space_name": enc.space_name,
-                "space_kind": enc.space_kind, "space_opts": enc.space_opts, "parts": enc.fingerprint_parts(),
-                "fingerprint": enc.fingerprint, "max_tokens": enc.max_tokens, "dim": enc.dim}
+        where = {"host": socket.gethostname(), "pid": os.getpid(), "device": self.device}
+        if not self.encoders:
+            return {**where, "failure": self.failure or "not started"}
+        return {**where, "version": hefsearch_version(), **_space_identity(self.encoders[0]),
+                "also": [_space_identity(e) for e in self.encoders[1:]]}
 
-    def encode(self, texts: list[str]) -> tuple[np.ndarray, float]:
+    def encode(self, texts: list[str], space: str | None = None) -> tuple[dict, float]:
+        """({space name: vectors}) of every space this actor embeds, or of ``space`` only."""
         t = time.perf_counter()
+        out = {}
         try:
-            vecs = self.encoder.encode_passages(texts)
+            for enc in self.encoders:
+                if space is None or enc.space_name == space:
+                    out[enc.space_name] = np.ascontiguousarray(enc.encode_passages(texts), np.float32)
         except Exception as e:
             raise RuntimeError(explain(e)) from None
-        return np.ascontiguousarray(vecs, np.float32), time.perf_counter() - t
+        return out, time.perf_counter() - t
+
+    def close(self) -> None:
+        encoders, self.encoders = self.encoders, []
+        for enc in encoders:
+            try:
+                enc.close()
+            except Exception:  # releasing a broken device: nothing more to do
+                pass
 
 
 def ship_bundle(ray, bundle) -> tuple[str, dict]:

@@ -1,7 +1,9 @@
 """``hefsearch index --ray``: a local Ray cluster (2 CPUs, CPU actors) embeds what the driver
 chunks; the library equals a local run's, an actor killed mid-run hands its batches to the
-other, an actor with another encoder is refused by name, and without ray the option says how
-to install it. One Ray instance serves the module (starting it costs ~10 s here)."""
+other, an actor with another encoder is refused by name, the CPU FP32 space of --also-fp32 is
+embedded by the actors too, hailo actors each take a chip of their own (two fake chips: verified
+only against the hailo_platform contract fake), and without ray the option says how to install
+it. One Ray instance serves the module (starting it costs ~10 s here)."""
 
 from __future__ import annotations
 
@@ -17,27 +19,38 @@ from click.testing import CliRunner
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.errors import FingerprintMismatch
+from hefsearch.embed.bundle import Bundle
+from hefsearch.embed.errors import BackendUnavailable
 from hefsearch.index.ray_pool import RayEncoder, RayPoolError, _placement
-from hefsearch.index.ray_worker import open_bundle_encoder
+from hefsearch.index.ray_worker import device_for_rank, open_bundle_encoder, ranks_on_nodes
 from hefsearch.index.sync import sync
+from tests.fakes.fake_hef import add_fake_hef, copy_bundle
+from tests.hailo_fixtures import FAKES
 from tests.library_helpers import assert_consistent, chunk_rows, write_corpus
+
+CHIP_A, CHIP_B = "0000:01:00.0", "0000:02:00.0"
 
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """A local Ray (head and 2 CPU slots for workers); workers keep their bundle cache in a
-    temp folder (they inherit the environment of ray.init)."""
+    """A local Ray (head, 2 CPU slots for workers and 2 'hailo' resources); workers keep their
+    bundle cache in a temp folder and can import the fake hailo_platform, whose devices they read
+    from the file ``ray_cluster.fake_world`` (they inherit the environment of ray.init)."""
     ray = pytest.importorskip("ray")
     home = tmp_path_factory.mktemp("ray-home")
-    old = os.environ.get("HEFSEARCH_HOME")
-    os.environ["HEFSEARCH_HOME"] = str(home)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    env = {"HEFSEARCH_HOME": str(home), "HEFSEARCH_FAKE_HAILO_WORLD": str(home / "fake-hailo-world.json"),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(FAKES), os.environ.get("PYTHONPATH")) if p)}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    ray.init(num_cpus=2, resources={"hailo": 2}, include_dashboard=False, log_to_driver=False)
+    ray.fake_world = home / "fake-hailo-world.json"
     yield ray
     ray.shutdown()
-    if old is None:
-        os.environ.pop("HEFSEARCH_HOME", None)
-    else:
-        os.environ["HEFSEARCH_HOME"] = old
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def vectors_by_chunk(lib: Library, space: str = "cpu-fp32") -> dict:
@@ -122,7 +135,7 @@ def test_a_driver_stopped_mid_run_continues_where_the_last_commit_ended(ray_clus
         with pytest.raises(KeyboardInterrupt):
             sync(lib, [docs], [enc], batch_chunks=4, progress=stop_after_first_commit)
         kept = len(lib.chunk_ids())
-        assert 0 < kept and lib.member_ids("cpu-fp32") == set(lib.chunk_ids().tolist())
+        assert 0 < kept and lib.member_ids("cpu-fp32").tolist() == lib.chunk_ids().tolist()
         report = sync(lib, [docs], [enc], batch_chunks=4)  # batches that were out are simply redone
     finally:
         enc.close()
@@ -199,3 +212,111 @@ def test_only_the_ray_pool_imports_ray():
             "hefsearch.index.ray_worker, hefsearch.cli.cmd_index\nprint('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- --also-fp32: the actors embed the CPU FP32 space too --------------------------------------------
+@pytest.fixture(scope="module")
+def int8_bundle(tiny_bert_bundle, tmp_path_factory):
+    pytest.importorskip("onnx")
+    from hefsearch.compile.cpu_int8 import build_cpu_int8
+
+    out = copy_bundle(tiny_bert_bundle, tmp_path_factory.mktemp("int8") / "bundle")
+    build_cpu_int8(out)
+    return out
+
+
+def test_also_fp32_is_embedded_by_the_actors_not_the_driver(ray_cluster, int8_bundle, tmp_path, monkeypatch):
+    """Run 1 fills cpu-int8 only; run 2 (--also-fp32) adds the FP32 space, back-filling the
+    chunks of run 1; run 3 (no flag) keeps it up to date. Every FP32 vector comes from the
+    actors (the driver's Encoder.encode never sees the FP32 space) and equals a local run's."""
+    from hefsearch.cli.main import main
+
+    docs = tmp_path / "docs"
+    write_corpus(docs, n_files=6)
+    driver_fp32 = []  # texts the driver itself embedded into the FP32 space
+    real_encode = Encoder.encode
+
+    def counting_encode(self, texts, prefix=""):
+        texts = list(texts)
+        if self.space_name == "cpu-fp32":
+            driver_fp32.extend(texts)
+        return real_encode(self, texts, prefix)
+
+    def index(*extra) -> dict:
+        r = CliRunner().invoke(main, ["index", str(docs), "--library", str(tmp_path / "lib"), "--bundle",
+                                      str(int8_bundle), "--backend", "cpu-int8", "--batch", "8", "--ray", "auto",
+                                      "--json", *extra])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout[r.stdout.index("{"):])
+
+    monkeypatch.setattr(Encoder, "encode", counting_encode)
+    assert index()["spaces"] == ["cpu-int8"]
+    write_corpus(docs / "more", n_files=2, seed=1)
+    second = index("--also-fp32")
+    assert second["spaces"] == ["cpu-int8", "cpu-fp32"] and second["backfilled"] > 0
+    assert sum(a["frames"] for a in second["ray_actors"]) == second["chunks_embedded"] + second["backfilled"]
+    write_corpus(docs / "last", n_files=1, seed=2)
+    assert index()["chunks_embedded"] > 0
+    assert driver_fp32 == []
+    monkeypatch.undo()
+
+    lib = Library.open(tmp_path / "lib")
+    assert lib.member_ids("cpu-fp32").tolist() == lib.member_ids("cpu-int8").tolist() == lib.chunk_ids().tolist()
+    assert_same_library(lib, local_library(tmp_path / "local", docs, int8_bundle, 8))
+
+
+# -- hailo actors: one chip each ------------------------------------------------------------------------
+def test_actors_of_a_node_are_numbered_in_start_order():
+    assert ranks_on_nodes(["n1", "n2", "n1", "n1", "n2"]) == [(0, 3), (0, 2), (1, 3), (2, 3), (1, 2)]
+    assert ranks_on_nodes([]) == []
+
+
+def test_each_actor_takes_the_chip_of_its_rank_or_says_there_are_too_few():
+    chips = ["0000:02:00.0", "0000:01:00.0"]  # as Device.scan() may list them: sorted first
+    assert [device_for_rank(chips, r, 2, "pi-1") for r in (0, 1)] == ["0000:01:00.0", "0000:02:00.0"]
+    assert device_for_rank(chips[:1], 0, 2, "pi-1") == "0000:02:00.0"
+    with pytest.raises(BackendUnavailable) as e:  # one chip, two actors: the second has none
+        device_for_rank(chips[:1], 1, 2, "pi-1")
+    assert "pi-1 has 1 Hailo device(s) (0000:02:00.0) for the 2 hailo actors" in e.value.message
+    assert "--resources='{\"hailo\": 1}'" in e.value.hint
+
+
+def open_reporting_the_chip(bundle, backend, opts, actor_index):
+    """The default opener; the label (not part of the fingerprint) names the chip HailoRT opened."""
+    enc = open_bundle_encoder(bundle, backend, opts, actor_index)
+    enc.backend.label += " on " + enc.backend._vdevice.get_physical_devices_ids()[0]
+    return enc
+
+
+def test_hailo_actors_each_open_their_own_chip(ray_cluster, tiny_bert_bundle, tmp_path):
+    """Verified only against the contract fake: two fake Hailo-10H chips on HailoRT 5.x, which
+    (unlike 4.x) would let both actors share the first chip if they did not name theirs."""
+    bundle = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
+    entry = add_fake_hef(bundle, in_type="FLOAT32")  # FLOAT32 streams: the CPU's vectors
+    b = Bundle.open(bundle)
+    b.add_file(entry.file + ".body.onnx")  # the fake "HEF"'s network travels with the bundle
+    b.save_manifest()
+    world = {"version": "5.2.0", "lock_dir": str(tmp_path),
+             "devices": [{"id": CHIP_B, "arch": "HAILO10H"}, {"id": CHIP_A, "arch": "HAILO10H"}]}
+    ray_cluster.fake_world.write_text(json.dumps(world))
+    docs = tmp_path / "docs"
+    write_corpus(docs, n_files=4)
+    lib = Library.open(tmp_path / "lib")
+    enc = RayEncoder.start(lib, bundle, backend="hailo", open_encoder=open_reporting_the_chip)
+    try:
+        assert sorted(a.identity["label"].split(" on ")[-1] for a in enc.live) == [CHIP_A, CHIP_B]
+        assert sorted(a.identity["device"] for a in enc.live) == [CHIP_A, CHIP_B]
+        sync(lib, [docs], [enc], batch_chunks=4)
+    finally:
+        enc.close()
+    mine, ref = vectors_by_chunk(lib, "hef"), vectors_by_chunk(local_library(tmp_path / "local", docs, bundle, 4))
+    assert mine.keys() == ref.keys() and min(float(np.dot(mine[k], ref[k])) for k in mine) >= 0.999
+
+    world["devices"] = world["devices"][:1]  # a node started with more 'hailo' than it has chips
+    ray_cluster.fake_world.write_text(json.dumps(world))
+    enc = RayEncoder.start(lib, bundle, backend="hailo")
+    try:
+        assert [a.status for a in enc.actors] == ["ok", "not started"]
+        assert f"has 1 Hailo device(s) ({CHIP_B}) for the 2 hailo actors" in enc.actors[1].reason
+    finally:
+        enc.close()

@@ -3,7 +3,9 @@
 Uses HailoRT's InferModel API (HailoRT >= 4.18; the only API on Hailo-10H):
 
 - one ``VDevice`` with the round-robin scheduler and the group id ``"SHARED"``, so the TUI and
-  an indexer in another process can use the device at the same time;
+  an indexer in another process can use the device at the same time; on a machine with several
+  chips, ``device_id`` (or ``HEFSEARCH_HAILO_DEVICE``) names the one to open (set as the params'
+  ``device_ids``, so the scheduler and group id stay), as each Ray actor of a multi-chip node does;
 - one ``InferModel`` per HEF (a bundle may carry HEFs for several SEQ); every input and
   output set to FLOAT32 *before* ``configure()``, so HailoRT quantises the inputs and
   dequantises the outputs with the HEF's own scales;
@@ -47,6 +49,8 @@ SHARED_GROUP_ID = "SHARED"
 ENV_TIMEOUT = "HEFSEARCH_HAILO_TIMEOUT_MS"
 ENV_SERVICE = "HEFSEARCH_HAILO_SERVICE"
 ENV_DEVICE_BATCH = "HEFSEARCH_HAILO_DEVICE_BATCH"
+#: the one device to open (a PCIe address as Device.scan() lists it) on a machine with several
+ENV_DEVICE = "HEFSEARCH_HAILO_DEVICE"
 #: the device batch for bulk encoding; the zoo's MiniLM runs 156 FPS at batch 1 and 742 at 8
 BULK_DEVICE_BATCH = 8
 DEFAULT_TIMEOUT_MS = 10_000
@@ -121,31 +125,68 @@ class DeviceInfo:
         return arch_label(self.arch)
 
 
+def scan_device_ids(hp=None) -> list[str]:
+    """The ids of this machine's Hailo devices (PCIe addresses like "0000:01:00.0"), sorted."""
+    hp = hp or import_hailort()
+    try:
+        return sorted(str(i) for i in hp.Device.scan())
+    except Exception as e:
+        raise DeviceError(f"HailoRT could not scan for devices: {type(e).__name__}: {e}", DEVICE_HINT) from None
+
+
 def probe_devices(hp=None) -> list[DeviceInfo]:
     """Scan for Hailo devices and read each one's architecture from the device itself.
 
     Raises DeviceError when a device is present but does not answer.
     """
     hp = hp or import_hailort()
+    return [identify_device(hp, dev_id) for dev_id in scan_device_ids(hp)]
+
+
+def identify_device(hp, dev_id: str) -> DeviceInfo:
+    """One device's architecture and firmware, read from the device."""
     try:
-        ids = list(hp.Device.scan())
+        with hp.Device(dev_id) as dev:
+            info = dev.control.identify()
     except Exception as e:
-        raise DeviceError(f"HailoRT could not scan for devices: {type(e).__name__}: {e}", DEVICE_HINT) from None
-    found = []
-    for dev_id in ids:
-        try:
-            with hp.Device(dev_id) as dev:
-                info = dev.control.identify()
-        except Exception as e:
-            if _is_hailo8_on_5x(e, getattr(hp, "__version__", None)):
-                raise hailo8_needs_4x(getattr(hp, "__version__", None)) from None
-            raise DeviceError(
-                f"Hailo device {dev_id} is present but did not answer: {type(e).__name__}: {e}",
-                DEVICE_HINT + " If another program holds the device, stop it or let it use the scheduler.",
-            ) from None
-        fw = getattr(info, "firmware_version", None)
-        found.append(DeviceInfo(str(dev_id), arch_name(info.device_architecture), str(fw) if fw else None))
-    return found
+        if _is_hailo8_on_5x(e, getattr(hp, "__version__", None)):
+            raise hailo8_needs_4x(getattr(hp, "__version__", None)) from None
+        raise DeviceError(
+            f"Hailo device {dev_id} is present but did not answer: {type(e).__name__}: {e}",
+            DEVICE_HINT + " If another program holds the device, stop it or let it use the scheduler.",
+        ) from None
+    fw = getattr(info, "firmware_version", None)
+    return DeviceInfo(str(dev_id), arch_name(info.device_architecture), str(fw) if fw else None)
+
+
+def _pcie_address(dev_id: str) -> tuple | None:
+    """(domain or None, bus, device, function) of "DDDD:BB:DD.F" or "BB:DD.F"; None otherwise."""
+    m = re.fullmatch(r"(?:([0-9a-f]{1,4}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.(\d)", dev_id.strip().lower())
+    if not m:
+        return None
+    return (int(m.group(1), 16) if m.group(1) else None, int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
+
+
+def same_device(a: str, b: str) -> bool:
+    """Whether two device ids name one device, as HailoRT compares them (the PCIe domain may be
+    left out: "01:00.0" is "0000:01:00.0"; docs/hailo-facts.md, Choosing the device)."""
+    pa, pb = _pcie_address(str(a)), _pcie_address(str(b))
+    if pa is None or pb is None:
+        return str(a).strip() == str(b).strip()
+    return pa[1:] == pb[1:] and (pa[0] is None or pb[0] is None or pa[0] == pb[0])
+
+
+def find_device(hp, device_id: str) -> DeviceInfo:
+    """The device ``device_id`` names, identified; BackendUnavailable listing the ones there are."""
+    ids = scan_device_ids(hp)
+    match = [i for i in ids if same_device(i, device_id)]
+    if not match:
+        raise BackendUnavailable(
+            f"No Hailo device {device_id} on this machine; HailoRT finds "
+            + (", ".join(ids) if ids else "none") + ".",
+            f"Pass one of those (--device ID or {ENV_DEVICE}=ID; 'hailortcli scan' lists them), or leave "
+            "it out to use the first free device. " + DEVICE_HINT)
+    return identify_device(hp, match[0])
 
 
 def hef_entries_for(bundle: Bundle, hw_arch: str, precision: str | None = None) -> list[EncoderEntry]:
@@ -354,16 +395,18 @@ def hailo8_needs_4x(version: str | None) -> BackendUnavailable:
         "with hailo-h10-all), then recreate the venv with --system-site-packages. Or run on the CPU: --backend cpu.")
 
 
-def device_busy(version: str | None, label: str, service: bool | None) -> BackendUnavailable:
+def device_busy(version: str | None, label: str, service: bool | None,
+                status: str = "74, HAILO_OUT_OF_PHYSICAL_DEVICES") -> BackendUnavailable:
+    """``status``: 73 (HAILO_DEVICE_IN_USE) when the device was named, 74 when HailoRT looked for a free one."""
     if major_version(version) == 4 and not service:
         return BackendUnavailable(
-            f"The {label} is in use by another process (HailoRT status 74, HAILO_OUT_OF_PHYSICAL_DEVICES). "
+            f"The {label} is in use by another process (HailoRT status {status}). "
             "HailoRT 4.x lets several processes share a device only through its multi-process service.",
             "Start it once: 'sudo systemctl enable --now hailort.service'; hefsearch then uses it by itself "
             f"(or set {ENV_SERVICE}=1). The other program must use the service too (e.g. multi_process_service=True "
             "in its VDevice params). Or stop the other program, or run this one on the CPU: --backend cpu.")
     return BackendUnavailable(
-        f"The {label} is in use and HailoRT could not share it (HailoRT status 74, HAILO_OUT_OF_PHYSICAL_DEVICES).",
+        f"The {label} is in use and HailoRT could not share it (HailoRT status {status}).",
         "Stop the other program that holds it ('hailortcli monitor' shows who runs what), or run on the CPU: "
         "--backend cpu.")
 
@@ -557,7 +600,7 @@ class HailoBackend(Backend):
     def __init__(self, bundle: Bundle, *, batch_size: int = DEFAULT_BATCH_SIZE, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  device_batch: int | None = None, bulk: bool = False, output_type: str = "float32",
                  precision: str | None = None, group_id: str = SHARED_GROUP_ID,
-                 multi_process_service: bool | None = None, **_ignored):
+                 multi_process_service: bool | None = None, device_id: str | None = None, **_ignored):
         if output_type not in ("float32", "native"):
             raise ValueError("output_type must be 'float32' or 'native'")
         self.bundle = bundle
@@ -577,10 +620,15 @@ class HailoBackend(Backend):
         self._hp = import_hailort()
         self.runtime = str(getattr(self._hp, "__version__", "") or "unknown")
         self.notes: list[str] = []
-        devices = probe_devices(self._hp)
-        if not devices:
-            raise BackendUnavailable("No Hailo device found.", DEVICE_HINT + " Or run on the CPU: --backend cpu.")
-        self.device = devices[0]
+        #: the one device to open (None: HailoRT picks, e.g. the first free one on 4.x)
+        self.device_id = device_id or os.environ.get(ENV_DEVICE) or None
+        if self.device_id:
+            self.device = find_device(self._hp, self.device_id)
+        else:
+            devices = probe_devices(self._hp)
+            if not devices:
+                raise BackendUnavailable("No Hailo device found.", DEVICE_HINT + " Or run on the CPU: --backend cpu.")
+            self.device = devices[0]
         self.hw_arch = self.device.arch
         self.label = self.device.label
         if self.hw_arch in ("hailo8", "hailo8l") and major_version(self.runtime) not in (None, 4):
@@ -621,12 +669,20 @@ class HailoBackend(Backend):
             params.group_id = self._group_id
             if service is not None:
                 params.multi_process_service = bool(service)
+            if self.device_id:
+                # in the params, not VDevice(device_ids=...), which drops them for HailoRT's defaults
+                # (scheduler NONE on 4.x, group "UNIQUE"): docs/hailo-facts.md, Choosing the device
+                params.device_ids = [self.device.id]
             self._vdevice = hp.VDevice(params)
         except Exception as e:
             if _is_hailo8_on_5x(e, self.runtime):
                 raise hailo8_needs_4x(self.runtime) from None
             if _is_out_of_devices(e):
-                raise device_busy(self.runtime, self.label, service) from None
+                raise device_busy(self.runtime, self._where, service,
+                                  "73, HAILO_DEVICE_IN_USE" if self.device_id else "74, HAILO_OUT_OF_PHYSICAL_DEVICES") from None
+            if self.device_id and "Invalid argument" in str(e):  # gone since the scan (HAILO_INVALID_ARGUMENT)
+                raise BackendUnavailable(f"Cannot open the {self._where}: HailoRT no longer finds it ({e}).",
+                                         DEVICE_HINT) from None
             if service and (_status_code(e) == 77 or "RPC_FAILED" in str(e)):
                 raise BackendUnavailable(
                     f"HailoRT's multi-process service did not answer (status 77, HAILO_RPC_FAILED) while opening "
@@ -652,6 +708,11 @@ class HailoBackend(Backend):
             self.notes += [n for n in m.notes if n not in self.notes]
         log.info("hailo: %s ready with SEQ %s, device batch %s", self.label, ", ".join(map(str, self.seq_lens)),
                  ", ".join(str(m.device_batch) for m in self._models.values()))
+
+    @property
+    def _where(self) -> str:
+        """The device as messages name it: "Hailo-10H", or "Hailo-10H 0000:01:00.0" when chosen."""
+        return f"{self.label} {self.device.id}" if self.device_id else self.label
 
     @property
     def device_batch(self) -> int:

@@ -1,7 +1,8 @@
 """Test controls of the fake ``hailo_platform`` (NOT part of HailoRT's API).
 
 Tests configure the simulated machine here: which devices answer, the runtime version, the
-async queue depth, and failures to inject. ``WORLD.reset()`` restores the defaults (one
+async queue depth, and failures to inject (other processes: a JSON file named by
+``HEFSEARCH_FAKE_HAILO_WORLD``, read at import). ``WORLD.reset()`` restores the defaults (one
 Hailo-10H on HailoRT 5.2.0). ``WORLD.stats`` records what the code under test did, so tests
 can assert on it (back-pressure, out-of-order completion, shutdown).
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 @dataclass
 class Stats:
     vdevice_params: list = field(default_factory=list)   # (scheduling_algorithm, group_id, multi_process_service)
+    vdevice_devices: list = field(default_factory=list)  # the device id each VDevice opened on
     infer_models: int = 0
     set_format_types: list = field(default_factory=list)  # (stream name, FormatType, configured_already)
     batch_sizes: list = field(default_factory=list)
@@ -73,3 +75,22 @@ class World:
 
 
 WORLD = World()
+
+#: a JSON file of World fields (devices, version, lock_dir) applied at import: the control for
+#: processes a test cannot reach in memory, such as Ray actors (tests/test_ray_index.py)
+ENV_WORLD = "HEFSEARCH_FAKE_HAILO_WORLD"
+
+
+def _load_world_file() -> None:
+    import json
+    import os
+
+    path = os.environ.get(ENV_WORLD)
+    if path and os.path.isfile(path):
+        with open(path) as f:
+            for name, value in json.load(f).items():
+                if name in ("devices", "version", "lock_dir"):
+                    setattr(WORLD, name, value)
+
+
+_load_world_file()

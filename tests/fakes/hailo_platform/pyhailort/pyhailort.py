@@ -42,8 +42,15 @@ Devices and runtimes:
 - HailoRT 5.x rejects ``multi_process_service`` on Hailo-10H (HAILO_INVALID_OPERATION,
   ``vdevice.cpp``).
 - HailoRT 4.x without the multi-process service: a VDevice takes its PCIe device for the
-  process; another process gets 74 HAILO_OUT_OF_PHYSICAL_DEVICES (``vdevice.cpp``,
-  ``hailort_driver.cpp``). With ``multi_process_service=True`` the VDevice lives in the
+  process; another process scanning for a free device skips it and gets 74
+  HAILO_OUT_OF_PHYSICAL_DEVICES when none is left, one naming it gets 73 HAILO_DEVICE_IN_USE
+  (``vdevice.cpp`` ``create_devices``, ``hailort_driver.cpp``).
+- Choosing the device: ``Device.scan()`` lists the ids (PCIe ``DDDD:BB:DD.F``);
+  ``VDevice(params)`` with ``params.device_ids = [id]`` opens exactly that device with the
+  params' scheduler and group id, ``VDevice(device_ids=[id])`` with default params (scheduler
+  NONE on 4.x), both at once is HAILO_INVALID_OPERATION (``bindings/python/src/vdevice_api.hpp``);
+  an id not in the scan is HAILO_INVALID_ARGUMENT (``vdevice.cpp`` ``get_accelerator_type``);
+  ids compare as ``Device::device_ids_equal`` does (the PCIe domain is optional). With ``multi_process_service=True`` the VDevice lives in the
   ``hailort_service``; without that service running the client's RPC fails (77
   HAILO_RPC_FAILED; own analysis, the status is ``hailort.h``'s).
 
@@ -371,22 +378,22 @@ def _refuse_hailo8_on_5x(arch: str) -> None:
 
 class _PhysicalDeviceLock:
     """HailoRT 4.x without the multi-process service: a VDevice marks the PCIe device in use through
-    the driver; another process scanning for a free device gets HAILO_OUT_OF_PHYSICAL_DEVICES (74)
-    (``vdevice.cpp`` lines 854-865, ``hailort_driver.cpp`` line 769). Modelled with an flock on a
-    file per device in ``WORLD.lock_dir``, so it holds across real processes and is released when
-    the holder exits; VDevices of one process share it (own simplification)."""
+    the driver (``VdmaDevice::mark_as_used``, ``vdevice.cpp`` ``create_devices``). Modelled with an
+    flock on a file per device in ``WORLD.lock_dir``, so it holds across real processes and is
+    released when the holder exits; VDevices of one process share it (own simplification)."""
 
     held: dict = {}  # device id -> [fd, refcount] in this process
 
     @classmethod
-    def acquire(cls, dev_id: str) -> None:
+    def try_acquire(cls, dev_id: str) -> bool:
+        """False when another process holds the device (the driver's HAILO_DEVICE_IN_USE)."""
         import fcntl
         import tempfile
 
         entry = cls.held.get(dev_id)
         if entry is not None:
             entry[1] += 1
-            return
+            return True
         folder = WORLD.lock_dir or tempfile.gettempdir()
         path = os.path.join(folder, "fake-hailo-" + dev_id.replace(":", "_").replace("/", "_") + ".lock")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -394,8 +401,9 @@ class _PhysicalDeviceLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise _status(74, "HAILO_OUT_OF_PHYSICAL_DEVICES") from None
+            return False
         cls.held[dev_id] = [fd, 1]
+        return True
 
     @classmethod
     def release(cls, dev_id: str) -> None:
@@ -406,6 +414,27 @@ class _PhysicalDeviceLock:
         if entry[1] <= 0:
             os.close(entry[0])
             del cls.held[dev_id]
+
+
+def _pcie_bdf(dev_id: str):
+    """(domain or None, bus, device, func) of "DDDD:BB:DD.F" or "BB:DD.F", else None
+    (``PcieDevice::parse_pcie_device_info``: the domain is optional, hex fields)."""
+    import re
+
+    m = re.fullmatch(r"(?:([0-9a-fA-F]{1,4}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.(\d)", str(dev_id).strip())
+    if not m:
+        return None
+    domain = int(m.group(1), 16) if m.group(1) else None
+    return domain, int(m.group(2), 16), int(m.group(3), 16), int(m.group(4))
+
+
+def _same_device(a: str, b: str) -> bool:
+    """``Device::device_ids_equal``: PCIe ids match on bus/device/func, and on the domain when
+    both name one (``pcie_device_infos_equal``); other ids must be equal."""
+    pa, pb = _pcie_bdf(a), _pcie_bdf(b)
+    if pa is None or pb is None:
+        return a == b
+    return pa[1:] == pb[1:] and (pa[0] is None or pb[0] is None or pa[0] == pb[0])
 
 
 class VDeviceParams:
@@ -429,27 +458,69 @@ class VDevice:
 
     def __init__(self, params=None, *, device_ids=None):
         self._vdevice = None
+        if params is not None and list(getattr(params, "device_ids", []) or []) and device_ids:
+            # vdevice_api.hpp: "VDevice device_ids can be set in params or device_ids argument"
+            raise HailoRTInvalidOperationException("Invalid operation. See hailort.log for more information")
+        if device_ids:
+            # vdevice_api.hpp create_from_ids: default params with these ids; on 4.x also the
+            # scheduler NONE (5.x keeps the default ROUND_ROBIN)
+            params = VDevice.create_params()
+            params.device_ids = list(device_ids)
+            if WORLD.version.startswith("4."):
+                params.scheduling_algorithm = HailoSchedulingAlgorithm.NONE
         self._params = params or VDevice.create_params()
         self._creation_pid = os.getpid()
-        if not WORLD.devices:
-            raise _status(74, "HAILO_OUT_OF_PHYSICAL_DEVICES")
-        self._arch = WORLD.devices[0]["arch"]
-        self._dev_id = WORLD.devices[0]["id"]
-        _refuse_hailo8_on_5x(self._arch)
-        if self._arch == "HAILO10H" and getattr(self._params, "multi_process_service", False):
+        named = [str(i) for i in (getattr(self._params, "device_ids", None) or [])]
+        service = bool(getattr(self._params, "multi_process_service", False))
+        exclusive = WORLD.version.startswith("4.") and not service
+        dev = self._named_device(named) if named else self._first_device()
+        _refuse_hailo8_on_5x(dev["arch"])
+        if dev["arch"] == "HAILO10H" and service:
             raise HailoRTInvalidOperationException("Invalid operation. See hailort.log for more information")
+        if WORLD.version.startswith("4.") and service and not WORLD.service_running:
+            raise _status(77, "HAILO_RPC_FAILED")  # no hailort_service to talk to
         self._locked = False
-        if WORLD.version.startswith("4."):
-            if getattr(self._params, "multi_process_service", False):
-                if not WORLD.service_running:  # no hailort_service to talk to
-                    raise _status(77, "HAILO_RPC_FAILED")
-            else:
-                _PhysicalDeviceLock.acquire(self._dev_id)
-                self._locked = True
+        if exclusive:
+            dev = self._take(dev, named)
+            self._locked = True
+        self._arch, self._dev_id = dev["arch"], dev["id"]
         WORLD.stats.vdevice_params.append(
             (self._params.scheduling_algorithm, self._params.group_id, self._params.multi_process_service)
         )
+        WORLD.stats.vdevice_devices.append(self._dev_id)
         self._vdevice = object()
+
+    @staticmethod
+    def _named_device(named: list) -> dict:
+        """``get_accelerator_type``: every named id must be in the scan, else HAILO_INVALID_ARGUMENT
+        ("VDevice creation failed. device_id {} not found" in hailort.log). One device per VDevice
+        here (a multi-device VDevice is not modelled)."""
+        if len(named) != 1:
+            raise NotImplementedError("fake hailo_platform: a VDevice over several devices is not modelled")
+        match = [d for d in WORLD.devices if _same_device(d["id"], named[0])]
+        if not match:
+            raise HailoRTInvalidArgumentException("Invalid argument. See hailort.log for more information")
+        return match[0]
+
+    @staticmethod
+    def _first_device() -> dict:
+        if not WORLD.devices:
+            raise _status(74, "HAILO_OUT_OF_PHYSICAL_DEVICES")
+        return WORLD.devices[0]
+
+    @staticmethod
+    def _take(dev: dict, named: list) -> dict:
+        """HailoRT 4.x without the service (``create_devices``): a named device another process
+        holds fails with 73 HAILO_DEVICE_IN_USE; without ids, held devices are skipped in scan
+        order and 74 HAILO_OUT_OF_PHYSICAL_DEVICES means none was free."""
+        if named:
+            if not _PhysicalDeviceLock.try_acquire(dev["id"]):
+                raise _status(73, "HAILO_DEVICE_IN_USE")
+            return dev
+        for d in WORLD.devices:
+            if _PhysicalDeviceLock.try_acquire(d["id"]):
+                return d
+        raise _status(74, "HAILO_OUT_OF_PHYSICAL_DEVICES")
 
     @staticmethod
     def create_params():
@@ -480,7 +551,7 @@ class VDevice:
         raise NotImplementedError("fake hailo_platform: the legacy InferVStreams path is not modelled")
 
     def get_physical_devices_ids(self):
-        return [d["id"] for d in WORLD.devices]
+        return [self._dev_id]
 
     def create_infer_model(self, hef_source, name=""):
         if os.getpid() != self._creation_pid:
