@@ -83,15 +83,15 @@ def clustered_vectors(n: int, dim: int = 384, **kw) -> np.ndarray:
 class StubLibrary:
     """What a Space asks of its library, with a fixed member set (no SQLite)."""
 
-    def __init__(self, path: Path, members: set[int]):
+    def __init__(self, path: Path, members: np.ndarray):
         self.path, self._members = path, members
         self.writing = True
 
     def data_version(self) -> int:
         return 0
 
-    def member_ids(self, space, among=None) -> set[int]:
-        return self._members
+    def member_ids(self, space, among=None) -> np.ndarray:
+        return self._members if among is None else self._members[np.isin(self._members, among)]
 
     def _set_space_factory(self, name, factory) -> None:
         pass
@@ -103,7 +103,7 @@ class StubLibrary:
 def open_space(folder: Path, n: int, dim: int, *, repair: bool):
     from hefsearch.index.spaces import COMPRESSED_FACTORY, Space, SpaceInfo
 
-    members = set(range(1, n + 1))
+    members = np.arange(1, n + 1, dtype=np.int64)
     info = SpaceInfo(SPACE, "cpu-fp32", "bench", {}, dim, n, "cpu", index_factory=COMPRESSED_FACTORY)
     space = Space(StubLibrary(folder, members), info)
     space.load(members, repair=repair)
@@ -180,8 +180,10 @@ def query(folder: Path, n: int, dim: int, queries: int, flat_max: int) -> dict:
     recall = float(np.mean([len(set(a.tolist()) & set(b.tolist())) / 10 for a, b in zip(got, truth)]))
     index_bytes = (folder / "spaces" / SPACE / "index.faiss").stat().st_size
     flat_bytes = n * dim * 4
-    # two Python sets of chunk ids (members, ids in the index), each with its own int objects
-    members_mb = (sys.getsizeof(space._members) + sys.getsizeof(space._in_index) + 2 * 28 * n) / 2**20
+    # two sorted int64 arrays of chunk ids (members, ids in the index; the same array after a
+    # rebuild is counted once)
+    arrays = {id(a): a for a in (space._members.ids, space._in_index.ids)}
+    members_mb = sum(a.nbytes for a in arrays.values()) / 2**20
     out = {
         "open_s": round(t_open, 1), "rss_before_open_mb": round(rss0), "rss_after_open_mb": round(rss_space),
         "anon_after_open_mb": round(anon_space), "rss_while_searching_mb": round(rss_search),

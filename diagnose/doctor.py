@@ -268,7 +268,7 @@ def check_library(lib, bundle=None) -> list[Check]:
         repaired = {n: {k: v for k, v in d.items() if v} for n, d in (lib.last_reconcile or {}).items()}
         repaired = {n: d for n, d in repaired.items() if d}
         status = lib.status()
-        chunk_ids = set(int(i) for i in lib.chunk_ids())
+        chunk_ids = lib.chunk_ids()  # sorted
         head = f"{lib.path}: {status.documents} documents, {status.chunks} chunks, {len(status.spaces)} space(s)"
         checks.append(Check("library", OK if not repaired else WARN,
                             head + (f"; repaired on open: {repaired}" if repaired else ""),
@@ -332,25 +332,26 @@ def space_files(lib, sp) -> SpaceFiles:
     return found
 
 
-def _check_space(lib, info, chunk_ids: set[int], bundle) -> Check:
-    from hefsearch.index.spaces import index_ids
+def _check_space(lib, info, chunk_ids: np.ndarray, bundle) -> Check:
+    from hefsearch.index.spaces import IdSet, index_ids
 
     name = f"space {info.name}"
-    members = lib.member_ids(info.name)
+    members = IdSet(lib.member_ids(info.name))
     sp = lib.space(info.name)
-    faiss_ids = set(int(i) for i in index_ids(sp.index)) if getattr(sp, "index", None) is not None else set()
+    faiss_ids = IdSet(index_ids(sp.index)) if getattr(sp, "index", None) is not None else IdSet()
     problems = []
     dangling = members - chunk_ids
     if dangling:
         problems.append(f"{len(dangling)} member(s) point at chunks SQLite no longer has")
     removable = getattr(sp, "removable", lambda: True)()
-    if (faiss_ids != members) if removable else not faiss_ids >= members:  # HNSW keeps tombstones
+    missing, extra = len(members - faiss_ids), len(faiss_ids - members)
+    if (missing or extra) if removable else missing:  # HNSW keeps tombstones
         problems.append(f"FAISS holds {len(faiss_ids)} ids, SQLite lists {len(members)} members "
-                        f"({len(members - faiss_ids)} missing, {len(faiss_ids - members)} extra)")
-    missing_vectors = int((~sp.raw.has(np.fromiter(members, np.int64, len(members)))).sum()) if members else 0
+                        f"({missing} missing, {extra} extra)")
+    missing_vectors = int((~sp.raw.has(members.ids)).sum())
     if missing_vectors:
         problems.append(f"{missing_vectors} member(s) have no stored vector")
-    pending = len(chunk_ids - members)
+    pending = len(IdSet(chunk_ids) - members)
     detail = f"{info.label or info.kind}: {len(members)} vectors, dim {info.dim}"
     if pending:
         detail += f", {pending} chunk(s) not embedded yet"

@@ -127,20 +127,148 @@ class SpaceInfo:
     index_stats: dict = field(default_factory=dict)
 
 
+# -- sets of chunk ids -----------------------------------------------------------------------
+def sorted_ids(ids) -> np.ndarray:
+    """Any iterable of ints (a set, a list, an array, an :class:`IdSet`) as a sorted int64
+    array without duplicates. Sorted input (SQLite's member rows) costs one O(n) check.
+
+    Not ``np.unique``: with numpy 2.4 it took 11 s for 10M ids where a stable sort of the
+    same array takes 0.1 s."""
+    if isinstance(ids, IdSet):
+        return ids.ids
+    if isinstance(ids, np.ndarray):
+        arr = ids.astype(np.int64, copy=False).ravel()
+    else:
+        arr = np.fromiter(ids, np.int64)
+    if len(arr) < 2 or bool((arr[1:] > arr[:-1]).all()):
+        return arr
+    arr = np.sort(arr)
+    return arr[np.r_[True, arr[1:] != arr[:-1]]]
+
+
+def in_sorted(hay: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """For each of ``ids``, whether the sorted array ``hay`` holds it."""
+    ids = np.asarray(ids, np.int64)
+    if not len(hay) or not ids.size:
+        return np.zeros(ids.shape, bool)
+    if ids.size * 8 < len(hay):  # a few ids: binary search (np.isin would build a table of hay)
+        pos = np.minimum(np.searchsorted(hay, ids), len(hay) - 1)
+        return hay[pos] == ids
+    return np.isin(ids, hay)  # as many as hay: a lookup table over their range (10M: 55 ms)
+
+
+class IdSet:
+    """A set of chunk ids held as one sorted int64 array, never changed in place (every
+    operation returns a new set).
+
+    8 bytes an id where a Python ``set[int]`` of ids took about 60 with its int objects: 10M
+    members and 10M indexed ids take 160 MB instead of about 1 GB. Supports what ``Space`` used
+    of ``set`` (``len``, ``in``, iteration, ``&``, ``-``, ``|``, ``==``) and, for whole arrays,
+    :meth:`contains`; ``np.asarray`` gives the sorted array.
+    """
+
+    __slots__ = ("ids",)
+
+    def __init__(self, ids=()):
+        arr = sorted_ids(ids)
+        if isinstance(ids, np.ndarray) and np.may_share_memory(arr, ids):
+            arr = arr.copy()  # the caller's array: changing it later must not change the set
+        self.ids = _frozen(arr)
+
+    @classmethod
+    def _of(cls, sorted_unique: np.ndarray) -> "IdSet":
+        out = cls.__new__(cls)
+        out.ids = _frozen(sorted_unique)
+        return out
+
+    def contains(self, ids) -> np.ndarray:
+        return in_sorted(self.ids, ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __bool__(self) -> bool:
+        return len(self.ids) > 0
+
+    def __iter__(self):  # Python ints, a block at a time (no list of 10M ints)
+        for start in range(0, len(self.ids), 65_536):
+            yield from self.ids[start : start + 65_536].tolist()
+
+    def __contains__(self, chunk_id) -> bool:
+        return bool(self.contains(np.array([chunk_id], np.int64))[0])
+
+    def __array__(self, dtype=None, copy=None):
+        return self.ids if dtype is None else self.ids.astype(dtype)
+
+    def __and__(self, other) -> "IdSet":
+        return IdSet._of(self.ids[in_sorted(sorted_ids(other), self.ids)])
+
+    def __sub__(self, other) -> "IdSet":
+        other = sorted_ids(other)
+        return IdSet._of(self.ids[~in_sorted(other, self.ids)]) if len(other) else self
+
+    def __or__(self, other) -> "IdSet":
+        other = sorted_ids(other)
+        extra = other[~in_sorted(self.ids, other)]
+        if not len(extra):
+            return self
+        both = np.concatenate([self.ids, extra])
+        both.sort(kind="stable")  # two sorted runs: timsort merges them in O(n)
+        return IdSet._of(both)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (IdSet, set, frozenset, np.ndarray, list, tuple)):
+            return NotImplemented
+        return bool(np.array_equal(self.ids, sorted_ids(other)))
+
+    __hash__ = None  # compared by value, like set
+
+    def __repr__(self) -> str:
+        return f"IdSet({len(self.ids)} ids)"
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only: an IdSet's array is shared (``_rebuild`` gives the members' array
+    to the index's set), so sorting it in place anywhere would be a silent bug."""
+    arr = np.ascontiguousarray(arr, np.int64)
+    arr.flags.writeable = False
+    return arr
+
+
 # -- files -----------------------------------------------------------------------------------
 def record_dtype(dim: int) -> np.dtype:
     return np.dtype([("id", "<i8"), ("v", "<f4", (dim,))])
 
 
-class RawVectors:
-    """The append-only segment store of one space. Reads memory-map the segments."""
+#: a segment's ids, ``seg-<seq>-<tag>.ids.npy`` beside ``seg-<seq>-<tag>.npy`` (SEGMENT_RE does
+#: not match it): a cache, so opening a space does not read the id column of every segment
+IDS_SUFFIX = ".ids.npy"
 
-    def __init__(self, folder: Path, dim: int):
+
+def ids_file(segment: str) -> str:
+    """The name of the id sidecar of segment file ``segment``."""
+    return segment[: -len(".npy")] + IDS_SUFFIX
+
+
+def _save_npy(path: str, arr: np.ndarray) -> None:
+    with open(path, "wb") as f:  # a file object: np.save would add ".npy" to a temp name
+        np.save(f, arr, allow_pickle=False)
+
+
+class RawVectors:
+    """The append-only segment store of one space. Reads memory-map the segments.
+
+    ``writable``: whether this process may add id sidecars it finds missing (a reader of a
+    read-only library may not; a sidecar it cannot write is skipped silently anyway)."""
+
+    def __init__(self, folder: Path, dim: int, *, writable: bool = True):
         self.folder = folder
         self.dim = dim
+        self.writable = writable
         self._segments: dict[str, np.ndarray] = {}  # file name -> memmap of records
-        #: file name -> its ids, read once: segments never change, and reading the id column
-        #: of a memory-mapped segment touches every page of it (1.5 GB per 1M vectors)
+        #: file name -> its ids, read once (segments never change) from the segment's id
+        #: sidecar: reading the id column of a memory-mapped segment touches every page of it
+        #: (1.5 GB per 1M vectors at dim 384)
         self._segment_ids: dict[str, np.ndarray] = {}
         self._ids = np.empty(0, np.int64)  # sorted unique ids
         self._seg = np.empty(0, np.int32)  # index into self._order
@@ -172,7 +300,7 @@ class RawVectors:
         else:  # pragma: no cover
             raise SpaceError(f"The vector files in {self.folder} keep changing under us.")
         self._segments = {n: a for n, a in segs.items() if a is not None}
-        self._segment_ids = {n: self._segment_ids[n] if n in self._segment_ids else np.array(a["id"])
+        self._segment_ids = {n: self._segment_ids[n] if n in self._segment_ids else self._read_ids(n, a)
                              for n, a in self._segments.items()}
         self.unreadable &= set(names)
         self._order = list(self._segments)
@@ -215,16 +343,59 @@ class RawVectors:
         log.warning("ignoring vector segment %s (%s); its chunks are embedded again by the next "
                     "index run, then it is deleted", self.folder / name, why)
 
+    # -- id sidecars (a cache: the segment is the truth) ---------------------------------
+    def _read_ids(self, name: str, records: np.ndarray) -> np.ndarray:
+        """A segment's ids in record order: from its sidecar when that fits the segment, else
+        from the id column (then written as a sidecar for the next open)."""
+        ids = self._load_sidecar(name, records)
+        if ids is None:
+            ids = np.array(records["id"])
+            if self.writable and len(ids):
+                self._write_sidecar(name, ids)
+        return ids
+
+    def _load_sidecar(self, name: str, records: np.ndarray) -> np.ndarray | None:
+        """The sidecar's ids, or None when it is missing, unreadable or does not fit: its
+        length must be the segment's record count (from the header: no vector is read) and its
+        first and last ids those of the segment (two records read)."""
+        n = len(records)
+        if not n:
+            return None
+        try:  # memory-mapped: the ids stay in the page cache, not in this process's own memory
+            ids = np.load(self.folder / ids_file(name), mmap_mode="r", allow_pickle=False)
+        except Exception:  # none yet, torn (EOFError, ValueError), not an array: read the column
+            return None
+        if ids.dtype != np.dtype("<i8") or ids.shape != (n,):
+            return None
+        if ids[0] != records[0]["id"] or ids[n - 1] != records[n - 1]["id"]:
+            return None
+        return ids
+
+    def _write_sidecar(self, name: str, ids: np.ndarray) -> None:
+        """Best effort: where this process cannot write (read-only folder, full disk) the id
+        column is simply read again at the next open."""
+        try:
+            write_atomic(self.folder / ids_file(name), lambda tmp: _save_npy(tmp, ids))
+        except OSError as e:
+            log.debug("no id sidecar for %s: %s", self.folder / name, e)
+
+    def delete_stray_sidecars(self) -> int:
+        """Delete sidecars whose segment is gone (a crash between deleting the two, or a reader
+        that wrote one while a writer merged its segment away). Returns how many."""
+        names = set(os.listdir(self.folder))
+        stray = [n for n in names
+                 if n.endswith(IDS_SUFFIX) and n[: -len(IDS_SUFFIX)] + ".npy" not in names]
+        for n in stray:
+            (self.folder / n).unlink(missing_ok=True)
+        return len(stray)
+
     # -- reading -------------------------------------------------------------------------
     @property
     def ids(self) -> np.ndarray:
         return self._ids
 
     def has(self, ids: Sequence[int]) -> np.ndarray:
-        ids = np.asarray(ids, dtype=np.int64)
-        pos = np.searchsorted(self._ids, ids)
-        pos = np.minimum(pos, max(len(self._ids) - 1, 0))
-        return (self._ids[pos] == ids) if len(self._ids) else np.zeros(len(ids), bool)
+        return in_sorted(self._ids, np.asarray(ids, dtype=np.int64))
 
     def get(self, ids: Sequence[int]) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
@@ -254,31 +425,33 @@ class RawVectors:
         names = self.segment_names()
         seq = int(SEGMENT_RE.match(names[-1]).group(1)) + 1 if names else 1
         name = f"seg-{seq:010d}-{secrets.token_hex(4)}.npy"
-
-        def write(tmp):
-            with open(tmp, "wb") as f:
-                np.save(f, rec, allow_pickle=False)
-
-        write_atomic(self.folder / name, write)
+        write_atomic(self.folder / name, lambda tmp: _save_npy(tmp, rec))
+        # the segment first: a crash before its sidecar only costs reading its id column once
+        if len(ids):
+            self._write_sidecar(name, ids)
+        self._segment_ids[name] = ids.copy()
         self.reload()
         return name
 
     def delete_segments(self, names: Iterable[str]) -> None:
         for n in names:
+            # the sidecar first: a crash in between leaves a segment without one (read again),
+            # not a stray sidecar
+            (self.folder / ids_file(n)).unlink(missing_ok=True)
             (self.folder / n).unlink(missing_ok=True)
             self.unreadable.discard(n)
         fsync_dir(self.folder)
         self.reload()
 
-    def compact(self, keep: set[int]) -> bool:
-        """Merge every segment into one holding only ``keep`` ids. Returns True if it ran."""
+    def compact(self, keep: Iterable[int]) -> bool:
+        """Merge every segment into one holding only ``keep`` ids (any iterable of ints, an
+        array, an :class:`IdSet`). Returns True if it ran."""
         names = list(self._order)
-        keep_ids = np.fromiter(keep, np.int64, len(keep)) if keep else np.empty(0, np.int64)
+        keep_ids = sorted_ids(keep)
         keep_ids = keep_ids[self.has(keep_ids)] if len(keep_ids) else keep_ids
         garbage = len(self._ids) - len(keep_ids)
         if len(names) <= MAX_SEGMENTS and garbage <= max(1000, len(self._ids) // 4):
             return False
-        keep_ids.sort()
         vecs = self.get(keep_ids) if len(keep_ids) else np.empty((0, self.dim), np.float32)
         if len(keep_ids):
             self.write(keep_ids, vecs)
@@ -418,11 +591,13 @@ class Space:
         self.info = info
         self.folder = Path(library.path) / "spaces" / info.name
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.raw = RawVectors(self.folder, info.dim)
+        self.raw = RawVectors(self.folder, info.dim, writable=not getattr(library, "read_only", False))
         self.index = None
         self._lock = threading.RLock()
-        self._members: set[int] = set()
-        self._in_index: set[int] = set()
+        #: committed members (SQLite ``space_members``) and ids in the FAISS index: sorted
+        #: arrays, 8 bytes an id (see IdSet)
+        self._members = IdSet()
+        self._in_index = IdSet()
         self._seen_version: int | None = None
         self._dirty = False
         #: what the index is and what it was measured to do (saved as ``index.json``)
@@ -437,29 +612,33 @@ class Space:
         return len(self._members)
 
     # -- loading and reconciling ---------------------------------------------------------
-    def load(self, members: set[int], *, repair: bool) -> dict:
-        """Bring the in-memory FAISS index to exactly ``members`` (the committed SQLite set).
+    def load(self, members: Iterable[int], *, repair: bool) -> dict:
+        """Bring the in-memory FAISS index to exactly ``members`` (the committed SQLite set:
+        an array from :meth:`Library.member_ids` or any iterable of ints).
 
         With ``repair`` (the caller holds the library write lock) it also deletes segments
-        holding no member (left by a batch that never committed), removes member rows whose
-        vector is gone, and saves the FAISS file when it changed. Returns what it did.
+        holding no member (left by a batch that never committed) and id sidecars without a
+        segment, removes member rows whose vector is gone, and saves the FAISS file when it
+        changed. Returns what it did (``lost_ids``: a sorted array).
         """
         with self._lock:
             done = {"orphan_segments": 0, "lost": 0, "added": 0, "removed": 0, "rebuilt": False}
             self.raw.reload()
-            member_arr = np.fromiter(members, np.int64, len(members))
-            member_arr.sort()
+            members = IdSet(members)
             if repair:
                 for f in self.folder.glob("*.tmp"):
                     f.unlink(missing_ok=True)
                 orphans = [n for n in self.raw.segment_names()
                            if n in self.raw._segments
-                           and not np.isin(self.raw.segment_ids(n), member_arr).any()]
+                           and not members.contains(self.raw.segment_ids(n)).any()]
                 if orphans:
                     self.raw.delete_segments(orphans)
                     done["orphan_segments"] = len(orphans)
-            lost = set(member_arr[~self.raw.has(member_arr)].tolist()) if len(member_arr) else set()
-            if lost:
+                stray = self.raw.delete_stray_sidecars()
+                if stray:
+                    done["stray_sidecars"] = stray
+            lost = members.ids[~self.raw.has(members.ids)]
+            if len(lost):
                 log.warning("space %s: %d chunks have no stored vector; they will be re-embedded "
                             "by the next sync", self.info.name, len(lost))
                 done["lost"] = len(lost)
@@ -469,13 +648,13 @@ class Space:
                 # unreadable segment holds nothing needed, and would only warn on every open
                 done["unreadable_segments"] = len(self.raw.unreadable)
                 self.raw.delete_segments(sorted(self.raw.unreadable))
-            self._members = set(members)
+            self._members = members
             self.index = self._read_index()
             if self.index is None:
                 self._rebuild()
                 done["rebuilt"] = True
             else:
-                self._in_index = set(index_ids(self.index).tolist())
+                self._in_index = IdSet(index_ids(self.index))
                 a, r = self._sync_index()
                 done["added"], done["removed"] = a, r
                 mismatch = self.index_mismatch()
@@ -499,7 +678,7 @@ class Space:
         with self._lock:
             if self.index is None:
                 return None
-            ids = np.fromiter(self._members & self._in_index, np.int64)
+            ids = (self._members & self._in_index).ids
             if not len(ids):
                 return None
             pick = np.random.default_rng().choice(ids, min(sample, len(ids)), replace=False)
@@ -525,7 +704,7 @@ class Space:
     def _finds_itself(self, query: np.ndarray, found: np.ndarray) -> bool:
         """Whether a search hit holds the query's own raw vector (by value: a chunk repeated
         more often than the search returns finds a twin, not necessarily its own id)."""
-        ids = np.array([i for i in found.tolist() if i >= 0 and i in self._members], np.int64)
+        ids = found[(found >= 0) & self._members.contains(found)].astype(np.int64)
         if not len(ids):
             return False
         return bool(np.isclose(self.raw.get(ids), query, rtol=1e-5, atol=1e-6).all(axis=1).any())
@@ -533,8 +712,7 @@ class Space:
     def nonfinite_ids(self, block: int = 65536) -> np.ndarray:
         """Member ids whose stored vector holds NaN or infinity (reads every vector: doctor)."""
         with self._lock:
-            ids = np.fromiter(self._members, np.int64, len(self._members))
-        ids.sort()
+            ids = self._members.ids
         ids = ids[self.raw.has(ids)] if len(ids) else ids
         bad = [part[~np.isfinite(self.raw.get(part)).all(axis=1)]
                for part in (ids[i : i + block] for i in range(0, len(ids), block))]
@@ -568,15 +746,13 @@ class Space:
         add = self._members - self._in_index
         rem = self._in_index - self._members
         if add:
-            add_ids = np.fromiter(add, np.int64, len(add))
-            add_ids.sort()
-            self._add_to_index(add_ids, self.raw.get(add_ids))
+            self._add_to_index(add.ids, self.raw.get(add.ids))
         if rem:
             self._remove_from_index(rem)
         return len(add), len(rem)
 
     def _add_to_index(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        fresh = np.array([i not in self._in_index for i in ids.tolist()], bool)
+        fresh = ~self._in_index.contains(ids)
         if not fresh.any():
             return
         ids, vectors = ids[fresh], np.ascontiguousarray(vectors[fresh], np.float32)
@@ -584,14 +760,14 @@ class Space:
             self._rebuild()
             return
         self.index.add_with_ids(vectors, ids)
-        self._in_index.update(ids.tolist())
+        self._in_index = self._in_index | ids
         self._dirty = True
 
-    def _remove_from_index(self, ids: set[int]) -> None:
-        arr = np.fromiter(ids, np.int64, len(ids))
+    def _remove_from_index(self, ids: Iterable[int]) -> None:
+        arr = sorted_ids(ids)
         try:
             self.index.remove_ids(arr)
-            self._in_index.difference_update(ids)
+            self._in_index = self._in_index - arr
         except RuntimeError:
             pass  # e.g. HNSW: stays as a tombstone, filtered at search, gone at the next rebuild
         self._dirty = True
@@ -600,8 +776,7 @@ class Space:
 
     def _rebuild(self) -> None:
         """Build a fresh index over the members from the raw vectors (no re-encoding)."""
-        ids = np.fromiter(self._members, np.int64, len(self._members))
-        ids.sort()
+        ids = self._members.ids  # sorted
         factory = self.info.index_factory
         t0 = time.perf_counter()
         index = make_index(factory, self.info.dim, len(ids))
@@ -621,7 +796,7 @@ class Space:
             for s in range(0, len(ids), 262_144):
                 index.add_with_ids(self.raw.get(ids[s : s + 262_144]), ids[s : s + 262_144])
         self.index = index
-        self._in_index = set(ids.tolist())
+        self._in_index = IdSet._of(ids)
         self._dirty = True
         self.index_stats = {"type": describe_index(index), "factory": factory,
                             "trained_on": int(len(ids)),
@@ -688,17 +863,18 @@ class Space:
         version = lib.data_version()
         if version == self._seen_version:
             return
-        members = lib.member_ids(self.info.name)
+        members = IdSet._of(sorted_ids(lib.member_ids(self.info.name)))  # a new array: no copy
         with self._lock:
             self._seen_version = version
-            new = members - self._members
-            if new:
-                new_arr = np.fromiter(new, np.int64, len(new))
-                if not self.raw.has(new_arr).all():
+            if members == self._members:  # another space changed (10M ids: 6 ms to compare)
+                return
+            new = (members - self._members).ids
+            if len(new):
+                if not self.raw.has(new).all():
                     self.raw.reload()
-                missing = new_arr[~self.raw.has(new_arr)]
+                missing = new[~self.raw.has(new)]
                 if len(missing):  # members whose vector is not (yet) readable: leave them out
-                    members = members - set(missing.tolist())
+                    members = members - missing
             self._members = members
             self._sync_index()
 
@@ -735,13 +911,13 @@ class Space:
                   removed_ids: Iterable[int] = ()) -> None:
         """Apply a committed transaction to the in-memory index."""
         with self._lock:
-            removed = set(int(i) for i in removed_ids)
+            removed = IdSet(removed_ids)
             if removed:
-                self._members.difference_update(removed)
+                self._members = self._members - removed
                 self._remove_from_index(removed & self._in_index)
             ids = np.asarray(added_ids, np.int64)
             if len(ids):
-                self._members.update(ids.tolist())
+                self._members = self._members | ids
                 vecs = self.raw.get(ids) if vectors is None else np.asarray(vectors, np.float32)
                 self._add_to_index(ids, vecs)
 
@@ -807,14 +983,14 @@ class Space:
             except BaseException:
                 self.unstage(seg)
                 raise
-            keep = np.array([int(i) in added for i in ids], bool)
+            keep = np.isin(ids, added)
             self.committed(ids[keep], vectors[keep])
 
     # -- reading -------------------------------------------------------------------------
     def has(self, chunk_ids) -> np.ndarray:
         self.refresh()
         with self._lock:
-            return np.array([int(i) in self._members for i in np.asarray(chunk_ids).ravel()], bool)
+            return self._members.contains(np.asarray(chunk_ids, np.int64).ravel())
 
     def vectors(self, chunk_ids: Sequence[int]) -> np.ndarray:
         """The stored vectors (the source of truth) of chunks this space holds."""
@@ -823,7 +999,7 @@ class Space:
             return np.empty((0, self.info.dim), np.float32)
         self.refresh()
         with self._lock:
-            outside = [int(i) for i in ids.tolist() if int(i) not in self._members]
+            outside = ids[~self._members.contains(ids)].tolist()
             if outside:
                 raise SpaceError(
                     f"Space {self.info.name!r} holds no vector for chunk ids {outside[:5]}.",
@@ -845,22 +1021,22 @@ class Space:
             if k <= 0 or not self._members:
                 return scores, ids
             if allowed is not None:
-                cand = np.fromiter(allowed, np.int64)
+                cand = _id_array(allowed)
                 if not len(cand):
                     return scores, ids
                 if not self._is_flat() and len(cand) <= EXACT_FILTER_LIMIT:
                     # approximate indexes miss filtered-out neighbourhoods: score exactly
-                    cand = cand[np.fromiter((int(i) in self._members for i in cand), bool, len(cand))]
+                    cand = cand[self._members.contains(cand)]
                     return self._exact(q, cand, k, scores, ids) if len(cand) else (scores, ids)
                 extra = len(self._in_index) - len(self._members)
                 d, i = self._ann(q, min(k + extra, len(cand)), _faiss().IDSelectorBatch(cand))
             else:
                 extra = len(self._in_index) - len(self._members)  # tombstones (HNSW)
                 d, i = self._ann(q, min(k + extra, self.index.ntotal))
+            member = (i >= 0) & self._members.contains(i)  # tombstones and -1 slots out
             for r in range(len(q)):
-                keep = [(s, c) for s, c in zip(d[r], i[r]) if c >= 0 and int(c) in self._members][:k]
-                for j, (s, c) in enumerate(keep):
-                    scores[r, j], ids[r, j] = s, c
+                keep = np.flatnonzero(member[r])[:k]
+                scores[r, : len(keep)], ids[r, : len(keep)] = d[r][keep], i[r][keep]
             return scores, ids
 
     def _ann(self, q: np.ndarray, k: int, sel=None) -> tuple[np.ndarray, np.ndarray]:
@@ -928,6 +1104,13 @@ def exact_top_k(q: np.ndarray, ids: np.ndarray, get, k: int, block: int = 65_536
         top = np.argpartition(-both_s, k - 1, axis=1)[:, :k]
         best_s, best_i = np.take_along_axis(both_s, top, 1), np.take_along_axis(both_i, top, 1)
     return np.take_along_axis(best_i, np.argsort(-best_s, axis=1, kind="stable"), 1)
+
+
+def _id_array(ids: Iterable[int]) -> np.ndarray:
+    """Chunk ids as an int64 array (an array or IdSet as it is, any other iterable read)."""
+    if isinstance(ids, (np.ndarray, IdSet)):
+        return np.ascontiguousarray(np.asarray(ids), np.int64).ravel()
+    return np.fromiter(ids, np.int64)
 
 
 def _without(row: np.ndarray, own: int, k: int) -> set[int]:

@@ -93,13 +93,15 @@ class DiskFull(LibraryError):
 class BatchSubmitter(Protocol):
     """A first encoder that embeds elsewhere (:class:`~hefsearch.index.ray_pool.RayEncoder`):
     a batch is submitted now and collected later; at most ``max_in_flight`` are out at once and
-    they are committed in the order sent, so a run commits the same batches as a local one."""
+    they are committed in the order sent, so a run commits the same batches as a local one.
+    ``collect`` gives {space name: vectors}: the first space's and any other space it embeds
+    with them (the CPU FP32 one on Ray actors), which are then not embedded here."""
 
     max_in_flight: int
 
     def submit_passages(self, texts: list[str]) -> object: ...
 
-    def collect(self, ticket: object) -> np.ndarray: ...
+    def collect(self, ticket: object) -> dict[str, np.ndarray]: ...
 
 
 @dataclass
@@ -590,20 +592,20 @@ def _index_files(library, spaces, encoders, todo, report, state, *, overlap_toke
 def _land(library: Library, spaces, encoders, sent: tuple, report: SyncReport, state: _Progress) -> None:
     """Collect one batch from the remote first encoder, then embed the other spaces and commit."""
     jobs, ticket = sent
-    remote = encoders[0]
     t = time.perf_counter()
-    first = remote.collect(ticket) if ticket is not None else np.empty((0, remote.dim), np.float32)
+    ready = encoders[0].collect(ticket) if ticket is not None else {}  # no texts: nothing to embed
     report.encode_seconds += time.perf_counter() - t
-    _flush(library, spaces, encoders, jobs, report, state, first=first)
+    _flush(library, spaces, encoders, jobs, report, state, ready=ready)
 
 
 def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncReport, state: _Progress,
-           first: np.ndarray | None = None) -> None:
-    """Embed one batch (``first``: the first space's vectors, already computed) and commit it."""
+           ready: dict[str, np.ndarray] | None = None) -> None:
+    """Embed one batch (``ready``: vectors already computed, by space name) and commit it."""
     texts = [c.text for job in jobs for c, _ in job.chunks]
-    vectors = [] if first is None else [first]
+    vectors = []
     for i, enc in enumerate(encoders):
-        if i == 0 and first is not None:
+        if ready and enc.space_name in ready:
+            vectors.append(ready[enc.space_name])
             continue
         if i == 0:
             enc.on_batch = lambda n: state.tick(extra_chunks=n)

@@ -23,7 +23,7 @@ def center_space(library: "Library", source: str, encoder: "Encoder", *, name: s
     space's encoder shares its backend."""
     src = library.space(source)
     src.check_encoder(encoder)
-    ids = sorted(library.member_ids(source))
+    ids = library.member_ids(source).tolist()
     vecs = src.vectors(ids)
     mc = MeanCentering.fit(vecs)
     return write_derived_space(library, src.info, encoder, mc, name or f"{source}-centered", ids, mc.apply(vecs))

@@ -91,7 +91,7 @@ def chunk_languages(library: "Library", ids: Sequence[int]) -> list[str | None]:
 def languages_with_offsets(library: "Library", source: str, min_chunks: int = MIN_CHUNKS) -> list[str]:
     """The languages of ``source``'s chunks that would get an offset. Fewer than two: the
     library is (nearly) monolingual and a neutral space would change next to nothing."""
-    counts = _count(chunk_languages(library, sorted(library.member_ids(source))))
+    counts = _count(chunk_languages(library, library.member_ids(source).tolist()))
     return sorted(lang for lang, n in counts.items() if n >= min_chunks)
 
 
@@ -115,7 +115,7 @@ def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
         raise LanguageNeutralError(
             f"The bundle {encoder.bundle.path} does not normalise its vectors; the language-neutral "
             "transform works on unit vectors.", "Use a bundle exported with normalisation (the default).")
-    ids = sorted(library.member_ids(source))
+    ids = library.member_ids(source).tolist()
     if not ids:
         raise LanguageNeutralError(f"The space {source!r} holds no vectors yet.",
                                    "Index some folders first: hefsearch index FOLDER")
@@ -159,7 +159,7 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
         if enc is None:
             log.info("neutral space %s not refreshed: no open encoder builds it", info.name)
             continue
-        ids = sorted(library.member_ids(info.name))
+        ids = library.member_ids(info.name).tolist()
         langs = chunk_languages(library, ids)
         counts = _count(langs)
         reason = refit_reason(old, len(ids), counts)

@@ -163,8 +163,7 @@ def missing_fp32(library: "Library") -> np.ndarray:
     ids = library.chunk_ids()
     if FP32_SPACE not in library.space_names():
         return ids
-    have = library.member_ids(FP32_SPACE)
-    return np.array([i for i in ids.tolist() if i not in have], np.int64)
+    return ids[~np.isin(ids, library.member_ids(FP32_SPACE))]
 
 
 def backfill(library: "Library", encoder: "Encoder", *, batch: int = BACKFILL_BATCH,

@@ -67,7 +67,7 @@ def assert_consistent(library) -> None:
         library.query(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
     for info in library.spaces():
         sp = library.space(info.name)
-        members = library.member_ids(info.name)
+        members = set(library.member_ids(info.name).tolist())
         assert members <= chunk_ids
         from hefsearch.index.spaces import index_ids
 

@@ -53,7 +53,7 @@ def test_candidates_are_cached_in_the_fp32_space_and_reused(npu_only_library):
     res = searcher.search(QUERIES[0], k=5, mode="vector", rerank=8)
     assert "cpu-fp32" in [s.name for s in lib.spaces()]  # created on demand
     fp = lib.space("cpu-fp32")
-    cached = lib.member_ids("cpu-fp32")
+    cached = set(lib.member_ids("cpu-fp32").tolist())
     assert len(cached) == 8 and {h.chunk_id for h in res.hits} <= cached
     # the same query again: nothing left to encode
     enc = searcher.encoder_for("cpu-fp32")
@@ -96,7 +96,7 @@ def test_backfill_fills_stops_and_resumes(npu_only_library, sim_bundle):
         assert rest.done and rest.added == total - 8 and not rest.stopped
         again = R.backfill(lib, cpu)
         assert again.added == 0 and again.done
-    assert lib.member_ids("cpu-fp32") == set(lib.chunk_ids().tolist())
+    assert lib.member_ids("cpu-fp32").tolist() == lib.chunk_ids().tolist()
 
 
 def test_backfill_refuses_a_different_encoder(npu_only_library, sim_bundle, tiny_bert_bundle):
