@@ -109,7 +109,7 @@ def build_sets(enc, tmp: Path) -> dict:
 
     lib = Library.open(tmp / "sample-lib")
     sync(lib, [SAMPLES], [enc])
-    ids = sorted(lib.member_ids(enc.space_name))
+    ids = lib.member_ids(enc.space_name)  # sorted
     chunks = lib.chunks(ids)
     c_vecs = lib.space(enc.space_name).vectors([c.id for c in chunks])
     c_keys = [Path(c.path).name for c in chunks]

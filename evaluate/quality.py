@@ -498,7 +498,7 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
         except HefsearchError as e:
             notices.append(f"{r.name}: library metrics skipped ({e.message})")
             continue
-        members = np.array(sorted(library.member_ids(r.name)), np.int64)
+        members = library.member_ids(r.name)  # a sorted int64 array
         if not len(members):
             notices.append(f"{r.name}: the space is empty; library metrics skipped.")
             continue
