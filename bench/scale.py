@@ -44,39 +44,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.synthetic import KINDS, blocks, vectors  # noqa: E402
+
 SPACE = "cpu-fp32"
-
-
-# -- the vectors ---------------------------------------------------------------------------
-def cluster_centres(dim: int, clusters: int = 2000, seed: int = 0, mean_weight: float = 0.45,
-                    spread: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """(unit cluster centres around one dominant direction, cluster weights)."""
-    rng = np.random.default_rng(seed)
-    mean = rng.standard_normal(dim).astype(np.float32)
-    mean /= np.linalg.norm(mean)
-    g = rng.standard_normal((clusters, dim)).astype(np.float32)
-    g /= np.linalg.norm(g, axis=1, keepdims=True)
-    centres = mean_weight * mean + spread * g
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    w = rng.pareto(1.2, clusters) + 1
-    return centres, w / w.sum()
-
-
-def clustered_blocks(n: int, dim: int = 384, *, seed: int = 0, points_seed: int = 1,
-                     noise: float = 0.6, block: int = 100_000):
-    """``n`` unit vectors around :func:`cluster_centres` (``seed``), in blocks of ``block``;
-    ``points_seed`` draws other points from the same clusters (queries)."""
-    centres, weights = cluster_centres(dim, seed=seed)
-    rng = np.random.default_rng(points_seed)
-    for start in range(0, n, block):
-        m = min(block, n - start)
-        c = rng.choice(len(centres), m, p=weights)
-        v = centres[c] + noise / np.sqrt(dim) * rng.standard_normal((m, dim)).astype(np.float32)
-        yield v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def clustered_vectors(n: int, dim: int = 384, **kw) -> np.ndarray:
-    return np.concatenate(list(clustered_blocks(n, dim, **kw))) if n else np.empty((0, dim), np.float32)
 
 
 # -- a space without SQLite ----------------------------------------------------------------
@@ -121,7 +91,7 @@ def rss_mb(kind: str = "VmRSS") -> float:
 
 
 # -- 1. build ------------------------------------------------------------------------------
-def build(folder: Path, n: int, dim: int) -> dict:
+def build(folder: Path, n: int, dim: int, kind: str) -> dict:
     from hefsearch.index.spaces import RawVectors
 
     raw_folder = folder / "spaces" / SPACE
@@ -129,7 +99,7 @@ def build(folder: Path, n: int, dim: int) -> dict:
     raw = RawVectors(raw_folder, dim)
     t0 = time.perf_counter()
     next_id = 1
-    for vecs in clustered_blocks(n, dim, block=250_000):
+    for vecs in blocks(kind, n, dim, block=250_000):
         raw.write(np.arange(next_id, next_id + len(vecs), dtype=np.int64), vecs)
         next_id += len(vecs)
     t_raw = time.perf_counter() - t0
@@ -142,7 +112,7 @@ def build(folder: Path, n: int, dim: int) -> dict:
 
 
 # -- 2. query (fresh process) --------------------------------------------------------------
-def query(folder: Path, n: int, dim: int, queries: int, flat_max: int) -> dict:
+def query(folder: Path, n: int, dim: int, queries: int, flat_max: int, kind: str) -> dict:
     import faiss
 
     from hefsearch.index.spaces import exact_top_k
@@ -152,7 +122,7 @@ def query(folder: Path, n: int, dim: int, queries: int, flat_max: int) -> dict:
     space = open_space(folder, n, dim, repair=False)
     t_open = time.perf_counter() - t0
     rss_space, anon_space = rss_mb(), rss_mb("RssAnon")
-    q = clustered_vectors(queries, dim, points_seed=99)
+    q = vectors(kind, queries, dim, points_seed=99)
     for r in range(min(20, queries)):  # warm-up: page cache, first-touch allocations
         space.search(q[r : r + 1], 10)
     lat, got = [], []
@@ -209,12 +179,17 @@ def main(argv=None) -> int:
                     help="largest n for which the FAISS flat peer is built in RAM")
     ap.add_argument("--folder", type=Path, help="work folder (default: a temp folder)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
-    ap.add_argument("--query-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--data", choices=KINDS, default="documents",
+                    help="synthetic vectors (bench/synthetic.py): 'documents' is calibrated on a real "
+                         "library (bench/realism.py); 'isotropic' is a far harder worst case")
+    ap.add_argument("--query-only", action="store_true",
+                    help="only measure queries on a --folder kept from an earlier run (--keep)")
     a = ap.parse_args(argv)
     if a.query_only:
-        print(json.dumps(query(a.folder, a.n, a.dim, a.queries, a.flat_max)))
+        print(json.dumps(query(a.folder, a.n, a.dim, a.queries, a.flat_max, a.data)))
         return 0
     folder = a.folder or Path(tempfile.mkdtemp(prefix="hefsearch-scale-"))
+    folder.mkdir(parents=True, exist_ok=True)
     need = a.n * (a.dim * 4 + 8) * 1.3
     free = shutil.disk_usage(folder).free
     if need > free:
@@ -222,18 +197,20 @@ def main(argv=None) -> int:
               f"{free / 2**30:.1f} GB free", file=sys.stderr)
         return 2
     try:
-        print(f"{a.n} vectors, dim {a.dim}, {os.cpu_count()} cores; work folder {folder}", flush=True)
-        built = build(folder, a.n, a.dim)
+        print(f"{a.n} {a.data} vectors, dim {a.dim}, {os.cpu_count()} cores; work folder {folder}",
+              flush=True)
+        built = build(folder, a.n, a.dim, a.data)
         print("build:", json.dumps(built), flush=True)
         res = subprocess.run([sys.executable, __file__, "--query-only", "--folder", str(folder),
                               "--n", str(a.n), "--dim", str(a.dim), "--queries", str(a.queries),
-                              "--flat-max", str(a.flat_max)],
+                              "--flat-max", str(a.flat_max), "--data", a.data],
                              capture_output=True, text=True, check=True)
         got = json.loads(res.stdout.strip().splitlines()[-1])
         print("query:", json.dumps(got))
-        ok = (got["recall_at_10"] >= 0.95, got["p50_ms"] <= 20, got["index_share_of_flat"] <= 0.15)
-        print(f"acceptance at {a.n}: recall@10 {got['recall_at_10']:.3f} (>= 0.95: {ok[0]}), "
-              f"p50 {got['p50_ms']:.1f} ms (<= 20: {ok[1]}), index {got['index_share_of_flat']:.1%} "
+        goal_ms = 20 if a.n <= 1_000_000 else 30  # the issue's goals: 20 ms at 1M, 30 ms at 10M
+        ok = (got["recall_at_10"] >= 0.95, got["p50_ms"] <= goal_ms, got["index_share_of_flat"] <= 0.15)
+        print(f"goals at {a.n}: recall@10 {got['recall_at_10']:.3f} (>= 0.95: {ok[0]}), "
+              f"p50 {got['p50_ms']:.1f} ms (<= {goal_ms}: {ok[1]}), index {got['index_share_of_flat']:.1%} "
               f"of float32 flat (<= 15%: {ok[2]})"
               + (f"; flat peer p50 {got['flat_p50_ms']:.1f} ms, ratio {got['p50_ratio_vs_flat']:.2f}"
                  if "flat_p50_ms" in got else ""))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bench.scale import clustered_vectors
+from bench.synthetic import clustered_vectors
 from hefsearch.cli.main import main
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import (COMPRESSED_FACTORY, INDEX_FILE, INDEX_META_FILE, index_ids,
@@ -218,3 +218,48 @@ def test_filtered_search_through_the_compressed_index(library, monkeypatch):
     assert set(got.ravel().tolist()) <= allowed
     assert got[:, 0].tolist() == ids[6000:6010]
     np.testing.assert_allclose(scores[:, 0], 1.0, rtol=1e-5)
+
+
+class _Probe:
+    """What _tune_nprobe reads and sets of an IVF index."""
+
+    def __init__(self, nlist):
+        self.nlist, self.nprobe = nlist, 1
+
+
+def test_nprobe_is_tuned_to_near_the_smallest_value_reaching_the_target():
+    # recall grows with nprobe and first reaches TARGET_RECALL at 291: doubling alone would stop
+    # at 512 (almost twice the scan); bisection must land within 1/8 above the threshold
+    from hefsearch.index.spaces import TARGET_RECALL, _tune_nprobe
+
+    ivf = _Probe(4096)
+    got = _tune_nprobe(ivf, lambda: min(1.0, ivf.nprobe / 300))
+    assert got >= TARGET_RECALL
+    assert 291 <= ivf.nprobe <= 291 * 1.15
+    never = _Probe(64)
+    assert _tune_nprobe(never, lambda: 0.5) == 0.5 and never.nprobe == 64  # all lists, as before
+
+
+def test_a_big_scan_uses_every_core_with_the_same_results(library, monkeypatch):
+    import faiss
+
+    from hefsearch.index import spaces
+
+    lib, _ids, _vecs = library
+    sp = lib.space("cpu-fp32")
+    one_core = sp.search(QUERIES[:5], 10)
+    used = []
+    monkeypatch.setattr(spaces, "PARALLEL_SCAN_CODES", 1)  # every query counts as a big scan
+    real_search = sp.index.search
+
+    def spy(*a, **kw):
+        used.append((faiss.omp_get_max_threads(), ivf_of(sp.index).parallel_mode))
+        return real_search(*a, **kw)
+
+    monkeypatch.setattr(sp.index, "search", spy)
+    every_core = [sp.search(q[None], 10) for q in QUERIES[:5]]
+    assert used and all(m == 1 for _t, m in used)  # one query: its lists split over threads
+    assert faiss.omp_get_max_threads() == 1  # back to one thread after each search
+    for r, (s, i) in enumerate(every_core):
+        assert i[0].tolist() == one_core[1][r].tolist()
+        np.testing.assert_allclose(s[0], one_core[0][r], rtol=1e-6)
