@@ -91,17 +91,21 @@ def rss_mb(kind: str = "VmRSS") -> float:
 
 
 # -- 1. build ------------------------------------------------------------------------------
-def build(folder: Path, n: int, dim: int, kind: str) -> dict:
-    from hefsearch.index.spaces import RawVectors
+def build(folder: Path, n: int, dim: int, kind: str, reuse: bool = False) -> dict:
+    from hefsearch.index.spaces import INDEX_FILE, INDEX_META_FILE, RawVectors
 
     raw_folder = folder / "spaces" / SPACE
-    raw_folder.mkdir(parents=True)
-    raw = RawVectors(raw_folder, dim)
     t0 = time.perf_counter()
-    next_id = 1
-    for vecs in blocks(kind, n, dim, block=250_000):
-        raw.write(np.arange(next_id, next_id + len(vecs), dtype=np.int64), vecs)
-        next_id += len(vecs)
+    if reuse:  # the raw vectors of an earlier --keep run: only the index is built again
+        for name in (INDEX_FILE, INDEX_META_FILE):
+            (raw_folder / name).unlink(missing_ok=True)
+    else:
+        raw_folder.mkdir(parents=True)
+        raw = RawVectors(raw_folder, dim)
+        next_id = 1
+        for vecs in blocks(kind, n, dim, block=250_000):
+            raw.write(np.arange(next_id, next_id + len(vecs), dtype=np.int64), vecs)
+            next_id += len(vecs)
     t_raw = time.perf_counter() - t0
     t1 = time.perf_counter()
     space = open_space(folder, n, dim, repair=True)  # no index file yet: train, add, measure, save
@@ -182,6 +186,9 @@ def main(argv=None) -> int:
     ap.add_argument("--data", choices=KINDS, default="documents",
                     help="synthetic vectors (bench/synthetic.py): 'documents' is calibrated on a real "
                          "library (bench/realism.py); 'isotropic' is a far harder worst case")
+    ap.add_argument("--reuse", action="store_true",
+                    help="build only the index, on the raw vectors of a --folder kept from an earlier "
+                         "run with the same --n and --data")
     ap.add_argument("--query-only", action="store_true",
                     help="only measure queries on a --folder kept from an earlier run (--keep)")
     a = ap.parse_args(argv)
@@ -190,7 +197,7 @@ def main(argv=None) -> int:
         return 0
     folder = a.folder or Path(tempfile.mkdtemp(prefix="hefsearch-scale-"))
     folder.mkdir(parents=True, exist_ok=True)
-    need = a.n * (a.dim * 4 + 8) * 1.3
+    need = a.n * (a.dim * 4 + 8) * 1.3 * (not a.reuse)
     free = shutil.disk_usage(folder).free
     if need > free:
         print(f"needs about {need / 2**30:.1f} GB of disk for the raw vectors, {folder} has "
@@ -199,7 +206,7 @@ def main(argv=None) -> int:
     try:
         print(f"{a.n} {a.data} vectors, dim {a.dim}, {os.cpu_count()} cores; work folder {folder}",
               flush=True)
-        built = build(folder, a.n, a.dim, a.data)
+        built = build(folder, a.n, a.dim, a.data, reuse=a.reuse)
         print("build:", json.dumps(built), flush=True)
         res = subprocess.run([sys.executable, __file__, "--query-only", "--folder", str(folder),
                               "--n", str(a.n), "--dim", str(a.dim), "--queries", str(a.queries),

@@ -263,3 +263,13 @@ def test_a_big_scan_uses_every_core_with_the_same_results(library, monkeypatch):
     for r, (s, i) in enumerate(every_core):
         assert i[0].tolist() == one_core[1][r].tolist()
         np.testing.assert_allclose(s[0], one_core[0][r], rtol=1e-6)
+
+
+def test_recall_is_measured_without_the_querys_own_document():
+    # chunks of one document have consecutive ids and find each other far more easily than a
+    # user's query finds anything: ids near the query's own are not counted, nor empty slots
+    from hefsearch.index.spaces import RECALL_LEAVE_OUT, _without
+
+    own = 1000
+    row = np.array([own, own + 1, own - RECALL_LEAVE_OUT, -1, own + RECALL_LEAVE_OUT + 1, 5, 7])
+    assert _without(row, own, 2) == {own + RECALL_LEAVE_OUT + 1, 5}
