@@ -2,10 +2,9 @@
 
     python bench/scale.py [--n 1000000] [--dim 384] [--queries 500] [--folder DIR] [--keep]
 
-1. Writes ``--n`` synthetic but realistic vectors as the raw segments of one space (not
-   uniform: a mixture of a few thousand gaussian clusters on the unit sphere around a dominant
-   mean direction, cluster sizes Zipf-like, like sentence embeddings; mean pairwise cosine
-   about 0.36, nearest-neighbour cosine about 0.7 at 20k vectors), then builds the space's
+1. Writes ``--n`` synthetic vectors as the raw segments of one space (``--data``, see
+   ``bench/synthetic.py``: ``documents``, shaped like chunks of documents and calibrated against
+   a real library with ``bench/realism.py``, or ``isotropic``, a far harder worst case), then builds the space's
    index through ``Space.load`` exactly as a library does above ``compress_threshold``: trains
    the compressed index on the space's own vectors, adds them block by block from the
    memory-mapped segments, measures recall@10 and saves ``index.json``. Prints the build time.
@@ -17,13 +16,13 @@
    memory = float32 flat); above ``--flat-max`` vectors the peer's ground truth is computed
    block by block from the memory-mapped segments instead (a 10M flat index is 15 GB).
 
-Measured (2 cores shared with other jobs): 1M: recall@10 0.983, p50 9.7 ms / p99 36 ms
-(flat peer 70 / 154 ms), index 13.1% of flat, build 36 s + 29 s raw writes. 10M: recall@10
-0.978, p50 68 ms / p99 98 ms (no flat peer in RAM), index 13.1% of flat (2.0 GB), build 673 s
-+ 169 s raw writes, 3.9 GB private memory after opening (15 GB of raw vectors only mapped).
+Measured (2 cores shared with other jobs; the table is also in ``hefsearch.index.spaces``):
+documents 1M: recall@10 0.965, p50 2.4 ms / p99 3.1 ms (flat peer 55 ms), index 13.1% of flat,
+index build 18 s + 23 s raw writes. Isotropic 1M: 0.971, 8.4 / 9.1 ms (flat 56 ms). Documents
+10M: 0.971, 3.8 / 5.8 ms, index build 372 s. Isotropic 10M: 0.972, 37 / 93 ms.
 
 The library's SQLite part is left out (a stub stands in for it): chunk rows do not change what
-FAISS and the raw vectors cost. Space's own member bookkeeping (Python sets of chunk ids) is
+FAISS and the raw vectors cost. Space's own member bookkeeping (int64 arrays of chunk ids) is
 part of the RSS printed; it is reported separately as "member sets".
 """
 

@@ -48,16 +48,17 @@ vectors. Why these choices (clustered synthetic vectors, dim 384, see ``bench/sc
   ===========  =====  =========  ======  ======  =========  ========  ==============
   vectors      n      index      nprobe  recall  p50 / p99  flat p50  index memory
   ===========  =====  =========  ======  ======  =========  ========  ==============
-  documents    1M     IVF1024    48      0.974   3.1 / 6.1  55 ms     202 MB (13.1%)
-  isotropic    1M     IVF1024    80      0.977   7.7 / 12   48 ms     202 MB (13.1%)
-  documents    10M    IVF4096    @D10N   @D10R   @D10L      --        2.0 GB (13.1%)
-  isotropic    10M    IVF4096    @I10N   @I10R   @I10L      --        2.0 GB (13.1%)
+  documents    1M     IVF1024    32      0.965   2.4 / 3.1  55 ms     202 MB (13.1%)
+  isotropic    1M     IVF1024    72      0.971   8.4 / 9.1  56 ms     202 MB (13.1%)
+  documents    10M    IVF4096    26      0.971   3.8 / 5.8  --        2.0 GB (13.1%)
+  isotropic    10M    IVF4096    288     0.972   37 / 93    --        2.0 GB (13.1%)
   ===========  =====  =========  ======  ======  =========  ========  ==============
 
   ``documents`` vectors have the local intrinsic dimension of real text embeddings (measured
   against a real library by ``bench/realism.py``); ``isotropic`` ones are a far harder worst
-  case. At 10M: build @D10B s after the raw vectors were written, open @D10O s, @D10A GB of
-  private memory (the codes; ids are int64 arrays, 8 bytes each).
+  case (its 10M row was measured while the test suite shared the 2 cores). At 10M: build 372 s
+  after the raw vectors were written, open 1.8 s, 2.4 GB of private memory (the codes; ids
+  are int64 arrays, 8 bytes each).
 - IVF ids: an IVF index holds its own ids, so it is not wrapped in ``IndexIDMap2`` (which
   renumbers its map after a removal while IVF keeps the old internal ids: after removing 100
   ids, searches returned the ids of vectors 100 places further on).
