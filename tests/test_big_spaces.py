@@ -273,3 +273,14 @@ def test_recall_is_measured_without_the_querys_own_document():
     own = 1000
     row = np.array([own, own + 1, own - RECALL_LEAVE_OUT, -1, own + RECALL_LEAVE_OUT + 1, 5, 7])
     assert _without(row, own, 2) == {own + RECALL_LEAVE_OUT + 1, 5}
+
+
+def test_a_low_compress_threshold_compresses_a_small_space(tmp_path):
+    # a user who sets compress_threshold to 1,500 gets a compressed index at 1,500 chunks
+    vecs = clustered_vectors(1500, DIM, points_seed=11)
+    with Library.open(tmp_path / "lib") as lib:
+        lib.set_settings(compress_threshold=1500)
+        sp, ids = fill(lib, vecs, "/docs/small.txt")
+        assert ivf_of(sp.index) is not None and sp.index_stats["type"].endswith(",SQ4")
+        assert sp.index_stats["recall_at_10"] >= 0.9
+        assert recall_at_10(sp, clustered_vectors(30, DIM, points_seed=12), ids, vecs) >= 0.9
