@@ -324,3 +324,34 @@ def test_auto_language_neutral_only_where_fp32_is_the_main_space(tmp_path, sim_b
         with Library.open(lib_path, create=False) as lib:
             assert ("cpu-fp32-neutral" in lib.space_names()) is expect, (backend, lib.space_names())
             assert (lib.settings().get("default_space") == "cpu-fp32-neutral") is expect
+
+
+def test_sync_derives_the_neutral_vectors_from_the_fp32_ones_without_encoding_twice(tmp_path, tiny_bert_bundle):
+    from hefsearch.index.encoders import open_sync_encoders
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import sync
+    from hefsearch.search.language_neutral import chunk_languages, derive_neutral_space
+
+    docs = tmp_path / "docs"
+    write_files(docs, "de", range(6))
+    write_files(docs, "en", range(6))
+    lib = Library.open(tmp_path / "lib")
+    with Encoder.open(tiny_bert_bundle, "cpu", threads=1) as enc:
+        sync(lib, [docs], [enc])
+        derive_neutral_space(lib, "cpu-fp32", enc, alpha=0.5, min_chunks=5)
+    write_files(docs, "fr", range(6))
+    choice = open_sync_encoders(lib, backend="cpu", threads=1)
+    try:
+        neutral = next(e for e in choice.encoders if e.space_name == "cpu-fp32-neutral")
+        encoded = []
+        neutral.encode = lambda texts, **kw: encoded.append(texts)  # must not be needed
+        report = sync(lib, [docs], choice.encoders)
+    finally:
+        choice.close()
+    assert report.added == 6 and not encoded
+    ids = lib.member_ids("cpu-fp32-neutral")
+    assert len(ids) == 18 and ids.tolist() == lib.member_ids("cpu-fp32").tolist()
+    spec = {i.name: i for i in lib.spaces()}["cpu-fp32-neutral"].backend_opts["post_transform"]
+    expected = from_spec(spec).apply(lib.space("cpu-fp32").vectors(ids), languages=chunk_languages(lib, ids))
+    assert np.allclose(lib.space("cpu-fp32-neutral").vectors(ids), expected, atol=1e-6)
+    lib.close()
