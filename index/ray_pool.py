@@ -117,14 +117,6 @@ class _Ticket:
     ref: object = None
 
 
-@dataclass
-class _BackendInfo:
-    """What sync and the library read from ``encoder.backend``."""
-
-    name: str
-    label: str
-
-
 def connect(address: str) -> bool:
     """Join the cluster at ``address`` (Ray's forms: ``auto``, ``ray://host:10001``,
     ``host:6379``; ``auto`` honours ``RAY_ADDRESS``; ``local`` starts a Ray on this machine).
@@ -220,7 +212,9 @@ class RayEncoder:
         self._ident = ident
         self.bundle = bundle
         self.host = HostPipeline(self.bundle, max_tokens=ident["max_tokens"])
-        self.backend = _BackendInfo(ident["backend"], ident["label"])
+        # the backend's identity, as for the companions: the language-neutral space derived
+        # from a Ray-embedded FP32 space builds its encoder from it (search/centering.py)
+        self.backend = _RemoteBackend(ident)
         self.backend_reason = f"{why} on {len(self.live)} Ray actor(s)"
         self.on_batch = None
         #: the other spaces the actors embed with the first (the CPU FP32 one), for the sync

@@ -320,3 +320,30 @@ def test_hailo_actors_each_open_their_own_chip(ray_cluster, tiny_bert_bundle, tm
         assert f"has 1 Hailo device(s) ({CHIP_B}) for the 2 hailo actors" in enc.actors[1].reason
     finally:
         enc.close()
+
+
+def test_a_language_neutral_space_is_derived_from_and_kept_with_ray_vectors(ray_cluster, tiny_bert_bundle,
+                                                                          tmp_path):
+    # before: deriving it from a Ray-embedded FP32 space failed ('_BackendInfo' has no seq_lens)
+    from hefsearch.index.encoders import open_sync_encoders
+    from hefsearch.search.language_neutral import keep_language_neutral
+    from tests.test_language_neutral import write_files
+
+    docs = tmp_path / "docs"
+    write_files(docs, "de", range(6))
+    write_files(docs, "en", range(6))
+    lib = Library.open(tmp_path / "lib")
+    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu")
+    try:
+        sync(lib, [docs], [enc])
+        assert any("cpu-fp32-neutral" in line for line in keep_language_neutral(lib, [enc], True))
+        write_files(docs, "fr", range(6))
+        choice = open_sync_encoders(lib, bundle=tiny_bert_bundle, first=enc)
+        neutral = next(e for e in choice.encoders if e.space_name == "cpu-fp32-neutral")
+        neutral.encode = lambda texts, **kw: pytest.fail("the driver embedded the neutral space")
+        sync(lib, [docs], choice.encoders)
+    finally:
+        enc.close()
+    assert lib.member_ids("cpu-fp32-neutral").tolist() == lib.member_ids("cpu-fp32").tolist()
+    assert len(lib.member_ids("cpu-fp32")) == 18
+    assert_consistent(lib)
