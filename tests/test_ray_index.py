@@ -99,7 +99,7 @@ def test_a_killed_actor_hands_its_batches_to_the_other(ray_cluster, tiny_bert_bu
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=24)
     lib = Library.open(tmp_path / "lib")
-    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu")
+    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu", actors=2)  # waits for both CPU slots
     victim = enc.actors[0]
     killed = []
 
@@ -130,7 +130,7 @@ def test_a_driver_stopped_mid_run_continues_where_the_last_commit_ended(ray_clus
         if ev.phase == "index" and ev.chunks_done:
             raise KeyboardInterrupt
 
-    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu")
+    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu", actors=2)
     try:
         with pytest.raises(KeyboardInterrupt):
             sync(lib, [docs], [enc], batch_chunks=4, progress=stop_after_first_commit)
@@ -333,7 +333,7 @@ def test_a_language_neutral_space_is_derived_from_and_kept_with_ray_vectors(ray_
     write_files(docs, "de", range(6))
     write_files(docs, "en", range(6))
     lib = Library.open(tmp_path / "lib")
-    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu")
+    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu", actors=2)
     try:
         sync(lib, [docs], [enc])
         assert any("cpu-fp32-neutral" in line for line in keep_language_neutral(lib, [enc], True))
