@@ -112,6 +112,11 @@ TOMBSTONE_REBUILD_SHARE = 0.1
 MAX_SEGMENTS = 32
 #: after a batch, merge this many segments of one size tier into one (RawVectors.merge_full_tiers)
 MERGE_FANIN = 16
+#: a space of at most this many stored vectors is merged into one segment when it holds more
+#: than MAX_SEGMENTS (400 MB at dim 384); a bigger one only merges its full size tiers: the size
+#: tiers of a 10M space hold up to 15 segments each, and rewriting 15 GB at the end of every
+#: index run because of that would be the cost of a whole re-index, on an SD card
+FULL_COMPACT_ROWS = 262_144
 #: vectors compared between the FAISS index and the raw vectors when a space is loaded
 LOAD_CHECK_SAMPLE = 32
 #: a search-only index (IVF-PQ, ...) must find at least this share of sampled vectors themselves
@@ -652,14 +657,15 @@ class RawVectors:
         full = [t for t, names in tiers.items() if len(names) >= MERGE_FANIN]
         return tiers[min(full)][:MERGE_FANIN] if full else None
 
-    def merge_full_tiers(self, members: IdSet) -> int:
+    def merge_full_tiers(self, members: IdSet, *, eager: bool = False) -> int:
         """Bound the number of segments during a long run, like an LSM tree's size-tiered
         compaction: once the space holds more than ``MAX_SEGMENTS + MERGE_FANIN`` segments,
         merge the oldest :data:`MERGE_FANIN` segments of the lowest size tier holding that many
         into one segment (one tier up), again while a tier is full (cascading). The count then
         stays at most max(MAX_SEGMENTS + MERGE_FANIN, (MERGE_FANIN - 1) x tiers) + 1. A run of
         fewer segments is left to ``maintain``'s compaction at the end of the sync, which
-        above MAX_SEGMENTS merges everything anyway (merging first would write it twice).
+        above MAX_SEGMENTS merges a small space into one segment (merging first would write it
+        twice) and merges a big one's full tiers eagerly (:meth:`compact`).
         Returns the merges done.
 
         Only ids in ``members`` (the committed set) are kept, each with the copy every reader
@@ -671,8 +677,10 @@ class RawVectors:
         finds all their ids superseded and only deletes them.
 
         Cost (write amplification): each vector is rewritten once per tier it climbs, about
-        log_16(n / 256) times (10M vectors: 4 tiers); ``maintain``'s compaction adds one more."""
-        if len(self._order) <= MAX_SEGMENTS + MERGE_FANIN:
+        log_16(n / 256) times (10M vectors: 4 tiers); ``maintain``'s compaction adds one more
+        for spaces of at most :data:`FULL_COMPACT_ROWS` vectors. ``eager``: merge full tiers
+        whatever the count (:meth:`compact` of a big space)."""
+        if not eager and len(self._order) <= MAX_SEGMENTS + MERGE_FANIN:
             return 0
         merges = 0
         while (group := self._full_tier()) is not None:
@@ -703,13 +711,19 @@ class RawVectors:
 
     def compact(self, keep: Iterable[int]) -> bool:
         """Merge every segment into one holding only ``keep`` ids (any iterable of ints, an
-        array, an :class:`IdSet`). Returns True if it ran."""
+        array, an :class:`IdSet`) when a quarter of the stored vectors are garbage, or when there
+        are more than :data:`MAX_SEGMENTS` segments in a space of at most
+        :data:`FULL_COMPACT_ROWS` vectors; a bigger space with too many segments only merges its
+        full size tiers (:meth:`merge_full_tiers`). Returns True if anything was merged."""
         names = list(self._order)
         keep_ids = sorted_ids(keep)
         keep_ids = keep_ids[self.has(keep_ids)] if len(keep_ids) else keep_ids
         garbage = len(self._ids) - len(keep_ids)
-        if len(names) <= MAX_SEGMENTS and garbage <= max(1000, len(self._ids) // 4):
-            return False
+        if garbage <= max(1000, len(self._ids) // 4):
+            if len(names) <= MAX_SEGMENTS:
+                return False
+            if len(self._ids) > FULL_COMPACT_ROWS:
+                return self.merge_full_tiers(IdSet._of(keep_ids), eager=True) > 0
         if len(keep_ids):  # block by block: 10M vectors at dim 384 are 15 GB
             self._write_copy(keep_ids)
         self.delete_segments(names)

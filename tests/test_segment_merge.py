@@ -156,3 +156,26 @@ def test_a_reader_opened_before_the_merges_still_searches_after_them(tmp_path):
     np.testing.assert_array_equal(seen.vectors(ids), vecs)
     reader.close()
     writer.close()
+
+
+def test_maintain_merges_a_big_spaces_full_tiers_instead_of_rewriting_it(lib, monkeypatch):
+    # above FULL_COMPACT_ROWS, too many segments at the end of a sync merge by tier; rewriting a
+    # 10M space (15 GB) because its tiers hold 15 segments each would cost a re-index every run
+    from hefsearch.index import spaces
+
+    monkeypatch.setattr(spaces, "FULL_COMPACT_ROWS", 500)
+    sp = lib.ensure_space(Encoder8())
+    ids = add_chunks(lib, 40 * 20)
+    vecs = vectors(len(ids), seed=3)
+    commit_batches(lib, sp, ids, vecs, 20)  # 40 segments of 20 rows: above MAX_SEGMENTS, below START
+    assert len(sp.raw.segment_names()) == 40
+    with lib.write_lock():
+        assert sp.maintain(hnsw_threshold=10**9, factory_override=None)
+    rows = sorted(segment_rows(sp.raw).values())
+    assert len(rows) == 40 - 2 * (MERGE_FANIN - 1)  # two full tiers of 16 merged, 8 left alone
+    assert max(rows) == MERGE_FANIN * 20 and sum(rows) == len(ids)  # no single whole-space copy
+    np.testing.assert_array_equal(sp.vectors(ids), vecs)
+    assert_consistent(lib)
+    monkeypatch.setattr(spaces, "FULL_COMPACT_ROWS", 10_000)  # a small space: one segment
+    with lib.write_lock():
+        assert sp.maintain(hnsw_threshold=10**9, factory_override=None) is False  # 10 segments now
