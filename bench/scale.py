@@ -118,6 +118,7 @@ def build(folder: Path, n: int, dim: int, kind: str, reuse: bool = False) -> dic
 def query(folder: Path, n: int, dim: int, queries: int, flat_max: int, kind: str) -> dict:
     import faiss
 
+    from hefsearch.embed.metrics import recall_at_k
     from hefsearch.index.spaces import exact_top_k
 
     rss0 = rss_mb()
@@ -150,7 +151,7 @@ def query(folder: Path, n: int, dim: int, queries: int, flat_max: int, kind: str
         del flat
     else:  # exact by blocks from the memory-mapped segments
         truth = exact_top_k(q, np.arange(1, n + 1, dtype=np.int64), space.raw.get, 10)
-    recall = float(np.mean([len(set(a.tolist()) & set(b.tolist())) / 10 for a, b in zip(got, truth)]))
+    recall = recall_at_k(truth, got, 10)
     index_bytes = (folder / "spaces" / SPACE / "index.faiss").stat().st_size
     flat_bytes = n * dim * 4
     # two sorted int64 arrays of chunk ids (members, ids in the index; the same array after a

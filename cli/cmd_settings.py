@@ -21,9 +21,6 @@ from .options import echo_json, json_option, library_option
 
 #: the value that removes a setting (back to its default), like --unset
 DEFAULT_WORD = "default"
-#: a space needs this many vectors to train a forced factory (IVF, PQ...); fewer stay flat
-#: (spaces.py Space._rebuild; the compressed factory needs MIN_COMPRESSED)
-TRAINED_FACTORY_MIN_VECTORS = 1000
 #: dimension a factory is checked with when the library has no space yet (MiniLM, e5-small)
 FALLBACK_DIM = 384
 _COUNT_RE = re.compile(r"^(\d[\d_,]*)(\.\d+)?([km])?$", re.IGNORECASE)
@@ -114,9 +111,7 @@ def check_factory(factory: str, dims: list[int]) -> bool:
         try:
             trained = make_index(factory, dim).is_trained and trained
         except SpaceError as e:
-            reason = re.sub(r"^.*?FAISS cannot build an index from the factory string '.*?': ", "", e.message)
-            # the C++ location and the failed assertion tell a user nothing
-            reason = re.sub(r"Error in .*? at \S+:\d+: |Error: '.*?' failed: ", "", reason).rstrip(". ") + "."
+            reason = e.reason
             raise HefsearchError(
                 f"FAISS cannot build the index factory {factory!r} for vectors of dimension {dim}: "
                 f"{reason} Nothing was changed.",
@@ -207,10 +202,9 @@ def _change(setting: IndexSetting, value: str, library_path, as_json: bool) -> N
         how_to, path = apply_command(library, library_path), str(library.path)
     _report_change(setting, previous, new, path, how_to, as_json)
     if needs_training and not as_json:
-        from hefsearch.index.spaces import COMPRESSED_FACTORY, MIN_COMPRESSED
+        from hefsearch.index.spaces import _vectors_to_train
 
-        least = MIN_COMPRESSED if new == COMPRESSED_FACTORY else TRAINED_FACTORY_MIN_VECTORS
-        click.echo(f"Spaces with fewer than {least:,} chunks stay flat (exact): {new} needs that "
+        click.echo(f"Spaces with fewer than {_vectors_to_train(new):,} chunks stay flat (exact): {new} needs that "
                    "many vectors to train.", err=True)
 
 
@@ -221,9 +215,10 @@ def _report_change(setting: IndexSetting, previous, new, path: str, how_to: str,
         echo_json({"library": path, "key": setting.key, "value": new, "previous": previous,
                    "default": setting.default, "takes_effect": when, "apply_now": how_to})
         return
-    shown = "the default" if new is None else repr(new) if isinstance(new, str) else f"{new:,}"
-    was = "the default" if previous is None else repr(previous) if isinstance(previous, str) else f"{previous:,}"
-    click.echo(f"{setting.key} = {shown} (was {was}) in the library {path}.")
+    def shown(value) -> str:
+        return "the default" if value is None else repr(value) if isinstance(value, str) else f"{value:,}"
+
+    click.echo(f"{setting.key} = {shown(new)} (was {shown(previous)}) in the library {path}.")
     click.echo(f"It takes effect {when}. To apply it now: {how_to}")
 
 

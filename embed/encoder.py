@@ -177,11 +177,17 @@ class Encoder:
                     self.on_batch(done)
                 ready = nxt.result() if nxt else None
         self.stats.last_truncated.sort()
-        if self.post_transform is not None:  # a language-neutral one needs the (unprefixed) texts
-            pt = self.post_transform
-            out = pt.apply(out, texts) if getattr(pt, "uses_texts", False) else pt.apply(out)
+        out = self.transformed(out, texts)
         self.stats.seconds += time.perf_counter() - t0
         return out
+
+    def transformed(self, vectors: np.ndarray, texts: list[str]) -> np.ndarray:
+        """The backend's ``vectors`` of ``texts`` as this encoder returns them: its
+        post-transform applied (a language-neutral one also reads the unprefixed texts)."""
+        pt = self.post_transform
+        if pt is None:
+            return vectors
+        return pt.apply(vectors, texts) if getattr(pt, "uses_texts", False) else pt.apply(vectors)
 
     def _prepare(self, texts: list[str], batch: list[int], prefix: str):
         """Host work for one batch: tokens -> (E, mask) padded for the backend, truncation flags."""

@@ -3,9 +3,10 @@
 The driver (the machine with the library) crawls, extracts, chunks and commits exactly as a
 local run (:mod:`hefsearch.index.sync`); the first space's vectors, and the CPU FP32 space's
 (``--also-fp32``, or when the library has that space), are computed by a pool of Ray actors.
-:class:`RayEncoder` stands in for an :class:`~hefsearch.embed.encoder.Encoder` there: the
-identity of the space (fingerprint, name, max tokens) comes from the actors, the tokenizer used
-for chunking is the driver's copy of the same bundle, and batches go out with
+:class:`RayEncoder` is the :class:`~hefsearch.embed.encoder.Encoder` there: its backend
+(:class:`_RemoteBackend`) carries the actors' identity (space, backend parts), the rest of the
+fingerprint and the tokenizer used for chunking come from the driver's copy of the same bundle
+(checked against the fingerprint the actors report), and batches go out with
 :meth:`RayEncoder.submit_passages` and come back, in order, with :meth:`RayEncoder.collect`
 (every space's vectors of the batch). The FP32 space appears in the sync's encoder list as a
 :class:`RemoteSpaceEncoder` (``RayEncoder.companions``) whose vectors arrive with the first
@@ -195,28 +196,35 @@ def _differences(parts: dict, ref: dict) -> str:
     return ", ".join(f"{k} {parts.get(k)!r} instead of {ref.get(k)!r}" for k in keys[:4]) or "another fingerprint"
 
 
-class RayEncoder:
+class _RemoteEncoder(Encoder):
+    """An Encoder in identity (fingerprint, space, chunking, the language-neutral derivation,
+    which builds its encoder from the backend: search/centering.py) whose vectors the Ray
+    actors compute. Its fingerprint is the driver's own, computed from the actors' backend
+    parts and the driver's copy of the bundle, so it must equal the one the actors report."""
+
+    def __init__(self, bundle, ident: dict, backend_reason: str):
+        super().__init__(bundle, _RemoteBackend(ident), backend_reason=backend_reason)
+        if self.fingerprint != ident["fingerprint"]:  # the same parts give the same fingerprint
+            raise RayPoolError(f"The Ray actors' {self.space_name} encoder reports a fingerprint its parts do not give.",
+                               "Use the same hefsearch version on the driver and the nodes.")
+
+    def encode_queries(self, texts) -> np.ndarray:  # pragma: no cover - indexing never embeds queries
+        raise NotImplementedError("a Ray pool embeds passages only")
+
+
+class RayEncoder(_RemoteEncoder):
     """The first encoder of a sync, run by Ray actors (see the module docstring).
 
-    Open it with :meth:`start`; it behaves like an Encoder for ``sync`` (identity, chunking,
+    Open it with :meth:`start`; it is an Encoder for ``sync`` (identity, chunking,
     ``encode_passages``) and adds ``submit_passages``/``collect``/``max_in_flight``.
     """
 
     def __init__(self, ray, bundle, actors: list[ActorState], started_ray: bool, why: str):
-        from hefsearch.embed.host import HostPipeline
-
         self._ray = ray
         self.actors = actors
         self._started_ray = started_ray
         ident = self.live[0].identity
-        self._ident = ident
-        self.bundle = bundle
-        self.host = HostPipeline(self.bundle, max_tokens=ident["max_tokens"])
-        # the backend's identity, as for the companions: the language-neutral space derived
-        # from a Ray-embedded FP32 space builds its encoder from it (search/centering.py)
-        self.backend = _RemoteBackend(ident)
-        self.backend_reason = f"{why} on {len(self.live)} Ray actor(s)"
-        self.on_batch = None
+        super().__init__(bundle, ident, f"{why} on {len(self.live)} Ray actor(s)")
         #: the other spaces the actors embed with the first (the CPU FP32 one), for the sync
         self.companions = [RemoteSpaceEncoder(self, bundle, also, len(self.live)) for also in ident.get("also", [])]
 
@@ -241,8 +249,9 @@ class RayEncoder:
             key, refs = ship_bundle(ray, bundle)
             worker = ray.remote(EmbedWorker)
             spaces = {s.name: s for s in library.spaces()}
-            also = (also_fp32 or FP32_SPACE in spaces, {"threads": max(1, int(actor_cpus))})
-            states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i, *also))
+            fp32_too, fp32_opts = also_fp32 or FP32_SPACE in spaces, {"threads": max(1, int(actor_cpus))}
+            states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i,
+                                                                       fp32_too, fp32_opts))
                       for i in range(n)]
             _start_actors(ray, states, name in NPU_BACKENDS, ready_timeout_s)
             _check_fingerprints(ray, states, spaces)
@@ -263,21 +272,6 @@ class RayEncoder:
     @property
     def max_in_flight(self) -> int:
         return max(1, IN_FLIGHT_PER_ACTOR * len(self.live))
-
-    dim = property(lambda self: int(self._ident["dim"]))
-    max_tokens = property(lambda self: int(self._ident["max_tokens"]))
-    space_kind = property(lambda self: self._ident["space_kind"])
-    space_name = property(lambda self: self._ident["space_name"])
-    space_opts = property(lambda self: dict(self._ident["space_opts"]))
-    label = property(lambda self: self._ident["label"])
-    fingerprint = property(lambda self: self._ident["fingerprint"])
-
-    def fingerprint_parts(self) -> dict:
-        return dict(self._ident["parts"])
-
-    def count_tokens(self, text: str, *, passage: bool = True) -> int:
-        prefix = self.bundle.prefixes["passage" if passage else "query"]
-        return self.host.count_tokens(prefix + text)
 
     # -- encoding --------------------------------------------------------------------------------
     def submit_passages(self, texts: list[str], space: str | None = None) -> _Ticket:
@@ -319,9 +313,6 @@ class RayEncoder:
         step = -(-len(texts) // parts)
         tickets = [self.submit_passages(texts[i : i + step], space) for i in range(0, len(texts), step)]
         return np.concatenate([self.collect(t)[space] for t in tickets])
-
-    def encode_queries(self, texts) -> np.ndarray:  # pragma: no cover - indexing never embeds queries
-        raise NotImplementedError("a Ray pool embeds passages only")
 
     def _send(self, ticket: _Ticket) -> None:
         live = self.live
@@ -474,24 +465,17 @@ class _RemoteBackend(Backend):
         pass
 
 
-class RemoteSpaceEncoder(Encoder):
-    """A second space the Ray actors embed next to the first (the CPU FP32 one): an Encoder in
-    identity (fingerprint, space, the language-neutral derivation), whose vectors come with the
-    first space's batches (:meth:`RayEncoder.collect`) or, for a back-fill, from the actors."""
+class RemoteSpaceEncoder(_RemoteEncoder):
+    """A second space the Ray actors embed next to the first (the CPU FP32 one), whose vectors
+    come with the first space's batches (:meth:`RayEncoder.collect`) or, for a back-fill, from
+    the actors."""
 
     def __init__(self, pool: RayEncoder, bundle, ident: dict, actors: int):
-        super().__init__(bundle, _RemoteBackend(ident),
-                         backend_reason=f"{ident['backend']} ({ident['label']}) on {actors} Ray actor(s)")
-        if self.fingerprint != ident["fingerprint"]:  # the same parts give the same fingerprint
-            raise RayPoolError(f"The Ray actors' {self.space_name} encoder reports a fingerprint its parts do not give.",
-                               "Use the same hefsearch version on the driver and the nodes.")
+        super().__init__(bundle, ident, f"{ident['backend']} ({ident['label']}) on {actors} Ray actor(s)")
         self._ray_pool = pool
 
     def encode_passages(self, texts) -> np.ndarray:
         return self._ray_pool.encode_passages(texts, space=self.space_name)
-
-    def encode_queries(self, texts) -> np.ndarray:  # pragma: no cover - indexing never embeds queries
-        raise NotImplementedError("a Ray pool embeds passages only")
 
     def close(self) -> None:
         pass  # the pool (the first encoder) stops the actors

@@ -121,12 +121,12 @@ def device_for_rank(devices: list[str], rank: int, actors_on_node: int, host: st
 
 
 def _space_identity(enc) -> dict:
-    """What the driver needs of one encoder: its space, fingerprint and backend's own parts."""
+    """What the driver needs of one encoder: its space, fingerprint and backend's own parts
+    (the driver rebuilds the encoder's identity from them: ray_pool._RemoteBackend)."""
     seq_lens = enc.backend.seq_lens
     return {"label": enc.label, "backend": enc.backend.name, "space_name": enc.space_name,
             "space_kind": enc.space_kind, "space_opts": enc.space_opts, "parts": enc.fingerprint_parts(),
-            "fingerprint": enc.fingerprint, "max_tokens": enc.max_tokens, "dim": enc.dim,
-            "backend_parts": enc.backend.fingerprint_parts(),
+            "fingerprint": enc.fingerprint, "backend_parts": enc.backend.fingerprint_parts(),
             "seq_lens": None if seq_lens is None else list(seq_lens)}
 
 

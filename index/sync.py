@@ -651,16 +651,13 @@ def _derived_vectors(enc, earlier, vectors: list[np.ndarray], texts: list[str]) 
     pt = getattr(enc, "post_transform", None)
     if pt is None:
         return None
-    base = _base_parts(enc)
+    # the base encoder's fingerprint parts are its own without the post-transform: equal parts,
+    # equal raw vectors (embed/encoder.py Encoder.fingerprint_parts)
+    base = {**enc.fingerprint_parts(), "post_transform": None}
     for other, vecs in zip(earlier, vectors):
-        if getattr(other, "post_transform", None) is None and _base_parts(other) == base:
-            return pt.apply(vecs, texts) if getattr(pt, "uses_texts", False) else pt.apply(vecs)
+        if other.fingerprint_parts() == base:
+            return enc.transformed(vecs, texts)
     return None
-
-
-def _base_parts(enc) -> dict:
-    """An encoder's fingerprint parts without its post-transform: equal parts, equal raw vectors."""
-    return {k: v for k, v in enc.fingerprint_parts().items() if k != "post_transform"}
 
 
 def _commit(library: Library, spaces, jobs: list[_Job], vectors: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:

@@ -224,6 +224,12 @@ class Searcher:
 
         return Encoder.open(self.bundle_path(), backend=info.backend, **(info.backend_opts or {}))
 
+    def __enter__(self) -> "Searcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         for enc in [*self._encoders.values(), *filter(None, [self._snippet_encoder])]:
             try:

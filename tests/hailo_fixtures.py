@@ -31,6 +31,7 @@ def fake_hailo(monkeypatch, tmp_path):
     monkeypatch.setenv("HAILORT_SERVICE_ADDRESS", f"unix://{tmp_path}/no-hailort-service.sock")
     monkeypatch.delenv("HEFSEARCH_HAILO_SERVICE", raising=False)
     monkeypatch.delenv("HEFSEARCH_HAILO_DEVICE_BATCH", raising=False)
+    monkeypatch.delenv("HEFSEARCH_HAILO_DEVICE", raising=False)  # a developer's own chip choice
     monkeypatch.delenv("HEFSEARCH_HAILO_TIMEOUT_MS", raising=False)
     import hailo_platform  # noqa: F401  (the fake)
     from hailo_platform._fake import WORLD

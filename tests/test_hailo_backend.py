@@ -6,6 +6,8 @@ Python sources), not against a physical Hailo device.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -557,6 +559,37 @@ vdevice.release()
 """
 
 
+@contextlib.contextmanager
+def holding_process(script: str, *args: str, env: dict | None = None):
+    """Run ``script`` (a holder: it takes a fake device, prints "ready" and holds the device
+    until its stdin closes) in another Python process that imports the fake hailo_platform
+    and this repo; yield once it is ready, then let it end and check that it ended well."""
+    import os
+    import select
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.hailo_fixtures import FAKES
+
+    repo = Path(__file__).resolve().parent.parent
+    path = os.pathsep.join([str(FAKES), str(repo), os.environ.get("PYTHONPATH", "")])
+    holder = subprocess.Popen([sys.executable, "-c", script, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": path, **(env or {})}, text=True)
+    try:
+        assert select.select([holder.stdout], [], [], 30)[0], "the holder process did not start"
+        assert holder.stdout.readline().strip() == "ready"
+        yield holder
+    finally:
+        holder.stdin.close()
+        try:
+            holder.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+    assert holder.returncode == 0
+
+
 def _hailo8(fake_hailo, tiny_bert_bundle, tmp_path, **kw):
     path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
     add_fake_hef(path, hw_arch="hailo8", dfc_version="3.33.0", in_type="FLOAT32", **kw)
@@ -566,24 +599,12 @@ def _hailo8(fake_hailo, tiny_bert_bundle, tmp_path, **kw):
 
 
 def test_a_device_held_by_another_process_needs_the_service(fake_hailo, tiny_bert_bundle, tmp_path, monkeypatch):
-    import os
-    import select
     import socket
-    import subprocess
-    import sys
     import tempfile
     from pathlib import Path
 
-    from tests.hailo_fixtures import FAKES
-
     path = _hailo8(fake_hailo, tiny_bert_bundle, tmp_path)
-    repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAKES), str(repo), os.environ.get("PYTHONPATH", "")])}
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, fake_hailo.lock_dir], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, env=env, text=True)
-    try:
-        assert select.select([holder.stdout], [], [], 10)[0], "the holder process did not start"
-        assert holder.stdout.readline().strip() == "ready"
+    with holding_process(HOLDER, fake_hailo.lock_dir):
         # no service: HailoRT 4.x answers 74 (HAILO_OUT_OF_PHYSICAL_DEVICES)
         with pytest.raises(BackendUnavailable) as err:
             Encoder.open(path, backend="hailo")
@@ -603,15 +624,7 @@ def test_a_device_held_by_another_process_needs_the_service(fake_hailo, tiny_ber
                     assert enc.encode(TEXTS[:2]).shape == (2, 32)
         (algo, group, service), = fake_hailo.stats.vdevice_params
         assert algo.name == "ROUND_ROBIN" and group == "SHARED" and service is True
-    finally:
-        holder.stdin.close()
-        try:
-            holder.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            holder.kill()
-            holder.wait()
-    assert holder.returncode == 0
-    # the other process is gone: the device is free again without the service
+    # the other process is gone (and ended well): the device is free again without the service
     monkeypatch.setenv("HAILORT_SERVICE_ADDRESS", f"unix://{tmp_path}/gone.sock")
     fake_hailo.service_running = False
     with Encoder.open(path, backend="hailo") as enc:

@@ -9,10 +9,6 @@ a physical multi-chip host.
 
 from __future__ import annotations
 
-import os
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +19,7 @@ from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.errors import BackendUnavailable
 from hefsearch.embed.samples import VERIFY_TEXTS
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle
-from tests.hailo_fixtures import FAKES
+from tests.test_hailo_backend import holding_process
 
 CHIP_A, CHIP_B = "0000:01:00.0", "0000:02:00.0"
 TEXTS = VERIFY_TEXTS[:3]
@@ -87,7 +83,6 @@ def test_two_encoders_in_one_process_use_their_own_chips(fake_hailo, tiny_bert_b
 
 HOLDER = r"""
 import sys
-sys.path[:0] = sys.argv[3].split("|")
 from hailo_platform._fake import WORLD
 from hefsearch.embed.encoder import Encoder
 
@@ -106,13 +101,7 @@ def test_two_processes_each_on_their_own_chip(fake_hailo, tiny_bert_bundle, tmp_
     naming none, HailoRT skips the busy chip); naming chip A says it is in use (status 73)."""
     path = hailo8_bundle(tiny_bert_bundle, tmp_path)
     two_chips(fake_hailo, "HAILO8", "4.23.0")
-    repo = Path(__file__).resolve().parent.parent
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, fake_hailo.lock_dir, str(path),
-                               f"{FAKES}|{repo}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "HEFSEARCH_HAILO_SERVICE": "0"})
-    try:
-        assert select.select([holder.stdout], [], [], 30)[0], "the holder process did not start"
-        assert holder.stdout.readline().strip() == "ready"
+    with holding_process(HOLDER, fake_hailo.lock_dir, str(path), env={"HEFSEARCH_HAILO_SERVICE": "0"}):
         with Encoder.open(path, backend="hailo", device_id=CHIP_B) as enc:
             assert enc.encode(TEXTS).shape == (3, 32)
         with Encoder.open(path, backend="hailo"):
@@ -122,14 +111,6 @@ def test_two_processes_each_on_their_own_chip(fake_hailo, tiny_bert_bundle, tmp_
             Encoder.open(path, backend="hailo", device_id=CHIP_A)
         assert f"Hailo-8 {CHIP_A} is in use by another process" in e.value.message
         assert "73, HAILO_DEVICE_IN_USE" in e.value.message
-    finally:
-        holder.stdin.close()
-        try:
-            holder.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            holder.kill()
-            holder.wait()
-    assert holder.returncode == 0
 
 
 def test_the_fake_takes_device_ids_as_hailort_does(fake_hailo):

@@ -212,11 +212,7 @@ def test_read_only_open_writes_nothing_and_still_searches(cpu_library, caplog):
         assert leftover.exists()
         skipped = [r for r in caplog.records if "repairs skipped" in r.getMessage()]
         assert len(skipped) == 1
-        searcher = Searcher(lib)
-        try:
-            assert searcher.search("olive oil sauce", k=3, mode="hybrid").hits
-        finally:
-            searcher.close()
+        assert hits(lib, "olive oil sauce", "hybrid")
         assert lib.status().documents == 6
         with pytest.raises(LibraryError, match="read-only") as e:
             with lib.write_lock():
@@ -270,15 +266,17 @@ def test_full_disk_at_open_falls_back_to_reading(cpu_library, monkeypatch, caplo
         lib = Library.open(cpu_library, create=False)
     try:
         assert lib.read_only and "No space left" in lib.read_only_reason
-        searcher = Searcher(lib)
-        try:
-            assert searcher.search("olive oil sauce", k=3, mode="vector").hits
-        finally:
-            searcher.close()
+        assert hits(lib, "olive oil sauce", "vector")
         assert sum("repairs skipped" in r.getMessage() for r in caplog.records) == 1
     finally:
         lib.close()
     assert not (cpu_library / "library.lock").read_text()  # the lock was released
+
+
+def hits(lib, query: str, mode: str) -> list:
+    """The hits of one search through a Searcher of its own, closed again."""
+    with Searcher(lib) as searcher:
+        return searcher.search(query, k=3, mode=mode).hits
 
 
 def _cap_the_database_at_its_size(lib) -> None:
@@ -312,11 +310,7 @@ def test_full_disk_at_connect_reads_without_a_shm_file(cpu_library, monkeypatch)
     monkeypatch.setattr(store, "_mode_ro_works", lambda uri: False)  # the -shm cannot grow
     with Library.open(cpu_library, create=False) as lib:
         assert lib.read_only and "disk I/O error" in lib.read_only_reason
-        searcher = Searcher(lib)
-        try:
-            assert searcher.search("olive oil sauce", k=3, mode="hybrid").hits
-        finally:
-            searcher.close()
+        assert hits(lib, "olive oil sauce", "hybrid")
         assert not Path(f"{cpu_library / 'library.db'}-shm").exists()  # immutable: no -shm
 
 

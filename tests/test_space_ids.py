@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,6 +30,22 @@ def lib(tmp_path):
 
 def sidecars(folder) -> list[str]:
     return sorted(n for n in os.listdir(folder) if n.endswith(IDS_SUFFIX))
+
+
+def one_segment_library(path, n: int) -> tuple[list[int], np.ndarray, Path]:
+    """A closed library at ``path`` whose space holds ``n`` vectors in one segment (with its
+    sidecar): (chunk ids, vectors, the space folder)."""
+    with Library.open(path) as lib:
+        sp = lib.ensure_space(FakeEncoder())
+        ids = add_chunks(lib, n)
+        vecs = unit(n)
+        sp.add(ids, vecs)
+        return ids, vecs, sp.folder
+
+
+def delete_sidecars(folder) -> None:
+    for n in sidecars(folder):
+        (folder / n).unlink()
 
 
 class NoIdColumn(np.ndarray):
@@ -143,13 +160,9 @@ def test_opening_reads_the_sidecars_not_the_id_columns(tmp_path, monkeypatch):
 
 
 def test_a_missing_sidecar_is_written_by_the_next_open(tmp_path, monkeypatch):
-    with Library.open(tmp_path / "lib") as lib:
-        sp = lib.ensure_space(FakeEncoder())
-        ids = add_chunks(lib, 6)
-        sp.add(ids, unit(6))
-        (side,) = sidecars(sp.folder)
-        (sp.folder / side).unlink()  # a library written before sidecars existed
-        folder = sp.folder
+    ids, _vecs, folder = one_segment_library(tmp_path / "lib", 6)
+    (side,) = sidecars(folder)
+    (folder / side).unlink()  # a library written before sidecars existed
     with Library.open(tmp_path / "lib") as lib:
         assert list(lib.space("cpu-fp32")._members) == ids
     assert np.load(folder / side).tolist() == ids
@@ -160,12 +173,8 @@ def test_a_missing_sidecar_is_written_by_the_next_open(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bad", ["short", "other ids", "not an array", "empty"])
 def test_a_sidecar_that_does_not_fit_its_segment_is_ignored_and_rewritten(tmp_path, bad):
-    with Library.open(tmp_path / "lib") as lib:
-        sp = lib.ensure_space(FakeEncoder())
-        ids = add_chunks(lib, 10)
-        sp.add(ids, unit(10))
-        (side,) = sidecars(sp.folder)
-        folder = sp.folder
+    ids, _vecs, folder = one_segment_library(tmp_path / "lib", 10)
+    (side,) = sidecars(folder)
     path = folder / side
     if bad == "short":
         np.save(path, np.array(ids[:-1], np.int64))
@@ -183,14 +192,8 @@ def test_a_sidecar_that_does_not_fit_its_segment_is_ignored_and_rewritten(tmp_pa
 
 
 def test_a_read_only_library_opens_and_writes_no_sidecar(tmp_path):
-    with Library.open(tmp_path / "lib") as lib:
-        sp = lib.ensure_space(FakeEncoder())
-        ids = add_chunks(lib, 6)
-        vecs = unit(6)
-        sp.add(ids, vecs)
-        folder = sp.folder
-    for n in sidecars(folder):
-        (folder / n).unlink()
+    ids, vecs, folder = one_segment_library(tmp_path / "lib", 6)
+    delete_sidecars(folder)
     with Library.open(tmp_path / "lib", create=False, read_only=True) as lib:
         sp = lib.space("cpu-fp32")
         assert list(sp._members) == ids
@@ -200,14 +203,8 @@ def test_a_read_only_library_opens_and_writes_no_sidecar(tmp_path):
 
 def test_a_sidecar_that_cannot_be_written_is_skipped_silently(tmp_path, monkeypatch):
     """Root may write into read-only folders: the refusal is simulated at the write."""
-    with Library.open(tmp_path / "lib") as lib:
-        sp = lib.ensure_space(FakeEncoder())
-        ids = add_chunks(lib, 6)
-        vecs = unit(6)
-        sp.add(ids, vecs)
-        folder = sp.folder
-    for n in sidecars(folder):
-        (folder / n).unlink()
+    ids, vecs, folder = one_segment_library(tmp_path / "lib", 6)
+    delete_sidecars(folder)
     real = spaces.write_atomic
 
     def refuse_sidecars(path, write):
@@ -228,13 +225,8 @@ def test_a_sidecar_that_cannot_be_written_is_skipped_silently(tmp_path, monkeypa
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes to read-only folders")
 def test_a_space_folder_without_write_permission_still_opens(tmp_path):
-    with Library.open(tmp_path / "lib") as lib:
-        sp = lib.ensure_space(FakeEncoder())
-        ids = add_chunks(lib, 4)
-        sp.add(ids, unit(4))
-        folder = sp.folder
-    for n in sidecars(folder):
-        (folder / n).unlink()
+    ids, _vecs, folder = one_segment_library(tmp_path / "lib", 4)
+    delete_sidecars(folder)
     folder.chmod(0o555)
     try:
         with Library.open(tmp_path / "lib") as lib:
@@ -266,12 +258,8 @@ def test_compaction_and_unstaging_delete_sidecars_with_their_segments(lib):
 
 
 def test_reconcile_removes_sidecars_without_a_segment(tmp_path):
-    with Library.open(tmp_path / "lib") as lib:
-        sp = lib.ensure_space(FakeEncoder())
-        ids = add_chunks(lib, 3)
-        sp.add(ids, unit(3))
-        folder = sp.folder
-        (own,) = sidecars(folder)
+    ids, _vecs, folder = one_segment_library(tmp_path / "lib", 3)
+    (own,) = sidecars(folder)
     stray = "seg-0000000099-deadbeef" + IDS_SUFFIX  # its segment was merged away
     np.save(folder / stray, np.array([ids[0]], np.int64))
     with Library.open(tmp_path / "lib", read_only=True) as lib:  # readers repair nothing

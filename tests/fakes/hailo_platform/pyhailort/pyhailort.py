@@ -48,10 +48,12 @@ Devices and runtimes:
 - Choosing the device: ``Device.scan()`` lists the ids (PCIe ``DDDD:BB:DD.F``);
   ``VDevice(params)`` with ``params.device_ids = [id]`` opens exactly that device with the
   params' scheduler and group id, ``VDevice(device_ids=[id])`` with default params (scheduler
-  NONE on 4.x), both at once is HAILO_INVALID_OPERATION (``bindings/python/src/vdevice_api.hpp``);
-  an id not in the scan is HAILO_INVALID_ARGUMENT (``vdevice.cpp`` ``get_accelerator_type``);
-  ids compare as ``Device::device_ids_equal`` does (the PCIe domain is optional). With ``multi_process_service=True`` the VDevice lives in the
-  ``hailort_service``; without that service running the client's RPC fails (77
+  NONE on 4.x), both at once is HAILO_INVALID_OPERATION
+  (``hailort/libhailort/bindings/python/src/vdevice_api.hpp``); an id not in the scan is
+  HAILO_INVALID_ARGUMENT (``hailort/libhailort/src/vdevice/vdevice.cpp``
+  ``get_accelerator_type``); ids compare as ``Device::device_ids_equal`` does, the PCIe domain
+  optional (``hailort/libhailort/src/device_common/device.cpp``).
+- With ``multi_process_service=True`` the VDevice lives in the ``hailort_service``; without that service running the client's RPC fails (77
   HAILO_RPC_FAILED; own analysis, the status is ``hailort.h``'s).
 
 Not modelled: HailoRT 4.x refusing Hailo-10/15 devices; ``group_id`` matching across service
@@ -378,7 +380,8 @@ def _refuse_hailo8_on_5x(arch: str) -> None:
 
 class _PhysicalDeviceLock:
     """HailoRT 4.x without the multi-process service: a VDevice marks the PCIe device in use through
-    the driver (``VdmaDevice::mark_as_used``, ``vdevice.cpp`` ``create_devices``). Modelled with an
+    the driver (``VdmaDevice::mark_as_used``, ``create_devices`` in
+    ``hailort/libhailort/src/vdevice/vdevice.cpp``). Modelled with an
     flock on a file per device in ``WORLD.lock_dir``, so it holds across real processes and is
     released when the holder exits; VDevices of one process share it (own simplification)."""
 
@@ -418,7 +421,8 @@ class _PhysicalDeviceLock:
 
 def _pcie_bdf(dev_id: str):
     """(domain or None, bus, device, func) of "DDDD:BB:DD.F" or "BB:DD.F", else None
-    (``PcieDevice::parse_pcie_device_info``: the domain is optional, hex fields)."""
+    (``PcieDevice::parse_pcie_device_info`` in ``hailort/libhailort/src/vdma/pcie/pcie_device.cpp``:
+    the domain is optional, hex fields)."""
     import re
 
     m = re.fullmatch(r"(?:([0-9a-fA-F]{1,4}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.(\d)", str(dev_id).strip())
@@ -429,8 +433,10 @@ def _pcie_bdf(dev_id: str):
 
 
 def _same_device(a: str, b: str) -> bool:
-    """``Device::device_ids_equal``: PCIe ids match on bus/device/func, and on the domain when
-    both name one (``pcie_device_infos_equal``); other ids must be equal."""
+    """``Device::device_ids_equal`` (``hailort/libhailort/src/device_common/device.cpp``): PCIe
+    ids match on bus/device/func, and on the domain when both name one
+    (``pcie_device_infos_equal``, ``hailort/libhailort/src/vdma/pcie/pcie_device.cpp``); other
+    ids must be equal."""
     pa, pb = _pcie_bdf(a), _pcie_bdf(b)
     if pa is None or pb is None:
         return a == b
@@ -459,10 +465,11 @@ class VDevice:
     def __init__(self, params=None, *, device_ids=None):
         self._vdevice = None
         if params is not None and list(getattr(params, "device_ids", []) or []) and device_ids:
-            # vdevice_api.hpp: "VDevice device_ids can be set in params or device_ids argument"
+            # hailort/libhailort/bindings/python/src/vdevice_api.hpp VDeviceWrapper::create:
+            # "VDevice device_ids can be set in params or device_ids argument"
             raise HailoRTInvalidOperationException("Invalid operation. See hailort.log for more information")
         if device_ids:
-            # vdevice_api.hpp create_from_ids: default params with these ids; on 4.x also the
+            # vdevice_api.hpp VDeviceWrapper::create_from_ids: default params with these ids; on 4.x also the
             # scheduler NONE (5.x keeps the default ROUND_ROBIN)
             params = VDevice.create_params()
             params.device_ids = list(device_ids)
@@ -492,7 +499,8 @@ class VDevice:
 
     @staticmethod
     def _named_device(named: list) -> dict:
-        """``get_accelerator_type``: every named id must be in the scan, else HAILO_INVALID_ARGUMENT
+        """``get_accelerator_type`` (``hailort/libhailort/src/vdevice/vdevice.cpp``): every named id
+        must be in the scan, else HAILO_INVALID_ARGUMENT
         ("VDevice creation failed. device_id {} not found" in hailort.log). One device per VDevice
         here (a multi-device VDevice is not modelled)."""
         if len(named) != 1:
@@ -510,7 +518,8 @@ class VDevice:
 
     @staticmethod
     def _take(dev: dict, named: list) -> dict:
-        """HailoRT 4.x without the service (``create_devices``): a named device another process
+        """HailoRT 4.x without the service (``create_devices`` in
+        ``hailort/libhailort/src/vdevice/vdevice.cpp``): a named device another process
         holds fails with 73 HAILO_DEVICE_IN_USE; without ids, held devices are skipped in scan
         order and 74 HAILO_OUT_OF_PHYSICAL_DEVICES means none was free."""
         if named:
@@ -551,6 +560,9 @@ class VDevice:
         raise NotImplementedError("fake hailo_platform: the legacy InferVStreams path is not modelled")
 
     def get_physical_devices_ids(self):
+        """The ids of the devices this VDevice opened, not every scanned one (``VDeviceHandle``
+        asks its ``VDeviceBase``, ``hailort/libhailort/src/vdevice/vdevice.cpp``; 5.x
+        ``VDeviceHrpcClient`` returns its one device id, ``vdevice_hrpc_client.cpp``)."""
         return [self._dev_id]
 
     def create_infer_model(self, hef_source, name=""):
