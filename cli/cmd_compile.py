@@ -95,14 +95,19 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
 @click.option("--seq-len", type=click.IntRange(8, 8192), default=None,
               help="Fixed token window of the HEF (SEQ). Default: the bundle's seq_len. Needs a calibration "
                    "set for the same SEQ.")
-@click.option("--precision", default="balanced", show_default=True,
+@click.option("--precision", default=None,
               help=f"Precision profile: {', '.join(PROFILES)}, or a JSON/TOML file mapping site groups to 8/16 "
-                   "bits, e.g. {\"bits\": {\"residual_add\": 16, \"layernorm\": 16, \"ffn_out\": 8}}.")
-@click.option("--mask", type=click.Choice(["softmax", "additive"]), default=None,
-              help="How the HEF takes the attention mask. softmax (the model zoo's MiniLM recipe): a 0/1 mask "
-                   "inside softmax, fed score-shaped (heads x SEQ values per token). additive (the zoo's BERT "
-                   "recipe): one additive value per token, added to the 8-bit scores. Default: the precision "
-                   "profile's (softmax). DFC 3.x lacks the softmax command: use additive there.")
+                   "bits, e.g. {\"bits\": {\"residual_add\": 16, \"layernorm\": 16, \"ffn_out\": 8}}. Default: "
+                   "balanced, with the ladder stepping down to a8 on the known compiler walls. --precision a8 "
+                   "on hailo10h gives exactly the model script of the one public Hailo-10H report.")
+@click.option("--mask", type=click.Choice(["keys01", "scores01", "additive", "softmax"]), default=None,
+              help="How the HEF takes the attention mask. keys01 (default on hailo10h; the public Hailo-10H report, "
+                   "DFC 5.3.0): one 0/1 value per token at the mask Mul, applied inside softmax "
+                   "(set_input_mask_to_softmax), SEQ bytes per frame. scores01 (default on hailo8/hailo8l; the model "
+                   "zoo's all_minilm_l6_v2, DFC 3.34): the same 0/1 mask fed score-shaped, heads x SEQ values per "
+                   "token. additive (the zoo's bert_base_uncased, DFC 3.33): one additive value per token, added to "
+                   "the 8-bit scores, no mask command; chosen by itself on a DFC 3.x without the command. softmax is "
+                   "the old name of scores01.")
 @click.option("--optimization-level", type=click.IntRange(0, 4), default=0, show_default=True,
               help="DFC optimisation effort (0 = the model zoo's choice for text encoders; 2+ wants a GPU).")
 @click.option("--compression-level", type=click.IntRange(0, 5), default=0, show_default=True,
@@ -111,9 +116,11 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
               help="A file of extra model-script lines appended verbatim.")
 @click.option("--calib", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Use this .npz (arrays 'embeddings' and 'mask') instead of the bundle's calibration set.")
-@click.option("--fallback", is_flag=True,
-              help="On a BackendAllocatorException, step down: 16-bit FFN projections off, then LayerNorm, "
-                   "then residual adds, then a8.")
+@click.option("--fallback/--no-fallback", default=True, show_default=True,
+              help="On a known compiler wall (BackendAllocatorException, NegativeSlopeExponentNonFixable), step "
+                   "down and try again: on hailo10h straight to a8 (the public report's script), elsewhere one "
+                   "16-bit group at a time (FFN projections, LayerNorm internals, residual adds, then a8). Stages "
+                   "already done are reused; every attempt is recorded in the work folder's build-report.json.")
 @click.option("--no-report", is_flag=True, help="Skip the emulator quality report before compiling.")
 @click.option("--work-dir", type=click.Path(file_okay=False), default=None,
               help="Where stages are saved for resuming. Default: BUNDLE/build/<hw-arch>.s<SEQ>/ (not needed "
@@ -124,12 +131,19 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
     """Compile BUNDLE's encoder for a Hailo NPU (x86_64 Linux with the Dataflow Compiler).
 
     \b
+    With no options it builds the recipe on record for the chip:
+      hailo10h   the public Hailo-10H report (DFC 5.3.0): mask keys01, its model script
+                 (calibration 1024/16, equalization, optimisation level 0, mask command);
+                 balanced first, then that report's all-8-bit script on a known wall
+      hailo8/8l  the model zoo's all_minilm_l6_v2 (DFC 3.34): mask scores01, the zoo's script
+
+    \b
     Stages (each saved, so a re-run resumes where it stopped):
-      parse      the encoder body as the model zoo parses MiniLM/BERT (embeddings NWC; the
-                 mask NGWC score-shaped, or additive per token)
+      parse      the encoder body cut where the recipe cuts it (embeddings NWC; the mask
+                 at the mask Mul, NHWC / NGWC score-shaped / additive per token)
       preflight  the calibration arrays against the parsed input layers
       optimize   quantise with the model script written from --precision
-      report     FP32 vs quantised emulation on multilingual sentences
+      report     FP32 vs quantised emulation on multilingual sentences (basis-independent)
       compile    write BUNDLE/encoder.<hw-arch>[.s<SEQ>].hef and update manifest.json
 
     Make the calibration set first: hefsearch compile calib BUNDLE --from ~/Documents
@@ -144,6 +158,7 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
     for a in result.attempts:
         click.echo(f"attempt {a.profile}: optimize {a.optimize}, compile {a.compile}"
                    + (f" ({a.error.splitlines()[0][:120]})" if a.error else ""))
+    click.echo(f"build report: {result.work_dir / 'build-report.json'}")
     click.echo(f"{result.hef}: {hw_arch}, SEQ {result.entry.seq_len}, precision {result.profile.describe()}")
     if result.profile.name != result.attempts[0].profile:
         click.secho(f"note: the HEF has profile {result.profile.name}, not the requested "
@@ -156,11 +171,12 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
               help="Precision profile, as for 'compile hef': a8 (everything 8-bit), balanced (16 bits on "
                    "residual adds, LayerNorm internals and FFN output projections) or a JSON/TOML file "
                    "mapping site groups to 8/16 bits.")
-@click.option("--mask", "mask", default=None, metavar="inside|additive[:VALUE]",
-              help="How the attention mask meets the 8-bit scores. inside: applied inside softmax (the "
-                   "DFC's set_input_mask_to_softmax); additive:VALUE: (1-mask)*VALUE added to the scores "
-                   "and quantised with them (additive:-10000 reproduces the collapse; -50 avoids it). "
-                   "Default: the profile's own (inside).")
+@click.option("--mask", "mask", default=None, metavar="inside|keys01|scores01|additive[:VALUE]",
+              help="How the attention mask meets the 8-bit scores. inside (also keys01, scores01: the HEF "
+                   "mask modes that use it, keys01 being the hailo10h default build): applied inside softmax "
+                   "(the DFC's set_input_mask_to_softmax); additive:VALUE: (1-mask)*VALUE added to the scores "
+                   "and quantised with them, as a HEF built with --mask additive (additive:-10000 reproduces the "
+                   "collapse; -50 avoids it). Default: the profile's own (inside).")
 @click.option("--texts", "texts_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="UTF-8 file, one text per line, for the activation ranges when the bundle has no "
                    "calibration set (from 'hefsearch compile calib'); added to the built-in samples.")
@@ -189,7 +205,8 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit):
         click.secho(f"note: {n}", fg="yellow", err=True)
     c = report.check
     mode = report.mask["mode"]
-    mask_txt = "inside softmax" if mode == "softmax" else f"additive {report.mask['value']:g}"
+    mask_txt = ("inside softmax, as a keys01/scores01 HEF" if mode == "softmax"
+                else f"additive {report.mask['value']:g}, as an additive HEF")
     sixteen = ", ".join(report.profile.get("sixteen_bit", [])) or "none"
     click.echo(
         f"{report.label}: {report.file}\n"

@@ -16,16 +16,33 @@ optimisation that took hours. ``hailo_sdk_client`` is imported only here, at cal
 Verified against the contract fake in ``tests/fakes/hailo_sdk_client`` only (written from Hailo's
 public scripts and a public user report); no real Dataflow Compiler has run this code.
 
+Defaults per chip (what is on record; docs/hailo-facts.md has the sources):
+
+- ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report,
+  ``shared/reference/seeds/000_0bd7e697973448cf.txt``, DFC 5.3.0): mask mode ``keys01``
+  (:mod:`hefsearch.embed.mask_layout`) and that report's model script
+  (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``balanced``
+  (16 bits off the attention path only), and on either wall that report hit it goes straight to
+  the report's 8-bit script, since the report found the mere presence of an a16 layer to crash
+  the allocator (intermediate rungs would cost another optimisation each for the same crash).
+- ``hailo8`` / ``hailo8l``: the model zoo's all_minilm_l6_v2 recipe (mask mode ``scores01``,
+  the zoo's script) on DFC 3.34+, where the zoo uses ``set_input_mask_to_softmax()``; on other
+  DFC 3.x the command is probed on the parsed network and, when it is missing and no ``--mask``
+  was given, the build switches to the zoo's BERT recipe (``additive``). The ladder steps down
+  group by group (FFN output projections, LayerNorm internals, residual adds, a8).
+
 Known failure modes and what happens:
 
 - no DFC: :class:`DfcUnavailable` with how to get it (x86_64 Linux, Python 3.10-3.12, the
   Hailo AI Software Suite or the DFC wheel from Hailo's Developer Zone);
 - calibration of the wrong rank/shape: stopped by the preflight before ``optimize()`` (the
   SDK would raise an ``IndexError`` inside LayerNorm decomposition);
-- ``BackendAllocatorException`` after a 16-bit request: explained; with ``fallback`` the
-  profile steps down (FFN output projections, LayerNorm internals, residual adds, a8),
-  re-optimising only for profiles not optimised before, and the manifest records the profile
-  the HEF finally has.
+- the two walls of the Hailo-10H report, recognised by name (also wrapped in another
+  exception, or named only in a message): ``NegativeSlopeExponentNonFixable`` in optimize() and
+  ``BackendAllocatorException`` in compile() (or optimize()). With the ladder (the default) the
+  build steps down, re-optimising only for profiles not optimised before; without it, or at the
+  last rung, the wall is explained. Every attempt is recorded in the work folder's
+  ``build-report.json`` and in the manifest, which also records the profile the HEF finally has.
 """
 
 from __future__ import annotations
@@ -44,13 +61,14 @@ from hefsearch.embed.atomic_write import write_bytes_atomic, write_json_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file
 from hefsearch.embed.errors import BackendUnavailable, HefsearchError
 from hefsearch.embed.hef_contract import HefContract, check_contract
-from hefsearch.embed.mask_layout import MaskLayout
+from hefsearch.embed.mask_layout import HEF_MASK_MODES, MaskLayout, hef_mask_mode
 from hefsearch.embed.versions import major_version
-from hefsearch.embed.precision import MASK_MODES, PrecisionProfile, fallback_ladder, load_profile
+from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
 
 from . import calib as calib_mod
 from .dfc_onnx import EMBEDDINGS, MASK, OUTPUT, make_dfc_onnx, verify_dfc_onnx
-from .model_script import MASK_COMMAND, build_model_script, read_extra_lines, site_layers
+from .model_script import (MASK_COMMAND, RECIPE_HAILO10H, REPORT_BATCH, REPORT_CALIBSET, build_model_script,
+                           read_extra_lines, recipe_for, site_layers)
 from .preflight import calibration_dict, input_layers, preflight
 
 log = logging.getLogger("hefsearch.compile")
@@ -75,6 +93,16 @@ class AllocatorCrash(CompileError):
     """The DFC allocator could not place the network (BackendAllocatorException)."""
 
     title = "allocator failure"
+
+
+class NegativeExponentWall(CompileError):
+    """optimize() could not fix a negative slope exponent (NegativeSlopeExponentNonFixable)."""
+
+    title = "quantisation failure"
+
+
+class MaskCommandMissing(CompileError):
+    """The DFC refused set_input_mask_to_softmax() on the parsed network."""
 
 
 @dataclass
@@ -109,22 +137,33 @@ def load_sdk() -> Sdk:
     return Sdk(ClientRunner, InferenceContext, Dims, str(getattr(hailo_sdk_client, "__version__", "unknown")))
 
 
+#: the precision profile a build starts from when none is asked for (the ladder steps down)
+DEFAULT_PRECISION = "balanced"
+#: the HEF mask mode on record for each chip (see the module docstring)
+DEFAULT_MASK = {"hailo10h": "keys01", "hailo8": "scores01", "hailo8l": "scores01"}
+#: the first DFC 3.x with set_input_mask_to_softmax() in a public recipe (model zoo v2.19 MiniLM)
+DFC3_MASK_COMMAND = (3, 34)
+
+
 @dataclass
 class HefOptions:
     hw_arch: str
     seq_len: int | None = None
-    precision: str | Path | PrecisionProfile | None = "balanced"
+    #: a profile name or file; None = DEFAULT_PRECISION
+    precision: str | Path | PrecisionProfile | None = None
     #: MZ uses 0 for every transformer text encoder; 2 is the DFC's default (wants a GPU)
     optimization_level: int = 0
     compression_level: int = 0
     alls_extra: str | Path | None = None
-    fallback: bool = False
+    #: step down on the known walls; None = on
+    fallback: bool | None = None
     report: bool = True
     calib: str | Path | None = None  # an .npz with embeddings/mask; default: the bundle's set
-    calib_batch_size: int = 8
+    #: calibration batch; None = the recipe's (16 in the Hailo-10H report and the zoo's BERT, 8 in its MiniLM)
+    calib_batch_size: int | None = None
     work_dir: str | Path | None = None
     restart: bool = False  # ignore saved stages
-    #: "softmax" (the zoo's MiniLM recipe), "additive" (the zoo's BERT), or None: the profile's
+    #: a HEF mask mode (keys01, scores01, additive; embed/mask_layout.py) or None: the chip's default
     mask: str | None = None
 
 
@@ -132,10 +171,12 @@ class HefOptions:
 class Attempt:
     profile: str
     sixteen_bit: list[str]
-    optimize: str = "not run"  # "ran", "reused"
+    optimize: str = "not run"  # "ran", "reused", "negative_exponent", "allocator", "failed"
     compile: str = "not run"  # "ok", "reused", "allocator", "failed"
     error: str | None = None
     seconds: dict = field(default_factory=dict)
+    model_script: str | None = None  # the file name of the script this attempt optimised with
+    wall: str | None = None  # the known wall it hit: "allocator" or "negative_exponent"
 
 
 @dataclass
@@ -159,10 +200,32 @@ def hef_filename(hw_arch: str, seq_len: int, bundle_seq_len: int) -> str:
 DFC_TARGETS = {5: ("hailo10h", "hailo15h", "hailo15m", "hailo15l"), 3: ("hailo8", "hailo8l", "hailo8r")}
 
 
-def check_dfc_target(version: str, hw_arch: str, mask_mode: str) -> list[str]:
-    """Stop before parsing when this DFC cannot build for ``hw_arch`` or lacks the mask command.
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in str(version).split("+")[0].split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
 
-    Returns warnings for versions it cannot judge (e.g. a DFC newer than any known line).
+
+def dfc_has_mask_command(version: str) -> bool | None:
+    """Whether this DFC line is known to have set_input_mask_to_softmax(): True for 5.x and for
+    3.34+ (the zoo's MiniLM), None where only the probe on the parsed network can tell."""
+    v = _version_tuple(version)
+    if not v:
+        return None
+    if v[0] >= 5 or (v[0] == 3 and v[:2] >= DFC3_MASK_COMMAND):
+        return True
+    return None
+
+
+def check_dfc_target(version: str, hw_arch: str, mask_mode: str) -> list[str]:
+    """Stop before parsing when this DFC cannot build for ``hw_arch``.
+
+    Returns notes: a DFC line hefsearch does not know is tried; on a DFC 3.x older than 3.34 the
+    mask command is probed on the parsed network (a user report found it absent in 3.33).
     """
     major = major_version(version)
     if major is None or major not in DFC_TARGETS:
@@ -175,36 +238,46 @@ def check_dfc_target(version: str, hw_arch: str, mask_mode: str) -> list[str]:
             f"Dataflow Compiler {version} builds for {chips} only; --hw-arch {hw_arch} needs DFC {need}.x.",
             f"Install the DFC {need}.x wheel (or the matching Hailo AI Software Suite) in another venv for "
             f"{hw_arch}; keep DFC {major}.x for {', '.join(DFC_TARGETS[major][:1])}.")
-    if major == 3 and mask_mode == "softmax":
-        raise CompileError(
-            f"Dataflow Compiler {version} (3.x) does not have the model-script command {MASK_COMMAND} that the "
-            "softmax mask mode needs (a public user report found it absent in DFC 3.33).",
-            "Compile with --mask additive (the zoo's BERT recipe: the additive mask goes in as an input), "
-            "or use a DFC that has the command.")
+    if hef_mask_mode(mask_mode).softmax_command and not dfc_has_mask_command(version):
+        return [f"note: Dataflow Compiler {version} predates the model zoo's first use of {MASK_COMMAND} (DFC 3.34); "
+                "probing it on the parsed network."]
     return []
 
 
-def probe_mask_command(runner) -> None:
+def probe_mask_command(runner, mask_mode: str) -> None:
     """Load the mask command alone into a parsed runner: a DFC without it fails here, in
     seconds, instead of at optimize()."""
     try:
         runner.load_model_script(MASK_COMMAND + "\n")
     except Exception as e:
-        raise CompileError(
-            f"The Dataflow Compiler refused {MASK_COMMAND} (needed by the softmax mask mode) on the parsed "
+        raise MaskCommandMissing(
+            f"The Dataflow Compiler refused {MASK_COMMAND} (needed by the {mask_mode} mask mode) on the parsed "
             f"network: {type(e).__name__}: {e}",
-            "Compile with --mask additive (the additive mask goes in as an input), or update the DFC.") from e
+            "Compile with --mask additive (the zoo's BERT recipe: the additive mask goes in as an input), or use a "
+            "DFC that has the command (3.34+ for Hailo-8/8L, 5.x for Hailo-10H).") from e
+
+
+#: the DFC failures the public Hailo-10H report hit, by the exception name it printed
+WALLS = {"BackendAllocatorException": "allocator", "NegativeSlopeExponentNonFixable": "negative_exponent"}
+
+
+def known_wall(exc: BaseException) -> str | None:
+    """"allocator" or "negative_exponent" when ``exc`` is one of the report's walls, also when it is
+    wrapped in another exception (as cause or context) or only named in a message; else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        names = [c.__name__ for c in type(exc).__mro__]
+        for marker, wall in WALLS.items():
+            if any(marker in n for n in names) or marker in str(exc):
+                return wall
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def is_allocator_crash(exc: BaseException) -> bool:
     """True for the DFC's BackendAllocatorException, also when wrapped in another exception."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if "BackendAllocatorException" in type(exc).__name__ or "BackendAllocatorException" in str(exc):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return known_wall(exc) == "allocator"
 
 
 def _key(*parts) -> str:
@@ -221,7 +294,7 @@ class _State:
     def __init__(self, folder: Path, restart: bool):
         self.folder = folder
         self.path = folder / STATE_FILE
-        self.data = {"version": _STATE_VERSION, "parse": None, "optimized": {}, "compiled": {}}
+        self.data = {"version": _STATE_VERSION, "parse": None, "optimized": {}, "compiled": {}, "walls": {}}
         if self.path.is_file() and not restart:
             try:
                 loaded = json.loads(self.path.read_text())
@@ -234,6 +307,19 @@ class _State:
         write_json_atomic(self.path, self.data)
 
 
+def _explain_wall(wall: str, profile: PrecisionProfile, work: Path, fallback: bool) -> CompileError:
+    if wall == "allocator":
+        return _explain_allocator(profile, work, fallback)
+    why = (f"optimize() failed with profile {profile.describe()}: NegativeSlopeExponentNonFixable. The model "
+           "script's negative_exponent line cannot be met with an 8-bit softmax (the public Hailo-10H report hit "
+           "exactly this on DFC 5.3.0: 'Desired shift is 8.0, but op has only 8 data bits').")
+    hint = ("Remove model_optimization_config(negative_exponent, ...) from your --alls-extra lines; hefsearch writes "
+            "it only for a 16-bit softmax. " if profile.bits_for("softmax") != 16 else
+            "Use a profile without a 16-bit softmax, or --fallback to step down. ")
+    hint += f"Finished stages are kept in {work}; a re-run resumes there."
+    return NegativeExponentWall(why, hint)
+
+
 def _explain_allocator(profile: PrecisionProfile, work: Path, fallback: bool) -> AllocatorCrash:
     attention = profile.attention_sixteen_bit
     why = (
@@ -243,8 +329,7 @@ def _explain_allocator(profile: PrecisionProfile, work: Path, fallback: bool) ->
     )
     why += (f"; 16 bits on the attention path ({', '.join(attention)}) is known to fail this way on DFC 5.3.0."
             if attention else ".")
-    hint = ("Re-run with --fallback to step down (16-bit FFN projections off, then LayerNorm internals, then "
-            "residual adds, then plain a8), or choose --precision a8. " if not fallback else "")
+    hint = ("Re-run with --fallback to step down to 8 bits, or choose --precision a8. " if not fallback else "")
     hint += f"Finished stages are kept in {work}; a re-run resumes there."
     return AllocatorCrash(why, hint)
 
@@ -258,10 +343,33 @@ class HefPlan:
     requested: PrecisionProfile
     ladder: list[PrecisionProfile]  # the requested profile, then its fallbacks with --fallback
     extra_lines: list[str]
+    mask_mode: str  # a HEF mask mode: keys01, scores01, additive
+    mask_explicit: bool  # --mask was given (else the chip's default, which a missing command may change)
+    recipe: str  # model_script.RECIPE_HAILO10H or RECIPE_ZOO
+    fallback: bool
 
     @property
-    def mask_mode(self) -> str:
-        return self.requested.mask
+    def mask_command(self) -> bool:
+        return hef_mask_mode(self.mask_mode).softmax_command
+
+    def calibration(self, rows: int, batch_size: int | None) -> tuple[int, int]:
+        """(calibset_size, batch_size) for ``rows`` calibration rows: the report's 1024 / 16 on
+        Hailo-10H, the zoo's batch (8 for MiniLM, 16 for BERT) elsewhere."""
+        if batch_size is None:
+            batch_size = REPORT_BATCH if self.recipe == RECIPE_HAILO10H or self.mask_mode == "additive" else 8
+        return min(rows, REPORT_CALIBSET), min(int(batch_size), rows)
+
+
+def build_ladder(requested: PrecisionProfile, hw_arch: str, fallback: bool) -> list[PrecisionProfile]:
+    """The profiles to try in turn. Hailo-10H: the requested one, then straight to a8 (the public
+    report found every a16 build to crash the allocator, whatever the layers); other chips: one
+    site group at a time (embed/precision.py ``fallback_ladder``)."""
+    if not fallback:
+        return [requested]
+    if hw_arch == "hailo10h":
+        a8 = PrecisionProfile("a8", {}, requested.mask)
+        return [requested] if requested.same_bits(a8) else [requested, a8]
+    return fallback_ladder(requested)
 
 
 def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str], None]) -> HefPlan:
@@ -275,16 +383,22 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
     if not 8 <= seq <= bundle.seq_len:
         raise CompileError(f"--seq-len {seq} is outside 8..{bundle.seq_len} (the bundle's window).",
                            "Re-export the bundle with a longer --seq-len to compile a longer window.")
-    requested = load_profile(opts.precision)
-    if opts.mask:
-        if opts.mask not in MASK_MODES:
-            raise CompileError(f"Unknown --mask {opts.mask!r}.", "Use softmax or additive.")
-        requested = replace(requested, mask=opts.mask)
-    ladder = fallback_ladder(requested) if opts.fallback else [requested]
+    requested = load_profile(opts.precision or DEFAULT_PRECISION)
+    try:
+        mode = hef_mask_mode(opts.mask or DEFAULT_MASK[opts.hw_arch])
+    except ValueError:
+        raise CompileError(f"Unknown --mask {opts.mask!r}.", f"Use one of: {', '.join(HEF_MASK_MODES)}.") from None
+    if opts.mask and DEFAULT_MASK[opts.hw_arch] != mode.name:
+        say(f"note: mask mode {mode.name} follows {mode.source}; it is shown for {mode.shown_on}, not for "
+            f"{opts.hw_arch}'s default ({DEFAULT_MASK[opts.hw_arch]}).")
+    requested = replace(requested, mask=mode.profile_mask)
+    fallback = True if opts.fallback is None else bool(opts.fallback)
+    ladder = build_ladder(requested, opts.hw_arch, fallback)
     if requested.attention_sixteen_bit:
         say(f"warning: profile {requested.name} puts 16 bits on the attention path "
             f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
-    return HefPlan(bundle, seq, requested, ladder, read_extra_lines(opts.alls_extra))
+    return HefPlan(bundle, seq, requested, ladder, read_extra_lines(opts.alls_extra), mode.name, bool(opts.mask),
+                   recipe_for(opts.hw_arch), fallback)
 
 
 @dataclass
@@ -365,8 +479,8 @@ def parse_stage(b: _Build) -> Parsed:
     say("parsed inputs: " + ", ".join(f"{x.name} ({x.role}) {list(x.shape)}" for x in layers))
     heads = int(b.bundle.model.get("heads") or 1)
     layout = MaskLayout.for_mode(mask_mode, b.seq, heads, b.bundle.mask_value)
-    if mask_mode == "softmax":
-        probe_mask_command(runner)
+    if b.plan.mask_command:
+        probe_mask_command(runner, mask_mode)
     return Parsed(parse_key, parsed_har, hn, layers, layout)
 
 
@@ -379,7 +493,8 @@ def _parse(b: _Build, parse_key: str, parsed_har: Path):
     say(f"parse: DFC-facing model {dfc.path.name} (mask input {dfc.mask_shape}, {dfc.layout.describe()}; "
         f"max |diff| vs encoder.onnx {diff:.2g})")
     runner = sdk.ClientRunner(hw_arch=opts.hw_arch)
-    kwargs = dict(end_node_names=[OUTPUT], net_input_shapes=dfc.input_shapes)
+    # start at the two inputs (the zoo names its graph inputs as start nodes: embedding, masked_fill)
+    kwargs = dict(start_node_names=[EMBEDDINGS, MASK], end_node_names=[OUTPUT], net_input_shapes=dfc.input_shapes)
     if sdk.Dims is not None:
         kwargs["net_input_format"] = input_formats(sdk.Dims, b.plan.mask_mode)
     try:
@@ -390,7 +505,7 @@ def _parse(b: _Build, parse_key: str, parsed_har: Path):
     runner.save_har(str(parsed_har))
     state.data["parse"] = {"key": parse_key, "har": parsed_har.name, "max_diff": diff,
                            "seconds": round(time.perf_counter() - t0, 2)}
-    state.data["optimized"], state.data["compiled"] = {}, {}
+    state.data["optimized"], state.data["compiled"], state.data["walls"] = {}, {}, {}
     state.save()
     say(f"parse: done in {time.perf_counter() - t0:.1f} s -> {parsed_har}")
     return runner
@@ -405,21 +520,56 @@ def preflight_stage(b: _Build, parsed: Parsed, emb, mask, info: dict) -> Calibra
     return Calibrated(calib, rows, info)
 
 
+def _wall_step(b: _Build, e: BaseException, profile: PrecisionProfile, att: Attempt, stage: str,
+               last: bool, key: str) -> None:
+    """Turn one of the report's walls into a step down the ladder (not at the last rung) or an
+    explanation; anything else is left to the caller. The wall is kept in state.json under the
+    optimised model's key, so a re-run does not spend another hour on the same crash."""
+    wall = known_wall(e)
+    if wall is None:
+        return
+    att.wall = wall
+    att.error = f"{type(e).__name__}: {e}"
+    setattr(att, stage, wall)
+    b.state.data.setdefault("walls", {})[key] = {"stage": stage, "wall": wall, "error": att.error[:2000]}
+    b.state.save()
+    what = "BackendAllocatorException" if wall == "allocator" else "NegativeSlopeExponentNonFixable"
+    b.say(f"{stage}: {what} with profile {profile.describe()}")
+    if not last:
+        raise _StepDown from e
+    if wall == "allocator" and profile.is_all_8bit and stage == "compile":
+        raise AllocatorCrash(
+            f"The Dataflow Compiler's allocator could not place the network on {b.opts.hw_arch} even at "
+            f"8 bits (BackendAllocatorException): it does not fit at SEQ {b.seq}.",
+            "Try a shorter --seq-len (and 'hefsearch compile calib --seq-len'), or a larger chip. "
+            f"Finished stages are kept in {b.work}.") from e
+    raise _explain_wall(wall, profile, b.work, b.plan.fallback) from e
+
+
 def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, profile: PrecisionProfile,
                    att: Attempt, last: bool) -> Optimized:
     """Consumes the parsed network and the calibration; produces optimized-<key>.har for
-    ``profile`` (or reuses it). An allocator failure steps down the ladder unless ``last``."""
+    ``profile`` (or reuses it). One of the report's walls steps down the ladder unless ``last``."""
     opts, say, state = b.opts, b.say, b.state
-    rows = cal.rows
+    calibset, batch = b.plan.calibration(cal.rows, opts.calib_batch_size)
     script = build_model_script(
-        profile, parsed.hn, calibset_size=rows, batch_size=min(opts.calib_batch_size, rows),
+        profile, parsed.hn, calibset_size=calibset, batch_size=batch,
         optimization_level=opts.optimization_level, compression_level=opts.compression_level,
-        extra_lines=b.plan.extra_lines)
+        extra_lines=b.plan.extra_lines, recipe=b.plan.recipe, mask_command=b.plan.mask_command)
     skey = _key(parsed.key, script, cal.info.get("sha256", ""))
     script_path = b.work / f"model-{skey}.alls"
     script_path.write_text(script, encoding="utf-8")
+    att.model_script = script_path.name
     opt_har = b.work / f"optimized-{skey}.har"
     rec = state.data["optimized"].get(skey)
+    seen = state.data.get("walls", {}).get(skey)
+    if seen and not last:  # an earlier run hit a wall with exactly this network, script and calibration
+        att.wall, att.error = seen["wall"], seen["error"]
+        setattr(att, seen["stage"], f"{seen['wall']} (earlier run)")
+        say(f"{seen['stage']}: profile {profile.name} hit {seen['error'].split(':')[0]} in an earlier run; "
+            "stepping down (--restart tries it again)")
+        b.skipped.append(f"wall:{profile.name}")
+        raise _StepDown
     try:
         if rec and opt_har.is_file():
             say(f"optimize: reusing {opt_har.name} (profile {profile.name})")
@@ -433,23 +583,21 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
             t0 = time.perf_counter()
             runner = b.runner(parsed.har)
             runner.load_model_script(str(script_path))
-            runner.optimize(cal.calib)
+            try:
+                runner.optimize(cal.calib)
+            finally:
+                att.seconds["optimize"] = round(time.perf_counter() - t0, 2)
             runner.save_har(str(opt_har))
             att.optimize = "ran"
-            att.seconds["optimize"] = round(time.perf_counter() - t0, 2)
             rec = {"har": opt_har.name, "profile": profile.to_dict(), "report": None}
             state.data["optimized"][skey] = rec
             state.save()
             say(f"optimize: done in {att.seconds['optimize']:.1f} s -> {opt_har}")
     except Exception as e:
-        if is_allocator_crash(e) and not profile.is_all_8bit:
-            att.error = f"{type(e).__name__}: {e}"
-            say(f"optimize: allocator failure with profile {profile.name}")
-            if not last:
-                raise _StepDown from e
-            raise _explain_allocator(profile, b.work, opts.fallback) from e
+        _wall_step(b, e, profile, att, "optimize", last, skey)
         if isinstance(e, HefsearchError):
             raise
+        att.optimize, att.error = "failed", f"{type(e).__name__}: {e}"
         raise CompileError(
             f"optimize() failed with profile {profile.name}: {type(e).__name__}: {e}",
             f"The model script is {script_path}; the parsed model is kept in {parsed.har}.") from e
@@ -499,20 +647,9 @@ def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Att
     try:
         hef_bytes = opt.runner.compile()
     except Exception as e:
-        att.error = f"{type(e).__name__}: {e}"
-        if is_allocator_crash(e) and not profile.is_all_8bit:
-            att.compile = "allocator"
-            say(f"compile: BackendAllocatorException with profile {profile.describe()}")
-            if not last:
-                raise _StepDown from e
-            raise _explain_allocator(profile, b.work, opts.fallback) from e
-        att.compile = "failed"
-        if is_allocator_crash(e):  # even all-8-bit does not fit
-            raise AllocatorCrash(
-                f"The Dataflow Compiler's allocator could not place the network on {opts.hw_arch} even at "
-                f"8 bits (BackendAllocatorException): it does not fit at SEQ {seq}.",
-                f"Try a shorter --seq-len (and 'hefsearch compile calib --seq-len'), or a larger chip. "
-                f"The optimised model is kept in {opt.har}.") from e
+        att.seconds["compile"] = round(time.perf_counter() - t0, 2)
+        _wall_step(b, e, profile, att, "compile", last, opt.key)
+        att.compile, att.error = "failed", f"{type(e).__name__}: {e}"
         raise CompileError(
             f"compile() failed: {type(e).__name__}: {e}",
             f"The optimised model is kept in {opt.har}; a re-run resumes at compile.") from e
@@ -528,6 +665,28 @@ def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Att
     return hef_path
 
 
+BUILD_REPORT = "build-report.json"
+
+
+def write_build_report(b: _Build, attempts: list[Attempt], outcome: dict) -> Path:
+    """The work folder's record of this build: what was planned, every attempt of the ladder
+    (stage outcomes, the wall it hit, seconds, the script it used) and how it ended. Written
+    after every attempt, so an interrupted build leaves what it learned."""
+    path = b.work / BUILD_REPORT
+    write_json_atomic(path, {
+        "bundle": str(b.bundle.path),
+        "hw_arch": b.opts.hw_arch,
+        "seq_len": b.seq,
+        "dfc_version": b.sdk.version,
+        "mask_mode": b.plan.mask_mode,
+        "recipe": b.plan.recipe,
+        "ladder": [p.name for p in b.plan.ladder],
+        "attempts": [asdict(a) for a in attempts],
+        **outcome,
+    })
+    return path
+
+
 def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str], None] | None = None,
               sdk: Sdk | None = None) -> HefResult:
     """Compile ``bundle``'s encoder body to a HEF for ``opts.hw_arch``; see the module docstring.
@@ -538,11 +697,12 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
     """
     say = say or (lambda m: log.info(m))
     plan = plan_build(bundle, opts, say)
-    bundle, seq, mask_mode = plan.bundle, plan.seq, plan.mask_mode
+    bundle, seq = plan.bundle, plan.seq
 
     sdk = sdk or load_sdk()
-    say(f"Dataflow Compiler {sdk.version}, target {opts.hw_arch}, SEQ {seq}, mask {mask_mode}")
-    for warning in check_dfc_target(sdk.version, opts.hw_arch, mask_mode):
+    say(f"Dataflow Compiler {sdk.version}, target {opts.hw_arch}, SEQ {seq}, mask {plan.mask_mode}, "
+        f"profiles to try: {' -> '.join(p.name for p in plan.ladder)}")
+    for warning in check_dfc_target(sdk.version, opts.hw_arch, plan.mask_mode):
         say(warning)
     emb, mask, calib_info = calib_mod.load_calibration(bundle, seq, opts.calib)
     if emb.ndim and emb.shape[0] < calib_mod.MIN_ROWS:
@@ -552,7 +712,15 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
     work.mkdir(parents=True, exist_ok=True)
     b = _Build(plan, opts, sdk, work, _State(work, opts.restart), say)
 
-    parsed = parse_stage(b)
+    try:
+        parsed = parse_stage(b)
+    except MaskCommandMissing as e:
+        if plan.mask_explicit:
+            raise
+        say(f"note: {e.message.splitlines()[0]} Switching to the zoo's BERT recipe (--mask additive).")
+        b.plan = plan = replace(plan, mask_mode="additive", requested=replace(plan.requested, mask="additive"),
+                                ladder=[replace(p, mask="additive") for p in plan.ladder])
+        parsed = parse_stage(b)
     cal = preflight_stage(b, parsed, emb, mask, calib_info)
     sites = site_layers(parsed.hn)
     attempts: list[Attempt] = []
@@ -567,9 +735,16 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
             report = report_stage(b, parsed, opt, att)
             hef_path = compile_stage(b, profile, opt, att, last)
         except _StepDown:
+            write_build_report(b, attempts, {"result": "in progress"})
             continue
+        except BaseException as e:
+            write_build_report(b, attempts, {"result": "failed", "error": f"{type(e).__name__}: {e}"})
+            raise
         streams = compiled_streams(hef_path, opt.runner, parsed.layers, parsed.layout, seq, bundle.hidden, say)
-        return _record(b, parsed, cal, profile, attempts, report, streams, opt.script, hef_path)
+        result = _record(b, parsed, cal, profile, attempts, report, streams, opt.script, hef_path)
+        write_build_report(b, attempts, {"result": "ok", "hef": hef_path.name, "profile": profile.name,
+                                         "model_script": result.model_script.name})
+        return result
     raise AssertionError("unreachable: the ladder ends in a return or a raise")  # pragma: no cover
 
 
@@ -580,15 +755,20 @@ def _runner(sdk: Sdk, hw_arch: str, har: Path):
 
 
 def input_formats(dims, mask_mode: str) -> dict:
-    """``net_input_format`` as the zoo's recipes give it: the embeddings NWC (lifted to
-    [-1,1,S,H]); the softmax-mode mask NGWC like MiniLM's ``masked_fill`` ([N,heads,S,S] ->
-    [-1,1,S,heads*S]); the additive mask with no format, like BERT's (NCHW: [N,1,1,S] -> [-1,1,S,1])."""
+    """``net_input_format`` as the public recipes give it: the embeddings NWC (lifted to
+    [-1,1,S,H]); the keys01 mask NHWC like the Hailo-10H report's ``/Mul`` ([N,1,1,S] ->
+    [-1,1,1,S]); the scores01 mask NGWC like the zoo MiniLM's ``masked_fill`` ([N,heads,S,S] ->
+    [-1,1,S,heads*S]); the additive mask with no format, like the zoo BERT's (NCHW: [N,1,1,S] ->
+    [-1,1,S,1])."""
     formats = {EMBEDDINGS: [dims.BATCH, dims.WIDTH, dims.CHANNELS]}
-    if mask_mode == "softmax":
+    layout = hef_mask_mode(mask_mode).layout
+    if layout == "keys01":
+        formats[MASK] = [dims.BATCH, dims.HEIGHT, dims.WIDTH, dims.CHANNELS]
+    elif layout == "scores":
         groups = getattr(dims, "GROUPS", None)
         if groups is None:
             raise CompileError("This Dataflow Compiler's Dims has no GROUPS, needed for the NGWC mask input.",
-                               "Compile with --mask additive, or update the DFC.")
+                               "Compile with --mask keys01 or --mask additive, or update the DFC.")
         formats[MASK] = [dims.BATCH, groups, dims.WIDTH, dims.CHANNELS]
     return formats
 
@@ -660,6 +840,8 @@ def _record(b: _Build, parsed: Parsed, cal: Calibrated, profile: PrecisionProfil
     extra = {
         "precision": profile.to_dict(),
         "mask": profile.mask,
+        "mask_mode": b.plan.mask_mode,
+        "model_script_recipe": b.plan.recipe,
         "mask_value": bundle.mask_value,
         "mask_input": layout.to_dict(),
         "dfc_version": sdk.version,

@@ -5,16 +5,22 @@ It starts where Hailo's public model-zoo recipes start their transformer encoder
 the same thing:
 
 - ``embeddings``      float32 [N, S, H]   (the host's word + position + type sum), parsed NWC;
-- ``attention_mask``, by mask mode (:mod:`hefsearch.embed.mask_layout`):
+- ``attention_mask``, by HEF mask mode (:mod:`hefsearch.embed.mask_layout`), always the tensor
+  the score Adds take, where the mask Mul's output was:
 
-  - ``softmax`` (the zoo's all_minilm_l6_v2, start node ``masked_fill``): [N, heads, S, S], the
-    tensor added to the attention scores, fed straight into each layer's score Add and parsed
-    NGWC ([1, S, heads*S]). ``set_input_mask_to_softmax()`` then makes the DFC apply it inside
-    softmax, and the device takes 0/1 values there. In FP32 ONNX semantics it is still the
-    additive bias (0 / mask_value), which is what :func:`verify_dfc_onnx` feeds;
+  - ``keys01`` (the public Hailo-10H report, start node ``/Mul``): [N, 1, 1, S], parsed NHWC
+    ([1, 1, S]); ``set_input_mask_to_softmax()`` makes the DFC take the raw 0/1 mask there and
+    apply it inside every softmax;
+  - ``scores01`` (the zoo's all_minilm_l6_v2, start node ``masked_fill``): [N, heads, S, S], fed
+    straight into each layer's score Add and parsed NGWC ([1, S, heads*S]), with the same
+    command and 0/1 values;
   - ``additive`` (the zoo's bert_base_uncased, start node after the mask Mul): [N, 1, 1, S], the
     additive bias ``(1 - mask) * mask_value`` itself, parsed with the default (NCHW) format
     ([1, S, 1]); no softmax command.
+
+  In FP32 ONNX semantics the input is the additive bias (0 / mask_value) in every mode, which
+  is what :func:`verify_dfc_onnx` feeds; what the two command modes receive on the device is
+  the DFC's doing, not the ONNX's.
 
 - ``last_hidden_state`` float32 [N, S, H]
 
@@ -33,8 +39,7 @@ import numpy as np
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.host import HostPipeline
-from hefsearch.embed.mask_layout import MaskLayout
-from hefsearch.embed.precision import MASK_MODES
+from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
 from hefsearch.embed.samples import VERIFY_TEXTS
 
 EMBEDDINGS = "embeddings"
@@ -56,7 +61,7 @@ class DfcOnnx:
     seq_len: int
     hidden: int
     mask_value: float
-    mask_mode: str = "softmax"
+    mask_mode: str = "keys01"
     heads: int = 1
 
     @property
@@ -66,7 +71,7 @@ class DfcOnnx:
     @property
     def mask_shape(self) -> list[int]:
         s = self.seq_len
-        return [1, self.heads, s, s] if self.mask_mode == "softmax" else [1, 1, 1, s]
+        return [1, self.heads, s, s] if self.layout.layout == "scores" else [1, 1, 1, s]
 
     @property
     def input_shapes(self) -> dict[str, list[int]]:
@@ -76,7 +81,7 @@ class DfcOnnx:
     def mask_feed(self, mask: np.ndarray) -> np.ndarray:
         """The FP32 value of the mask input for a 0/1 mask [N, S] (the additive bias)."""
         bias = ((1.0 - mask.astype(np.float32)) * np.float32(self.mask_value))[:, None, None, :]
-        if self.mask_mode == "softmax":
+        if self.layout.layout == "scores":
             bias = np.broadcast_to(bias, (mask.shape[0], self.heads, self.seq_len, self.seq_len))
         return np.ascontiguousarray(bias, dtype=np.float32)
 
@@ -89,12 +94,15 @@ def _onnx():
     return onnx
 
 
-def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str = "softmax") -> DfcOnnx:
+def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str = "keys01") -> DfcOnnx:
     """Write the DFC-facing variant of ``bundle``'s encoder.onnx to ``out`` (fixed S = seq_len)."""
-    if mask_mode not in MASK_MODES:
-        raise DfcOnnxError(f"Unknown mask mode {mask_mode!r}.", f"Use one of: {', '.join(MASK_MODES)}.")
+    try:
+        mode = hef_mask_mode(mask_mode)
+    except ValueError as e:
+        raise DfcOnnxError(f"Unknown mask mode {mask_mode!r}.", str(e)) from None
+    mask_mode = mode.name
     heads = int(bundle.model.get("heads") or 0)
-    if mask_mode == "softmax" and heads <= 0:
+    if mode.layout == "scores" and heads <= 0:
         raise DfcOnnxError("The bundle's manifest does not record the number of attention heads.",
                            "Re-export the bundle with 'hefsearch compile export'.")
     onnx = _onnx()

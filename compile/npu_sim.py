@@ -16,9 +16,10 @@ What the simulation does (the same site groups as ``compile hef``, :mod:`hefsear
   Q/K/V, attention scores, softmax, context, every dense output, GELU, the residual adds and
   the last hidden state;
 - the attention mask either inside softmax (``softmax``, as the DFC's
-  ``set_input_mask_to_softmax()``: scores are quantised without it) or ``additive`` with a
-  given value, quantised together with the scores (a -10000 mask there swamps the 8-bit score
-  range; about -50 does not).
+  ``set_input_mask_to_softmax()``: scores are quantised without it; the arithmetic of the HEF
+  mask modes ``keys01``, the Hailo-10H default, and ``scores01``) or ``additive`` with a given
+  value, quantised together with the scores (the HEF mask mode ``additive``; a -10000 mask
+  there swamps the 8-bit score range; about -50 does not).
 
 It is a simulation: the ranges are plain min/max of FP32 activations and rounding is to
 nearest, so it predicts what a build choice costs, not a HEF's exact numbers. Biases and
@@ -63,14 +64,15 @@ SIM_KIND = space_names.NPU_SIM
 
 # -- naming --------------------------------------------------------------------------------
 def parse_mask(spec: str | None, profile: PrecisionProfile, bundle_mask_value: float) -> tuple[str, float]:
-    """``None`` (the profile's own), ``inside``/``softmax``, ``additive`` or ``additive:-10000``
-    -> (mode, value). The value of ``additive`` defaults to the bundle's export value."""
+    """``None`` (the profile's own), ``inside``/``softmax`` (also the HEF mask modes ``keys01`` and
+    ``scores01``, which apply the mask inside softmax), ``additive`` or ``additive:-10000`` ->
+    (mode, value). The value of ``additive`` defaults to the bundle's export value."""
     if spec is None:
         mode, value = profile.mask, None
     else:
         s = spec.strip().lower()
         head, _, tail = s.partition(":")
-        if head in ("inside", "softmax"):
+        if head in ("inside", "softmax", "keys01", "scores01"):
             if tail:
                 raise SimBuildError(f"Mask {spec!r}: the inside-softmax mode takes no value.",
                                     "Use --mask inside, or --mask additive:-10000.")
@@ -83,7 +85,8 @@ def parse_mask(spec: str | None, profile: PrecisionProfile, bundle_mask_value: f
                 raise SimBuildError(f"Mask {spec!r}: {tail!r} is not a number.",
                                     "Write e.g. --mask additive:-10000 or --mask additive:-50.") from None
         else:
-            raise SimBuildError(f"Mask {spec!r} is unknown.", "Use inside, additive or additive:VALUE (e.g. -50).")
+            raise SimBuildError(f"Mask {spec!r} is unknown.",
+                                "Use inside (= keys01, scores01), additive or additive:VALUE (e.g. -50).")
     if mode == "softmax":
         return "softmax", _SOFTMAX_MASK
     value = bundle_mask_value if value is None else value

@@ -104,6 +104,7 @@ def speed(bundle, device_batch: int, frames: int = SPEED_FRAMES) -> dict:
         return {"requested_device_batch": device_batch, "device_batch": be.device_batch, "seq_len": seq,
                 "frames": frames, "frames_per_s": round(frames / seconds, 2),
                 "host_bytes_per_frame": cost.host_bytes, "link_bytes_per_frame": cost.link_bytes,
+                "format_conversion": cost.conversion,
                 "notes": list(be.notes)}
     finally:
         be.close()

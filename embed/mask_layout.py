@@ -1,18 +1,26 @@
 """What a compiled HEF receives as its attention-mask input, and how the host builds it.
 
-Two layouts follow Hailo's public model-zoo recipes (docs/hailo-facts.md):
+Three HEF mask modes, each following one public recipe (``HEF_MASK_MODES``; sources in
+docs/hailo-facts.md):
 
-- ``scores`` (mask mode ``softmax``, the zoo's all_minilm_l6_v2): the tensor that is added to
-  the attention scores, parsed from an ONNX input [N, heads, S, S] with format NGWC. One row
-  per query token, ``heads x S`` columns (column ``h * S + k`` is key ``k`` of head ``h``);
-  with ``set_input_mask_to_softmax()`` the values are the 0/1 token mask (the zoo's
-  calibration record calls it ``multiplicative_mask``). 128 tokens x 12 heads gives the zoo's
-  published 16x8x1536 after the allocator folds the 128 rows into 16x8.
-- ``keys`` (mask mode ``additive``, the zoo's bert_base_uncased): the additive bias itself,
-  ``(1 - mask) * mask_value``, one value per key (ONNX [N, 1, 1, S], parsed as [1, S, 1]).
+- ``keys01`` (the public Hailo-10H report, ``shared/reference/seeds/000_*.txt``: DFC 5.3.0,
+  paraphrase-multilingual-MiniLM-L12-v2): the mask input sits where the mask Mul was, before
+  the score Adds, ONNX [N, 1, 1, S] parsed NHWC, and ``set_input_mask_to_softmax()`` makes
+  the network take the raw 0/1 token mask there, applied inside every softmax. Layout
+  ``keys01``: one 0/1 value per key, S values (S bytes in uint8) per frame.
+- ``scores01`` (the model zoo's all_minilm_l6_v2, Hailo-8/8L on DFC 3.34): the tensor that is
+  added to the attention scores, parsed from an ONNX input [N, heads, S, S] with format NGWC,
+  also with ``set_input_mask_to_softmax()``. Layout ``scores``: one row per query token,
+  ``heads x S`` columns (column ``h * S + k`` is key ``k`` of head ``h``) of 0/1 values (the
+  zoo's calibration record calls it ``multiplicative_mask``). 128 tokens x 12 heads gives the
+  zoo's published 16x8x1536 after the allocator folds the 128 rows into 16x8.
+- ``additive`` (the model zoo's bert_base_uncased): the additive bias itself,
+  ``(1 - mask) * mask_value``, one value per key (ONNX [N, 1, 1, S], parsed as [1, S, 1]); no
+  mask command. Layout ``keys``.
 
-``keys01`` is the layout of HEFs built before these recipes were followed (the raw 0/1 mask
-[1, 1, S] through Sub/Mul inside the HEF); it is still read so such a bundle keeps working.
+HEFs built before any of these recipes took the raw 0/1 mask [1, 1, S] through Sub/Mul inside
+the HEF; the host feeds them exactly as ``keys01`` (a manifest entry without ``mask_input`` is
+read as that layout), so such a bundle keeps working.
 
 A layout is recorded in the HEF's manifest entry (``mask_input``) by ``compile hef`` so the
 runtime builds exactly what the HEF expects. numpy only.
@@ -25,6 +33,50 @@ from dataclasses import dataclass
 import numpy as np
 
 LAYOUTS = ("scores", "keys", "keys01")
+
+
+@dataclass(frozen=True)
+class HefMaskMode:
+    """One way a HEF can take the attention mask, and the public recipe it follows."""
+
+    name: str
+    layout: str  # the MaskLayout the runtime builds
+    softmax_command: bool  # the model script carries set_input_mask_to_softmax()
+    source: str  # the public recipe it follows
+    shown_on: str  # the chip and DFC line that recipe is shown to compile on
+
+    @property
+    def profile_mask(self) -> str:
+        """The precision profile's mask arithmetic: inside softmax, or added to the 8-bit scores."""
+        return "softmax" if self.softmax_command else "additive"
+
+
+#: every HEF mask mode, by name (``compile hef --mask``)
+HEF_MASK_MODES: dict[str, HefMaskMode] = {m.name: m for m in (
+    HefMaskMode("keys01", "keys01", True,
+                "the public Hailo-10H report (shared/reference/seeds/000_0bd7e697973448cf.txt): mask start node "
+                "at the mask Mul, [N,1,1,S] NHWC, raw 0/1 values, set_input_mask_to_softmax()",
+                "Hailo-10H, DFC 5.3.0 (one user report; 8-bit, 13 contexts, 19.4 MB)"),
+    HefMaskMode("scores01", "scores", True,
+                "hailo_model_zoo all_minilm_l6_v2 (cfg/base/all_minilm.yaml, cfg/alls/generic/all_minilm_l6_v2.alls): "
+                "masked_fill [N,heads,S,S] NGWC, 0/1 values, set_input_mask_to_softmax()",
+                "Hailo-8/8L, DFC 3.34 (model zoo v2.19)"),
+    HefMaskMode("additive", "keys", False,
+                "hailo_model_zoo bert_base_uncased (cfg/networks/bert_base_uncased.yaml): the additive mask after "
+                "the mask Mul, [N,1,1,S], no mask command",
+                "Hailo-8/8L, DFC 3.33 (model zoo v2.18)"),
+)}
+#: older names still accepted: "softmax" was the score-shaped zoo recipe
+MASK_MODE_ALIASES = {"softmax": "scores01"}
+
+
+def hef_mask_mode(name: str) -> HefMaskMode:
+    """The HEF mask mode ``name`` (or an alias); ValueError for an unknown one."""
+    key = MASK_MODE_ALIASES.get(name, name)
+    if key not in HEF_MASK_MODES:
+        known = ", ".join(list(HEF_MASK_MODES) + list(MASK_MODE_ALIASES))
+        raise ValueError(f"unknown mask mode {name!r} (known: {known})")
+    return HEF_MASK_MODES[key]
 
 
 @dataclass(frozen=True)
@@ -41,8 +93,13 @@ class MaskLayout:
     # -- description -----------------------------------------------------------------------
     @property
     def mode(self) -> str:
-        """The precision profile's mask mode this layout belongs to."""
+        """The precision profile's mask arithmetic this layout belongs to ("softmax" or "additive")."""
         return "additive" if self.layout == "keys" else "softmax"
+
+    @property
+    def hef_mode(self) -> str:
+        """The HEF mask mode (``HEF_MASK_MODES``) this layout is built for."""
+        return next(m.name for m in HEF_MASK_MODES.values() if m.layout == self.layout)
 
     @property
     def binary(self) -> bool:
@@ -84,10 +141,10 @@ class MaskLayout:
                     "(set_input_mask_to_softmax)")
         if self.layout == "keys":
             return f"keys layout: {s} additive values (0 or {self.mask_value:g})"
-        return f"legacy layout: {s} raw 0/1 values"
+        return f"keys01 layout: {s} raw 0/1 values, one per key (set_input_mask_to_softmax at the mask Mul)"
 
     def to_dict(self) -> dict:
-        return {"layout": self.layout, "mode": self.mode, "seq_len": self.seq_len, "heads": self.heads,
+        return {"layout": self.layout, "mode": self.mode, "hef_mode": self.hef_mode, "seq_len": self.seq_len, "heads": self.heads,
                 "mask_value": self.mask_value, "values": "0/1" if self.binary else "additive",
                 "shape": list(self.parsed_shape)}
 
@@ -101,7 +158,8 @@ class MaskLayout:
 
     @classmethod
     def for_mode(cls, mode: str, seq_len: int, heads: int, mask_value: float) -> "MaskLayout":
-        return cls("scores" if mode == "softmax" else "keys", int(seq_len), int(heads), float(mask_value))
+        """The layout of a HEF mask mode (``keys01``, ``scores01``, ``additive``, or an alias)."""
+        return cls(hef_mask_mode(mode).layout, int(seq_len), int(heads), float(mask_value))
 
     # -- building ---------------------------------------------------------------------------
     def values(self, mask: np.ndarray) -> np.ndarray:

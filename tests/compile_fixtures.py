@@ -29,10 +29,19 @@ def _drop_sdk_modules() -> None:
         del sys.modules[name]
 
 
+_SWITCHES = {"FAIL_A16_ON": None, "NEGATIVE_EXPONENT_WALL": None, "WRAP_WALLS": False, "OUTPUT_BASIS": None}
+
+
+def _reset_switches(client_runner) -> None:
+    for name, value in _SWITCHES.items():
+        setattr(client_runner.ClientRunner, name, value)
+
+
 @pytest.fixture
 def fake_dfc(monkeypatch):
-    """The fake hailo_sdk_client importable; yields its client_runner module (CALLS cleared,
-    allocator rule reset to the report's "attention")."""
+    """The fake hailo_sdk_client importable; yields its client_runner module (CALLS cleared, the
+    switches back at the public Hailo-10H report's behaviour: on DFC 5.3.x + hailo10h both walls
+    and the permuted output basis)."""
     _drop_sdk_modules()
     monkeypatch.syspath_prepend(str(FAKES))
     import hailo_sdk_client
@@ -40,9 +49,9 @@ def fake_dfc(monkeypatch):
 
     assert "fakes" in hailo_sdk_client.__file__, "a real hailo_sdk_client shadows the fake"
     client_runner.CALLS.clear()
-    client_runner.ClientRunner.FAIL_A16_ON = "attention"
+    _reset_switches(client_runner)
     yield client_runner
-    client_runner.ClientRunner.FAIL_A16_ON = "attention"
+    _reset_switches(client_runner)
     _drop_sdk_modules()
 
 
@@ -106,4 +115,23 @@ def calib_bundle_template(tiny_bert_bundle, corpus, tmp_path_factory) -> Path:
 def calib_bundle(calib_bundle_template, tmp_path) -> Path:
     path = tmp_path / "bundle"
     shutil.copytree(calib_bundle_template, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def sharp_calib_template(sharp_bundle, corpus, tmp_path_factory) -> Path:
+    """The sharpened tiny BERT (attention matters, tests/quality_fixtures.py) with a calibration
+    set (SEQ 64, 96 rows, seed 3). Copy before changing."""
+    from hefsearch.compile.calib import build_calibration
+
+    path = tmp_path_factory.mktemp("sharp-calib") / "bundle"
+    shutil.copytree(sharp_bundle, path)
+    build_calibration(path, [corpus], n=96, seed=3)
+    return path
+
+
+@pytest.fixture
+def sharp_calib_bundle(sharp_calib_template, tmp_path) -> Path:
+    path = tmp_path / "sharp-bundle"
+    shutil.copytree(sharp_calib_template, path)
     return path

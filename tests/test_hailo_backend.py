@@ -102,7 +102,7 @@ def test_output_split_over_two_streams_is_concatenated(fake_hailo, tiny_bert_bun
 def test_uint8_outputs_stay_close_and_host_dequantisation_matches_hailort(
         fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors):
     path = _bundle(tiny_bert_bundle, tmp_path, out_type="UINT8", split="channels", in_type="FLOAT32")
-    with Encoder.open(path, backend="hailo") as enc:
+    with Encoder.open(path, backend="hailo", output_type="float32") as enc:
         runtime = enc.encode(TEXTS)
     cos = _cos(runtime, cpu_vectors)
     assert cos.min() > 0.99
@@ -111,7 +111,7 @@ def test_uint8_outputs_stay_close_and_host_dequantisation_matches_hailort(
     with Encoder.open(path, backend="hailo", output_type="native") as enc:
         host = enc.encode(TEXTS)
     out_calls = [t.name for n, t, _ in fake_hailo.stats.set_format_types if "input_layer" not in n]
-    assert out_calls == ["FLOAT32", "FLOAT32"]  # two split outputs, set by the float32 encoder only
+    assert out_calls == ["FLOAT32", "FLOAT32", "UINT8", "UINT8"]  # two split outputs, per encoder
     np.testing.assert_allclose(host, runtime, atol=1e-6)
 
 
@@ -179,7 +179,7 @@ def test_contract_mismatch_names_the_stream(fake_hailo, tiny_bert_bundle, tmp_pa
     msg = str(err.value)
     assert "input embeddings: the manifest names stream 'encoder/input_layer9', but no single HEF input holds " \
            "the 2048 values of 64 tokens x 32 channels" in msg
-    assert "'encoder/input_layer1' [8, 8, 16], 'encoder/input_layer2' [8, 8, 256]" in msg
+    assert "'encoder/input_layer1' [8, 8, 16], 'encoder/input_layer2' [1, 1, 64]" in msg
     assert "hefsearch inspect" in msg
     assert fake_hailo.stats.frames == frames  # stopped before the first frame
 
@@ -384,7 +384,7 @@ def test_a_manifest_with_the_parsed_names_still_embeds(fake_hailo, tiny_bert_bun
     # The manifest says output_layer1 and unfolded [1, 64, C] inputs (the parsed network); the HEF's
     # output is named after its feeding layer (split ones _1, _0) and its inputs are folded 8x8.
     path = _bundle(tiny_bert_bundle, tmp_path, manifest_streams="parsed", in_type="UINT8", out_type="UINT8",
-                   out_order=out_order, split=split)
+                   out_order=out_order, split=split, mask_mode="scores01")
     with Encoder.open(path, backend="hailo") as enc:
         vecs = enc.encode(TEXTS)
         notes = enc.backend.notes
@@ -400,7 +400,7 @@ def test_a_manifest_with_the_parsed_names_still_embeds(fake_hailo, tiny_bert_bun
 @pytest.mark.parametrize("fold", [True, False])
 def test_inputs_folded_or_not_are_fed_in_the_hefs_shape(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
                                                         monkeypatch, fold):
-    path = _bundle(tiny_bert_bundle, tmp_path, fold=fold, in_type="FLOAT32")
+    path = _bundle(tiny_bert_bundle, tmp_path, fold=fold, in_type="FLOAT32", mask_mode="scores01")
     calls = _capture(monkeypatch)
     with Encoder.open(path, backend="hailo") as enc:
         vecs = enc.encode(TEXTS)
@@ -413,7 +413,7 @@ def test_inputs_folded_or_not_are_fed_in_the_hefs_shape(fake_hailo, tiny_bert_bu
 
 
 def test_an_input_is_checked_by_its_element_count(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors):
-    path = _bundle(tiny_bert_bundle, tmp_path, in_type="FLOAT32")
+    path = _bundle(tiny_bert_bundle, tmp_path, in_type="FLOAT32", mask_mode="scores01")
     # another fold of the same 2048 values: fed row-major in the HEF's shape, with a note
     edit_fake_hef(path, HEF, lambda d: d["inputs"][0].update(shape=[16, 4, 32]))
     with Encoder.open(path, backend="hailo") as enc:
@@ -472,10 +472,11 @@ def _encode_and_capture_mask(path, monkeypatch):
     return vecs, keys, frame[MASK]
 
 
-@pytest.mark.parametrize("mode", ["softmax", "additive"])
+@pytest.mark.parametrize("mode", ["softmax", "keys01", "additive"])
 def test_mask_modes_feed_the_layout_the_hef_was_compiled_for(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
                                                               monkeypatch, mode):
-    path = _bundle(tiny_bert_bundle, tmp_path, mask_mode=mode)  # UINT8 inputs on the device
+    # UINT8 inputs on the device, the mask's quant with a margin that cannot hold its two values
+    path = _bundle(tiny_bert_bundle, tmp_path, mask_mode=mode, mask_quant="margin")
     vecs, keys, m = _encode_and_capture_mask(path, monkeypatch)
     assert _cos(vecs, cpu_vectors).min() >= 0.98
     assert 0 < keys.sum() < 64
@@ -485,12 +486,16 @@ def test_mask_modes_feed_the_layout_the_hef_was_compiled_for(fake_hailo, tiny_be
         rows = m.reshape(64, 256)
         assert (rows == rows[0]).all()  # every query row sees the same keys
         np.testing.assert_array_equal(rows[0].reshape(4, 64), np.broadcast_to(keys, (4, 64)))  # col h*S+k = key k
+    elif mode == "keys01":  # the public Hailo-10H report's mask: one 0/1 value per key, not folded
+        assert m.shape == (1, 1, 64)
+        np.testing.assert_array_equal(m.reshape(64), keys)
     else:  # keys: the additive bias (1 - mask) * mask_value, one value per key
         assert m.shape == (8, 8, 1)
         np.testing.assert_array_equal(m.reshape(64), (1 - keys) * -50.0)
 
 
-@pytest.mark.parametrize("mode,quant", [("softmax", [[1 / 255, 0.0]]),      # 0/1 -> 0/255
+@pytest.mark.parametrize("mode,quant", [("scores01", [[1 / 255, 0.0]]),     # 0/1 -> 0/255
+                                        ("keys01", [[1 / 255, 0.0]]),
                                         ("additive", [[50 / 255, 255.0]])])  # -50/0 -> 0/255
 def test_a_mask_its_stream_type_holds_exactly_goes_as_uint8(fake_hailo, tiny_bert_bundle, tmp_path, cpu_vectors,
                                                              monkeypatch, mode, quant):
@@ -498,7 +503,7 @@ def test_a_mask_its_stream_type_holds_exactly_goes_as_uint8(fake_hailo, tiny_ber
     edit_fake_hef(path, HEF, lambda d: d["inputs"][1].update(quant=quant))
     vecs, keys, m = _encode_and_capture_mask(path, monkeypatch)
     assert _cos(vecs, cpu_vectors).min() >= 0.98
-    assert MASK not in {n for n, _, _ in fake_hailo.stats.set_format_types}  # left at its native UINT8
+    assert {t.name for n, t, _ in fake_hailo.stats.set_format_types if n == MASK} == {"UINT8"}  # its native type
     assert m.dtype == np.uint8
     # the first 64 values: query row 0 / head 0 (scores) or the per-key bias (keys); a real token
     # is 1 (scores) or bias 0 (keys), both 255 here; a padding token 0 or -50, both 0

@@ -75,7 +75,7 @@ def test_problems_name_the_mismatch():
     check = check_contract(_contract(), bad_in, [out], None)
     text = "\n".join(check.problems)
     assert "input attention_mask (n/input_layer2): the HEF has shape [16, 8, 1536] = 196608 values" in text
-    assert "the host sends 6 (legacy layout" in text
+    assert "the host sends 6 (keys01 layout" in text
     assert "format order HAILO_NMS_BY_CLASS is not a dense tensor layout" in text
     # HailoRT binds inputs by name: a different input order is a note, not a problem
     wrong_order = check_contract(_contract(), list(reversed(INPUTS)), [StreamSpec("n/output_layer1", (1, SEQ, H),

@@ -6,9 +6,16 @@ Uses HailoRT's InferModel API (HailoRT >= 4.18; the only API on Hailo-10H):
   an indexer in another process can use the device at the same time; on a machine with several
   chips, ``device_id`` (or ``HEFSEARCH_HAILO_DEVICE``) names the one to open (set as the params'
   ``device_ids``, so the scheduler and group id stay), as each Ray actor of a multi-chip node does;
-- one ``InferModel`` per HEF (a bundle may carry HEFs for several SEQ); every input and
-  output set to FLOAT32 *before* ``configure()``, so HailoRT quantises the inputs and
-  dequantises the outputs with the HEF's own scales;
+- one ``InferModel`` per HEF (a bundle may carry HEFs for several SEQ); each stream's format
+  type set *before* ``configure()``. Where HailoRT converts formats decides what crosses the
+  link (docs/hailo-facts.md, "Bytes over the link"): on HailoRT 4.x (Hailo-8/8L) in the host
+  process, so the link carries the HEF's native bytes whatever the host asks for; on 5.x
+  (Hailo-10H) on the device, so a FLOAT32 buffer crosses PCIe as 4 bytes per value. The
+  ``auto`` stream types (the default) therefore send the embeddings already quantised to the
+  input stream's own type (HailoRT's formula, :func:`stream_quantiser`) and read native outputs,
+  dequantising them on the host, on 5.x (4x fewer bytes each way, measured by
+  ``bench/host_overhead.py``), and leave both to HailoRT as FLOAT32 on 4.x. The mask, 0/1 or the
+  additive pair, is always sent in the stream's own type when it represents the values exactly;
 - one Bindings per frame, submitted with ``run_async`` after ``wait_for_async_ready`` (the
   device queue, not the host, sets the pace), then every job waited for with a timeout;
 - before the first frame, the HEF's stream infos are checked against the manifest
@@ -51,6 +58,9 @@ ENV_SERVICE = "HEFSEARCH_HAILO_SERVICE"
 ENV_DEVICE_BATCH = "HEFSEARCH_HAILO_DEVICE_BATCH"
 #: the one device to open (a PCIe address as Device.scan() lists it) on a machine with several
 ENV_DEVICE = "HEFSEARCH_HAILO_DEVICE"
+#: the stream types: auto (native on HailoRT 5.x, FLOAT32 on 4.x), float32 or native
+ENV_STREAMS = "HEFSEARCH_HAILO_STREAMS"
+STREAM_TYPES = ("auto", "float32", "native")
 #: the device batch for bulk encoding; the zoo's MiniLM runs 156 FPS at batch 1 and 742 at 8
 BULK_DEVICE_BATCH = 8
 DEFAULT_TIMEOUT_MS = 10_000
@@ -412,39 +422,72 @@ def device_busy(version: str | None, label: str, service: bool | None,
 
 
 # -- one configured HEF -------------------------------------------------------------------------------
+_QMAX = {"UINT8": 255, "UINT16": 65535}
+
+
 def _exact_encoder(spec: StreamSpec, values: tuple[float, ...]):
     """A host-side quantiser for an input whose only values are ``values``, when the stream's
     native type and single quant info represent them exactly; else None (feed FLOAT32)."""
-    if spec.type not in ("UINT8", "UINT16") or len(spec.quant) != 1:
+    if spec.type not in _QMAX or len(spec.quant) != 1:
         return None
     scale, zp = spec.quant[0]
     if not scale > 0:
         return None
-    qmax = 255 if spec.type == "UINT8" else 65535
     q = [v / scale + zp for v in values]
-    if any(abs(x - round(x)) > 1e-3 or not 0 <= round(x) <= qmax for x in q):
+    if any(abs(x - round(x)) > 1e-3 or not 0 <= round(x) <= _QMAX[spec.type] for x in q):
         return None
+    return stream_quantiser(spec)
+
+
+def stream_quantiser(spec: StreamSpec):
+    """A host-side quantiser to the input stream's native type, or None when the stream has no
+    single (scale, zero point): HailoRT's own formula (``quantization.hpp`` ``quantize_input``:
+    clip to the type's float limits, ``x / scale + zp``, round half to even), so the device
+    receives the bytes it would have made from FLOAT32 itself."""
+    if spec.type not in _QMAX or len(spec.quant) != 1 or not spec.quant[0][0] > 0:
+        return None
+    scale, zp = (np.float32(v) for v in spec.quant[0])
+    qmax = _QMAX[spec.type]
     dtype = np.uint8 if spec.type == "UINT8" else np.uint16
 
     def encode(v: np.ndarray) -> np.ndarray:
-        return np.rint(v / np.float32(scale) + np.float32(zp)).astype(dtype)
+        q = np.asarray(v, dtype=np.float32) / scale
+        q += zp
+        np.rint(q, out=q)  # numpy rounds half to even, as HailoRT's bankers_round
+        np.clip(q, 0, qmax, out=q)  # = clipping x to limvals [(0 - zp) * scale, (qmax - zp) * scale]
+        return q.astype(dtype)
 
     return encode
 
 
 @dataclass
 class FrameCost:
-    """Bytes one frame costs on the host and on the link, per input (for bench and doctor)."""
+    """Bytes one frame costs on the host and on the link, per stream (for bench and doctor):
+    ``host_bytes`` what the host builds or reads (the configured format), ``link_bytes`` what
+    crosses PCIe (HailoRT 5.x: the configured format, converted on the device; 4.x: the HEF's
+    native format, converted in the host process)."""
 
     host_bytes: dict
     link_bytes: dict
+    #: "device" (HailoRT 5.x) or "host" (4.x): where HailoRT converts FLOAT32
+    conversion: str = "host"
+
+
+def resolve_stream_types(kind: str, runtime: str | None) -> str:
+    """``auto`` -> "native" on HailoRT 5.x (conversion on the device: send and read the native
+    types), "float32" on 4.x (conversion in the host process either way)."""
+    if kind not in STREAM_TYPES:
+        raise ValueError(f"stream types must be one of {', '.join(STREAM_TYPES)}, not {kind!r}")
+    if kind != "auto":
+        return kind
+    return "native" if (major_version(runtime) or 5) >= 5 else "float32"
 
 
 class _HefModel:
     """One HEF (one SEQ) configured on the shared VDevice."""
 
-    def __init__(self, hp, vdevice, bundle: Bundle, entry: EncoderEntry, *, output_type: str,
-                 device_batch: int | None, timeout_ms: int):
+    def __init__(self, hp, vdevice, bundle: Bundle, entry: EncoderEntry, *, input_type: str, output_type: str,
+                 device_batch: int | None, timeout_ms: int, conversion: str = "host"):
         self.entry = entry
         self.seq = int(entry.seq_len)
         self.hidden = bundle.hidden
@@ -463,35 +506,48 @@ class _HefModel:
         self.emb_name = check.embeddings.name
         self.mask_name = check.attention_mask.name
         native = {s.name: s for s in streams.inputs}
-        # The embeddings go in as FLOAT32 (HailoRT quantises with the HEF's scales). The mask has
-        # two values only: when the stream's own type holds them exactly, the host quantises the
-        # few per-key values and broadcasts bytes (a score-shaped mask is heads x SEQ per token).
+        native_out = {s.name: s for s in streams.outputs}
+        # The mask has two values only: when the stream's own type holds them exactly, the host
+        # quantises the few per-key values and broadcasts bytes (a score-shaped mask is heads x
+        # SEQ per token). The embeddings go in quantised by the host ("native") or as FLOAT32
+        # (HailoRT quantises with the HEF's scales).
         self.mask_encode = _exact_encoder(native[self.mask_name], self.layout.value_pair)
+        self.emb_encode = stream_quantiser(native[self.emb_name]) if input_type == "native" else None
+        host_encoded = {self.mask_name: self.mask_encode, self.emb_name: self.emb_encode}
         for name in im.input_names:
-            if name == self.mask_name and self.mask_encode is not None:
-                continue
-            im.input(name).set_format_type(hp.FormatType.FLOAT32)
-        if output_type == "float32":
-            for name in im.output_names:
-                im.output(name).set_format_type(hp.FormatType.FLOAT32)
+            if host_encoded.get(name) is not None:
+                im.input(name).set_format_type(getattr(hp.FormatType, native[name].type))
+            else:
+                im.input(name).set_format_type(hp.FormatType.FLOAT32)
+        for name in im.output_names:
+            keep = output_type == "native" and name in native_out and native_out[name].type in _QMAX
+            im.output(name).set_format_type(getattr(hp.FormatType, native_out[name].type) if keep
+                                            else hp.FormatType.FLOAT32)
         self.cim, self.device_batch = self._configure(im, device_batch)
         self.emb_spec = spec_from_infer_stream(im.input(self.emb_name))
         self.mask_spec = spec_from_infer_stream(im.input(self.mask_name))
-        if self.emb_spec.type != "FLOAT32":
-            raise DeviceError(f"HailoRT kept input {self.emb_name} at {self.emb_spec.type} after "
-                              "set_format_type(FLOAT32).", "Update HailoRT; hefsearch needs FLOAT32 inputs.")
-        if self.mask_encode is None and self.mask_spec.type != "FLOAT32":
-            raise DeviceError(f"HailoRT kept input {self.mask_name} at {self.mask_spec.type} after "
-                              "set_format_type(FLOAT32).", "Update HailoRT; hefsearch needs FLOAT32 inputs.")
-        # The configured output formats (FLOAT32, or the native type when asked) size the buffers.
+        for spec, encode in ((self.emb_spec, self.emb_encode), (self.mask_spec, self.mask_encode)):
+            want = native[spec.name].type if encode is not None else "FLOAT32"
+            if spec.type != want:
+                raise DeviceError(f"HailoRT kept input {spec.name} at {spec.type} after set_format_type({want}).",
+                                  f"Update HailoRT, or set {ENV_STREAMS}=float32.")
+        # The configured output formats (FLOAT32, or the native type) size the buffers; native
+        # ones are dequantised on the host with the HEF's own quant infos.
         self.out_specs = [spec_from_infer_stream(im.output(s.name)) for s in check.outputs]
         self.assemble = OutputAssembler(check, self.out_specs)
         self.queue_size = max(1, int(self.cim.get_async_queue_size()))
+        roles = {"embeddings": [(self.emb_spec, native[self.emb_name])],
+                 "attention_mask": [(self.mask_spec, native[self.mask_name])],
+                 "last_hidden_state": [(o, native_out.get(o.name, o)) for o in self.out_specs]}
+
+        def nbytes(spec: StreamSpec) -> int:
+            return spec.size * spec.dtype.itemsize
+
         self.cost = FrameCost(
-            host_bytes={"embeddings": self.emb_spec.size * 4,
-                        "attention_mask": self.mask_spec.size * self.mask_spec.dtype.itemsize},
-            link_bytes={"embeddings": native[self.emb_name].size * native[self.emb_name].dtype.itemsize,
-                        "attention_mask": native[self.mask_name].size * native[self.mask_name].dtype.itemsize},
+            host_bytes={r: sum(nbytes(user) for user, _ in pairs) for r, pairs in roles.items()},
+            link_bytes={r: sum(nbytes(user if conversion == "device" else nat) for user, nat in pairs)
+                        for r, pairs in roles.items()},
+            conversion=conversion,
         )
 
     def _configure(self, im, device_batch: int | None):
@@ -513,7 +569,8 @@ class _HefModel:
 
     def frames(self, e: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The input buffers for N frames, in each stream's own shape, order and type."""
-        emb = to_stream(np.ascontiguousarray(e, dtype=np.float32), self.emb_spec)
+        e = np.ascontiguousarray(e, dtype=np.float32)
+        emb = to_stream(self.emb_encode(e) if self.emb_encode is not None else e, self.emb_spec)
         m = self.layout.build(np.asarray(mask), encode=self.mask_encode)
         return emb, to_stream(m, self.mask_spec)
 
@@ -598,11 +655,15 @@ class HailoBackend(Backend):
         return True, f"{dev.label} found; bundle has {files}"
 
     def __init__(self, bundle: Bundle, *, batch_size: int = DEFAULT_BATCH_SIZE, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 device_batch: int | None = None, bulk: bool = False, output_type: str = "float32",
-                 precision: str | None = None, group_id: str = SHARED_GROUP_ID,
+                 device_batch: int | None = None, bulk: bool = False, output_type: str | None = None,
+                 input_type: str | None = None, precision: str | None = None, group_id: str = SHARED_GROUP_ID,
                  multi_process_service: bool | None = None, device_id: str | None = None, **_ignored):
-        if output_type not in ("float32", "native"):
-            raise ValueError("output_type must be 'float32' or 'native'")
+        streams = os.environ.get(ENV_STREAMS) or "auto"
+        input_type, output_type = input_type or streams, output_type or streams
+        for kind in (input_type, output_type):
+            if kind not in STREAM_TYPES:
+                raise BackendUnavailable(f"Unknown Hailo stream type {kind!r}.",
+                                         f"Use one of {', '.join(STREAM_TYPES)} (or unset {ENV_STREAMS}).")
         self.bundle = bundle
         self.batch_size = int(batch_size)
         self.timeout_ms = int(os.environ.get(ENV_TIMEOUT) or timeout_ms)
@@ -613,7 +674,8 @@ class HailoBackend(Backend):
             # alone at HailoRT's default batch 1, the lowest latency.
             device_batch = int(os.environ.get(ENV_DEVICE_BATCH) or BULK_DEVICE_BATCH) if bulk else 1
         self.batch_size = max(self.batch_size, int(device_batch))
-        self._opts = dict(output_type=output_type, device_batch=int(device_batch), timeout_ms=self.timeout_ms)
+        self._types = (input_type, output_type)
+        self._opts = dict(device_batch=int(device_batch), timeout_ms=self.timeout_ms)
         self._group_id = group_id
         self._multi_process_service = multi_process_service
         self._lock = threading.Lock()
@@ -692,9 +754,12 @@ class HailoBackend(Backend):
             raise BackendUnavailable(
                 f"Cannot open the {self.label}: {type(e).__name__}: {e}", DEVICE_HINT
             ) from None
+        conversion = "device" if (major_version(self.runtime) or 5) >= 5 else "host"
+        opts = dict(self._opts, input_type=resolve_stream_types(self._types[0], self.runtime),
+                    output_type=resolve_stream_types(self._types[1], self.runtime), conversion=conversion)
         try:
             for entry in self.entries:
-                self._models[int(entry.seq_len)] = _HefModel(hp, self._vdevice, self.bundle, entry, **self._opts)
+                self._models[int(entry.seq_len)] = _HefModel(hp, self._vdevice, self.bundle, entry, **opts)
         except HefsearchError:
             self.close()
             raise

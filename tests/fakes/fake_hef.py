@@ -4,8 +4,11 @@
 The streams follow what Hailo's compiler makes of a zoo-style encoder (docs/hailo-facts.md,
 "Compiled stream contract" and "Attention mask"): inputs ``<net>/input_layerN`` folded by the
 allocator's automatic spatial reshape, outputs named after the layer that feeds them, the mask
-in the score-shaped (MiniLM recipe) or per-key additive (BERT recipe) layout. Quantisation
-ranges (min/max with a 5% margin) are the fake's own choice, not the DFC's algorithm."""
+in the per-key 0/1 layout at the mask Mul (the public Hailo-10H report, the default), the
+score-shaped one (the zoo's MiniLM recipe) or the per-key additive one (the zoo's BERT recipe);
+with ``set_input_mask_to_softmax()`` the carried ONNX applies the mask inside softmax as the
+fake DFC does (``hailo_semantics.py``). Quantisation ranges (min/max with a 5% margin) are the
+fake's own choice, not the DFC's algorithm."""
 
 from __future__ import annotations
 
@@ -59,6 +62,12 @@ def _quant_of(values: list[float], qmax: int = 255) -> list[list[float]]:
     return _quant(min(values), max(values), qmax)
 
 
+def _exact_quant(values: list[float], qmax: int = 255) -> list[list[float]]:
+    lo, hi = min(min(values), 0.0), max(max(values), 0.0)
+    scale = (hi - lo) / qmax
+    return [[scale, float(round(-lo / scale))]]
+
+
 def add_fake_hef(
     bundle_dir: Path,
     *,
@@ -70,7 +79,7 @@ def add_fake_hef(
     in_type: str = "UINT8",
     device_bug: str | None = None,
     manifest_streams: str | bool = "hef",
-    mask_mode: str = "softmax",
+    mask_mode: str = "keys01",
     fold: bool = True,
     dfc_version: str = "5.3.0",
     precision: str = "a8",
@@ -78,6 +87,8 @@ def add_fake_hef(
     file: str | None = None,
     out_layer: str = "layer_normalization5",
     flags: dict | None = None,
+    output_basis: str | None = None,
+    mask_quant: str = "exact",
 ) -> EncoderEntry:
     """Add a fake HEF to the bundle in ``bundle_dir`` and record it in the manifest.
 
@@ -91,10 +102,15 @@ def add_fake_hef(
     ``out_type`` is the output's native type on the "device" (UINT8: values are quantised with
     a scale and zero point from the FP32 range); ``split`` "channels"/"tokens" splits the
     output over two streams; ``device_bug`` "transpose"/"permute_channels" makes the device
-    write a wrong layout (for ``doctor --verify``); ``flags`` {stream name: "TRANSPOSED"}.
+    write a wrong layout (for ``doctor --verify``); ``flags`` {stream name: "TRANSPOSED"};
+    ``output_basis`` "permuted"/"rotated": the outputs in the compiled network's own channel basis;
+    ``mask_quant`` "exact" (min/max of the two mask values, as a calibration of a two-valued input
+    gives them, so uint8 holds both) or "margin" (the 5% margin of the other streams: it cannot).
     """
-    from hefsearch.compile.dfc_onnx import make_dfc_onnx
-    from hefsearch.embed.mask_layout import MaskLayout
+    from hefsearch.compile.dfc_onnx import MASK, make_dfc_onnx
+    from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
+
+    from .hailo_semantics import mask_inside_softmax
 
     bundle = Bundle.open(bundle_dir)
     seq = int(seq_len or bundle.seq_len)
@@ -105,6 +121,10 @@ def add_fake_hef(
     layout = MaskLayout.for_mode(mask_mode, seq, heads, bundle.mask_value)
     body = file + ".body.onnx"
     make_dfc_onnx(bundle, bundle.path / body, seq, mask_mode)
+    softmax = hef_mask_mode(mask_mode).softmax_command
+    if softmax:
+        path = bundle.path / body
+        path.write_bytes(mask_inside_softmax(path.read_bytes(), MASK))
     e_lo, e_hi = _embedding_range(bundle)
     mask_vals = [0.0, 1.0] if layout.binary else [bundle.mask_value, 0.0]
     emb_shape = [1, seq, hidden]
@@ -115,7 +135,7 @@ def add_fake_hef(
          "order": "NHWC", "type": in_type, "quant": _quant(e_lo, e_hi)},
         {"name": f"{net}/input_layer2", "role": "attention_mask",
          "shape": folded(mask_shape) if fold else mask_shape, "order": "NHWC", "type": in_type,
-         "quant": _quant_of(mask_vals)},
+         "quant": _quant_of(mask_vals) if mask_quant == "margin" else _exact_quant(mask_vals)},
     ]
     for i in inputs:
         i["flags"] = flags.get(i["name"], "NONE")
@@ -145,13 +165,15 @@ def add_fake_hef(
     hef = {
         "fake_hef": 1, "hw_arch": hw_arch, "network_group": net, "onnx": body,
         "seq_len": seq, "hidden": hidden, "inputs": inputs, "outputs": outputs,
-        "mask_input": {"layout": layout.layout, "heads": heads, "softmax": mask_mode == "softmax"},
+        "mask_input": {"layout": layout.layout, "heads": heads, "softmax": softmax},
+        "output_basis": output_basis,
         # HailoRT's sorted order is neither alphabetical nor the listing order in general
         "sorted_outputs": [x["name"] for x in outputs],
         "device_bug": device_bug,
     }
     (bundle.path / file).write_text(json.dumps(hef, indent=1))
-    extra = {"precision": precision, "dfc_version": dfc_version, "mask": mask_mode,
+    extra = {"precision": precision, "dfc_version": dfc_version, "mask": layout.mode,
+             "mask_mode": hef_mask_mode(mask_mode).name,
              "mask_value": bundle.mask_value, "mask_input": layout.to_dict()}
     if manifest_streams == "hef" or manifest_streams is True:
         extra["inputs"] = {x["role"]: {"name": x["name"], "shape": x["shape"]} for x in inputs}

@@ -32,6 +32,10 @@ class Stats:
     identify_calls: int = 0
     configured_batches: list = field(default_factory=list)  # the device batch each configure() resolved to
     warnings: list = field(default_factory=list)  # what HailoRT would write to hailort.log as warnings
+    #: bytes that crossed the host-device link, inputs and outputs (pyhailort.py says where
+    #: each HailoRT line converts formats), and the frames they belong to
+    link_bytes: dict = field(default_factory=lambda: {"in": 0, "out": 0})
+    link_frames: int = 0
 
 
 @dataclass

@@ -11,9 +11,24 @@ encoders), nothing more:
 - ``optimize`` with 3-D calibration arrays raises ``IndexError`` (the report's crash in
   LayerNorm decomposition); calibration must be a dict keyed by the parsed input-layer names
   (``KeyError`` otherwise) holding ``(N,) + input_shape[1:]`` arrays.
-- ``compile`` raises an exception named ``BackendAllocatorException`` when the model script
-  puts ``a16_w16`` on an attention layer (matmul, softmax and the ops between them). Tests can
-  widen that with the class attribute ``FAIL_A16_ON`` (a set of HN layer types, or "any").
+- The two walls of the public Hailo-10H report (shared/reference/seeds/000_*.txt, DFC 5.3.0),
+  both on by default for DFC 5.3.x building ``hailo10h`` (class switches, None = that default):
+
+  - ``FAIL_A16_ON``: ``compile`` raises ``BackendAllocatorException`` "after finding valid
+    partitions" when the script puts ``a16_w16`` on a layer the rule names: "any" (the report:
+    every a16 build it tried crashed, softmax only, softmax + ew_add, with compression 4, with
+    optimisation level max), "attention" (matmul, softmax and the ops between them: the fake's
+    rule for other lines), or a set of HN layer types;
+  - ``NEGATIVE_EXPONENT_WALL``: ``optimize`` raises ``NegativeSlopeExponentNonFixable`` ("...
+    ew_sub_softmax ... Desired shift is 8.0, but op has only 8 data bits") when the script has
+    ``model_optimization_config(negative_exponent, ...)`` and a softmax layer is not at a16
+    (the report: "fixed by putting the softmax at a16_w16").
+
+  ``WRAP_WALLS`` raises either wall wrapped in another exception (cause set), as a caller of the
+  SDK's internals may see it.
+- ``OUTPUT_BASIS``: the outputs (every emulation context and the compiled HEF) in another channel
+  basis, "permuted" by default for DFC 5.3.x + ``hailo10h`` (the report: SDK_NATIVE and the HEF
+  both at cosine ~0.1 against ONNX because Hailo reorders channels; basis-invariant metrics held).
 - ``compile`` returns bytes: a small JSON "HEF" in the format the fake HailoRT
   (``tests/fakes/hailo_platform``, ``tests/fakes/fake_hef.py``) reads, so a fake-compiled HEF runs there.
   Like a real HEF (docs/hailo-facts.md): input streams are the input layers, folded by the
@@ -25,12 +40,15 @@ encoders), nothing more:
   must not depend on them).
 - A 4-D input with an NGWC format (the zoo's ``masked_fill=NGWC``) parses to [-1, 1, W, G*C].
 - ``set_input_mask_to_softmax()``: the mask input layer must feed the attention-score adds
-  directly (each an ``ew_add`` of the scores, read by a ``softmax``), as in the zoo's MiniLM;
-  any other topology is refused when the script is loaded. With it, the network takes the mask
-  as 0/1 values applied inside softmax (the zoo's calibration calls it ``multiplicative_mask``);
-  emulation and the "device" compute that. DFC 3.x (``__version__`` 3.*) does not know the
-  command (a user report on DFC 3.33); each DFC line builds only its own chips (zoo
-  ``base_parsers.py`` on master vs v2.18; the refusal's wording is the fake's own).
+  directly (each an ``ew_add`` of the scores, read by a ``softmax``), as in the zoo's MiniLM
+  (``masked_fill``, NGWC) and the report's ``/Mul`` start node ([N,1,1,S], NHWC); any other
+  topology is refused when the script is loaded. With it, the network takes the mask as 0/1
+  values applied inside every softmax whatever the ONNX does with that input (the zoo's
+  calibration calls it ``multiplicative_mask``; ``tests/fakes/hailo_semantics.py``); emulation
+  and the "device" compute that, and calibration of that input must be 0/1. DFC 3.x before 3.34
+  does not know the command (a user report on DFC 3.33; the zoo first uses it with 3.34); each
+  DFC line builds only its own chips (zoo ``base_parsers.py`` on master vs v2.18; the refusal's
+  wording is the fake's own).
 - Own choices where the sources are silent: the exception messages, where the softmax-topology
   check runs (when the script is loaded), the fold rule (only [1, W, C] with W divisible by 8).
 
@@ -50,8 +68,10 @@ from pathlib import Path
 
 import numpy as np
 
+from hailo_semantics import mask_inside_softmax, to_basis
+
 from .exceptions import (AccelerasValueError, BackendAllocatorException, HailoNNException, ModelScriptError,
-                         ParsingException)
+                         NegativeSlopeExponentNonFixable, ParsingException)
 from .exposed_definitions import Dims, InferenceContext
 
 #: every call made on any runner, in order: tests assert e.g. that optimize never ran
@@ -66,13 +86,23 @@ _KNOWN_COMMANDS = {"set_input_mask_to_softmax", "model_optimization_config", "pr
                    "performance_param", "resources_param", "allocator_param", "compilation_param"}
 
 
-def _dfc_major() -> int:
+def _dfc_version() -> tuple[int, int]:
     import hailo_sdk_client
 
+    parts = str(hailo_sdk_client.__version__).split("+")[0].split(".")
     try:
-        return int(str(hailo_sdk_client.__version__).split(".")[0])
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
     except ValueError:
-        return 5
+        return 5, 3
+
+
+def _dfc_major() -> int:
+    return _dfc_version()[0]
+
+
+def _report_line(hw_arch: str) -> bool:
+    """The stack the public Hailo-10H report used: DFC 5.3.x building hailo10h."""
+    return hw_arch == "hailo10h" and _dfc_version()[:2] == (5, 3)
 
 
 def _format_name(fmt) -> list[str]:
@@ -80,9 +110,31 @@ def _format_name(fmt) -> list[str]:
 
 
 class ClientRunner:
-    #: HN layer types whose a16_w16 crashes the fake allocator: "attention" (the report),
-    #: "any", or a set of types such as {"ew_add"}
-    FAIL_A16_ON: str | set = "attention"
+    #: HN layer types whose a16_w16 crashes the fake allocator: "any", "attention", a set of
+    #: types such as {"ew_add"}, or None: "any" on the report's line (DFC 5.3.x, hailo10h), else
+    #: "attention"
+    FAIL_A16_ON: str | set | None = None
+    #: negative_exponent with an 8-bit softmax fails in optimize(); None: on the report's line
+    NEGATIVE_EXPONENT_WALL: bool | None = None
+    #: raise the walls wrapped in another exception
+    WRAP_WALLS: bool = False
+    #: "identity", "permuted", "rotated", or None: "permuted" on the report's line
+    OUTPUT_BASIS: str | None = None
+
+    def _rule(self, name: str):
+        value = getattr(self, name)
+        if value is not None:
+            return value
+        report = _report_line(self.hw_arch)
+        return {"FAIL_A16_ON": "any" if report else "attention", "NEGATIVE_EXPONENT_WALL": report,
+                "OUTPUT_BASIS": "permuted" if report else "identity"}[name]
+
+    def _wall(self, exc: Exception) -> Exception:
+        if not self.WRAP_WALLS:
+            return exc
+        wrapper = HailoNNException(f"{type(exc).__name__} during the build; see the cause")
+        wrapper.__cause__ = exc
+        return wrapper
 
     def __init__(self, hw_arch: str = "hailo8", har: str | None = None):
         CALLS.append("__init__")
@@ -243,7 +295,7 @@ class ClientRunner:
                 raise ModelScriptError(f"Model script: cannot parse {raw!r}")
             cmd, args = m.groups()
             if cmd == "set_input_mask_to_softmax":
-                if _dfc_major() < 5:
+                if _dfc_version() < (3, 34):
                     raise ModelScriptError(f"Model script: unknown command {cmd}")
                 self._check_softmax_mask_topology()
             if cmd == "quantization_param":
@@ -267,8 +319,14 @@ class ClientRunner:
         self._script = (self._script + "\n" + text) if append else text
         self._a16 = sorted(set(self._a16 + a16)) if append else sorted(set(a16))
 
+    def _commands(self) -> list[str]:
+        return [ln.split("#", 1)[0].strip() for ln in self._script.splitlines() if ln.split("#", 1)[0].strip()]
+
     def _softmax_mask(self) -> bool:
-        return "set_input_mask_to_softmax" in self._script
+        return any(c.startswith("set_input_mask_to_softmax") for c in self._commands())
+
+    def _negative_exponent(self) -> bool:
+        return any(c.startswith("model_optimization_config") and "negative_exponent" in c for c in self._commands())
 
     def _mask_layer(self) -> str | None:
         layers = self._hn["layers"]
@@ -340,6 +398,14 @@ class ClientRunner:
             vals = np.asarray(calib_data[mask_layer])[: min(n_rows, 64)]
             if not np.isin(vals, (0.0, 1.0)).all():
                 raise AccelerasValueError(f"set_input_mask_to_softmax: calibration of {mask_layer} must be 0/1")
+        if self._negative_exponent() and self._rule("NEGATIVE_EXPONENT_WALL"):
+            softmaxes = [n for n, l in self._hn["layers"].items() if l["type"] == "softmax"]
+            eight = [n for n in softmaxes if n.split("/", 1)[-1] not in self._a16 and n not in self._a16]
+            if eight:
+                net = self._hn["name"]
+                raise self._wall(NegativeSlopeExponentNonFixable(
+                    f"Quantization failed in layer {net}/ew_sub_softmax{softmaxes.index(eight[0]) + 1}: "
+                    "Desired shift is 8.0, but op has only 8 data bits"))
         sub = {k: np.asarray(calib_data[k])[: min(n_rows, 64)] for k in inputs}
         out = self._run_onnx(sub)
         self._decompose_layer_norms()
@@ -400,21 +466,28 @@ class ClientRunner:
             for name in inputs:
                 lo, hi = self._ranges["input"][name]
                 data[name] = _fake_quant(data[name], lo, hi, 16 if name in self._a16 else 8)
-        out = self._run_onnx(data)
+        out = to_basis(self._run_onnx(data), self._rule("OUTPUT_BASIS"))  # every context: the report's SDK_NATIVE too
         if quant:
             lo, hi = self._ranges["output"]
             out_layer = self._hn["net_params"]["output_layers_order"][0]
             out = _fake_quant(out, lo, hi, 16 if out_layer in self._a16 else 8)
         return out[:, None, :, :]  # NHWC with H=1, as the parsed output layer holds it
 
+    def _network_onnx(self) -> bytes:
+        """The network as compiled: with the mask command, the mask input applied as a 0/1 mask
+        inside every softmax (tests/fakes/hailo_semantics.py)."""
+        if not self._softmax_mask():
+            return self._onnx
+        mask = self._input_map[self._mask_layer()]["onnx"]
+        return mask_inside_softmax(self._onnx, mask)
+
     def _run_onnx(self, data: dict) -> np.ndarray:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
-        sess = ort.InferenceSession(self._onnx, sess_options=opts, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(self._network_onnx(), sess_options=opts, providers=["CPUExecutionProvider"])
         feeds = {}
-        softmax = self._softmax_mask()
         for name, info in self._input_map.items():
             arr = np.asarray(data[name], dtype=np.float32)
             if info["layout"] == "nwc":
@@ -425,8 +498,6 @@ class ClientRunner:
                 n, _, w, gc = arr.shape
                 g = gc // w
                 arr = arr.reshape(n, w, g, w).transpose(0, 2, 1, 3)
-                if softmax:  # the 0/1 mask applied inside softmax
-                    arr = (1.0 - arr) * -1e4
             feeds[info["onnx"]] = np.ascontiguousarray(arr)
         return sess.run(None, feeds)[0]
 
@@ -437,7 +508,7 @@ class ClientRunner:
         if not self._optimized:
             raise RuntimeError("compile() needs an optimized model")
         layers = self._hn["layers"]
-        rule = self.FAIL_A16_ON
+        rule = self._rule("FAIL_A16_ON")
         bad = []
         for name in self._a16:
             layer = layers.get(name, {})
@@ -445,9 +516,11 @@ class ClientRunner:
                     (isinstance(rule, (set, frozenset)) and layer.get("type") in rule):
                 bad.append(name)
         if bad:
-            raise BackendAllocatorException(
-                f"Compilation failed: BackendAllocatorException: Agent infeasible for layers {bad[:3]} "
-                "(16-bit precision)")
+            # the report: "[info] Found valid partition to 4 contexts ... [error] Failed to produce
+            # compiled graph ... BackendAllocatorException: Compilation failed with unexpected crash"
+            raise self._wall(BackendAllocatorException(
+                f"Found valid partition to 4 contexts; Failed to produce compiled graph "
+                f"(16-bit layers {bad[:3]}): Compilation failed with unexpected crash"))
         # the same JSON "HEF" the fake HailoRT (tests/fakes/hailo_platform) reads; its device
         # runs the parsed ONNX carried inside
         import base64
@@ -466,6 +539,8 @@ class ClientRunner:
             else:
                 if info["layout"] == "ngwc":
                     mask_input = {"layout": "scores", "heads": shape[2] // shape[1], "softmax": self._softmax_mask()}
+                elif info["layout"] == "nhwc" and self._softmax_mask():
+                    mask_input = {"layout": "keys01", "heads": 1, "softmax": True}
                 else:
                     mask_input = {"layout": "keys", "heads": 1, "softmax": False}
             lo, hi = min(lo, 0.0), max(hi, 0.0)
@@ -490,7 +565,8 @@ class ClientRunner:
             "compiled_by": "fake hailo_sdk_client",
             "hw_arch": self.hw_arch,
             "network_group": self.model_name,
-            "onnx_b64": base64.b64encode(self._onnx).decode(),
+            "onnx_b64": base64.b64encode(self._network_onnx()).decode(),
+            "output_basis": self._rule("OUTPUT_BASIS"),
             "seq_len": seq,
             "hidden": hidden,
             "inputs": inputs,

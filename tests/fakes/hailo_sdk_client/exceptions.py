@@ -1,5 +1,6 @@
 """Exception types of the fake DFC. Only their names matter: hefsearch recognises the
-allocator crash by the type name / message ``BackendAllocatorException``."""
+report's walls by the type name / message ``BackendAllocatorException`` and
+``NegativeSlopeExponentNonFixable``."""
 
 
 class ParsingException(Exception):
@@ -8,6 +9,10 @@ class ParsingException(Exception):
 
 class BackendAllocatorException(Exception):
     pass
+
+
+class NegativeSlopeExponentNonFixable(Exception):
+    """The optimizer's failure with negative_exponent and an 8-bit softmax (public Hailo-10H report)."""
 
 
 class AccelerasValueError(ValueError):

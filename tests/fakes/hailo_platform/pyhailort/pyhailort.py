@@ -62,10 +62,24 @@ within the real bound).
 
 A device "runs" the HEF's ``onnx`` (the bundle's FP32 body) with onnxruntime. A FLOAT32 input
 buffer is quantised to the stream's native UINT8/UINT16 with its quant info before the network
-sees it, and outputs whose native type is UINT8/UINT16 are quantised the same way (and
-dequantised again if the user asked for FLOAT32), as HailoRT's host-side transformations do
-(own analysis of ``set_format_type``; docs/hailo-facts.md, Compiled stream contract), so both
-carry 8-bit error like hardware.
+sees it (HailoRT's formula: clip to the limits, ``round(x / scale + zp)``, ``quantization.hpp``
+``quantize_input``), and outputs whose native type is UINT8/UINT16 are quantised the same way
+(and dequantised again if the user asked for FLOAT32), so both carry 8-bit error like hardware.
+Where that conversion runs decides what crosses the link, counted in ``WORLD.stats.link_bytes``:
+
+- HailoRT 4.x (Hailo-8/8L over PCIe): the transformation runs in the host process, so native
+  bytes cross (own analysis of ``set_format_type`` and the host-side transform contexts);
+- HailoRT 5.x (Hailo-10H): the client sends each stream's format type and order to the device
+  in the configure request and the buffers as the user gives them, so a FLOAT32 buffer crosses
+  as 4 bytes per value and the conversion runs on the device
+  (``src/net_flow/pipeline/infer_model_hrpc_client.cpp`` ``InferModelHrpcClient::configure``;
+  ``hailort_server/hailort_server.cpp`` sets those formats on the server's InferModel).
+
+The HEF JSON's ``mask_input.softmax`` (``set_input_mask_to_softmax()``) means the carried ONNX
+already applies the mask input as a 0/1 mask inside every softmax
+(``tests/fakes/hailo_semantics.py``), so the device feeds the mask values as they come;
+``output_basis`` ("permuted", "rotated") maps the output channels to the compiled network's own
+basis (the public Hailo-10H report's finding, same module).
 """
 
 from __future__ import annotations
@@ -82,6 +96,11 @@ from pathlib import Path
 import numpy as np
 
 from .._fake import WORLD
+
+try:  # the compiled network's semantics, shared with the fake DFC
+    from hailo_semantics import to_basis
+except ImportError:  # pragma: no cover - the fakes folder is always on the path together
+    from tests.fakes.hailo_semantics import to_basis
 
 
 # -- exceptions (names and messages as in pyhailort.py) ---------------------------------------
@@ -236,7 +255,11 @@ class VStreamInfo:
         order = FormatOrder[d.get("order", "NHWC")]
         self.format = HailoFormat(FormatType[d.get("type", "UINT8")], order, FormatFlags[d.get("flags", "NONE")])
         q = (d.get("quant") or [[1.0, 0.0]])
-        self.quant_infos = [QuantInfo(qp_zp=float(z), qp_scale=float(s)) for s, z in q]
+        qmax = _QMAX.get(self.format.type)
+        # limvals: the float range the native type spans (hailo_quant_info_t.limvals_min/max)
+        self.quant_infos = [QuantInfo(qp_zp=float(z), qp_scale=float(s),
+                                      limvals_min=(0 - float(z)) * float(s) if qmax else 0.0,
+                                      limvals_max=(qmax - float(z)) * float(s) if qmax else 0.0) for s, z in q]
         self.quant_info = self.quant_infos[0]
         self.spec = d
 
@@ -625,6 +648,9 @@ class InferModel:
         def frame_size(self):
             return int(np.prod(self._info._hwc)) * self.frame_dtype().itemsize
 
+        def native_frame_size(self):
+            return int(np.prod(self._info._hwc)) * np.dtype(_DTYPES[self._info.format.type]).itemsize
+
     def __init__(self, hef: HEF, hef_path):
         self._hef = hef
         self._hef_path = hef_path
@@ -751,6 +777,11 @@ class ConfiguredInferModel:
         self._out = {n: (s.frame_size(), s.frame_dtype()) for n, s in model._outputs.items()}
         self._in_streams = dict(model._inputs)
         self._out_streams = dict(model._outputs)
+        # bytes per frame over the link: 5.x converts on the device (the user's format crosses),
+        # 4.x on the host (the native format crosses)
+        on_device = int(str(WORLD.version).split(".")[0]) >= 5
+        self._link = {n: (s.frame_size() if on_device else s.native_frame_size())
+                      for n, s in list(model._inputs.items()) + list(model._outputs.items())}
         self._queue_size = WORLD.async_queue_size
         self._pending = deque()  # (seq_no, bindings, job)
         self._in_flight = 0
@@ -809,6 +840,10 @@ class ConfiguredInferModel:
             raise HailoRTStreamAborted("Stream was aborted")
         for b in bindings:
             self._validate(b)
+        with WORLD.lock:
+            WORLD.stats.link_bytes["in"] += len(bindings) * sum(self._link[n] for n in self._in)
+            WORLD.stats.link_bytes["out"] += len(bindings) * sum(self._link[n] for n in self._out)
+            WORLD.stats.link_frames += len(bindings)
         job = AsyncInferJob(len(bindings))
         job._callback = callback
         with self._cv:
@@ -935,22 +970,21 @@ class ConfiguredInferModel:
         return x.astype(np.float32)
 
     def _mask_feed(self, m: np.ndarray, seq: int):
-        """The compiled network's mask input, from the frame's mask values (row-major, any fold).
+        """The compiled network's mask input, from the frame's mask values (row-major, any fold),
+        in the carried ONNX's shape.
 
         ``scores``: the zoo's all_minilm_l6_v2 mask (``masked_fill``, NGWC, one row per query,
-        heads x keys columns) with ``set_input_mask_to_softmax()``: 0/1 values choose the keys
-        softmax sees (own analysis of the zoo recipe, docs/hailo-facts.md "Attention mask").
-        ``keys``: the zoo's BERT mask, the additive bias itself, one value per key."""
+        heads x keys columns); ``keys01``: one value per key at the mask Mul (the public Hailo-10H
+        report); both with ``set_input_mask_to_softmax()``, which the carried ONNX applies as a
+        0/1 mask inside softmax, so the values go in as they came. ``keys``: the zoo's BERT mask,
+        the additive bias itself, one value per key."""
         mi = self._model._hef._d.get("mask_input")
         if not mi:  # the body's own 0/1 key mask [1, S]
             return np.rint(m.reshape(1, seq)).astype(np.int64)
         if mi["layout"] == "scores":  # one row per query, heads x keys columns (NGWC)
             heads = int(mi["heads"])
-            g = m.reshape(seq, heads, seq).transpose(1, 0, 2)[None]  # [1, heads, S(q), S(k)]
-            if mi.get("softmax"):  # set_input_mask_to_softmax(): 0/1 decides which keys softmax sees
-                return ((1.0 - g) * -1e4).astype(np.float32)
-            return g.astype(np.float32)
-        return m.reshape(1, 1, 1, seq).astype(np.float32)  # keys: the additive bias as given
+            return m.reshape(seq, heads, seq).transpose(1, 0, 2)[None].astype(np.float32)  # [1, heads, Sq, Sk]
+        return m.reshape(1, 1, 1, seq).astype(np.float32)  # keys01 / keys: one value per key
 
     def _compute(self, b):
         d = self._model._hef._d
@@ -958,7 +992,7 @@ class ConfiguredInferModel:
         e = self._read_input(b, "embeddings").reshape(1, seq, hidden)
         m = self._mask_feed(self._read_input(b, "attention_mask"), seq)
         (h,) = self._onnx().run(["last_hidden_state"], {"embeddings": e, "attention_mask": m})
-        h = h[0]  # [seq, hidden]
+        h = to_basis(h[0], d.get("output_basis"))  # [seq, hidden] in the compiled network's basis
         bug = d.get("device_bug")
         if bug == "transpose":  # the device writes [H, S] into a buffer declared [S, H]
             h = np.ascontiguousarray(h.T).reshape(seq, hidden)
