@@ -16,10 +16,16 @@ temp bundle when no --bundle is given).
 
 Two further sections (docs/hailo-facts.md has the sources):
 
-- mask modes: host ms and bytes per frame for the attention mask of each mode, built as the
-  hailo backend builds it (embed/mask_layout.py, laid out in the zoo's folded stream shape):
-  ``softmax`` (the zoo's MiniLM: a score-shaped 0/1 mask, heads x SEQ values per token) and
-  ``additive`` (the zoo's BERT: one value per token), next to the embeddings' own cost.
+- bytes over the link: for every HEF mask mode (``keys01``, the public Hailo-10H report's 0/1
+  mask per key; ``scores01``, the zoo MiniLM's score-shaped 0/1 mask, heads x SEQ values per
+  token; ``additive``, the zoo BERT's bias per key) at SEQ 128/256/512, and for each stream type
+  (``float32``: FLOAT32 buffers, HailoRT converts; ``native``: the host quantises the embeddings
+  to the input stream's uint8 with HailoRT's formula and dequantises uint8 outputs), the host ms
+  per frame to build the inputs and read the output, and the bytes per frame that cross the
+  link on HailoRT 5.x (Hailo-10H: the configured format crosses, converted on the device) and
+  4.x (Hailo-8/8L: the native format crosses, converted in the host process), with the link
+  time at PCIe Gen2 x1 (the Pi 5's default; 500 MB/s raw, about 400 MB/s of payload, an
+  estimate). The hailo backend's default stream types follow from it (``auto``).
 - device batch: frames/s through the real hailo backend on the contract fake of HailoRT
   (tests/fakes) with the fake's per-batch latency set to the zoo's MiniLM on Hailo-8 (156 FPS at
   batch 1, 742 at batch 8: about 5.8 ms per batch + 0.63 ms per frame), for a query encoder
@@ -158,44 +164,86 @@ def npu_wait(bundle, texts: list[str], batch: int, fps: float) -> float:
     return max(0.0, wall - dev.busy) * 1000 / len(texts)
 
 
-def mask_costs(bundle, frames: int, repeats: int) -> list[dict]:
-    """Median host ms per frame and bytes per frame for the mask of each mode, and for the
-    embeddings, in the folded stream shapes a HEF has (e.g. [32, 8, C] for SEQ 256)."""
-    from hefsearch.embed.backends.hailo import _exact_encoder
-    from hefsearch.embed.hef_contract import StreamSpec, to_stream
-    from hefsearch.embed.mask_layout import MaskLayout
+#: payload bytes per second of one PCIe Gen2 lane (the Pi 5's default link): 500 MB/s raw with
+#: 8b/10b coding, about 80% of it payload after packet overhead (an estimate, not a measurement)
+PCIE_GEN2_X1 = 400e6
 
-    heads = int(bundle.model.get("heads") or 1)
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(SEQ // 4, SEQ + 1, size=frames)
-    mask = (np.arange(SEQ)[None, :] < lengths[:, None]).astype(np.int64)
-    e = rng.standard_normal((frames, SEQ, bundle.hidden)).astype(np.float32)
-    rows = []
-    emb_spec = StreamSpec("net/input_layer1", (SEQ // 8, 8, bundle.hidden), "NHWC", "FLOAT32")
+
+def _timed(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        to_stream(e, emb_spec)
+        fn()
         times.append(time.perf_counter() - t0)
-    rows.append({"input": "embeddings", "ms": statistics.median(times) * 1000 / frames,
-                 "host_bytes": SEQ * bundle.hidden * 4, "link_bytes": SEQ * bundle.hidden})
-    for mode in ("softmax", "additive"):
-        layout = MaskLayout.for_mode(mode, SEQ, heads, bundle.mask_value)
-        r, c = layout.logical_shape
-        vals = layout.value_pair
-        lo, hi = min(vals), max(vals)
-        native = StreamSpec("net/input_layer2", (r // 8, 8, c), "NHWC", "UINT8", (((hi - lo) / 255, -lo / ((hi - lo) / 255)),))
-        encode = _exact_encoder(native, vals)
-        for fed, enc in (("uint8", encode), ("float32", None)):
-            spec = StreamSpec(native.name, native.shape, "NHWC", "UINT8" if enc else "FLOAT32")
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                to_stream(layout.build(mask, encode=enc), spec)
-                times.append(time.perf_counter() - t0)
-            rows.append({"input": f"mask {mode} ({fed})", "ms": statistics.median(times) * 1000 / frames,
-                         "host_bytes": layout.size * (1 if enc else 4), "link_bytes": layout.size})
+    return statistics.median(times)
+
+
+def stream_costs(hidden: int, heads: int, mask_value: float, frames: int, repeats: int,
+                 seqs=(128, 256, 512)) -> list[dict]:
+    """Per SEQ, mask mode and stream type: median host ms per frame (inputs built as the hailo
+    backend builds them, in the HEF's stream shapes, plus the output read) and bytes per frame
+    over the link on HailoRT 5.x and 4.x."""
+    from hefsearch.embed.backends.hailo import _exact_encoder, stream_quantiser
+    from hefsearch.embed.hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSpec, to_stream
+    from hefsearch.embed.mask_layout import HEF_MASK_MODES, MaskLayout
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for seq in seqs:
+        lengths = rng.integers(seq // 4, seq + 1, size=frames)
+        mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
+        e = (rng.standard_normal((frames, seq, hidden)) * 0.5).astype(np.float32)
+        emb_native = StreamSpec("net/input_layer1", (seq // 8, 8, hidden), "NHWC", "UINT8", ((4 / 255, 128.0),))
+        out_native = StreamSpec("net/ew_add2", (1, seq, hidden), "FCR", "UINT8", ((8 / 255, 128.0),))
+        device_out = {"float32": rng.standard_normal((frames, 1, seq, hidden)).astype(np.float32),
+                      "native": rng.integers(0, 256, (frames, 1, seq, hidden), dtype=np.uint8)}
+        for mode_name, mode in HEF_MASK_MODES.items():
+            layout = MaskLayout.for_mode(mode_name, seq, heads, mask_value)
+            r, c = layout.logical_shape
+            shape = (r // 8, 8, c) if r > 8 and r % 8 == 0 else (1, r, c)  # the allocator's fold
+            lo, hi = min(layout.value_pair), max(layout.value_pair)
+            scale = (hi - lo) / 255
+            mask_native = StreamSpec("net/input_layer2", shape, "NHWC", "UINT8", ((scale, -lo / scale),))
+            mask_encode = _exact_encoder(mask_native, layout.value_pair)
+            for streams in ("float32", "native"):
+                emb_encode = stream_quantiser(emb_native) if streams == "native" else None
+                emb_spec = StreamSpec(emb_native.name, emb_native.shape, "NHWC", "UINT8" if emb_encode else "FLOAT32")
+                mask_spec = StreamSpec(mask_native.name, shape, "NHWC", "UINT8" if mask_encode else "FLOAT32")
+                out_spec = out_native if streams == "native" else StreamSpec(
+                    out_native.name, out_native.shape, "FCR", "FLOAT32", out_native.quant)
+                assemble = OutputAssembler(ContractCheck(HefContract(seq, hidden), outputs=[out_spec]))
+
+                def frame_work():
+                    to_stream(emb_encode(e) if emb_encode else e, emb_spec)
+                    to_stream(layout.build(mask, encode=mask_encode), mask_spec)
+                    assemble({out_spec.name: device_out[streams]})
+
+                ms = _timed(frame_work, repeats) * 1000 / frames
+                sizes = {"in": emb_spec.size * emb_spec.dtype.itemsize + mask_spec.size * mask_spec.dtype.itemsize,
+                         "out": out_spec.size * out_spec.dtype.itemsize}
+                native = {"in": emb_native.size + mask_native.size, "out": out_native.size}
+                link5 = sizes["in"] + sizes["out"]  # 5.x: the configured format crosses
+                rows.append({"seq": seq, "mask": mode_name, "streams": streams, "host_ms": ms,
+                             "link_bytes_5x": link5, "link_bytes_4x": native["in"] + native["out"],
+                             "mask_bytes_5x": mask_spec.size * mask_spec.dtype.itemsize,
+                             "link_ms_5x": link5 / PCIE_GEN2_X1 * 1000})
     return rows
+
+
+def print_stream_costs(rows: list[dict], heads: int) -> None:
+    print(f"\nbytes over the link per frame and host ms per frame ({heads} heads; link ms at PCIe Gen2 x1, "
+          f"~{PCIE_GEN2_X1 / 1e6:.0f} MB/s payload, an estimate):")
+    print(f"  {'SEQ':>4s} {'mask':9s} {'streams':8s} {'host ms':>8s} {'5.x link B':>11s} {'5.x link ms':>11s} "
+          f"{'(mask B)':>10s} {'4.x link B':>11s}")
+    for r in rows:
+        print(f"  {r['seq']:4d} {r['mask']:9s} {r['streams']:8s} {r['host_ms']:8.4f} {r['link_bytes_5x']:11,d} "
+              f"{r['link_ms_5x']:11.3f} {r['mask_bytes_5x']:10,d} {r['link_bytes_4x']:11,d}")
+    for seq in sorted({r["seq"] for r in rows}):
+        f = next(r for r in rows if r["seq"] == seq and r["mask"] == "keys01" and r["streams"] == "float32")
+        n = next(r for r in rows if r["seq"] == seq and r["mask"] == "keys01" and r["streams"] == "native")
+        print(f"  SEQ {seq}, keys01 on HailoRT 5.x: native streams cross {f['link_bytes_5x'] / n['link_bytes_5x']:.2f}x "
+              f"fewer bytes ({f['link_ms_5x'] - n['link_ms_5x']:+.3f} ms of link per frame saved) for "
+              f"{n['host_ms'] - f['host_ms']:+.4f} ms of host work")
 
 
 def device_batch_effect(bundle_path: str, texts: list[str]) -> dict[str, float] | None:
@@ -314,11 +362,7 @@ def main() -> None:
           f"(goal <= {GOAL_MS} ms: {'met' if wait <= GOAL_MS else 'NOT met'})")
 
     heads = int(bundle.model.get("heads") or 1)
-    print(f"\nattention mask per {SEQ}-token frame ({heads} heads), median of {args.repeats}, vs the embeddings:")
-    print(f"  {'input':28s} {'host ms':>8s} {'host bytes':>11s} {'link bytes':>11s}")
-    for r in mask_costs(bundle, min(args.n, 128), args.repeats):
-        print(f"  {r['input']:28s} {r['ms']:8.4f} {r['host_bytes']:11,d} {r['link_bytes']:11,d}")
-    print("  (link bytes: what crosses PCIe per frame in the HEF's 8-bit type; a Pi 5 has one lane)")
+    print_stream_costs(stream_costs(bundle.hidden, heads, bundle.mask_value, min(args.n, 64), args.repeats), heads)
 
     effect = device_batch_effect(str(bundle.path), texts[: min(len(texts), 96)])
     if effect:

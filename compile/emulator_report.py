@@ -96,16 +96,6 @@ def pooled(bundle: Bundle, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return l2_normalize(v) if bundle.normalize else v
 
 
-def neighbour_agreement(ref: np.ndarray, test: np.ndarray) -> float:
-    """Share of texts whose nearest other text is the same in both spaces (basis-independent)."""
-    def nearest(x):
-        sim = metrics.cosine_matrix(x)
-        np.fill_diagonal(sim, -np.inf)
-        return np.argmax(sim, axis=1)
-
-    return float(np.mean(nearest(ref) == nearest(test)))
-
-
 def which_basis(ref: np.ndarray, test: np.ndarray) -> str:
     """"same", "permuted" (channels reordered, signs allowed), "rotated" (an orthogonal map fits)
     or "other": how ``test``'s coordinates relate to ``ref``'s (information, never a verdict)."""
@@ -124,7 +114,7 @@ def compare_to_onnx(ref: np.ndarray, test: np.ndarray, ia: list[int], ib: list[i
     return {
         "similarity_pearson": metrics.similarity_correlation(ref, test, "pearson"),
         "similarity_spearman": metrics.similarity_correlation(ref, test, "spearman"),
-        "neighbour_agreement": neighbour_agreement(ref, test),
+        "neighbour_agreement": metrics.neighbour_agreement(ref, test),
         "top1": metrics.top1_retrieval(test[ia], test[ib]),
         "basis": which_basis(ref, test),
     }

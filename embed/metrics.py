@@ -30,6 +30,7 @@ __all__ = [
     "top1_retrieval",
     "retrieval_margin",
     "similarity_correlation",
+    "neighbour_agreement",
     "paired_cosine",
     "procrustes_fit",
     "ProcrustesFit",
@@ -166,6 +167,22 @@ def similarity_correlation(a, b, method: str = "pearson") -> float:
     elif method != "pearson":
         raise ValueError(f"method must be 'pearson' or 'spearman', not {method!r}")
     return _pearson(x, y)
+
+
+def neighbour_agreement(ref, test) -> float:
+    """Share of texts whose nearest other text is the same in both spaces (basis-invariant; about
+    1/N when the test space has lost the reference's structure)."""
+    ref, test = _as2d(ref), _as2d(test)
+    _check_paired(ref, test)
+    if len(ref) < 2:
+        return float("nan")
+
+    def nearest(x):
+        sim = cosine_matrix(x)
+        np.fill_diagonal(sim, -np.inf)
+        return np.argmax(sim, axis=1)
+
+    return float(np.mean(nearest(ref) == nearest(test)))
 
 
 def paired_cosine(a, b) -> np.ndarray:
@@ -438,6 +455,7 @@ class SpaceComparison:
     similarity_spearman: float
     mean_pairwise_cosine_ref: float
     mean_pairwise_cosine_test: float
+    neighbour_agreement: float | None = None
     top1_ref: float | None = None
     top1_test: float | None = None
     margin_ref: float | None = None
@@ -467,6 +485,7 @@ def compare_spaces(ref, test, pairs: Iterable[tuple[int, int]] | None = None) ->
         similarity_spearman=similarity_correlation(ref, test, "spearman"),
         mean_pairwise_cosine_ref=mean_pairwise_cosine(ref),
         mean_pairwise_cosine_test=mean_pairwise_cosine(test),
+        neighbour_agreement=neighbour_agreement(ref, test),
     )
     pairs = list(pairs or [])
     if pairs:

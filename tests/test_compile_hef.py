@@ -285,6 +285,24 @@ def test_default_hailo10h_build_is_the_report_recipe_past_both_walls(fake_dfc, f
     assert not any(f.startswith("build/") for f in bundle.manifest["files"])
 
 
+def test_emulator_report_passes_another_basis_and_fails_a_broken_build(fake_dfc, sharp_calib_bundle, monkeypatch):
+    """Basis-independent: a rotated output basis passes (named as such); a network whose FP32
+    emulation ranks differently from encoder.onnx (here the DFC not applying the mask command
+    while the 0/1 mask goes in) is reported broken. The report informs; the build goes on."""
+    fake_dfc.ClientRunner.OUTPUT_BASIS = "rotated"
+    result, _ = _build(sharp_calib_bundle, precision="a8")
+    q = result.entry.extra["quality"]
+    assert q["basis"] == "rotated" and q["verdict"] in ("ok", "degraded"), q["warnings"]
+    assert q["cosine_mean"] > 0.9  # the two emulations share the rotated basis
+    assert not any("does not rank like encoder.onnx" in w for w in q["warnings"])
+
+    monkeypatch.setattr(fake_dfc.ClientRunner, "_network_onnx", lambda self: self._onnx)  # command not applied
+    broken, _ = _build(sharp_calib_bundle, precision="a8", restart=True)
+    b = broken.entry.extra["quality"]
+    assert b["verdict"] == "broken" and any("does not rank like encoder.onnx" in w for w in b["warnings"])
+    assert broken.hef.is_file()
+
+
 def test_a_16bit_rung_that_passes_keeps_its_bits(fake_dfc, calib_bundle):
     """On a DFC where 16 bits off the attention path allocate (the fake's "attention" rule), the
     first rung passes: the script is the report's plus the a16 lines and ew_add_fusing off for the

@@ -223,6 +223,42 @@ def test_verify_finds_permuted_channels_behind_a_low_cosine(fake_hailo, tiny_ber
     assert any("basis-invariant metrics are fine" in n for n in r.notes)
     fit = {f.name: f.token_cosine for f in r.fits}
     assert fit["permuted channels"] > 0.999 and fit["as read"] < 0.6
+    # the compiled network's own basis: reported as such, with the ranking, never as a bug
+    assert "compiled network's own channel basis" in r.verdict and "Layout bug" not in r.verdict
+    assert "similarity correlation" in r.verdict and "top-1 translation retrieval" in r.verdict
+
+
+@pytest.mark.parametrize("basis", ["permuted", "rotated"])
+def test_verify_reports_another_basis_with_8bit_noise_as_such_never_broken(fake_hailo, tiny_bert_bundle, tmp_path,
+                                                                            basis):
+    """The public Hailo-10H report's HEF: outputs in another channel basis (cosine ~0.1 to ONNX) and
+    8-bit error on top. doctor --verify names the basis, gives the ranking metrics, and passes."""
+    path = copy_bundle(tiny_bert_bundle, tmp_path / "b")
+    add_fake_hef(path, out_type="UINT8", output_basis=basis)
+    edit_fake_hef(path, "encoder.hailo10h.hef", lambda d: d.update(noise=0.2))
+    r = verify_npu(path)
+    assert np.median(r.cosines) < 0.5
+    assert r.cause in ("permuted", "rotation", "basis"), r.verdict
+    assert "Layout bug" not in r.verdict and "broken" not in r.verdict.lower()
+    assert "similarity correlation" in r.verdict
+    res = CliRunner().invoke(main, ["doctor", "--bundle", str(path), "--verify"])
+    assert "verdict: The NPU" in res.output and "own channel basis" in res.output or "another basis" in res.output
+    assert "FAIL verify" not in res.output
+
+
+def test_verify_calls_a_hef_fed_the_wrong_mask_broken(fake_hailo, sharp_bundle, tmp_path, monkeypatch):
+    """A host that sends the additive bias to a set_input_mask_to_softmax HEF: the vectors do not
+    rank like the encoder's in any basis, which is what 'broken' means."""
+    from hefsearch.embed.mask_layout import MaskLayout
+
+    path = copy_bundle(sharp_bundle, tmp_path / "b")
+    add_fake_hef(path, out_type="UINT8", output_basis="permuted")
+    real = MaskLayout.values
+    monkeypatch.setattr(MaskLayout, "values", lambda self, m: ((1.0 - np.asarray(m, np.float32)) * -50.0)
+                        if self.binary else real(self, m))
+    r = verify_npu(path)
+    assert r.cause == "broken", r.verdict
+    assert "does not rank like the encoder's" in r.verdict
 
 
 def test_verify_cli_finds_a_transposed_output(fake_hailo, tiny_bert_bundle, tmp_path):

@@ -181,6 +181,8 @@ def test_mask_spec_parsing():
     a8 = PROFILES["a8"]
     assert parse_mask(None, a8, -50.0) == ("softmax", -10000.0)
     assert parse_mask("inside", a8, -50.0) == ("softmax", -10000.0)
+    # the HEF mask modes: keys01 (the Hailo-10H default) and scores01 apply the mask inside softmax
+    assert parse_mask("keys01", a8, -50.0) == parse_mask("scores01", a8, -50.0) == ("softmax", -10000.0)
     assert parse_mask("additive", a8, -50.0) == ("additive", -50.0)
     assert parse_mask("additive:-1e4", a8, -50.0) == ("additive", -10000.0)
     for bad in ("additive:abc", "additive:5", "inside:3", "sideways"):
