@@ -100,15 +100,20 @@ def corpus(tmp_path_factory) -> Path:
     return write_corpus(tmp_path_factory.mktemp("corpus") / "docs")
 
 
+def _with_calibration(source: Path, corpus: Path, folder: Path) -> Path:
+    """A copy of the bundle ``source`` with a calibration set (SEQ 64, 96 rows, seed 3)."""
+    from hefsearch.compile.calib import build_calibration
+
+    path = folder / "bundle"
+    shutil.copytree(source, path)
+    build_calibration(path, [corpus], n=96, seed=3)
+    return path
+
+
 @pytest.fixture(scope="session")
 def calib_bundle_template(tiny_bert_bundle, corpus, tmp_path_factory) -> Path:
     """The tiny BERT bundle with a calibration set (SEQ 64, 96 rows, seed 3). Copy before changing."""
-    from hefsearch.compile.calib import build_calibration
-
-    path = tmp_path_factory.mktemp("calib") / "bundle"
-    shutil.copytree(tiny_bert_bundle, path)
-    build_calibration(path, [corpus], n=96, seed=3)
-    return path
+    return _with_calibration(tiny_bert_bundle, corpus, tmp_path_factory.mktemp("calib"))
 
 
 @pytest.fixture
@@ -122,12 +127,7 @@ def calib_bundle(calib_bundle_template, tmp_path) -> Path:
 def sharp_calib_template(sharp_bundle, corpus, tmp_path_factory) -> Path:
     """The sharpened tiny BERT (attention matters, tests/quality_fixtures.py) with a calibration
     set (SEQ 64, 96 rows, seed 3). Copy before changing."""
-    from hefsearch.compile.calib import build_calibration
-
-    path = tmp_path_factory.mktemp("sharp-calib") / "bundle"
-    shutil.copytree(sharp_bundle, path)
-    build_calibration(path, [corpus], n=96, seed=3)
-    return path
+    return _with_calibration(sharp_bundle, corpus, tmp_path_factory.mktemp("sharp-calib"))
 
 
 @pytest.fixture
