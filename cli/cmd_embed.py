@@ -11,7 +11,7 @@ from .options import REQUIRED_BUNDLE_HELP, backend_option, bundle_option
 
 
 @click.command("embed")
-@bundle_option(REQUIRED_BUNDLE_HELP, required=True)
+@bundle_option(REQUIRED_BUNDLE_HELP + " Default: the last bundle 'hefsearch index' was given.")
 @backend_option()
 @click.option("--query", is_flag=True, help="Encode as queries (uses the bundle's query prefix).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "npy"]), default="jsonl", show_default=True,
@@ -28,13 +28,17 @@ def embed_cmd(bundle, backend, query, fmt, batch_size, threads, source):
     import numpy as np
 
     from hefsearch.embed import Encoder
+    from hefsearch.index.encoders import choose_bundle
 
+    picked = choose_bundle(None, bundle)  # before reading stdin: no bundle is an error at once
+    if picked.note():
+        click.echo(picked.note(), err=True)
     texts = [line.rstrip("\n") for line in source]
     # many texts: let an NPU take them in device batches (a single query stays at batch 1)
     opts = {"batch_size": batch_size, "bulk": len(texts) > 1}
     if threads:
         opts["threads"] = threads
-    with Encoder.open(bundle, backend=backend, **opts) as enc:
+    with Encoder.open(picked.path, backend=backend, **opts) as enc:
         click.echo(f"backend: {enc.backend_reason}", err=True)
         vecs = enc.encode_queries(texts) if query else enc.encode_passages(texts)
         st = enc.stats

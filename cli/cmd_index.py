@@ -11,9 +11,11 @@ from .options import backend_option, bundle_option, device_option, echo_json, js
 EXIT_OK, EXIT_ERROR, EXIT_PARTIAL, EXIT_DISK_FULL, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
 
 
-def sync_summary_dict(report, library_path, skipped_spaces=()) -> dict:
+def sync_summary_dict(report, library_path, skipped_spaces=(), interrupted: bool = False) -> dict:
     """The ``--json`` summary of a run (``print_sync_summary`` in render is the human one)."""
     return {
+        "interrupted": interrupted, "found": report.found,
+        "unsupported": report.unsupported, "nothing_supported": report.nothing_supported(),
         "library": str(library_path), "spaces": report.spaces, "added": report.added,
         "changed": report.changed, "removed": report.removed, "unchanged": report.unchanged,
         "chunks_embedded": report.chunks_embedded, "backfilled": report.backfilled,
@@ -27,8 +29,29 @@ def sync_summary_dict(report, library_path, skipped_spaces=()) -> dict:
     }
 
 
+def parse_ext(values) -> dict[str, str]:
+    """``--ext log --ext .xhtml=html --ext conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}."""
+    from hefsearch.index.extract import SUPPORTED_SUFFIXES
+    from hefsearch.index.filetypes import normalise_suffix
+
+    kinds = set(SUPPORTED_SUFFIXES.values())
+    out: dict[str, str] = {}
+    for value in values:
+        for item in filter(None, (v.strip() for v in value.split(","))):
+            suffix, _, kind = item.partition("=")
+            kind = kind.strip() or "text"
+            if kind not in kinds:
+                raise click.BadParameter(f"{kind!r} is not a document kind; kinds: {', '.join(sorted(kinds))}.",
+                                         param_hint="--ext")
+            try:
+                out[normalise_suffix(suffix)] = kind
+            except ValueError as e:
+                raise click.BadParameter(str(e), param_hint="--ext") from None
+    return out
+
+
 @click.command("index")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.argument("paths", nargs=-1, required=False, type=click.Path(path_type=str))
 @library_option()
 @bundle_option("Model bundle folder. Needed the first time; the library remembers it. Env: HEFSEARCH_BUNDLE.")
 @backend_option("Encoder backend: auto, cpu, cpu-int8, hailo, npu-sim, ... auto keeps using the backend of "
@@ -67,17 +90,27 @@ def sync_summary_dict(report, library_path, skipped_spaces=()) -> dict:
                    "same-language unchanged). Default: on for a multilingual model (a vocabulary of "
                    "100k+ tokens) indexed on the CPU in FP32 when the library holds 2+ languages; "
                    "--no-language-neutral drops it.")
+@click.option("--ext", "exts", multiple=True, metavar="SUFFIX[=KIND]",
+              help="Also index files ending in SUFFIX, as text (or KIND: markdown, html, ...), e.g. "
+                   "--ext .log --ext conf,ini. Remembered by the library (hefsearch settings "
+                   "extra_suffixes), so later runs keep them. Repeatable.")
 @json_option("Print the summary as JSON on stdout.")
 def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes, include_hidden, follow_links,
-              max_size_mb, overlap, batch_chunks, ray_address, ray_actors, language_neutral, as_json):
+              max_size_mb, overlap, batch_chunks, ray_address, ray_actors, language_neutral, exts, as_json):
     """Index the documents under PATH... into the library (or bring it up to date).
+
+    Without PATH, the folders the library already indexes are brought up to date (see
+    'hefsearch status'). The first time, give the bundle with --bundle (or make demo's is
+    used: the last bundle 'hefsearch index' was given is remembered).
 
     Unchanged files are skipped (size and mtime, then content hash), changed files are
     re-chunked and re-embedded, deleted files are removed. Supported: .txt .md .rst .html .htm
-    .pdf .docx. Files that cannot be read are reported with the reason and skipped; what was
-    indexed of them before is kept until the file is deleted. Symlinks leading outside the
-    PATHs are not followed (see --follow-links); secret files (.env, keys, .netrc, .ssh/ ...)
-    are ignored unless re-included with '!NAME' in a .hefsearchignore.
+    .pdf .docx, files without a file-type suffix whose content is text (NEWS, README.Debian),
+    the same compressed as .gz/.bz2/.xz, and suffixes added with --ext. Files that cannot be
+    read are reported with the reason and skipped; what was indexed of them before is kept
+    until the file is deleted. Symlinks leading outside the PATHs are not followed (see
+    --follow-links); secret files (.env, keys, .netrc, .ssh/ ...) are ignored unless
+    re-included with '!NAME' in a .hefsearchignore.
 
     \b
     Exit codes: 0 all indexed, 3 partial (some files failed, the rest is indexed),
@@ -88,24 +121,39 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     """
     from rich.console import Console
 
-    from hefsearch.index.encoders import open_sync_encoders
-    from hefsearch.index.library import Library
-    from hefsearch.index.sync import DiskFull, sync
+    from hefsearch.index.encoders import choose_bundle, open_sync_encoders, remember_default_bundle
+    from hefsearch.index.library import Library, discard_new_library, library_exists, resolve_library_path
+    from hefsearch.index.sync import DiskFull, SyncInterrupted, check_roots, sync
     from hefsearch.search.language_neutral import keep_language_neutral
 
     from .main import report_error
     from .progress import SyncProgress
-    from .render import print_sync_summary
+    from .render import print_interrupted, print_sync_summary
 
     if ray_actors and not ray_address:
         raise click.UsageError("--ray-actors needs --ray ADDRESS.")
     if device and ray_address:
         raise click.UsageError("--device picks a chip of this machine; with --ray each hailo actor takes "
                                "a chip of its own node.")
+    extra = parse_ext(exts)
     err = Console(stderr=True)
+    # Every check that needs no encoder comes first, and a library is created only once they
+    # pass: a failed first run must not leave an empty library that looks like a real one.
+    existed = library_exists(library_path)
+    folder = resolve_library_path(library_path)
+    folder_existed = folder.exists()
+    if paths:
+        check_roots(paths)
+    elif not existed:
+        raise click.UsageError(f"No folders given, and there is no library at {folder} yet: name the "
+                               "folders to index, e.g. hefsearch index ~/Documents")
+    if not existed:
+        choose_bundle(None, bundle)  # no bundle anywhere: say so before creating anything
     library = Library.open(library_path, create=True)
     try:
         library.require_writable()  # before loading encoders: a read-only library is refused at once
+        if not paths:
+            paths = _recorded_roots(library, err)
         remote = _start_ray(library, bundle, backend, ray_address, ray_actors, also_fp32) if ray_address else None
         try:
             choice = open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32, first=remote,
@@ -115,6 +163,9 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
                 remote.close()
             raise
         try:
+            if choice.bundle_source == "default":
+                err.print(f"[dim]bundle: {choice.bundle} (the last bundle 'hefsearch index' was given; "
+                          "--bundle picks another)[/]", highlight=False)
             for enc in choice.encoders:
                 err.print(f"[dim]encoder: {enc.backend_reason} -> space {enc.space_name}[/]")
             for name, why in choice.skipped_spaces:
@@ -124,10 +175,12 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
                     report = sync(library, paths, choice.encoders, include_hidden=include_hidden,
                                   excludes=excludes, max_bytes=int(max_size_mb * 1024 * 1024),
                                   overlap_tokens=overlap, progress=progress.update,
-                                  batch_chunks=batch_chunks, follow_links=follow_links)
-            except KeyboardInterrupt:
-                err.print("[yellow]Interrupted. Every committed batch is kept; run the same "
-                          "command again to finish.[/]")
+                                  batch_chunks=batch_chunks, follow_links=follow_links,
+                                  extra_suffixes=extra)
+            except SyncInterrupted as e:
+                if as_json:
+                    echo_json(sync_summary_dict(e.report, library.path, choice.skipped_spaces, interrupted=True))
+                print_interrupted(err, e.report)
                 sys.exit(EXIT_INTERRUPTED)
             except DiskFull as e:
                 report_error(e)
@@ -136,6 +189,8 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
                 err.print(f"[dim]{line}[/]")
         finally:
             choice.close()
+        if choice.bundle_source in ("given", "env"):
+            remember_default_bundle(choice.bundle)  # the next new library needs no --bundle
         if as_json:
             summary = sync_summary_dict(report, library.path, choice.skipped_spaces)
             if remote is not None:
@@ -144,9 +199,33 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
         print_sync_summary(err, report, library.path)
         if remote is not None:
             _print_actors(err, remote.summary())
+    except BaseException:
+        if not existed and not library.document_count() and not library.space_names():
+            library.close()
+            discard_new_library(folder, folder_existed)
+        raise
     finally:
         library.close()
     sys.exit(EXIT_PARTIAL if report.partial else EXIT_OK)
+
+
+def _recorded_roots(library, err) -> list[str]:
+    """The library's folders for a run without PATHS; a folder that is gone now (an unmounted
+    disk) is left out with a warning, and what is indexed from it stays."""
+    import os
+
+    roots = library.recorded_roots()
+    if not roots:
+        raise click.UsageError(f"The library {library.path} records no folders yet: name the folders "
+                               "to index, e.g. hefsearch index ~/Documents")
+    present = [r for r in roots if os.path.exists(r)]
+    for r in roots:
+        if r not in present:
+            err.print(f"[yellow]{r} is not there now; what is indexed from it is kept.[/]", highlight=False)
+    if not present:
+        raise click.UsageError("None of the library's folders is there now: " + ", ".join(roots))
+    err.print(f"[dim]folders: {', '.join(present)}[/]", highlight=False)
+    return present
 
 
 def _start_ray(library, bundle, backend, address, actors, also_fp32):

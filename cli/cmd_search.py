@@ -39,15 +39,21 @@ def refuse_blank_query(query: str) -> None:
 @click.option("--quick-snippets", is_flag=True,
               help="Snippets from the query's words only: no sentence is embedded, so a hit "
                    "sharing no word with the query (another language) shows its first sentence.")
+@click.option("--all-chunks", is_flag=True,
+              help="Every matching chunk as ranked: several of one file, and copies of one text in "
+                   "several files (default: one hit per file, its best chunk, copies folded under it).")
 @bundle_option()
 @json_option()
-def search_cmd(query, library_path, k, mode, space, path_glob, kinds, quick_snippets, bundle, as_json):
+def search_cmd(query, library_path, k, mode, space, path_glob, kinds, quick_snippets, all_chunks, bundle, as_json):
     """Search the library for QUERY.
 
-    Prints rank, score, file, page/line/char span and a snippet. Scores: cosine similarity
-    (vector), BM25 (keyword), reciprocal-rank-fusion score (hybrid). An empty QUERY is an
-    error (exit code 2); a keyword query with no words (only punctuation) finds nothing and
-    says why. Snippets of hits sharing no word with the query are chosen by meaning after the
+    Prints one hit per file: rank, score, file, page/line/char span, how many more chunks of
+    the file matched, the files holding the same text (folded under it) and a snippet
+    (--all-chunks lists every chunk). Scores: the cosine similarity of query and passage
+    (vector and hybrid; '+kw': keyword search found it too, so it ranks higher), BM25
+    (keyword); JSON has both as 'similarity' and the ranking's own 'score'. An empty QUERY
+    is an error (exit code 2); a keyword query with no words (only punctuation) finds
+    nothing and says why. Snippets of hits sharing no word with the query are chosen by meaning after the
     search, on the CPU in FP32 (timed apart as semantic_snippets); --quick-snippets skips that.
     """
     from hefsearch.index.library import Library
@@ -59,7 +65,7 @@ def search_cmd(query, library_path, k, mode, space, path_glob, kinds, quick_snip
         searcher = Searcher(library, bundle=bundle)
         try:
             result = searcher.search(query, k=k, mode=mode, space=space, path_glob=path_glob,
-                                     kinds=kinds or None)
+                                     kinds=kinds or None, all_chunks=all_chunks)
             if result.pending_snippets and not quick_snippets:
                 t = time.perf_counter()
                 result.apply_snippets(searcher.semantic_snippets(result))

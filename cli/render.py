@@ -26,8 +26,10 @@ def num(x, digits: int = 3) -> str:
 
 
 def skipped_text(skipped: dict) -> str:
-    """"3 hidden, 1 too large": the non-zero skip counters, by name."""
-    return ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(skipped.items()) if v)
+    """"3 symlinks not followed (outside the folders), 1 too large": the skip counters in words."""
+    from hefsearch.index.crawl import skipped_text as words
+
+    return words(skipped)
 
 
 def file_table(title: str, rows, style: str, limit: int | None = MAX_LISTED) -> Table:
@@ -55,6 +57,14 @@ def no_results(path_glob, kinds) -> str:
     return "No results." + (f" (filters: {', '.join(filters)})" if filters else "")
 
 
+def grouping_text(hit) -> str:
+    """'3 more in this file · also in: fs.html, all.html' (empty when neither)."""
+    from hefsearch.search.api import also_in_text
+
+    parts = [f"{hit.more_in_file} more in this file"] if hit.more_in_file else []
+    return " · ".join(parts + ([also_in_text(hit)] if hit.also_in else []))
+
+
 def hits_table(hits) -> Table:
     table = Table(show_lines=True, expand=True)
     table.add_column("#", justify="right", no_wrap=True)
@@ -62,9 +72,18 @@ def hits_table(hits) -> Table:
     table.add_column("file · where", overflow="fold", ratio=2)
     table.add_column("snippet", overflow="fold", ratio=3)
     for h in hits:
-        table.add_row(str(h.rank), f"{h.score:.4f}", Text.assemble(h.path, "\n", (h.location(), "dim")),
+        extra = grouping_text(h)
+        table.add_row(str(h.rank), score_text(h),
+                      Text.assemble(h.path, "\n", (h.location(), "dim"), *(("\n", (extra, "cyan")) if extra else ())),
                       Text(h.snippet.replace("\n", " ")))
     return table
+
+
+def score_text(hit) -> str:
+    """The cosine (vector, hybrid) or BM25 (keyword) to 3 decimals, '+kw' when keyword search
+    also found the chunk in hybrid mode (it then ranks above a higher cosine)."""
+    kw = "+kw" if hit.similarity is not None and "keyword" in (hit.sources or {}) else ""
+    return f"{hit.shown_score:.3f}{kw}"
 
 
 def search_footer(result) -> Text:
@@ -103,7 +122,8 @@ def print_status(st, limit: int | None) -> None:
     out.print(f"  bundle: {escape(str(bundle)) if bundle else '(none recorded)'}")
     out.print(f"  documents: [bold]{st.documents}[/]   chunks: [bold]{st.chunks}[/]   "
               f"cut mid-sentence to fit: {st.truncated_chunks}")
-    out.print(f"  last sync: {st.last_sync or 'never'}"
+    out.print(f"  folders: {escape(', '.join(st.roots)) if st.roots else '(none yet)'}", overflow="fold")
+    out.print(f"  last sync: {last_sync_text(st)}"
               + ("   skipped: " + skipped_text(st.skipped) if any(st.skipped.values()) else ""))
     out.print(f"  never indexed (secret files): {escape(secret_rule_text())}; "
               f"re-include one with '!NAME' in a {IGNORE_FILE}", overflow="fold")
@@ -112,11 +132,24 @@ def print_status(st, limit: int | None) -> None:
         if any(s.count < st.chunks for s in st.spaces):
             out.print("[yellow]A space holds fewer chunks than the library: run 'hefsearch index' "
                       "with its backend to fill it.[/]")
+    if st.notes:
+        out.print(file_table(f"{len(st.notes)} left out on purpose (not failures)", st.notes, "yellow",
+                             limit=limit))
     if st.failures:
         rows = st.failures if limit is None else st.failures[:limit]
         out.print(file_table(f"{len(st.failures)} files not indexed", rows, "red", limit=None))
         if len(rows) < len(st.failures):
             out.print(f"... and {len(st.failures) - len(rows)} more (--all lists them)")
+
+
+def last_sync_text(st) -> str:
+    """'2026-01-02T10:00:00+00:00', 'never', or why the last run did not finish."""
+    if st.writing:
+        return "running now" + (f" (the last finished run: {st.last_sync})" if st.last_sync else "")
+    if st.interrupted:
+        return (f"interrupted (the run started at {st.interrupted} did not finish; every batch it "
+                "committed is kept: run 'hefsearch index' to finish)")
+    return st.last_sync or "never"
 
 
 def spaces_table(st) -> Table:
@@ -177,11 +210,24 @@ def print_sync_summary(console: Console, report, library_path) -> None:
     if report.stale:
         console.print(file_table("Now failing; the previously indexed version is kept",
                                  report.stale, "yellow"))
+    empty = report.nothing_supported()
+    if empty:
+        console.print(Text(empty, style="yellow"))
+        common = [k for k in sorted(report.unsupported, key=lambda k: -report.unsupported[k]) if k != "(none)"]
+        if common:
+            console.print(Text(f"hint: to index them as text: hefsearch index ... --ext {common[0]}", style="dim"))
     if report.failed:
         console.print(file_table(f"{len(report.failed)} files failed", report.failed, "red"))
         console.print(f"[yellow]Partial: every other file is indexed in {escape(str(library_path))}.[/]")
     else:
         console.print(f"[green]Library up to date:[/] {escape(str(library_path))}")
+
+
+def print_interrupted(console: Console, report) -> None:
+    """Ctrl+C in ``hefsearch index``: what was done, and how to finish."""
+    console.print(f"[yellow]Interrupted[/] after {report.added} new and {report.changed} changed files "
+                  f"({report.chunks_embedded} chunks embedded). Every committed batch is kept; run the "
+                  "same command again (or 'hefsearch index' with no folders) to finish.")
 
 
 # -- bench quality -------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """Find the documents under a set of folders, safely.
 
-Nothing here opens a file: the crawler only lists directories and stats entries, so FIFOs,
-sockets and devices are reported ("special") without ever being touched. Directories are
+Nothing here opens a file but to look at the first 8 KB of a regular file whose name has no
+file-type suffix (``NEWS``, ``README.Debian``, ``changelog.gz``: text or not, see
+:mod:`hefsearch.index.filetypes`), through the extractor's non-blocking guard; the crawler
+otherwise only lists directories and stats entries, so FIFOs, sockets and devices are
+reported ("special") without ever being touched. Directories are
 followed through symlinks once; a directory reached again (a symlink loop, or a second route
 to the same folder) is reported as "loop" by its (st_dev, st_ino). Hidden entries are skipped
 silently unless asked for, ``.hefsearchignore`` files (gitignore syntax) apply to their folder
@@ -31,6 +34,8 @@ import pathspec
 
 from hefsearch.index.extract import SUPPORTED_SUFFIXES
 
+from . import filetypes
+
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 IGNORE_FILE = ".hefsearchignore"
 _MAX_IGNORE_FILE_BYTES = 1024 * 1024
@@ -50,13 +55,33 @@ SECRET_FILE_PATTERNS = (
 )
 SECRET_RULE_NAME = "the built-in secret-file rule"
 
+#: skip kinds that mean "a document we should have indexed could not be": a failure
+FAILED_SKIPS = ("unreadable", "too_large")
+#: skip kinds worth a line in the summary but not a failure
+NOTED_SKIPS = ("special", "loop", "broken_link")
+#: symlinks not followed (out of the roots, or into /proc /sys /dev): listed with their target
+LINK_SKIPS = ("outside_link", "system_file")
+#: how each skip kind reads for a person (status, the index summary, the TUI)
+SKIP_LABELS = {
+    "unsupported": "unsupported", "too_large": "too large", "special": "special files",
+    "loop": "symlink loops", "broken_link": "broken symlinks", "unreadable": "unreadable",
+    "ignored": "ignored", "outside_link": "symlinks not followed (outside the folders)",
+    "system_file": "system files (never read)",
+}
+
+
+def skipped_text(skipped: dict) -> str:
+    """"3 symlinks not followed (outside the folders), 1 too large": the non-zero skip
+    counters, in words."""
+    return ", ".join(f"{v} {SKIP_LABELS.get(k, k.replace('_', ' '))}" for k, v in sorted(skipped.items()) if v)
+
 
 @dataclass(frozen=True)
 class FoundFile:
     path: Path
     size: int
     mtime_ns: int
-    kind: str  # from SUPPORTED_SUFFIXES
+    kind: str  # from SUPPORTED_SUFFIXES, the extra suffixes, or "text" by content
 
 
 @dataclass(frozen=True)
@@ -75,6 +100,7 @@ def crawl(
     excludes: Sequence[str] = (),
     max_bytes: int = DEFAULT_MAX_BYTES,
     follow_links: bool = False,
+    extra_suffixes: dict[str, str] | None = None,
 ) -> Iterator[FoundFile | SkippedFile]:
     """Yield every supported document under ``roots`` and a SkippedFile for everything that was
     looked at and left out (except hidden entries, which are skipped silently).
@@ -82,12 +108,14 @@ def crawl(
     Roots are made absolute and resolved; entries below a root keep the path they were found
     at (a symlinked file is reported under the link's path). Within a folder, entries come in
     name order, so two crawls of an unchanged tree agree. Symlinks leading outside every root
-    are followed only with ``follow_links``; system folders never.
+    are followed only with ``follow_links``; system folders never. ``extra_suffixes`` (suffix ->
+    kind) adds to the suffixes hefsearch reads.
     """
     exclude_spec = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
     roots = [Path(os.path.expanduser(os.fspath(r))) for r in roots]
     state = _CrawlState(include_hidden=include_hidden, exclude=exclude_spec, max_bytes=max_bytes,
-                        follow_links=follow_links, inside=[os.path.realpath(r) for r in roots])
+                        follow_links=follow_links, inside=[os.path.realpath(r) for r in roots],
+                        supported={**SUPPORTED_SUFFIXES, **(extra_suffixes or {})})
     for root in roots:
         yield from state.crawl_root(root)
 
@@ -209,6 +237,7 @@ class _CrawlState:
     seen_dirs: dict[tuple[int, int], Path] = field(default_factory=dict)
     seen_files: dict[tuple[int, int], Path] = field(default_factory=dict)
     system_devs: frozenset[int] = field(default_factory=_system_devices)
+    supported: dict[str, str] = field(default_factory=lambda: dict(SUPPORTED_SUFFIXES))
 
     def crawl_root(self, root: Path) -> Iterator[FoundFile | SkippedFile]:
         try:
@@ -334,10 +363,15 @@ class _CrawlState:
     def _file(self, path: Path, st: os.stat_result, rel: str | None) -> FoundFile | SkippedFile:
         if not stat.S_ISREG(st.st_mode):
             return SkippedFile(path, f"special file ({_special_kind(st.st_mode)}); not opened", "special")
-        suffix = path.suffix.lower()
-        kind = SUPPORTED_SUFFIXES.get(suffix)
-        if kind is None:
-            return SkippedFile(path, f"unsupported file type '{suffix or '(no suffix)'}'", "unsupported")
+        kind, look = filetypes.kind_by_name(path, self.supported)
+        if kind is None and not look:
+            suffix = path.suffix.lower()
+            return SkippedFile(path, f"unsupported file type '{suffix}' (index --ext {suffix} reads it as "
+                                     "text)", "unsupported")
+        if kind is None and os.access(path, os.R_OK):  # no file-type suffix: the content decides
+            kind = _kind_by_content(path)
+            if kind is None:
+                return SkippedFile(path, "no file-type suffix, and the content is not text", "unsupported")
         if st.st_size > self.max_bytes:
             return SkippedFile(
                 path,
@@ -383,6 +417,18 @@ class _CrawlState:
         except OSError as e:
             return SkippedFile(path, f"cannot read ignore file: {e.strerror or e}", "unreadable")
         return _Rules.from_lines(lines, origin=str(path), base=rel)
+
+
+def _kind_by_content(path: Path) -> str | None:
+    """"text" when the start of the file (decompressed for NEWS.gz) is text, else None."""
+    from hefsearch.index.extract import ExtractionError, looks_like_text, read_regular_file
+
+    compression = filetypes.compression_of(path)
+    try:  # compressed: enough input for SNIFF_BYTES of output, even at a high ratio
+        data = read_regular_file(path, head=filetypes.SNIFF_BYTES * (8 if compression else 1))
+    except ExtractionError:
+        return None
+    return "text" if looks_like_text(filetypes.head(data, compression)) else None
 
 
 def _stat_failure(path: Path, e: OSError, *, is_link: bool) -> SkippedFile:

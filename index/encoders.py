@@ -8,6 +8,7 @@ space. A space whose backend cannot be opened on this machine is left as it is a
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ class EncoderChoice:
     #: (space name, why it is not updated by this sync)
     skipped_spaces: list[tuple[str, str]] = field(default_factory=list)
     bundle: str = ""
+    bundle_source: str = "given"
 
     def close(self) -> None:
         for enc in self.encoders:
@@ -36,14 +38,64 @@ class EncoderChoice:
                 pass
 
 
-def resolve_bundle(library, bundle: str | Path | None) -> str:
+#: in hefsearch's data folder: the bundle ``hefsearch index`` was last given (``make demo``'s
+#: included), used when neither the command nor the library names one
+DEFAULT_BUNDLE_FILE = "default-bundle.json"
+
+
+@dataclass(frozen=True)
+class BundleChoice:
+    path: str
+    #: "given" (--bundle), "env" (HEFSEARCH_BUNDLE), "library" (the one it was built with),
+    #: "default" (the last one ``hefsearch index`` was given, see :func:`remember_default_bundle`)
+    source: str
+
+    def note(self) -> str | None:
+        """A line saying where the bundle came from when the user did not name it."""
+        if self.source == "default":
+            return (f"bundle: {self.path} (the last bundle 'hefsearch index' was given; "
+                    "--bundle picks another)")
+        return None
+
+
+def _default_bundle_file() -> Path:
+    from .library import data_dir
+
+    return data_dir() / DEFAULT_BUNDLE_FILE
+
+
+def default_bundle() -> str | None:
+    """The remembered default bundle, when it is still a bundle (has a manifest)."""
+    try:
+        path = json.loads(_default_bundle_file().read_text(encoding="utf-8")).get("bundle")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return path if path and (Path(path) / "manifest.json").is_file() else None
+
+
+def remember_default_bundle(path: str | Path) -> None:
+    """Make ``path`` the bundle later commands use when none is named (best effort)."""
+    from hefsearch.embed.atomic_write import write_json_atomic
+
+    target = _default_bundle_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(target, {"bundle": str(Path(path).resolve())})
+    except OSError as e:
+        log.info("default bundle not recorded: %s", e)
+
+
+def choose_bundle(library, bundle: str | Path | None) -> BundleChoice:
     """The bundle given, else ``$HEFSEARCH_BUNDLE`` (for callers without a --bundle option,
     such as the TUI), else the one the library records (``settings()["bundle"]``, written by
-    each sync); an error that says what to pass when none is usable."""
-    bundle = bundle or os.environ.get("HEFSEARCH_BUNDLE")
+    each sync), else the default bundle (the last one ``hefsearch index`` was given); an
+    error that says what to pass when none is usable. ``library`` may be None (``embed``)."""
     if bundle:
-        return str(Path(bundle).expanduser().resolve())
-    recorded = library.settings().get("bundle")
+        return BundleChoice(str(Path(bundle).expanduser().resolve()), "given")
+    env = os.environ.get("HEFSEARCH_BUNDLE")
+    if env:
+        return BundleChoice(str(Path(env).expanduser().resolve()), "env")
+    recorded = library.settings().get("bundle") if library is not None else None
     if recorded and not Path(recorded).exists():  # moved or deleted since the library was built
         raise LibraryError(
             f"The library {library.path} was built with the bundle at {recorded}, which is gone.",
@@ -51,10 +103,21 @@ def resolve_bundle(library, bundle: str | Path | None) -> str:
             "'hefsearch index FOLDER --bundle PATH' also records it for next time. It must be that "
             "same bundle (or a copy of it): the library's vectors were made with it.")
     if recorded:
-        return recorded
+        return BundleChoice(recorded, "library")
+    fallback = default_bundle()
+    if fallback:
+        return BundleChoice(fallback, "default")
+    where = f"the library {library.path} does not record one yet" if library is not None else "none is remembered"
     raise LibraryError(
-        f"No model bundle given and the library {library.path} does not record one yet.",
-        "Pass --bundle BUNDLE (made by 'hefsearch compile export'), or set HEFSEARCH_BUNDLE.")
+        f"No model bundle given, and {where}.",
+        "Pass --bundle BUNDLE (a folder made by 'hefsearch compile export'; 'make demo' builds one "
+        "in demo-work/bundle-*), or set HEFSEARCH_BUNDLE. The bundle given to 'hefsearch index' is "
+        "remembered for next time.")
+
+
+def resolve_bundle(library, bundle: str | Path | None) -> str:
+    """The path of :func:`choose_bundle`."""
+    return choose_bundle(library, bundle).path
 
 
 def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: str | None = "auto",
@@ -64,7 +127,8 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
     one) come from it, the other spaces' encoders are still opened here."""
     from hefsearch.embed.encoder import Encoder
 
-    choice = EncoderChoice(bundle=resolve_bundle(library, bundle))
+    picked = choose_bundle(library, bundle)
+    choice = EncoderChoice(bundle=picked.path, bundle_source=picked.source)
     spaces = {s.name: s for s in library.spaces()}
     default = library.settings().get("default_space")
     if first is None and backend in (None, "auto") and default in spaces:

@@ -82,8 +82,11 @@ class ExtractedText:
 
 
 def kind_of(path: Path) -> str | None:
-    """The document kind for ``path``'s suffix (case-insensitive), or None if unsupported."""
-    return SUPPORTED_SUFFIXES.get(Path(path).suffix.lower())
+    """The document kind for ``path``'s suffix (case-insensitive; a compressed file's by the
+    name it holds: ``notes.txt.gz`` is text), or None if unsupported."""
+    from .filetypes import inner_name
+
+    return SUPPORTED_SUFFIXES.get(Path(inner_name(path)).suffix.lower())
 
 
 def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None) -> ExtractedText:
@@ -102,6 +105,7 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
             hint="supported: " + ", ".join(sorted(SUPPORTED_SUFFIXES)),
         )
     data = read_regular_file(path, max_bytes=max_bytes)
+    data = _decompressed(path, data, max_bytes)
     if kind in ("text", "markdown"):
         text, encoding = decode_text(data)
         return ExtractedText(text=text, kind=kind, encoding=encoding)
@@ -115,9 +119,26 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
     raise ExtractionError(f"{path.name}: no extractor for kind '{kind}'")
 
 
-def read_regular_file(path: Path, *, max_bytes: int | None = None) -> bytes:
-    """Read a regular file completely, never opening a FIFO, socket or device (checked before
-    opening) and never blocking if one was swapped in since (non-blocking open, checked again)."""
+def _decompressed(path: Path, data: bytes, max_bytes: int | None) -> bytes:
+    """``data`` decompressed when ``path`` ends in .gz/.bz2/.xz (the --max-size cap applies to
+    the decompressed bytes: a gzip bomb stops there, with a reason), else ``data``."""
+    from .filetypes import CompressionBomb, compression_of, decompress
+
+    suffix = compression_of(path)
+    if suffix is None:
+        return data
+    try:
+        return decompress(data, suffix, max_bytes)
+    except CompressionBomb:
+        raise too_much_text(suffix[1:], max_bytes) from None
+    except ValueError as e:
+        raise ExtractionError(f"{path.name}: {e}") from None
+
+
+def read_regular_file(path: Path, *, max_bytes: int | None = None, head: int | None = None) -> bytes:
+    """Read a regular file completely (or only its first ``head`` bytes), never opening a
+    FIFO, socket or device (checked before opening) and never blocking if one was swapped in
+    since (non-blocking open, checked again)."""
     special = "not a regular file (FIFO, socket or device); not read"
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
@@ -134,10 +155,12 @@ def read_regular_file(path: Path, *, max_bytes: int | None = None) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise ExtractionError(special)
         too_large = f"too large: more than {max_bytes} bytes"
-        if max_bytes is not None and st.st_size > max_bytes:
+        if max_bytes is not None and st.st_size > max_bytes and head is None:
             raise ExtractionError(too_large)
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1
+            if head is not None:
+                return f.read(head)
             data = f.read() if max_bytes is None else f.read(max_bytes + 1)
         if max_bytes is not None and len(data) > max_bytes:  # it grew since the crawl
             raise ExtractionError(too_large)
@@ -177,6 +200,21 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
         return _clean(mostly_utf8), "utf-8 (some invalid bytes replaced)"
     text, encoding = _decode_legacy(data)
     return _clean(text), encoding
+
+
+def looks_like_text(sample: bytes) -> bool:
+    """Whether the first bytes of a file without a known suffix are text: a byte-order mark or
+    BOM-less UTF-16, else no NUL and few control bytes (UTF-8 or a legacy code page; binary and
+    compressed data have NULs or about 10% control bytes)."""
+    if not sample.strip():
+        return False
+    if any(sample.startswith(bom) for bom, _ in _BOMS):
+        return True
+    if len(sample) % 2:  # a cut sample: BOM-less UTF-16 is judged on whole code units
+        sample = sample[:-1] or sample
+    if _guess_bomless_utf16(sample) is not None:
+        return True
+    return b"\x00" not in sample and _control_share(sample) <= BINARY_CONTROL_SHARE
 
 
 def _clean(text: str) -> str:

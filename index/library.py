@@ -54,6 +54,7 @@ import numpy as np
 from hefsearch.embed.errors import HefsearchError
 
 from . import store
+from .crawl import FAILED_SKIPS
 from .errors import LibraryBusy, LibraryError, SpaceError
 from .spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, Space, SpaceInfo,
                      check_fingerprint, read_index_stats, sorted_ids)
@@ -106,6 +107,27 @@ def resolve_library_path(name_or_path: str | os.PathLike | None = None) -> Path:
     return data_dir() / text if is_name else Path(text).expanduser().resolve()
 
 
+def library_exists(name_or_path: str | os.PathLike | None = None) -> bool:
+    """Whether a library (its ``library.db``) is at ``name_or_path`` (see
+    :func:`resolve_library_path`)."""
+    return (resolve_library_path(name_or_path) / DB_FILE).exists()
+
+
+def discard_new_library(folder: Path, folder_existed: bool) -> None:
+    """Remove a library a failed command created and never filled (its database, lock and
+    empty ``spaces``; the folder too when the command made it), so no empty library stays
+    behind to look like a real one."""
+    for name in (DB_FILE, DB_FILE + "-wal", DB_FILE + "-shm", LOCK_FILE):
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
+    spaces = folder / "spaces"
+    if spaces.is_dir() and not any(p.is_file() for p in spaces.rglob("*")):
+        shutil.rmtree(spaces, ignore_errors=True)
+    if not folder_existed:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -124,6 +146,7 @@ class ChunkRecord:
     tokens: int
     cut: bool
     doc_kind: str
+    doc_sha256: str | None = None
 
 
 @dataclass
@@ -131,7 +154,7 @@ class LibraryStatus:
     documents: int
     chunks: int
     spaces: list[SpaceInfo]
-    failures: list[tuple[str, str]]  # (path, reason)
+    failures: list[tuple[str, str]]  # (path, reason): files that should be indexed and are not
     truncated_chunks: int
     skipped: dict[str, int]
     last_sync: str | None
@@ -139,17 +162,26 @@ class LibraryStatus:
     stale: int = 0
     path: str = ""
     settings: dict = field(default_factory=dict)
+    #: (path, reason) left out on purpose and worth knowing: symlinks not followed, special
+    #: files, loops (not failures)
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    #: the folders the library indexes (``hefsearch index`` without PATHS syncs them)
+    roots: list[str] = field(default_factory=list)
+    #: when the last run started if it never finished (Ctrl+C, kill, power cut), else None
+    interrupted: str | None = None
+    #: a process is writing the library now
+    writing: bool = False
 
 
 _CHUNK_SELECT = (
     'SELECT c.id, c.doc_id, d.path, c.ordinal, c.text, c.start, c."end", c.page, c.line, '
-    "c.tokens, c.cut, d.kind FROM chunks c JOIN documents d ON d.id = c.doc_id"
+    "c.tokens, c.cut, d.kind, d.sha256 FROM chunks c JOIN documents d ON d.id = c.doc_id"
 )
 
 
 def _chunk_record(row) -> ChunkRecord:
     return ChunkRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-                       row[9], bool(row[10]), row[11] or "")
+                       row[9], bool(row[10]), row[11] or "", row[12])
 
 
 class Library:
@@ -575,17 +607,33 @@ class Library:
                 for p, s, e in q("SELECT path, status, error FROM documents "
                                  "WHERE status != 'ok' ORDER BY path")
             ]
-            failures += [(p, r) for p, r in q("SELECT path, reason FROM failures ORDER BY path")]
+            notes = []
+            for p, r, kind in q("SELECT path, reason, counted_as FROM failures ORDER BY path"):
+                (failures if kind in FAILED_SKIPS else notes).append((p, r))
             settings = store.all_settings(self.db)
             spaces = self._space_infos()
         for info in spaces:  # what each index is and measured (index.json; FAISS not loaded)
             info.index_stats = read_index_stats(self.path / "spaces" / info.name)
         last = settings.get("last_sync") or {}
+        started = (settings.get("sync_started") or {}).get("at")
+        writing = self.writing or _writer_active(self.path)
+        interrupted = started if started and started > (last.get("at") or "") and not writing else None
         return LibraryStatus(
             documents=docs, chunks=chunks, spaces=spaces, failures=failures, truncated_chunks=cut,
             skipped=dict(last.get("skipped") or {}), last_sync=last.get("at"), stale=stale,
-            path=str(self.path), settings=settings,
+            path=str(self.path), settings=settings, notes=notes, roots=self.recorded_roots(settings),
+            interrupted=interrupted, writing=writing,
         )
+
+    def recorded_roots(self, settings: dict | None = None) -> list[str]:
+        """The folders this library indexes: every folder a sync was given (setting ``roots``,
+        a folder inside another counted once), else, for a library written before that
+        setting, the last sync's."""
+        settings = self.settings() if settings is None else settings
+        roots = settings.get("roots")
+        if roots is None:
+            roots = (settings.get("last_sync") or {}).get("roots")
+        return [str(r) for r in roots or []]
 
     def document_count(self) -> int:
         return self.query("SELECT COUNT(*) FROM documents WHERE status IN ('ok', 'stale')")[0][0]

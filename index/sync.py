@@ -53,7 +53,7 @@ import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
 
-from .crawl import is_under, printable
+from .crawl import FAILED_SKIPS, LINK_SKIPS, NOTED_SKIPS, is_under, printable
 from .errors import LibraryError
 from .library import Library, utc_now
 from .store import is_disk_full, put_setting
@@ -65,12 +65,6 @@ log = logging.getLogger("hefsearch.index")
 
 #: chunks embedded per commit (bounded memory and bounded work lost to a crash)
 DEFAULT_BATCH_CHUNKS = 256
-#: crawl skips that mean "a document we should have indexed could not be": make a sync partial
-FAILED_SKIPS = ("unreadable", "too_large")
-#: crawl skips worth a line in the summary but not a failure
-NOTED_SKIPS = ("special", "loop", "broken_link")
-#: symlinks not followed (out of the roots, or into /proc /sys /dev): listed with their target
-LINK_SKIPS = ("outside_link", "system_file")
 #: how long an interrupted sync waits for the extraction thread (a daemon: it may be inside
 #: one slow file, and it dies with the process)
 WORKER_JOIN_S = 0.5
@@ -112,9 +106,13 @@ class ProgressEvent:
     files_todo: int = 0  # files that needed work (new or changed)
     chunks_done: int = 0  # chunks embedded (by the first encoder) so far
     chunks_per_s: float = 0.0
+    #: seconds left, from the characters of text still to embed and the rate so far
     eta_s: float | None = None
     path: str | None = None
     failed: int = 0
+    #: characters of text embedded so far, and still to embed (estimated for files not read yet)
+    text_done: int = 0
+    text_left: int = 0
 
 
 @dataclass
@@ -138,11 +136,35 @@ class SyncReport:
     chunks_cut: int = 0
     spaces: list[str] = field(default_factory=list)
     encode_seconds: float = 0.0
+    #: supported files found under the roots (indexed, unchanged or failed)
+    found: int = 0
+    #: unsupported files by suffix ("(none)" for names without one), and the first few of them
+    unsupported: dict[str, int] = field(default_factory=dict)
+    unsupported_examples: list[str] = field(default_factory=list)
 
     @property
     def partial(self) -> bool:
         """Some files failed but the rest was indexed."""
         return bool(self.failed or self.stale)
+
+    def nothing_supported(self) -> str | None:
+        """Why a run found nothing to index, or None: '0 files supported: 15 unsupported
+        (.py 9, .c 6), e.g. a.py, b.c'."""
+        if self.found:
+            return None
+        n = sum(self.unsupported.values())
+        if not n:
+            return "0 files found under the folders given."
+        by = ", ".join(f"{k} {v}" for k, v in sorted(self.unsupported.items(), key=lambda kv: -kv[1])[:6])
+        return (f"0 files supported: {n} unsupported ({by}), e.g. {', '.join(self.unsupported_examples)}.")
+
+
+class SyncInterrupted(KeyboardInterrupt):
+    """Ctrl+C during a sync; ``report`` holds what was done (every committed batch stays)."""
+
+    def __init__(self, report: SyncReport):
+        super().__init__()
+        self.report = report
 
 
 @dataclass
@@ -199,6 +221,12 @@ class SyncOptions:
     overlap_tokens: int = 32
     batch_chunks: int = DEFAULT_BATCH_CHUNKS
     follow_links: bool = False
+    #: suffix -> kind, besides the built-in ones (the library's setting plus this run's)
+    extra_suffixes: dict[str, str] = field(default_factory=dict)
+
+
+#: examples of unsupported files a report keeps
+UNSUPPORTED_EXAMPLES = 5
 
 
 def sync(
@@ -213,26 +241,33 @@ def sync(
     progress: Callable[[ProgressEvent], None] | None = None,
     batch_chunks: int = DEFAULT_BATCH_CHUNKS,
     follow_links: bool = False,
+    extra_suffixes: dict[str, str] | None = None,
 ) -> SyncReport:
     """Bring the library up to date with ``roots``; see the module docstring.
 
+    ``extra_suffixes`` (suffix -> kind) are added to the library's ``extra_suffixes`` setting,
+    which every sync reads: a suffix once added stays indexed (a run without it would remove
+    those files). The roots are added to the library's recorded folders (``roots``), which
+    ``hefsearch index`` without PATHS and the TUI's re-index sync.
+
     :raises DiskFull: the library's disk is full (batches committed before stay).
+    :raises SyncInterrupted: Ctrl+C; its ``report`` says what was done.
     """
     from .crawl import DEFAULT_MAX_BYTES
 
     if not encoders:
         raise ValueError("sync needs at least one encoder")
+    stored = library.settings().get("extra_suffixes") or {}
     opts = SyncOptions(include_hidden=include_hidden, excludes=excludes,
                        max_bytes=DEFAULT_MAX_BYTES if max_bytes is None else max_bytes,
-                       overlap_tokens=overlap_tokens, batch_chunks=batch_chunks, follow_links=follow_links)
-    resolved = []
-    for r in roots:
-        p = Path(os.path.expanduser(os.fspath(r)))
-        if not p.exists():
-            raise HefsearchError(f"{printable(p)} does not exist.", "Check the path; nothing was changed.")
-        resolved.append(p.resolve())
+                       overlap_tokens=overlap_tokens, batch_chunks=batch_chunks, follow_links=follow_links,
+                       extra_suffixes={**stored, **(extra_suffixes or {})})
+    resolved = check_roots(roots)
+    report = SyncReport()
     try:
-        return _sync(library, resolved, encoders, opts, progress or (lambda ev: None))
+        return _sync(library, resolved, encoders, opts, progress or (lambda ev: None), report)
+    except KeyboardInterrupt:
+        raise SyncInterrupted(report) from None
     except Exception as e:
         detail = _disk_full_detail(e)
         if detail is None:
@@ -240,21 +275,33 @@ def sync(
         raise DiskFull(library.path, detail) from None
 
 
-def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, emit) -> SyncReport:
+def check_roots(roots: Sequence) -> list[Path]:
+    """The roots resolved; a HefsearchError naming the first one that does not exist."""
+    resolved = []
+    for r in roots:
+        p = Path(os.path.expanduser(os.fspath(r)))
+        if not p.exists():
+            raise HefsearchError(f"{printable(p)} does not exist.", "Check the path; nothing was changed.")
+        resolved.append(p.resolve())
+    return resolved
+
+
+def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, emit,
+          report: SyncReport) -> SyncReport:
     """The stages, under the write lock: spaces, crawl, compare, remove, index, back-fill, record."""
     t0 = time.perf_counter()
-    report = SyncReport()
+    root_strs = [str(r) for r in resolved]
     with library.write_lock(wait=True):  # bounded (LOCK_WAIT_S): a back-fill between windows lets go
-        spaces = _open_spaces(library, encoders, report)
+        spaces = _open_spaces(library, encoders, report, root_strs, opts)
         crawled = _crawl(resolved, opts, emit)
-        root_strs = [str(r) for r in resolved]
         plan = _compare(crawled, _stored_documents(library, root_strs), report)
+        report.found = len(plan.found)
         if plan.gone:
             emit(ProgressEvent("remove", files_total=len(plan.found)))
             _remove_documents(library, spaces, [plan.existing[p][0] for p in plan.gone])
             report.removed = len(plan.gone)
         # new and changed files: extract + chunk ahead in a thread, embed and commit in batches
-        state = _Progress(emit, len(plan.found), len(plan.todo), report)
+        state = _Progress(emit, len(plan.found), plan.todo, report)
         state.files_done = len(plan.found) - len(plan.todo)
         state.tick(force=True)
         if plan.todo:
@@ -273,17 +320,47 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
     return report
 
 
-def _open_spaces(library: Library, encoders, report: SyncReport) -> list:
-    """Consumes the encoders; produces their spaces (created when new) and records the bundle
-    and, on a first sync, the default space in the library's settings."""
+def _open_spaces(library: Library, encoders, report: SyncReport, root_strs: list[str],
+                 opts: SyncOptions) -> list:
+    """Consumes the encoders; produces their spaces (created when new) and records the bundle,
+    the folders (added to ``roots``), the extra suffixes, the start of this run
+    (``sync_started``: a run that never reaches ``last_sync`` was interrupted) and, on a first
+    sync, the default space in the library's settings."""
     spaces = [library.ensure_space(enc) for enc in encoders]
     report.spaces = [sp.info.name for sp in spaces]
     settings = library.settings()
-    new_settings = {"bundle": str(Path(encoders[0].bundle.path).resolve())}
+    shown = [printable(r) for r in root_strs]
+    new_settings = {"bundle": str(Path(encoders[0].bundle.path).resolve()),
+                    "roots": merge_roots(library.recorded_roots(), shown),
+                    "sync_started": {"at": utc_now(), "roots": shown}}
+    if opts.extra_suffixes != (settings.get("extra_suffixes") or {}):
+        new_settings["extra_suffixes"] = opts.extra_suffixes
     if not settings.get("default_space"):
-        new_settings["default_space"] = spaces[0].info.name
+        new_settings["default_space"] = _default_space([sp.info for sp in spaces])
     library.set_settings(**new_settings)
     return spaces
+
+
+def _default_space(infos) -> str:
+    """The first encoder's space, unless it is an 8-bit *simulation* and the run also fills the
+    FP32 space: a simulation shows what an NPU would cost, and on a machine without one FP32
+    is the better answer (the demo indexes both)."""
+    from hefsearch.embed.space_names import FP32_SPACE, NPU_SIM, kind_of
+
+    names = [i.name for i in infos]
+    if kind_of(names[0], infos[0].kind) == NPU_SIM and FP32_SPACE in names:
+        return FP32_SPACE
+    return names[0]
+
+
+def merge_roots(recorded: Sequence[str], new: Sequence[str]) -> list[str]:
+    """The recorded folders plus ``new``, in order, without a folder that lies inside another."""
+    out: list[str] = []
+    for r in [*recorded, *new]:
+        if r in out or any(is_under(r, o) for o in out):
+            continue
+        out = [o for o in out if not is_under(o, r)] + [r]
+    return out
 
 
 @dataclass
@@ -299,7 +376,8 @@ def _crawl(resolved: list[Path], opts: SyncOptions, emit) -> _Crawled:
     out = _Crawled([], [])
     emit(ProgressEvent("scan"))
     for item in crawl(resolved, include_hidden=opts.include_hidden, excludes=opts.excludes,
-                      max_bytes=opts.max_bytes, follow_links=opts.follow_links):
+                      max_bytes=opts.max_bytes, follow_links=opts.follow_links,
+                      extra_suffixes=opts.extra_suffixes):
         (out.found if isinstance(item, FoundFile) else out.skipped).append(item)
     return out
 
@@ -397,6 +475,11 @@ def _account_skips(skipped: list, existing: dict[str, tuple], report: SyncReport
         elif kind in NOTED_SKIPS:
             report.notes.append((shown, reason))
         else:
+            if kind == "unsupported":
+                suffix = Path(shown).suffix.lower() or "(none)"
+                report.unsupported[suffix] = report.unsupported.get(suffix, 0) + 1
+                if len(report.unsupported_examples) < UNSUPPORTED_EXAMPLES:
+                    report.unsupported_examples.append(Path(shown).name)
             continue
         rows.append((shown, reason, kind))
     return protected, rows
@@ -441,36 +524,86 @@ def _like_prefix(root: str) -> str:
 
 
 class _Progress:
-    """Counts for progress events; ETA from the bytes of the files that need work."""
+    """Counts for progress events; the ETA from the characters of text still to embed (files
+    not read yet are estimated from their size and the text per byte seen so far for their
+    kind), at the rate text has been embedded so far. Counting files instead misled on real
+    folders: one 8 MB page among small notes took as long as thousands of them."""
 
-    def __init__(self, emit, files_total: int, files_todo: int, report: SyncReport):
+    def __init__(self, emit, files_total: int, todo: Sequence[_Job], report: SyncReport,
+                 clock: Callable[[], float] = time.perf_counter):
         self.emit = emit
         self.files_total = files_total
-        self.files_todo = files_todo
+        self.files_todo = len(todo)
         self.files_done = 0
         self.todo_done = 0
         self.chunks = 0
         self.report = report
         self.phase = "index"
         self.path: str | None = None
-        self.started = time.perf_counter()
-        self.embed_seconds = 0.0
+        self.clock = clock
+        self.started = clock()
         self._last = 0.0
+        #: bytes of the files not read yet, by (kind, compressed)
+        self._unread: dict[tuple, int] = {}
+        for job in todo:
+            key = _size_key(job)
+            self._unread[key] = self._unread.get(key, 0) + job.size
+        self._ratio: dict[tuple, list[int]] = {}  # key -> [text chars, file bytes] of read files
+        self.text_read = 0  # chars of files read, not embedded yet
+        self.text_done = 0  # chars embedded
+        self._batch_chars = 0.0  # chars per chunk of the batch being embedded
+
+    def read(self, job: _Job) -> None:
+        """A file was extracted: its text replaces the estimate from its size."""
+        key = _size_key(job)
+        self._unread[key] = max(0, self._unread.get(key, 0) - job.size)
+        chars = sum(len(c.text) for c, _ in job.chunks)
+        seen = self._ratio.setdefault(key, [0, 0])
+        seen[0] += chars
+        seen[1] += job.size
+        self.text_read += chars
+
+    def embedding(self, jobs: Sequence[_Job]) -> None:
+        texts = [len(c.text) for job in jobs for c, _ in job.chunks]
+        self._batch_chars = sum(texts) / len(texts) if texts else 0.0
+
+    def embedded(self, jobs: Sequence[_Job]) -> None:
+        chars = sum(len(c.text) for job in jobs for c, _ in job.chunks)
+        self.text_read -= chars
+        self.text_done += chars
+
+    def text_left(self) -> int:
+        chars, size = (sum(v) for v in zip(*self._ratio.values())) if self._ratio else (0, 0)
+        overall = chars / size if size else 1.0
+        unread = 0.0
+        for key, n in self._unread.items():
+            c, b = self._ratio.get(key, (0, 0))
+            unread += n * (c / b if b else overall)
+        return int(self.text_read + unread)
 
     def tick(self, force: bool = False, extra_chunks: int = 0) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         if not force and now - self._last < 0.1:
             return
         self._last = now
         elapsed = max(now - self.started, 1e-6)
         chunks = self.chunks + extra_chunks
+        done = self.text_done + int(extra_chunks * self._batch_chars)
+        left = max(0, self.text_left() - int(extra_chunks * self._batch_chars))
         eta = None
-        if self.todo_done and self.files_todo and self.phase == "index":
-            eta = elapsed / self.todo_done * (self.files_todo - self.todo_done)
+        if done and self.files_todo and self.phase == "index":
+            eta = elapsed / done * left
         self.emit(ProgressEvent(
             self.phase, files_total=self.files_total, files_done=self.files_done,
             files_todo=self.files_todo, chunks_done=chunks, chunks_per_s=chunks / elapsed,
-            eta_s=eta, path=self.path, failed=len(self.report.failed)))
+            eta_s=eta, path=self.path, failed=len(self.report.failed), text_done=done, text_left=left))
+
+
+def _size_key(job: _Job) -> tuple:
+    """Files whose text per byte is alike: same kind, compressed or not."""
+    from .filetypes import compression_of
+
+    return job.kind, compression_of(job.path) is not None
 
 
 def _prepare(job: _Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> _Job:
@@ -574,6 +707,7 @@ def _index_files(library, spaces, encoders, todo, report, state, *, overlap_toke
             if job is None:
                 break
             state.path = job.shown
+            state.read(job)
             pending.append(job)
             pending_chunks += len(job.chunks)
             if pending_chunks >= batch_chunks:
@@ -612,6 +746,7 @@ def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncRep
             vectors.append(derived)
             continue
         if i == 0:
+            state.embedding(jobs)
             enc.on_batch = lambda n: state.tick(extra_chunks=n)
         try:
             t = time.perf_counter()
@@ -636,6 +771,7 @@ def _flush(library: Library, spaces, encoders, jobs: list[_Job], report: SyncRep
             report.changed += 1
         report.chunks_cut += sum(1 for c, _ in job.chunks if c.cut)
     report.chunks_embedded += len(texts)
+    state.embedded(jobs)
     state.chunks += len(texts)
     state.files_done += len(jobs)
     state.todo_done += len(jobs)

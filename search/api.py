@@ -49,6 +49,7 @@ from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchErr
 from hefsearch.embed.space_names import FP32_SPACE
 
 from .fusion import rrf
+from .grouping import Group, group, tidy_snippet
 from .keyword import clean_text, code_terms, filter_sql, has_surrogates, keyword_search, parse_query
 from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
 
@@ -63,6 +64,9 @@ log = logging.getLogger("hefsearch.search")
 MODES = ("hybrid", "vector", "keyword")
 #: candidates taken from each ranking before fusion
 FUSION_DEPTH = 50
+#: candidate chunks per hit asked when results are grouped by document (a long file can fill
+#: many places; too few candidates would leave fewer than k documents)
+CANDIDATES_PER_HIT = 5
 #: longer queries are cut (a pasted document); the encoder reads far fewer tokens anyway
 MAX_QUERY_CHARS = 4000
 #: how vector hits get their snippets: "quick" (from the query's words now; the meaning later,
@@ -88,9 +92,22 @@ class Hit:
     text: str
     doc_kind: str
     sources: dict = field(default_factory=dict)
+    #: cosine of the query and this chunk in the space searched (vector and hybrid modes; the
+    #: FP32 cosine where FP32 re-ranked it): the score a person reads, the same in every mode
+    #: that has one. ``score`` is what ranked it (cosine, BM25, or the fused rank value)
+    similarity: float | None = None
+    #: chunks of the same file among the candidates, after this one (one hit per document)
+    more_in_file: int = 0
+    #: files folded under this hit: the same content, or a copy of this passage
+    also_in: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def shown_score(self) -> float:
+        """The score to print: the cosine where there is one, else the ranking score (BM25)."""
+        return self.score if self.similarity is None else self.similarity
 
     def location(self, *, short: bool = False) -> str:
         """Where in its file: 'p. 3 · line 12 · chars 420-910', or short 'p.3 l.12' (the TUI's
@@ -113,19 +130,28 @@ class SearchResult:
     #: chunk ids of hits whose snippet is a stand-in (the first sentence) until
     #: :meth:`Searcher.semantic_snippets` picks the sentence closest in meaning
     pending_snippets: set[int] = field(default_factory=set)
+    #: every chunk as ranked (no grouping by document, copies not folded)
+    all_chunks: bool = False
 
     def apply_snippets(self, snippets: dict[int, str]) -> None:
         """Put semantic snippets (chunk id -> snippet) into the hits; they are no longer pending."""
         for hit in self.hits:
             if hit.chunk_id in snippets:
-                hit.snippet = snippets[hit.chunk_id]
+                hit.snippet = tidy_snippet(snippets[hit.chunk_id])
         self.pending_snippets -= set(snippets)
 
     def to_dict(self) -> dict:
-        return {"query": self.query, "mode": self.mode, "space": self.space,
+        return {"query": self.query, "mode": self.mode, "space": self.space, "all_chunks": self.all_chunks,
                 "backend": self.backend_label, "notice": self.notice,
                 "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
                 "hits": [h.to_dict() for h in self.hits]}
+
+
+def also_in_text(hit: Hit, names: int = 3) -> str:
+    """'also in: fs.html, all.html (+2)': the files folded under a hit, by name."""
+    shown = [p.rsplit("/", 1)[-1] for p in hit.also_in[:names]]
+    more = len(hit.also_in) - len(shown)
+    return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
 
 
 class SearchError(HefsearchError):
@@ -242,7 +268,9 @@ class Searcher:
     # -- searching -----------------------------------------------------------------------
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
                path_glob: str | None = None, kinds: Sequence[str] | None = None,
-               rerank: int | None = None, fallback: bool = True) -> SearchResult:
+               rerank: int | None = None, fallback: bool = True, all_chunks: bool = False) -> SearchResult:
+        """The top ``k`` hits: one per document, copies folded (:mod:`.grouping`), unless
+        ``all_chunks`` (the ``k`` best chunks, as the retrievers rank them)."""
         t_start = time.perf_counter()
         if mode not in MODES:
             raise SearchError(f"Unknown search mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
@@ -263,6 +291,8 @@ class Searcher:
         vec_scores: dict[int, float] = {}
         kw: list[tuple[int, float, str]] = []
         depth = max(FUSION_DEPTH, 3 * k) if mode == "hybrid" else k
+        if not all_chunks:  # candidates enough for k documents after grouping
+            depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k)
 
         if mode in ("vector", "hybrid"):
             used_space = space or self.default_space()
@@ -311,11 +341,17 @@ class Searcher:
         else:
             ranked = rrf({"vector": vec_ids, "keyword": [c for c, _, _ in kw]},
                          {"keyword": self.keyword_weight})
-        ranked = ranked[:k]
 
-        # fetch and snippets
+        # fetch, one hit per document, snippets
         t = time.perf_counter()
-        records = {r.id: r for r in self.library.chunks([i for i, _, _ in ranked])}
+        groups: dict[int, Group] = {}
+        if all_chunks:
+            ranked = ranked[:k]
+            records = {r.id: r for r in self.library.chunks([i for i, _, _ in ranked])}
+        else:
+            records = {r.id: r for r in self.library.chunks([i for i, _, _ in ranked])}
+            groups = {g.chunk_id: g for g in group([i for i, _, _ in ranked], records, k)}
+            ranked = [r for r in ranked if r[0] in groups]
         timings["fetch"] = _ms(t)
         t = time.perf_counter()
         kw_snip = {c: s for c, _, s in kw}
@@ -331,17 +367,38 @@ class Searcher:
             snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
             pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
         timings["snippet"] = _ms(t)
+        similarity = self._similarities([i for i, _, _ in live], vec_scores, used_space, query_vec)
         hits = []
         for rank, (i, s, src) in enumerate(live, 1):
             rec = records[i]
-            snip = kw_snip.get(i) or snippets.get(i) or window(rec.text, (0, 0))
+            snip = tidy_snippet(kw_snip.get(i) or snippets.get(i) or window(rec.text, (0, 0)))
+            g = groups.get(i)
             hits.append(Hit(rank=rank, chunk_id=i, score=float(s), path=rec.path, page=rec.page,
                             line=rec.line, start=rec.start, end=rec.end, snippet=snip, text=rec.text,
-                            doc_kind=rec.doc_kind, sources=dict(src)))
+                            doc_kind=rec.doc_kind, sources=dict(src), similarity=similarity.get(i),
+                            more_in_file=len(g.more) if g else 0, also_in=list(g.also_in) if g else []))
         timings["total"] = _ms(t_start)
         notice = " ".join([*notices, notice] if notice else notices) or None
         return SearchResult(query=query, mode=mode, space=used_space, hits=hits, timings=timings,
-                            notice=notice, backend_label=label, pending_snippets=pending)
+                            notice=notice, backend_label=label, pending_snippets=pending,
+                            all_chunks=all_chunks)
+
+    def _similarities(self, ids: list[int], vec_scores: dict[int, float], space: str | None,
+                      query_vec) -> dict[int, float]:
+        """Cosine of the query and each hit: the vector retriever's score, or, for a hit only
+        keyword search found (hybrid), from its stored vector in the space searched."""
+        out = {i: vec_scores[i] for i in ids if i in vec_scores}
+        missing = [i for i in ids if i not in out]
+        if missing and space is not None and query_vec is not None:
+            try:
+                sp = self.library.space(space)
+                have = sp.has(missing)
+                known = [i for i, h in zip(missing, have) if h]
+                if known:
+                    out.update(zip(known, (sp.vectors(known) @ query_vec[0]).tolist()))
+            except (HefsearchError, OSError) as e:  # the score stays the fused one
+                log.info("no similarity for %d keyword hits: %s", len(missing), e)
+        return {i: float(v) for i, v in out.items()}
 
     # -- semantic snippets, after the results ---------------------------------------------
     def semantic_snippets(self, result: SearchResult, hits: Sequence[Hit] | None = None,

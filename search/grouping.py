@@ -1,0 +1,109 @@
+"""One hit per document, copies folded: from the retrievers' chunk ranking to what a person
+reads.
+
+The retrievers rank chunks, so a long file fills the top with its own chunks and a text kept
+in three files (``fs.md``, ``fs.html`` and the ``all.html`` that concatenates every page) takes
+three places. :func:`group` turns the ranking into documents, best first:
+
+- a document is shown once, by its best-ranked chunk; its other chunks among the candidates
+  are counted (``more_in_file``: "3 more in this file");
+- a document with the same content as one shown (same sha256), or whose best passage is a copy
+  of a shown hit's passage (:func:`near_copy`), is folded under that hit (``also_in``), not
+  shown again.
+
+A near copy is judged by the words, not the vectors: a translation is close in meaning but
+must stay its own hit (the cross-lingual case is the point of the product). Two passages are
+copies when at least :data:`NEAR_COPY` of the word 3-grams of the shorter one occur in the
+other (chunk boundaries differ between a page and its Markdown source, so containment, not
+equality). Two invoices of one template that differ in a few amounts are folded too; the
+folded paths stay on the hit, and ``--all-chunks`` shows every chunk unfolded.
+
+Pure functions over chunk records (``id``, ``doc_id``, ``path``, ``text``, ``doc_sha256``), so
+the search API, the quality bench and the tests use the same code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+#: words per shingle
+SHINGLE_WORDS = 3
+#: share of the shorter passage's shingles found in the other from which it is a copy
+NEAR_COPY = 0.8
+#: passages with fewer shingles than this are copies only when their shingles are equal
+MIN_SHINGLES = 8
+_WORD = re.compile(r"\w+", re.UNICODE)
+_BLANKS = re.compile(r"[ \t\f\v\u00a0]+")
+
+
+@dataclass
+class Group:
+    """A document's place in the results: its best chunk, its other candidates, its copies."""
+
+    chunk_id: int
+    doc_id: int
+    more: list[int] = field(default_factory=list)  # other chunk ids of the document, by rank
+    also_in: list[str] = field(default_factory=list)  # paths of documents folded under it
+
+
+def shingles(text: str) -> frozenset:
+    """The word 3-grams of ``text`` (lowercase, punctuation and markup ignored)."""
+    words = _WORD.findall(text.lower())
+    if len(words) < SHINGLE_WORDS:
+        return frozenset([tuple(words)]) if words else frozenset()
+    return frozenset(tuple(words[i:i + SHINGLE_WORDS]) for i in range(len(words) - SHINGLE_WORDS + 1))
+
+
+def near_copy(a: frozenset, b: frozenset) -> bool:
+    """Whether two passages (their :func:`shingles`) are copies of each other."""
+    if not a or not b:
+        return False
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    if len(small) < MIN_SHINGLES:
+        return small == large
+    return len(small & large) >= NEAR_COPY * len(small)
+
+
+def group(ranked: Sequence[int], records: Mapping[int, object], k: int) -> list[Group]:
+    """The first ``k`` documents of a chunk ranking (see module doc). ``records`` maps chunk
+    id -> record; ids without one (deleted meanwhile) are skipped."""
+    by_doc: dict[int, Group] = {}
+    shown: list[tuple[Group, frozenset]] = []
+    by_sha: dict[str, Group] = {}
+    folded: dict[int, Group] = {}  # folded doc id -> the group it went to
+    for cid in ranked:
+        rec = records.get(cid)
+        if rec is None:
+            continue
+        doc = rec.doc_id
+        if doc in by_doc:
+            by_doc[doc].more.append(cid)
+            continue
+        if doc in folded:
+            continue
+        if len(shown) >= k:
+            continue  # only counting "more in this file" for the documents shown now
+        sha = getattr(rec, "doc_sha256", None)
+        target = by_sha.get(sha) if sha else None
+        sh = shingles(rec.text)
+        if target is None:
+            target = next((g for g, other in shown if near_copy(sh, other)), None)
+        if target is not None:
+            target.also_in.append(rec.path)
+            folded[doc] = target
+            continue
+        g = Group(cid, doc)
+        by_doc[doc] = g
+        shown.append((g, sh))
+        if sha:
+            by_sha[sha] = g
+    return [g for g, _ in shown]
+
+
+def tidy_snippet(text: str) -> str:
+    """A snippet with runs of blanks as one space and no blank line runs (aligned columns and
+    indented text in a file make the rest of the line unreadable in a list)."""
+    lines = [_BLANKS.sub(" ", line).strip() for line in text.split("\n")]
+    return "\n".join(line for line in lines if line)
