@@ -18,11 +18,14 @@ from .options import library_option
               help="Results per query (and per side in the compare view).")
 @click.option("--live", is_flag=True, help="Search as you type (debounced), not only on Enter.")
 @click.option("--light", is_flag=True, help="Start with the light theme (F6 toggles).")
-def tui_cmd(library_path, mode, k, live, light):
+@click.option("--all-chunks", is_flag=True,
+              help="List every matching chunk (default: one hit per file, copies folded under it).")
+def tui_cmd(library_path, mode, k, live, light, all_chunks):
     """Search your library in a terminal app.
 
     \b
-    Keys: Enter search · F2 mode · F3 compare NPU vs FP32 (Ctrl+R: NPU side re-ranked
+    Keys: Enter search · Tab or Down: to the results (Shift+Tab: the filters) ·
+          F2 mode · F3 compare NPU vs FP32 (Ctrl+R: NPU side re-ranked
           by FP32) · F4 library (r: re-index) · Ctrl+O open the hit in $EDITOR at its
           line (PDFs: system opener) · Up/Down query history · F6 light/dark · Ctrl+Q quit
 
@@ -35,4 +38,4 @@ def tui_cmd(library_path, mode, k, live, light):
     from hefsearch.tui.settings import TuiSettings
 
     with LibrarySession.open(library_path) as session:
-        make_app(session, TuiSettings(k=k, mode=mode, live=live, light=light)).run()
+        make_app(session, TuiSettings(k=k, mode=mode, live=live, light=light, all_chunks=all_chunks)).run()

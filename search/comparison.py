@@ -7,6 +7,9 @@ to the same query: which chunks both return, and how similar the rankings are.
 
 No fallback here: if one space cannot encode the query the comparison fails, because an FP32
 answer labelled as the NPU's would make the comparison a lie.
+
+Chunks are compared as each encoder ranks them (``all_chunks``: no grouping by file, no
+folding of copies), so overlap@k and RBO measure the encoders, not the grouping.
 """
 
 from __future__ import annotations
@@ -45,9 +48,11 @@ def ranking_agreement(left_ids: list[int], right_ids: list[int], k: int) -> tupl
 
 
 def compare(searcher, query: str, *, spaces: tuple[str, str], k: int = 10, mode: str = "vector",
-            **filters) -> Comparison:
-    left = searcher.search(query, k=k, mode=mode, space=spaces[0], fallback=False, **filters)
-    right = searcher.search(query, k=k, mode=mode, space=spaces[1], fallback=False, **filters)
+            all_chunks: bool = True, **filters) -> Comparison:
+    left = searcher.search(query, k=k, mode=mode, space=spaces[0], fallback=False, all_chunks=all_chunks,
+                           **filters)
+    right = searcher.search(query, k=k, mode=mode, space=spaces[1], fallback=False, all_chunks=all_chunks,
+                            **filters)
     a = [h.chunk_id for h in left.hits]
     b = [h.chunk_id for h in right.hits]
     ov, rbo = ranking_agreement(a, b, k)

@@ -103,7 +103,6 @@ def group(ranked: Sequence[int], records: Mapping[int, object], k: int) -> list[
 
 
 def tidy_snippet(text: str) -> str:
-    """A snippet with runs of blanks as one space and no blank line runs (aligned columns and
-    indented text in a file make the rest of the line unreadable in a list)."""
-    lines = [_BLANKS.sub(" ", line).strip() for line in text.split("\n")]
-    return "\n".join(line for line in lines if line)
+    """A snippet with each run of blanks as one space (aligned columns and indented text in a
+    file make the rest of a snippet unreadable in a list); line breaks stay."""
+    return _BLANKS.sub(" ", text)

@@ -1,7 +1,9 @@
 """Fast queries (issue 13 item 3), as behaviour: a search embeds no snippet sentences, the
 semantic snippets come later for the hits asked (on the CPU FP32 encoder, never the NPU
 space's, cached per chunk) and equal what the old inline path chose; the query path's SQL does
-not grow with k or count the library's members. Timings live in bench/query_latency.py."""
+not grow with k or count the library's members. Timings live in bench/query_latency.py.
+The corpus's files are the same sentences in other orders, which one hit per document folds
+into one: the snippet tests list every chunk (``all_chunks``)."""
 
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def test_a_search_embeds_no_snippet_sentences_and_lists_the_pending_hits(two_spa
     lib, encoders = two_spaces
     seen = count_passages(encoders["cpu-fp32"])
     try:
-        res = searcher_over(two_spaces).search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8)
+        res = searcher_over(two_spaces).search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
     finally:
         del encoders["cpu-fp32"].encode_passages  # back to the class's method
     assert seen == []  # only the query was encoded
@@ -75,7 +77,7 @@ def test_a_search_embeds_no_snippet_sentences_and_lists_the_pending_hits(two_spa
 
 
 def test_hits_sharing_a_query_word_are_final_at_once(two_spaces):
-    res = searcher_over(two_spaces).search("invoice", mode="vector", space="cpu-fp32", k=20)
+    res = searcher_over(two_spaces).search("invoice", mode="vector", space="cpu-fp32", k=20, all_chunks=True)
     with_word = [h for h in res.hits if "invoice" in h.text.lower()]
     assert with_word
     for h in with_word:
@@ -83,12 +85,13 @@ def test_hits_sharing_a_query_word_are_final_at_once(two_spaces):
 
 
 def test_semantic_snippets_later_equal_the_old_inline_choice(two_spaces):
-    quick = searcher_over(two_spaces).search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8)
+    quick = searcher_over(two_spaces).search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8,
+                                             all_chunks=True)
     inline = searcher_over(two_spaces, snippets="inline").search(FOREIGN_QUERY, mode="vector",
-                                                                  space="cpu-fp32", k=8)
+                                                                  space="cpu-fp32", k=8, all_chunks=True)
     assert [h.chunk_id for h in quick.hits] == [h.chunk_id for h in inline.hits]
     s = searcher_over(two_spaces)
-    res = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8)
+    res = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
     res.apply_snippets(s.semantic_snippets(res))
     assert not res.pending_snippets
     assert [h.snippet for h in res.hits] == [h.snippet for h in inline.hits]
@@ -99,7 +102,7 @@ def test_semantic_snippets_later_equal_the_old_inline_choice(two_spaces):
 def test_semantic_snippets_only_for_the_hits_asked_then_cached(two_spaces):
     lib, encoders = two_spaces
     s = searcher_over(two_spaces)
-    res = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8)
+    res = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
     pending = [h for h in res.hits if h.chunk_id in res.pending_snippets]
     assert len(pending) >= 2
     seen = count_passages(encoders["cpu-fp32"])
@@ -108,7 +111,7 @@ def test_semantic_snippets_only_for_the_hits_asked_then_cached(two_spaces):
         assert set(first) == {pending[0].chunk_id}
         assert seen and all(sentence in pending[0].text for sentence in seen)
         n = len(seen)
-        again = s.semantic_snippets(s.search(FOREIGN_QUERY + " Frist", mode="vector", space="cpu-fp32", k=8),
+        again = s.semantic_snippets(s.search(FOREIGN_QUERY + " Frist", mode="vector", space="cpu-fp32", k=8, all_chunks=True),
                                     pending[:1])
         assert len(seen) == n  # same chunk, other query: its sentence vectors came from the cache
         assert again == {} or set(again) <= {pending[0].chunk_id}
@@ -119,7 +122,7 @@ def test_semantic_snippets_only_for_the_hits_asked_then_cached(two_spaces):
 def test_semantic_snippets_never_embed_with_the_npu_space_encoder(two_spaces):
     lib, encoders = two_spaces
     s = searcher_over(two_spaces)
-    res = s.search(FOREIGN_QUERY, mode="vector", space="npu-sim", k=8, rerank=0)
+    res = s.search(FOREIGN_QUERY, mode="vector", space="npu-sim", k=8, rerank=0, all_chunks=True)
     assert res.space == "npu-sim" and res.pending_snippets
     npu_seen, cpu_seen = count_passages(encoders["npu-sim"]), count_passages(encoders["cpu-fp32"])
     try:
@@ -156,7 +159,7 @@ def test_query_sql_does_not_grow_with_k_nor_count_members(two_spaces, monkeypatc
         for k in (1, 10):
             statements.clear()
             res = s.search(FOREIGN_QUERY, mode="vector", space="npu-sim", k=k)  # re-rank default on
-            assert len(res.hits) == k
+            assert 1 <= len(res.hits) <= k  # one hit per file: these files are copies of each other
             per_k[k] = len(statements)
             fetches = [q for q in statements if "JOIN documents d ON d.id = c.doc_id" in q]
             assert len(fetches) == 1  # every hit's chunk in one query on the primary key
@@ -182,11 +185,11 @@ def test_cli_prints_semantic_snippets_unless_quick_ones_are_asked(two_spaces, ti
 
     lib, _ = two_spaces
     s = searcher_over(two_spaces)
-    expected = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8)
+    expected = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
     stand_in = [h.snippet for h in expected.hits]
     expected.apply_snippets(s.semantic_snippets(expected))
     args = ["search", FOREIGN_QUERY, "--library", str(lib.path), "--space", "cpu-fp32", "--mode", "vector",
-            "--k", "8", "--bundle", str(tiny_bert_bundle), "--json"]
+            "--k", "8", "--all-chunks", "--bundle", str(tiny_bert_bundle), "--json"]
     for extra, shown, later in (([], [h.snippet for h in expected.hits], True),
                                 (["--quick-snippets"], stand_in, False)):
         res = CliRunner().invoke(main, args + extra)

@@ -33,12 +33,12 @@ def test_rerank_restores_the_fp32_order_of_the_candidates(npu_only_library, sim_
     n = 12
     differed = 0
     for q in QUERIES:
-        plain = searcher.search(q, k=n, mode="vector", rerank=0)
+        plain = searcher.search(q, k=n, mode="vector", rerank=0, all_chunks=True)
         assert plain.space == "npu-sim-a8" and plain.backend_label == "NPU simulation (a8)"
         cand = [h.chunk_id for h in plain.hits]
         texts = {h.chunk_id: h.text for h in plain.hits}
         want = fp32_order(sim_bundle, q, texts, cand)
-        got = searcher.search(q, k=n, mode="vector", rerank=n)
+        got = searcher.search(q, k=n, mode="vector", rerank=n, all_chunks=True)
         assert [h.chunk_id for h in got.hits] == want
         assert "rerank" in got.timings
         differed += want != cand
@@ -50,7 +50,7 @@ def test_rerank_restores_the_fp32_order_of_the_candidates(npu_only_library, sim_
 def test_candidates_are_cached_in_the_fp32_space_and_reused(npu_only_library):
     lib = npu_only_library
     searcher = Searcher(lib)
-    res = searcher.search(QUERIES[0], k=5, mode="vector", rerank=8)
+    res = searcher.search(QUERIES[0], k=5, mode="vector", rerank=8, all_chunks=True)
     assert "cpu-fp32" in [s.name for s in lib.spaces()]  # created on demand
     fp = lib.space("cpu-fp32")
     cached = set(lib.member_ids("cpu-fp32").tolist())
@@ -58,7 +58,7 @@ def test_candidates_are_cached_in_the_fp32_space_and_reused(npu_only_library):
     # the same query again: nothing left to encode
     enc = searcher.encoder_for("cpu-fp32")
     before = enc.stats.texts
-    searcher.search(QUERIES[0], k=5, mode="vector", rerank=8)
+    searcher.search(QUERIES[0], k=5, mode="vector", rerank=8, all_chunks=True)
     assert enc.stats.texts - before == 1  # only the query itself
     # the cached vectors are the FP32 encoder's own
     ids = sorted(cached)

@@ -40,7 +40,7 @@ from .launch import LaunchError
 from .messages import (BlankQuerySubmitted, CompareFinished, HitChosen, PreviewLoaded, SearchFailed,
                        SearchFinished, SearchRequested, SnippetsLoaded, StatusLoaded, SyncFailed,
                        SyncFinished, SyncProgressed)
-from .present import SearchRequest, pick_compare_spaces, side_title, space_label
+from .present import SearchRequest, compare_fix, pick_compare_spaces, side_title, space_label
 from .screens.library import LibraryScreen
 from .session import LibrarySession
 from .settings import DARK, LIGHT, TuiSettings
@@ -71,6 +71,21 @@ def sync_progress_text(event: ProgressEvent) -> str:
     if event.path and event.phase == "index":
         bits.append(Path(str(event.path)).name)
     return " · ".join(bits)
+
+
+def sync_finished_text(r: SyncReport) -> str:
+    """'done: 2 added, ... 40 chunks embedded in 3.1 s; 3 symlinks not followed': failures and
+    what was left out on purpose only when there are some, each called what it is."""
+    text = (f"done: {r.added} added, {r.changed} changed, {r.removed} removed, {r.unchanged} unchanged, "
+            f"{r.chunks_embedded} chunks embedded in {r.seconds:.1f} s")
+    extra = [f"{len(r.failed)} failed (F5 on the library screen lists them)"] if r.failed else []
+    if r.stale:
+        extra.append(f"{len(r.stale)} failing now (their previous version stays)")
+    if r.links:
+        extra.append(f"{len(r.links)} symlinks not followed")
+    if r.notes:
+        extra.append(f"{len(r.notes)} special files or loops left out")
+    return "; ".join([text, *extra])
 
 
 class HefsearchApp(App):
@@ -185,7 +200,7 @@ class HefsearchApp(App):
         """Start a search (or a comparison, in the compare view); newer requests win."""
         self._seq += 1
         request = dataclasses.replace(request, seq=self._seq, compare=self.comparing,
-                                      rerank=self.compare_rerank)
+                                      rerank=self.compare_rerank, all_chunks=self.settings.all_chunks)
         self._request = request
         self.status_bar.activity = "comparing…" if request.compare else "searching…"
         if request.compare:
@@ -414,10 +429,19 @@ class HefsearchApp(App):
     def action_focus_search(self) -> None:
         self.search_bar.query_input.focus()
 
+    def action_focus_results(self) -> None:
+        """From the query to the results (Tab, Down): the list shown, else the next field."""
+        target = self.compare_view.left.hit_list if self.comparing else self.results
+        if target.option_count and not target.disabled:
+            target.focus()
+        else:
+            self.screen.focus_next()
+
     def _compare_unavailable_text(self) -> str:
         have = ", ".join(self.spaces) or "none"
         return ("The compare view needs a quantised space (hef, npu-sim-*, cpu-int8) and a cpu-fp32 space; "
-                f"this library has: {have}. Index with both encoders to compare them.")
+                f"this library has: {have}. To add the missing one: "
+                + compare_fix(list(self.spaces), str(self.session.library_path)))
 
     def _side_title(self, name: str, result: SearchResult) -> tuple[str, str]:
         """(device, space) for a compare column; says so when the answer came from another
@@ -526,9 +550,7 @@ class HefsearchApp(App):
         self.sync_running = False
         self.last_sync_report = r
         failed = len(r.failed)
-        text = (f"done: {r.added} added, {r.changed} changed, {r.removed} removed, "
-                f"{r.unchanged} unchanged, {failed} failed, {r.chunks_embedded} chunks embedded "
-                f"in {r.seconds:.1f} s")
+        text = sync_finished_text(r)
         total = max(1, r.added + r.changed + r.removed + r.unchanged)
         self._progress(total, total, text)
         self.tell(text, title="Re-index finished", severity="warning" if failed else "information")

@@ -54,6 +54,8 @@ class SearchRequest:
     compare: bool = False
     #: compare view only: let the search API re-rank the NPU top-N with FP32 vectors
     rerank: bool = False
+    #: every chunk as ranked, not one hit per file
+    all_chunks: bool = False
 
 
 # -- text ----------------------------------------------------------------------------------
@@ -85,6 +87,24 @@ def short_path(path: str, parts: int = 2) -> str:
     p = PurePath(path)
     tail = p.parts[-parts:]
     return str(PurePath(*tail)) if tail else path
+
+
+def grouping_tag(hit) -> str:
+    """"+3 in file · also in: fs.html" for a hit standing for its file and its copies."""
+    from hefsearch.search.api import also_in_text
+
+    parts = [f"+{hit.more_in_file} in file"] if getattr(hit, "more_in_file", 0) else []
+    return " · ".join(parts + ([also_in_text(hit, names=2)] if getattr(hit, "also_in", None) else []))
+
+
+def compare_fix(spaces: Sequence[str], library_arg: str | None) -> str:
+    """The command that gives a library what the compare view needs: the FP32 space next to a
+    quantised one, or a quantised space (an 8-bit simulation) next to FP32."""
+    lib = f" --library {library_arg}" if library_arg else ""
+    if FP32_SPACE not in spaces:
+        return f"hefsearch index --also-fp32{lib}"
+    return (f"hefsearch compile calib BUNDLE --from FOLDER && hefsearch compile sim BUNDLE && "
+            f"hefsearch index --backend npu-sim{lib}")
 
 
 def location(hit) -> str:

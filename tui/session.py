@@ -91,7 +91,8 @@ class LibrarySession:
     def search(self, request: SearchRequest) -> SearchResult:
         with self._engine:
             return self.searcher.search(request.query, k=request.k, mode=request.mode,
-                                        path_glob=request.path_glob, kinds=request.kinds)
+                                        path_glob=request.path_glob, kinds=request.kinds,
+                                        all_chunks=request.all_chunks)
 
     def compare(self, request: SearchRequest, spaces: tuple[str, str]) -> Comparison:
         from hefsearch.search import compare
@@ -135,14 +136,13 @@ class LibrarySession:
 
     # -- re-index --------------------------------------------------------------------------
     def recorded_roots(self) -> list[Path]:
-        """The folders the last ``hefsearch index`` synced (``settings()["last_sync"]``)."""
+        """The folders the library indexes (``Library.recorded_roots``, as ``hefsearch index``
+        without PATHS uses them), those that are there now."""
         try:
-            settings = self.library.settings()
+            roots = self.library.recorded_roots()
         except Exception:
             return []
-        last = settings.get("last_sync") or {}
-        roots = (last.get("roots") if isinstance(last, dict) else None) or settings.get("roots") or []
-        return [Path(r) for r in roots]
+        return [Path(r) for r in roots if Path(r).exists()]
 
     def reindex(self, roots: Sequence[Path], progress: Callable[[ProgressEvent], None]) -> SyncReport:
         """Sync ``roots`` into the library (new, changed and deleted files); ``progress`` is

@@ -20,6 +20,8 @@ class TuiSettings:
     light: bool = False
     #: chunks shown before and after the hit in the preview
     neighbours: int = 2
+    #: list every matching chunk (several of one file, copies unfolded), not one hit per file
+    all_chunks: bool = False
 
     @property
     def theme(self) -> str:

@@ -18,6 +18,16 @@ from textual.widgets import DataTable, Footer, Label, ProgressBar, Static
 from ..present import space_label
 
 
+def last_sync_words(status) -> str:
+    """When the last run finished, or that it did not (interrupted) or is running."""
+    if getattr(status, "writing", False):
+        return "running now"
+    if getattr(status, "interrupted", None):
+        return (f"interrupted (the run started {status.interrupted} did not finish; its committed "
+                "batches are kept; r finishes it)")
+    return status.last_sync or "never"
+
+
 class LibraryScreen(Screen):
     BINDINGS = [
         Binding("escape,f4", "app.pop_screen", "Back to search"),
@@ -30,7 +40,7 @@ class LibraryScreen(Screen):
             yield Static(id="library-summary")
             yield Label("Vector spaces", classes="section")
             yield DataTable(id="spaces", cursor_type="row", zebra_stripes=True)
-            yield Label("Files that could not be indexed", classes="section")
+            yield Label("Files that could not be indexed, and files left out on purpose", classes="section")
             yield DataTable(id="failures", cursor_type="row", zebra_stripes=True)
         with Horizontal(id="sync-row"):
             yield ProgressBar(id="sync-progress", show_eta=False)
@@ -47,7 +57,10 @@ class LibraryScreen(Screen):
             self.show_progress(*progress)
 
     def show_status(self, status, library_path: str = "") -> None:
-        skipped = ", ".join(f"{n} {why}" for why, n in sorted((status.skipped or {}).items()) if n)
+        from hefsearch.index.crawl import skipped_text
+
+        skipped = skipped_text(status.skipped or {})
+        notes = getattr(status, "notes", ())
         summary = Content.assemble(
             ("Library ", "bold"), (library_path, "$text-muted"), "\n",
             (f"{status.documents:,}", "bold"), " documents   ",
@@ -55,10 +68,13 @@ class LibraryScreen(Screen):
             (f"{status.truncated_chunks:,}", "bold $text-warning" if status.truncated_chunks else "bold"),
             " chunks cut to fit the model window   ",
             (f"{len(status.failures):,}", "bold $text-error" if status.failures else "bold"), " failed",
+            *((("   ", ""), (f"{len(notes):,}", "bold"), (" left out on purpose (listed below)", ""))
+              if notes else ()),
             *((("   ", ""), (f"{stale:,}", "bold $text-warning"), (" stale (failing now; the previous "
                                                                    "version stays indexed)", ""))
               if (stale := getattr(status, "stale", 0)) else ()),
-            "\n", ("last sync ", "$text-muted"), (status.last_sync or "never", ""),
+            "\n", ("folders ", "$text-muted"), (", ".join(getattr(status, "roots", ())) or "none yet", ""),
+            "\n", ("last sync ", "$text-muted"), (last_sync_words(status), ""),
             (f"   skipped: {skipped}" if skipped else "", "$text-muted"),
         )
         self.query_one("#library-summary", Static).update(summary)
@@ -72,7 +88,9 @@ class LibraryScreen(Screen):
         failures.clear()
         for path, reason in status.failures:  # Text: a str cell is read as markup ("[/]x.txt")
             failures.add_row(Text(path), Text(reason))
-        if not status.failures:
+        for path, reason in notes:  # not failures: a symlink not followed, a special file
+            failures.add_row(Text(path, style="dim"), Text(f"left out: {reason}", style="dim"))
+        if not status.failures and not notes:
             failures.add_row("—", "none")
 
     def show_progress(self, done: int | None, total: int | None, text: Content) -> None:

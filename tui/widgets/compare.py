@@ -95,7 +95,7 @@ class CompareColumn(Vertical):
             loc = location(hit)
             name = fit_name(short_path(hit.path, 1), max(8, width - 18 - len(loc)))
             head = Content.assemble(
-                (f" {hit.rank:>2} ", "bold $text-primary"), mark, (f" {hit.score:5.3f} ", "$text-muted"),
+                (f" {hit.rank:>2} ", "bold $text-primary"), mark, (f" {hit.shown_score:5.3f} ", "$text-muted"),
                 (name, "bold $text-warning" if only else "bold"), (f" {loc}", "$text-muted"),
             )
             snippet = highlighted(one_line(hit.snippet or hit.text)[: width * 2], terms,

@@ -6,7 +6,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from ..present import location, query_terms, short_path
+from ..present import grouping_tag, location, query_terms, short_path
 from ._text import highlighted
 
 
@@ -50,7 +50,8 @@ class PreviewPane(VerticalScroll):
     async def show(self, hit, records, query: str) -> None:
         terms = query_terms(query)
         self.border_title = Content.assemble((short_path(hit.path, 3), "bold"), "  ", (location(hit), ""))
-        self.border_subtitle = f"#{hit.rank} · score {hit.score:.3f}"
+        extra = grouping_tag(hit)
+        self.border_subtitle = f"#{hit.rank} · score {hit.shown_score:.3f}" + (f" · {extra}" if extra else "")
         await self.remove_children(".piece")
         pieces = context_pieces(records, hit)
         widgets = []

@@ -9,7 +9,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ..messages import HitChosen
-from ..present import location, one_line, query_terms, short_path
+from ..present import grouping_tag, location, one_line, query_terms, short_path
 from ._text import highlighted
 
 SNIPPET_CHARS = 220
@@ -39,13 +39,16 @@ def hit_prompt(hit, terms, width: int = 80, lines: int = 2) -> Content:
     ``lines`` indented lines, query terms highlighted."""
     head = Content.assemble(
         (f"{hit.rank:>2} ", "bold $text-primary"),
-        (f" {hit.score:6.3f} ", "$text-muted"),
+        (f" {hit.shown_score:6.3f} ", "$text-muted"),
         (f" {short_path(hit.path)}", "bold"),
         (f"  {location(hit)}", "$text-muted"),
     )
     tag = sources_tag(hit)
     if tag:
         head = head + Content.styled(f"  [{tag}]", "$text-secondary")
+    grouped = grouping_tag(hit)
+    if grouped:
+        head = head + Content.styled(f"  {grouped}", "$text-accent")
     text = one_line(hit.snippet or hit.text)[:SNIPPET_CHARS * 2]
     room = max(20, width - INDENT - 3)
     # Content.wrap counts terminal cells, so CJK text (two cells a character) fits too

@@ -17,11 +17,13 @@ from ..present import KIND_FILTERS, SearchRequest
 
 
 class QueryInput(Input):
-    """An Input whose Up/Down walk the query history."""
+    """An Input whose Up/Down walk the query history; Tab, and Down past the newest query, go
+    to the results (the mode and filter fields are Shift+Tab away from there)."""
 
     BINDINGS = [
         Binding("up", "history_older", "Older query", show=False),
         Binding("down", "history_newer", "Newer query", show=False),
+        Binding("tab", "app.focus_results", "Results", show=False),
     ]
 
     def __init__(self, history: QueryHistory, **kwargs):
@@ -37,7 +39,10 @@ class QueryInput(Input):
         self._recall(self.history.older(self.value))
 
     def action_history_newer(self) -> None:
-        self._recall(self.history.newer())
+        newer = self.history.newer()
+        if newer is None:  # not walking the history: Down goes to the results
+            self.run_action("app.focus_results")
+        self._recall(newer)
 
 
 class SearchBar(Horizontal):
