@@ -21,6 +21,8 @@ from .options import echo_json, json_option, library_option
 
 #: the value that removes a setting (back to its default), like --unset
 DEFAULT_WORD = "default"
+#: the library setting of extra file suffixes (suffix -> kind), read by every sync
+SUFFIXES_KEY = "extra_suffixes"
 #: dimension a factory is checked with when the library has no space yet (MiniLM, e5-small)
 FALLBACK_DIM = 384
 _COUNT_RE = re.compile(r"^(\d[\d_,]*)(\.\d+)?([km])?$", re.IGNORECASE)
@@ -50,6 +52,9 @@ def _known() -> dict[str, IndexSetting]:
         IndexSetting("index_factory", None, "by size",
                      "a FAISS index_factory string used for every space instead of the two thresholds, "
                      "e.g. HNSW32 or IVF1024,SQ8"),
+        IndexSetting(SUFFIXES_KEY, None, "none",
+                     "file suffixes indexed besides the built-in ones, as text or as KIND, e.g. .log,.conf "
+                     "or .xhtml=html ('hefsearch index --ext' adds to it)"),
     ]
     return {s.key: s for s in rows}
 
@@ -129,10 +134,17 @@ def _factory_dims(library) -> list[int]:
 
 
 def apply_command(library, library_option_value: str | None) -> str:
-    """The 'hefsearch index ...' that applies a change now: the folders of the last run."""
-    roots = (library.settings().get("last_sync") or {}).get("roots") or []
-    cmd = "hefsearch index " + (shlex.join(roots) if roots else "FOLDER...")
+    """The 'hefsearch index ...' that applies a change now: without folders it updates the
+    library's own."""
+    cmd = "hefsearch index" + ("" if library.recorded_roots() else " FOLDER...")
     return cmd + (f" --library {shlex.quote(library_option_value)}" if library_option_value else "")
+
+
+def value_text(value) -> str:
+    """A stored value as typed: {'.log': 'text', '.xhtml': 'html'} -> '.log, .xhtml=html'."""
+    if isinstance(value, dict):
+        return ", ".join(k if v == "text" else f"{k}={v}" for k, v in value.items())
+    return str(value)
 
 
 def _rows(stored: dict) -> list[dict]:
@@ -189,6 +201,10 @@ def _change(setting: IndexSetting, value: str, library_path, as_json: bool) -> N
     new = None if value.strip().lower() == DEFAULT_WORD else value
     if new is not None and setting.default is not None:
         new = parse_count(new)
+    if new is not None and setting.key == SUFFIXES_KEY:
+        from .cmd_index import parse_ext
+
+        new = parse_ext([new])
     needs_training = False
     with Library.open(library_path, create=False) as library:
         library.require_writable()
@@ -216,7 +232,8 @@ def _report_change(setting: IndexSetting, previous, new, path: str, how_to: str,
                    "default": setting.default, "takes_effect": when, "apply_now": how_to})
         return
     def shown(value) -> str:
-        return "the default" if value is None else repr(value) if isinstance(value, str) else f"{value:,}"
+        return ("the default" if value is None else repr(value) if isinstance(value, str)
+                else value_text(value) if isinstance(value, dict) else f"{value:,}")
 
     click.echo(f"{setting.key} = {shown(new)} (was {shown(previous)}) in the library {path}.")
     click.echo(f"It takes effect {when}. To apply it now: {how_to}")
@@ -232,7 +249,7 @@ def _print_table(path: str, rows: list[dict]) -> None:
         t.add_column(col, overflow="fold")
     for r in rows:
         value = "default" if r["value"] is None else (f"{r['value']:,}" if isinstance(r["value"], int)
-                                                       else escape(str(r["value"])))
+                                                       else escape(value_text(r["value"])))
         default = _known()[r["key"]].default_text
         t.add_row(r["key"], value, default, escape(r["meaning"]))
     Console().print(t)

@@ -17,6 +17,7 @@ def status_dict(st) -> dict:
     d = asdict(st)
     d["secret_file_rule"] = list(SECRET_FILE_PATTERNS)
     d["failures"] = [{"path": p, "reason": r} for p, r in st.failures]
+    d["notes"] = [{"path": p, "reason": r} for p, r in st.notes]
     d["spaces"] = [{**asdict(s), "complete": s.count == st.chunks} for s in st.spaces]
     return d
 
@@ -26,7 +27,9 @@ def status_dict(st) -> dict:
 @json_option()
 @click.option("--all", "show_all", is_flag=True, help=f"List every failure (default: the first {MAX_FAILURES}).")
 def status_cmd(library_path, as_json, show_all):
-    """Show documents, chunks, vector spaces, failures with reasons, and truncated chunks."""
+    """Show documents, chunks, the folders indexed ('hefsearch index' with no PATH updates
+    them), the last run (or that it was interrupted), vector spaces, failures with reasons,
+    files left out on purpose (symlinks not followed, special files) and truncated chunks."""
     from hefsearch.index.library import Library
 
     library = Library.open(library_path, create=False)

@@ -504,16 +504,20 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
             continue
         need = [int(i) for i in members.tolist() if int(i) not in fp_cache]
         if need:
-            say(f"library: FP32 vectors of {len(need)} chunks")
             if FP32 in in_lib:
+                say(f"library: FP32 vectors of {len(need)} chunks")
                 vecs, encoded = fp32_vectors(library, fp_enc, need, cache=False)
                 if encoded:
                     notices.append(f"{encoded} chunks had no stored FP32 vector and were encoded for this run "
                                    "('hefsearch backfill' stores them).")
             else:
-                recs = library.chunks(need)
-                vecs = fp_enc.encode_passages([rec.text for rec in recs])
-                notices.append("The library has no FP32 space: FP32 vectors were computed for this run.")
+                from .fp32_cache import fp32_vectors_for_bench
+
+                vecs, encoded, not_kept = fp32_vectors_for_bench(library, fp_enc, need, say)
+                if encoded:
+                    notices.append(f"The library has no FP32 space: {encoded} chunks were encoded in FP32 for "
+                                   "this run" + (f" and not kept ({not_kept})." if not_kept else
+                                                 "; the next run reuses them."))
             fp_cache.update(zip(need, vecs))
         doc_fp32 = np.vstack([fp_cache[int(i)] for i in members.tolist()])
         doc_space = library.space(r.name).vectors(members) if r.name != FP32 else doc_fp32

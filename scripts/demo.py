@@ -10,7 +10,8 @@
    CPU FP32 space and an 8-bit NPU simulation space;
 4. run the example queries of data/sample-corpus/queries.tsv, cross-lingual ones included, and
    print where the expected document landed;
-5. say how to open the TUI.
+5. say what to type next: index a folder of your own with the bundle it built (``hefsearch
+   index`` remembers the bundle it was last given, so no --bundle), search it, open the TUI.
 
 The network is used only for that download: never with HF_HUB_OFFLINE=1, and a closed network
 falls back to the English model within seconds.
@@ -67,12 +68,25 @@ def main() -> None:
 
     print("\nAll example queries: rank of an expected document in the top 5 (- = not there)")
     summarize(library, queries)
-    print(
-        "\nNext:\n"
-        f"  .venv/bin/hefsearch tui --library {library.relative_to(ROOT)}      "
-        "# search, read, and compare the 8-bit simulation with FP32 (F3)\n"
-        f"  .venv/bin/hefsearch bench quality --library {library.relative_to(ROOT)}   "
-        "# what 8 bits cost, in numbers"
+    print(next_steps(bundle, library))
+
+
+def next_steps(bundle: Path, library: Path) -> str:
+    """What to type next: a folder of your own (the bundle is remembered by 'hefsearch index',
+    so no --bundle), then the demo's library. The command lives in .venv/bin."""
+    lib = library.relative_to(ROOT)
+    return (
+        "\nNext, search a folder of your own (the command is in .venv/bin; 'source .venv/bin/activate' "
+        "puts it on your PATH):\n"
+        "  .venv/bin/hefsearch index ~/Documents          # any folder; it uses this demo's bundle, "
+        f"{bundle.relative_to(ROOT)} (remembered)\n"
+        '  .venv/bin/hefsearch search "when is the rent due?"\n'
+        "  .venv/bin/hefsearch tui                         # Enter searches, Tab goes to the results, "
+        "Ctrl+O opens one, F4 shows the library\n"
+        "  .venv/bin/hefsearch index                       # later: brings those folders up to date\n"
+        "The demo's own library:\n"
+        f"  .venv/bin/hefsearch tui --library {lib}      # F3 compares the 8-bit simulation with FP32\n"
+        f"  .venv/bin/hefsearch bench quality --library {lib}   # what 8 bits cost, in numbers"
     )
 
 
