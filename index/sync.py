@@ -155,7 +155,7 @@ class SyncReport:
         n = sum(self.unsupported.values())
         if not n:
             return "0 files found under the folders given."
-        by = ", ".join(f"{k} {v}" for k, v in sorted(self.unsupported.items(), key=lambda kv: -kv[1])[:6])
+        by = ", ".join(f"{k} {v}" for k, v in sorted(self.unsupported.items(), key=lambda kv: (-kv[1], kv[0]))[:6])
         return (f"0 files supported: {n} unsupported ({by}), e.g. {', '.join(self.unsupported_examples)}.")
 
 

@@ -36,7 +36,8 @@ def sources_tag(hit) -> str:
 
 def hit_prompt(hit, terms, width: int = 80, lines: int = 2) -> Content:
     """Two-part option: a head line (rank, score, file, place) and the snippet wrapped to
-    ``lines`` indented lines, query terms highlighted."""
+    ``lines`` indented lines, query terms highlighted; then, for a hit standing for more chunks
+    of its file or for copies in other files, a line saying so."""
     head = Content.assemble(
         (f"{hit.rank:>2} ", "bold $text-primary"),
         (f" {hit.shown_score:6.3f} ", "$text-muted"),
@@ -46,9 +47,6 @@ def hit_prompt(hit, terms, width: int = 80, lines: int = 2) -> Content:
     tag = sources_tag(hit)
     if tag:
         head = head + Content.styled(f"  [{tag}]", "$text-secondary")
-    grouped = grouping_tag(hit)
-    if grouped:
-        head = head + Content.styled(f"  {grouped}", "$text-accent")
     text = one_line(hit.snippet or hit.text)[:SNIPPET_CHARS * 2]
     room = max(20, width - INDENT - 3)
     # Content.wrap counts terminal cells, so CJK text (two cells a character) fits too
@@ -57,6 +55,9 @@ def hit_prompt(hit, terms, width: int = 80, lines: int = 2) -> Content:
         wrapped = wrapped[:lines]
         wrapped[-1] = (wrapped[-1] + " …").truncate(room, ellipsis=True)
     body = [Content.assemble(" " * INDENT, line.rstrip()) for line in wrapped]
+    grouped = grouping_tag(hit)  # its own line: a file name cut off would say nothing
+    if grouped:
+        body.append(Content.styled(" " * INDENT + grouped, "$text-accent").truncate(room + INDENT, ellipsis=True))
     return Content("\n").join([head.truncate(max(20, width - 1), ellipsis=True), *body])
 
 

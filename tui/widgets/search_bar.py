@@ -41,7 +41,7 @@ class QueryInput(Input):
     def action_history_newer(self) -> None:
         newer = self.history.newer()
         if newer is None:  # not walking the history: Down goes to the results
-            self.run_action("app.focus_results")
+            self.app.action_focus_results()
         self._recall(newer)
 
 
