@@ -319,3 +319,13 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
         what = ("the chunk each pseudo-query was cut from" if info["query_source"] == "pseudo"
                 else "a chunk of the expected document")
         con.print(f"[dim]found@k: {what} is in the top k (FP32 is measured against it too).[/]")
+    by_file = [s for s in lib if s.library.file_found]
+    if by_file:
+        f = Table(title="By file: the source's file among the top k (found@1 / @5 / @10)", title_justify="left")
+        for col in ("space", "top chunks as ranked", "one hit per file (search default)"):
+            f.add_column(col, justify="left" if col == "space" else "right")
+        for s in by_file:
+            ff = s.library.file_found
+            f.add_row(escape(s.name), *(" / ".join(num(ff[kind][k], 2) for k in ("1", "5", "10"))
+                                        for kind in ("chunks", "per_file")))
+        con.print(f)

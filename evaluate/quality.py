@@ -45,6 +45,8 @@ log = logging.getLogger("hefsearch.evaluate")
 
 FP32 = space_names.FP32_SPACE
 RECALL_KS = (1, 5, 10)
+#: candidate chunks the by-file metrics group, as a search with k=10 does (5 per hit)
+GROUP_DEPTH = 50
 PLOT_KS = (1, 2, 3, 5, 10, 20, 30, 50)
 DEFAULT_QUERIES = 200
 DOC_COSINE_ROWS = 4000
@@ -181,6 +183,10 @@ class LibraryResult:
     ms_per_query: float
     curve: dict[str, float]  # recall@k for the plot
     curve_reranked: dict[str, float] | None = None
+    #: labelled queries, judged by file: {"chunks": {k: found@k}, "per_file": {k: ...}}: the
+    #: file of the source (or the expected file) among the files of the top k chunks as ranked,
+    #: and among the top k hits of the default one-hit-per-file results (copies folded)
+    file_found: dict | None = None
 
 
 @dataclass
@@ -347,10 +353,31 @@ def _curve(truth, got, ks) -> dict[str, float]:
     return {str(k): M.recall_at_k(truth, got, k) for k in ks}
 
 
+def file_found(sources, got: list[list[int]], records: dict) -> dict:
+    """Labelled queries judged by file: found@k of the source's file among the files of the top
+    k chunks (the ranking as it is) and among the top k one-hit-per-file results (the search
+    default, :func:`hefsearch.search.grouping.group`). A file folded under a copy of it counts
+    as not found (strict)."""
+    from hefsearch.search.grouping import group
+
+    def doc(c):
+        rec = records.get(int(c))
+        return None if rec is None else rec.doc_id
+
+    truth = [{doc(c) for c in (s if isinstance(s, (set, list, tuple)) else [s])} - {None} for s in sources]
+    deep = max(RECALL_KS)
+    as_ranked = [[doc(c) for c in g] for g in got]
+    per_file = [[grp.doc_id for grp in group(g, records, deep)] for g in got]
+    return {name: {str(k): M.hit_at_k(truth, [r[:k] if name == "per_file" else list(dict.fromkeys(r[:k]))
+                                             for r in rows], k) for k in RECALL_KS}
+            for name, rows in (("chunks", as_ranked), ("per_file", per_file))}
+
+
 def evaluate_library_space(*, q_space: np.ndarray, doc_space: np.ndarray, ids: np.ndarray,
                            q_fp32: np.ndarray, doc_fp32: np.ndarray, sources: list[int] | None,
-                           depth: int, ms_per_query: float) -> LibraryResult:
-    """All library metrics of one space against FP32 on the same chunks (exact search)."""
+                           depth: int, ms_per_query: float, records: dict | None = None) -> LibraryResult:
+    """All library metrics of one space against FP32 on the same chunks (exact search);
+    ``records`` (chunk id -> record) adds the by-file metrics of labelled queries."""
     deep = max(10, depth, max(PLOT_KS))
     fp_rank = _ranking(q_fp32 @ doc_fp32.T, ids, 10)
     truth = [r[0] for r in fp_rank]
@@ -367,6 +394,8 @@ def evaluate_library_space(*, q_space: np.ndarray, doc_space: np.ndarray, ids: n
         ms_per_query=ms_per_query,
         curve=_curve(truth, got, PLOT_KS),
     )
+    if sources and records is not None:
+        res.file_found = file_found(sources, got, records)
     if depth:
         pos = {int(c): j for j, c in enumerate(ids.tolist())}
         rer = []
@@ -532,8 +561,17 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
             src = [({x} if isinstance(x, int) else set(x)) & keep for x in sources]
         r.library = evaluate_library_space(
             q_space=q_space, doc_space=doc_space, ids=members, q_fp32=q_fp32, doc_fp32=doc_fp32,
-            sources=src, depth=0 if r.name == FP32 else rerank, ms_per_query=ms)
+            sources=src, depth=0 if r.name == FP32 else rerank, ms_per_query=ms,
+            records=_candidate_records(library, q_space, doc_space, members) if src else None)
     return info, notices
+
+
+def _candidate_records(library, q_space, doc_space, ids) -> dict:
+    """Records of the chunks any query ranks in its top :data:`GROUP_DEPTH` (what the search's
+    grouping sees), so the by-file metrics need no text of the whole library."""
+    top = _ranking(q_space @ doc_space.T, ids, GROUP_DEPTH)
+    wanted = sorted({c for row in top for c in row})
+    return {rec.id: rec for rec in library.chunks(wanted)}
 
 
 # -- plot ------------------------------------------------------------------------------------------

@@ -124,6 +124,11 @@ def test_queries_file_with_expected_documents(library_path, tmp_path):
     found = rep.space("cpu-fp32").library.source_found
     assert found["1"] == 1.0  # only the two labelled queries with a document in the library count
     assert rep.space("cpu-fp32").parallel is None
+    # by file (issue 21): the search's one hit per file never finds a file later than the
+    # ranking of chunks does (its first chunk's rank can only move up)
+    for space in rep.spaces:
+        ff = space.library.file_found
+        assert ff["chunks"]["1"] == 1.0 and all(ff["per_file"][k] >= ff["chunks"][k] for k in ("1", "5", "10"))
 
 
 def test_cli_table_json_plot_and_errors(library_path, tmp_path):
@@ -178,3 +183,31 @@ def test_bench_quality_on_minilm_and_the_sample_corpus(minilm_bundle, tmp_path):
     assert a8.parallel.similarity_pearson < 0.99  # 8 bits cost something on a real model
     assert a8.library.reranked["recall"]["1"] == pytest.approx(a8.library.recall_at_depth)
     assert fp.parallel.top1_by_pair["en-de"] > 0.3
+
+
+def test_fp32_vectors_of_a_library_without_them_are_said_first_and_kept(npu_only_library, sim_bundle):
+    """Issue 21 item 9: an 8-bit-only library made the bench encode every chunk in FP32 on
+    every run, saying so only at the end."""
+    from tests.library_helpers import count_passages
+
+    lib = npu_only_library
+    assert "cpu-fp32" not in lib.space_names()
+    chunks = len(lib.chunk_ids())
+    said: list[str] = []
+    with Encoder.open(sim_bundle, "cpu", threads=1) as fp32:
+        seen = count_passages(fp32)
+        first = run_quality(sim_bundle, library=lib, encoders={"cpu-fp32": fp32}, n_queries=5, rerank=0,
+                            parallel=False, progress=said.append)
+        encoded_first = len(seen)
+        told = next(i for i, m in enumerate(said) if "no FP32 space" in m)
+        assert f"{chunks} of {chunks} chunks are encoded" in said[told] and "--also-fp32" in said[told]
+        assert told < next(i for i, m in enumerate(said) if m.startswith("library: NPU"))  # before the work
+        assert any("the next run reuses them" in n for n in first.notices)
+        seen.clear()
+        said.clear()
+        second = run_quality(sim_bundle, library=lib, encoders={"cpu-fp32": fp32}, n_queries=5, rerank=0,
+                             parallel=False, progress=said.append)
+    assert encoded_first >= chunks
+    assert seen == []  # every chunk's FP32 vector came from the cache
+    assert not any("no FP32 space" in m for m in said)
+    assert second.space("npu-sim-a8").library.mrr == first.space("npu-sim-a8").library.mrr
