@@ -71,7 +71,9 @@ def main(verbose: int) -> None:
     \b
     Typical use:
       hefsearch compile export MODEL --out BUNDLE   # on any machine with the compile extra
-      hefsearch index ~/Documents --bundle BUNDLE   # build or update your library
+      hefsearch index ~/Documents --bundle BUNDLE   # build your library (after 'make demo':
+                                                    # no --bundle, the demo's is remembered)
+      hefsearch index                               # later: bring its folders up to date
       hefsearch search "wo ist die rechnung?"       # or: hefsearch tui
     """
     level = logging.WARNING - 10 * min(verbose, 2)
