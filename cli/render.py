@@ -75,7 +75,7 @@ def hits_table(hits) -> Table:
         extra = grouping_text(h)
         table.add_row(str(h.rank), score_text(h),
                       Text.assemble(h.path, "\n", (h.location(), "dim"), *(("\n", (extra, "cyan")) if extra else ())),
-                      Text(h.snippet.replace("\n", " ")))
+                      Text(" ".join(h.snippet.split())))  # one line: breaks and blank runs as one space
     return table
 
 

@@ -36,6 +36,7 @@ NEAR_COPY = 0.8
 MIN_SHINGLES = 8
 _WORD = re.compile(r"\w+", re.UNICODE)
 _BLANKS = re.compile(r"[ \t\f\v\u00a0]+")
+_AROUND_BREAK = re.compile(r" ?\n ?")
 
 
 @dataclass
@@ -72,7 +73,7 @@ def group(ranked: Sequence[int], records: Mapping[int, object], k: int) -> list[
     by_doc: dict[int, Group] = {}
     shown: list[tuple[Group, frozenset]] = []
     by_sha: dict[str, Group] = {}
-    folded: dict[int, Group] = {}  # folded doc id -> the group it went to
+    folded: dict[int, Group | None] = {}  # doc id -> the group it was folded under (None: not shown)
     for cid in ranked:
         rec = records.get(cid)
         if rec is None:
@@ -83,8 +84,6 @@ def group(ranked: Sequence[int], records: Mapping[int, object], k: int) -> list[
             continue
         if doc in folded:
             continue
-        if len(shown) >= k:
-            continue  # only counting "more in this file" for the documents shown now
         sha = getattr(rec, "doc_sha256", None)
         target = by_sha.get(sha) if sha else None
         sh = shingles(rec.text)
@@ -93,6 +92,9 @@ def group(ranked: Sequence[int], records: Mapping[int, object], k: int) -> list[
         if target is not None:
             target.also_in.append(rec.path)
             folded[doc] = target
+            continue
+        if len(shown) >= k:  # past the k shown: only their other chunks and copies still count
+            folded[doc] = None
             continue
         g = Group(cid, doc)
         by_doc[doc] = g
@@ -104,5 +106,6 @@ def group(ranked: Sequence[int], records: Mapping[int, object], k: int) -> list[
 
 def tidy_snippet(text: str) -> str:
     """A snippet with each run of blanks as one space (aligned columns and indented text in a
-    file make the rest of a snippet unreadable in a list); line breaks stay."""
-    return _BLANKS.sub(" ", text)
+    file make the rest of a snippet unreadable in a list); a line break stays, without the
+    blanks around it."""
+    return _AROUND_BREAK.sub("\n", _BLANKS.sub(" ", text))

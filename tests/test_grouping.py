@@ -48,6 +48,8 @@ def test_group_keeps_the_best_chunk_of_each_file_and_folds_copies():
         (5, [], ["/d/garden-copy.txt"]),  # same content hash
     ]
     assert [g.chunk_id for g in group([1, 3, 2, 4, 5, 6, 7], recs, k=2)] == [1, 4]
+    # a copy ranked below the last hit shown is still named under its hit
+    assert [(g.chunk_id, g.also_in) for g in group([1, 4, 3], recs, k=1)] == [(1, ["/d/fs.html"])]
 
 
 @pytest.fixture(scope="module")
