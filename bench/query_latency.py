@@ -189,6 +189,10 @@ def bench_library(path: Path, queries: list[str]) -> dict[str, float]:
             "vector, snippets=quick": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}), vector),
             "vector, snippets=inline": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}, snippets="inline"), vector),
             "hybrid (+ keyword)": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}), {"mode": "hybrid", "k": 10}),
+            # one hit per file is the default (50 candidates grouped); before: the 10 best chunks
+            "vector, every chunk": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}), {**vector, "all_chunks": True}),
+            "hybrid, every chunk": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}),
+                                    {"mode": "hybrid", "k": 10, "all_chunks": True}),
         }, queries)
         for label, t in rows.items():
             print_row(label, t, library_part(t, keyword=label.startswith("hybrid")))
