@@ -134,9 +134,9 @@ def _factory_dims(library) -> list[int]:
 
 
 def apply_command(library, library_option_value: str | None) -> str:
-    """The 'hefsearch index ...' that applies a change now: without folders it updates the
-    library's own."""
-    cmd = "hefsearch index" + ("" if library.recorded_roots() else " FOLDER...")
+    """The 'hefsearch index ...' that applies a change now: the folders of the last run."""
+    roots = (library.settings().get("last_sync") or {}).get("roots") or []
+    cmd = "hefsearch index " + (shlex.join(roots) if roots else "FOLDER...")
     return cmd + (f" --library {shlex.quote(library_option_value)}" if library_option_value else "")
 
 

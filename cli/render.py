@@ -14,6 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from hefsearch.index.crawl import skipped_text
+
 #: rows of a file/reason table after which the rest is summarised in one line
 MAX_LISTED = 25
 
@@ -23,13 +25,6 @@ def num(x, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return f"{x:.{digits}f}"
-
-
-def skipped_text(skipped: dict) -> str:
-    """"3 symlinks not followed (outside the folders), 1 too large": the skip counters in words."""
-    from hefsearch.index.crawl import skipped_text as words
-
-    return words(skipped)
 
 
 def file_table(title: str, rows, style: str, limit: int | None = MAX_LISTED) -> Table:

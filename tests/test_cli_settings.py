@@ -20,7 +20,7 @@ from hefsearch.index.library import Library
 from hefsearch.index.spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, INDEX_META_FILE)
 from tests.library_helpers import write_corpus
 
-KEYS = ["hnsw_threshold", "compress_threshold", "index_factory"]
+KEYS = ["hnsw_threshold", "compress_threshold", "index_factory", "extra_suffixes"]
 
 
 def run(*args, library=None):
@@ -81,7 +81,8 @@ def test_set_and_unset_round_trip(lib_path, indexed, text, value):
     with Library.open(lib_path, create=False, read_only=True) as lib:
         assert lib.settings()["compress_threshold"] == value and lib.compress_threshold() == value
     shown = {r["key"]: r["value"] for r in json.loads(run("settings", "--json", library=lib_path).stdout)["settings"]}
-    assert shown == {"hnsw_threshold": None, "compress_threshold": value, "index_factory": None}
+    assert shown == {"hnsw_threshold": None, "compress_threshold": value, "index_factory": None,
+                     "extra_suffixes": None}
 
     assert run("settings", "compress_threshold", "default", library=lib_path).exit_code == 0
     with Library.open(lib_path, create=False, read_only=True) as lib:
