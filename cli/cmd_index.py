@@ -53,7 +53,8 @@ def parse_ext(values) -> dict[str, str]:
 @click.command("index")
 @click.argument("paths", nargs=-1, required=False, type=click.Path(path_type=str))
 @library_option()
-@bundle_option("Model bundle folder. Needed the first time; the library remembers it. Env: HEFSEARCH_BUNDLE.")
+@bundle_option("Model bundle folder. The library remembers it; a new library without one uses the last "
+               "bundle 'hefsearch index' was given (make demo's, after it). Env: HEFSEARCH_BUNDLE.")
 @backend_option("Encoder backend: auto, cpu, cpu-int8, hailo, npu-sim, ... auto keeps using the backend of "
                 "the library's default space; on a new library it picks the NPU when one answers, "
                 "else cpu. Env: HEFSEARCH_BACKEND.")
@@ -100,8 +101,8 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     """Index the documents under PATH... into the library (or bring it up to date).
 
     Without PATH, the folders the library already indexes are brought up to date (see
-    'hefsearch status'). The first time, give the bundle with --bundle (or make demo's is
-    used: the last bundle 'hefsearch index' was given is remembered).
+    'hefsearch status'). The first time, give the bundle with --bundle, or let the last
+    bundle 'hefsearch index' was given be used (after make demo: the demo's).
 
     Unchanged files are skipped (size and mtime, then content hash), changed files are
     re-chunked and re-embedded, deleted files are removed. Supported: .txt .md .rst .html .htm
@@ -123,7 +124,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
 
     from hefsearch.index.encoders import choose_bundle, open_sync_encoders, remember_default_bundle
     from hefsearch.index.library import Library, discard_new_library, library_exists, resolve_library_path
-    from hefsearch.index.sync import DiskFull, SyncInterrupted, check_roots, sync
+    from hefsearch.index.sync import DiskFull, SyncReport, check_roots, sync
     from hefsearch.search.language_neutral import keep_language_neutral
 
     from .main import report_error
@@ -177,10 +178,11 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
                                   overlap_tokens=overlap, progress=progress.update,
                                   batch_chunks=batch_chunks, follow_links=follow_links,
                                   extra_suffixes=extra)
-            except SyncInterrupted as e:
+            except KeyboardInterrupt as e:
+                done = getattr(e, "sync_report", None) or SyncReport()
                 if as_json:
-                    echo_json(sync_summary_dict(e.report, library.path, choice.skipped_spaces, interrupted=True))
-                print_interrupted(err, e.report)
+                    echo_json(sync_summary_dict(done, library.path, choice.skipped_spaces, interrupted=True))
+                print_interrupted(err, done)
                 sys.exit(EXIT_INTERRUPTED)
             except DiskFull as e:
                 report_error(e)

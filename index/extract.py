@@ -122,7 +122,7 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
 def _decompressed(path: Path, data: bytes, max_bytes: int | None) -> bytes:
     """``data`` decompressed when ``path`` ends in .gz/.bz2/.xz (the --max-size cap applies to
     the decompressed bytes: a gzip bomb stops there, with a reason), else ``data``."""
-    from .filetypes import CompressionBomb, compression_of, decompress
+    from .filetypes import CompressionBomb, CorruptCompressed, compression_of, decompress
 
     suffix = compression_of(path)
     if suffix is None:
@@ -131,8 +131,8 @@ def _decompressed(path: Path, data: bytes, max_bytes: int | None) -> bytes:
         return decompress(data, suffix, max_bytes)
     except CompressionBomb:
         raise too_much_text(suffix[1:], max_bytes) from None
-    except ValueError as e:
-        raise ExtractionError(f"{path.name}: {e}") from None
+    except CorruptCompressed as e:
+        raise ExtractionError(f"{path.name}: {e.message}") from None
 
 
 def read_regular_file(path: Path, *, max_bytes: int | None = None, head: int | None = None) -> bytes:

@@ -26,6 +26,8 @@ import zlib
 from pathlib import PurePath
 from typing import Callable, Mapping
 
+from hefsearch.embed.errors import HefsearchError
+
 #: how much of a file the content check reads (and decompresses)
 SNIFF_BYTES = 8192
 #: decompressed bytes produced per step (bounds the memory of one step)
@@ -38,8 +40,12 @@ install todo thanks history bugs faq notice contributors credits intro compat po
 maintainers release-notes releasenotes""".split())
 
 
-class CompressionBomb(ValueError):
+class CompressionBomb(HefsearchError):
     """The decompressed data passed the cap."""
+
+
+class CorruptCompressed(HefsearchError):
+    """The compressed data cannot be decompressed (truncated, not that format)."""
 
 
 def _gunzip() -> "zlib._Decompress":
@@ -66,7 +72,7 @@ def normalise_suffix(text: str) -> str:
     """'log', '.LOG', ' .log ' -> '.log'; refuses what cannot be a suffix."""
     s = text.strip().lower()
     s = s if s.startswith(".") else "." + s
-    if len(s) < 2 or "/" in s or s.count(".") != 1 or s.strip(".") != s[1:] or any(c.isspace() for c in s):
+    if len(s) < 2 or "/" in s or s.count(".") != 1 or any(c.isspace() for c in s):
         raise ValueError(f"{text!r} is not a file suffix (e.g. .log or log)")
     return s
 
@@ -92,7 +98,7 @@ def kind_by_name(path, supported: Mapping[str, str]) -> tuple[str | None, bool]:
 def decompress(data: bytes, suffix: str, max_bytes: int | None) -> bytes:
     """All of ``data`` decompressed (members of a multi-member gzip joined); raises
     :class:`CompressionBomb` as soon as the output passes ``max_bytes`` (memory stays bounded
-    by it) and ``ValueError`` for corrupt data."""
+    by it) and :class:`CorruptCompressed` for corrupt data."""
     out = bytearray()
     pending = data
     while pending:
@@ -103,7 +109,7 @@ def decompress(data: bytes, suffix: str, max_bytes: int | None) -> bytes:
             try:
                 chunk = d.decompress(step, room)
             except (zlib.error, OSError, lzma.LZMAError, EOFError) as e:
-                raise ValueError(f"corrupt {suffix[1:]} data: {e}") from None
+                raise CorruptCompressed(f"corrupt {suffix[1:]} data: {e}") from None
             out += chunk
             if max_bytes is not None and len(out) > max_bytes:
                 raise CompressionBomb(f"unpacks to more than {max_bytes} bytes")
@@ -111,7 +117,7 @@ def decompress(data: bytes, suffix: str, max_bytes: int | None) -> bytes:
             if d.eof:
                 break
             if not chunk and _needs_input(d):
-                raise ValueError(f"corrupt {suffix[1:]} data: truncated")
+                raise CorruptCompressed(f"corrupt {suffix[1:]} data: truncated")
         pending = d.unused_data
     return bytes(out)
 
@@ -132,5 +138,5 @@ def head(data: bytes, suffix: str | None, n: int = SNIFF_BYTES) -> bytes:
     try:
         d = COMPRESSED[suffix]()
         return d.decompress(data, n)
-    except (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError):
+    except (zlib.error, OSError, lzma.LZMAError, EOFError):
         return b""

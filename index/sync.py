@@ -159,14 +159,6 @@ class SyncReport:
         return (f"0 files supported: {n} unsupported ({by}), e.g. {', '.join(self.unsupported_examples)}.")
 
 
-class SyncInterrupted(KeyboardInterrupt):
-    """Ctrl+C during a sync; ``report`` holds what was done (every committed batch stays)."""
-
-    def __init__(self, report: SyncReport):
-        super().__init__()
-        self.report = report
-
-
 @dataclass
 class _Job:
     path: str  # as the OS gave it (may hold surrogates): to open the file
@@ -251,7 +243,8 @@ def sync(
     ``hefsearch index`` without PATHS and the TUI's re-index sync.
 
     :raises DiskFull: the library's disk is full (batches committed before stay).
-    :raises SyncInterrupted: Ctrl+C; its ``report`` says what was done.
+    :raises KeyboardInterrupt: Ctrl+C, with the report of what was done as ``sync_report``
+        (every committed batch stays).
     """
     from .crawl import DEFAULT_MAX_BYTES
 
@@ -266,8 +259,9 @@ def sync(
     report = SyncReport()
     try:
         return _sync(library, resolved, encoders, opts, progress or (lambda ev: None), report)
-    except KeyboardInterrupt:
-        raise SyncInterrupted(report) from None
+    except KeyboardInterrupt as e:
+        e.sync_report = report  # what was done: `index --json` prints it
+        raise
     except Exception as e:
         detail = _disk_full_detail(e)
         if detail is None:

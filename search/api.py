@@ -347,9 +347,8 @@ class Searcher:
         groups: dict[int, Group] = {}
         if all_chunks:
             ranked = ranked[:k]
-            records = {r.id: r for r in self.library.chunks([i for i, _, _ in ranked])}
-        else:
-            records = {r.id: r for r in self.library.chunks([i for i, _, _ in ranked])}
+        records = {r.id: r for r in self.library.chunks([i for i, _, _ in ranked])}
+        if not all_chunks:
             groups = {g.chunk_id: g for g in group([i for i, _, _ in ranked], records, k)}
             ranked = [r for r in ranked if r[0] in groups]
         timings["fetch"] = _ms(t)

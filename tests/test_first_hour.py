@@ -4,7 +4,9 @@ are in test_tui_first_hour.py, one hit per file in test_grouping.py)."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import lzma
 import importlib.util
 import json
 import os
@@ -130,13 +132,17 @@ def test_text_without_a_suffix_and_gz_are_indexed(tmp_path, bert_encoder):
     (docs / "program").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8)  # binary, no suffix
     (docs / "script.py").write_text("print('a real file type hefsearch does not read')\n")
     (docs / "archive.tar.gz").write_bytes(gzip.compress(b"x" * 100))
+    (docs / "THANKS.xz").write_bytes(lzma.compress(b"Thanks to everyone who sent patches.\n"))
+    (docs / "TODO.bz2").write_bytes(bz2.compress(b"Finish the manual page for the wait builtin.\n"))
+    (docs / "AUTHORS.gz").write_bytes(gzip.compress(b"Chet Ramey maintains bash.\n" * 400)[:-40])  # cut short
     lib = Library.open(tmp_path / "lib")
     r = sync(lib, [docs], [bert_encoder])
-    kinds = dict(lib.query("SELECT path, kind FROM documents"))
+    kinds = dict(lib.query("SELECT path, kind FROM documents WHERE status = 'ok'"))
     names = {Path(p).name: k for p, k in kinds.items()}
     assert names == {"NEWS": "text", "README.Debian": "text", "copyright": "text", "CHANGES.gz": "text",
-                     "ls.1.gz": "text", "notes.md.gz": "markdown"}
-    assert r.failed == [] and r.unsupported == {"(none)": 1, ".py": 1, ".gz": 1}
+                     "ls.1.gz": "text", "notes.md.gz": "markdown", "THANKS.xz": "text", "TODO.bz2": "text"}
+    assert r.unsupported == {"(none)": 1, ".py": 1, ".gz": 1}
+    assert [(Path(p).name, "corrupt gz data" in why) for p, why in r.failed] == [("AUTHORS.gz", True)]
     text = " ".join(t for (t,) in lib.query("SELECT text FROM chunks"))
     assert "readline vi mode" in text and "Café opens at eight" in text
     lib.close()

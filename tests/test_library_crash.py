@@ -143,7 +143,8 @@ def test_reader_in_another_process_never_sees_half_a_batch(tmp_path, tiny_bert_b
         while time.time() < deadline:
             running = proc.poll() is None
             if "cpu-fp32" in searcher.space_names():
-                res = searcher.search("train station platform", k=5000, mode="vector", space="cpu-fp32")
+                res = searcher.search("train station platform", k=5000, mode="vector", space="cpu-fp32",
+                                       all_chunks=True)
                 observed.append(frozenset(h.chunk_id for h in res.hits))
                 for mode in ("keyword", "hybrid"):
                     searcher.search("invoice tax deadline", k=20, mode=mode)
