@@ -50,11 +50,12 @@ class Group:
 
 
 def shingles(text: str) -> frozenset:
-    """The word 3-grams of ``text`` (lowercase, punctuation and markup ignored)."""
+    """The word 3-grams of ``text`` (lowercase, punctuation and markup ignored), as hashes:
+    sets of ints intersect several times faster than sets of tuples, whose hash is not kept."""
     words = _WORD.findall(text.lower())
     if len(words) < SHINGLE_WORDS:
-        return frozenset([tuple(words)]) if words else frozenset()
-    return frozenset(tuple(words[i:i + SHINGLE_WORDS]) for i in range(len(words) - SHINGLE_WORDS + 1))
+        return frozenset([hash(tuple(words))]) if words else frozenset()
+    return frozenset(map(hash, zip(*(words[i:] for i in range(SHINGLE_WORDS)))))
 
 
 def near_copy(a: frozenset, b: frozenset) -> bool:
