@@ -24,6 +24,7 @@ the search API, the quality bench and the tests use the same code.
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -34,6 +35,10 @@ SHINGLE_WORDS = 3
 NEAR_COPY = 0.8
 #: passages with fewer shingles than this are copies only when their shingles are equal
 MIN_SHINGLES = 8
+#: shingle hashes in a passage's sketch (a prefilter before the exact comparison)
+SKETCH = 8
+#: documents looked at for copies of the shown hits after the last one shown (at least)
+LOOK_PAST = 10
 _WORD = re.compile(r"\w+", re.UNICODE)
 _BLANKS = re.compile(r"[ \t\f\v\u00a0]+")
 _AROUND_BREAK = re.compile(r" ?\n ?")
@@ -68,11 +73,30 @@ def near_copy(a: frozenset, b: frozenset) -> bool:
     return len(small & large) >= NEAR_COPY * len(small)
 
 
+class _Passage:
+    """A passage's shingles and a sketch of them (its :data:`SKETCH` smallest hashes): most
+    pairs are no copies, and a copy holds most of the shorter passage's sketch, so comparing
+    the sketch first (8 lookups) spares the whole intersection (about 100)."""
+
+    __slots__ = ("shingles", "sketch")
+
+    def __init__(self, text: str):
+        self.shingles = shingles(text)
+        self.sketch = heapq.nsmallest(SKETCH, self.shingles)
+
+    def copy_of(self, other: "_Passage") -> bool:
+        small, large = (self, other) if len(self.shingles) <= len(other.shingles) else (other, self)
+        if len(small.shingles) >= MIN_SHINGLES and sum(h in large.shingles for h in small.sketch) < SKETCH // 2:
+            return False  # a copy would hold at least 80% of them: 4 of 8 missing is no copy
+        return near_copy(small.shingles, large.shingles)
+
+
 def group(ranked: Sequence[int], records: Mapping[int, object], k: int) -> list[Group]:
     """The first ``k`` documents of a chunk ranking (see module doc). ``records`` maps chunk
     id -> record; ids without one (deleted meanwhile) are skipped."""
     by_doc: dict[int, Group] = {}
-    shown: list[tuple[Group, frozenset]] = []
+    shown: list[tuple[Group, _Passage]] = []
+    looked_past = 0  # documents looked at after the k-th shown, for copies of the shown
     by_sha: dict[str, Group] = {}
     folded: dict[int, Group | None] = {}  # doc id -> the group it was folded under (None: not shown)
     for cid in ranked:
@@ -85,16 +109,23 @@ def group(ranked: Sequence[int], records: Mapping[int, object], k: int) -> list[
             continue
         if doc in folded:
             continue
+        if len(shown) >= k:
+            # past the k shown only their other chunks and copies count; a copy scores like
+            # its original, so it ranks near it: k (at least LOOK_PAST) more documents are
+            # looked at, no more
+            looked_past += 1
+            if looked_past > max(k, LOOK_PAST):
+                continue
         sha = getattr(rec, "doc_sha256", None)
         target = by_sha.get(sha) if sha else None
-        sh = shingles(rec.text)
+        sh = _Passage(rec.text)
         if target is None:
-            target = next((g for g, other in shown if near_copy(sh, other)), None)
+            target = next((g for g, other in shown if sh.copy_of(other)), None)
         if target is not None:
             target.also_in.append(rec.path)
             folded[doc] = target
             continue
-        if len(shown) >= k:  # past the k shown: only their other chunks and copies still count
+        if len(shown) >= k:
             folded[doc] = None
             continue
         g = Group(cid, doc)
