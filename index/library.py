@@ -214,8 +214,9 @@ class Library:
             if not create or read_only:
                 raise LibraryError(
                     f"No library at {folder}.",
-                    "Build one with: hefsearch index FOLDER --bundle BUNDLE"
-                    + (f" --library {path}" if path else ""),
+                    "Build one with: hefsearch index FOLDER" + (f" --library {path}" if path else "")
+                    + " (add --bundle BUNDLE unless 'hefsearch index' was given one before, as "
+                      "'make demo' does)",
                 )
             try:
                 (folder / "spaces").mkdir(parents=True, exist_ok=True)

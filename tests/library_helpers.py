@@ -101,3 +101,22 @@ def sim_library(folder: Path, sim_bundle: Path, *, n_files: int, paragraphs: int
         sync(lib, [docs], [enc])
     return lib
 
+
+
+def ctrl_c_on_batch(monkeypatch, n: int = 2):
+    """Make every Encoder raise KeyboardInterrupt (as Ctrl+C would) in its ``n``-th
+    ``encode_passages`` call; returns the function that puts the real one back (not
+    ``monkeypatch.undo()``: it would also undo the isolated HEFSEARCH_HOME)."""
+    from hefsearch.embed.encoder import Encoder
+
+    real = Encoder.encode_passages
+    calls = []
+
+    def interrupted(self, texts, *a, **kw):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(self, texts, *a, **kw)
+
+    monkeypatch.setattr(Encoder, "encode_passages", interrupted)
+    return lambda: monkeypatch.setattr(Encoder, "encode_passages", real)

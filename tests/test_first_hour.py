@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import lzma
 import importlib.util
 import json
+import lzma
 import os
 import tracemalloc
 from pathlib import Path
@@ -20,7 +20,7 @@ from hefsearch.cli.main import main
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from tests.library_helpers import write_corpus
+from tests.library_helpers import ctrl_c_on_batch, write_corpus
 from tests.tui_support import noisy_encoder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -223,16 +223,7 @@ def test_eta_comes_from_the_text_still_to_embed():
 def test_index_json_prints_a_summary_when_interrupted(tmp_path, tiny_bert_bundle, monkeypatch):
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=6, paragraphs=6)
-    calls = []
-    real = Encoder.encode_passages
-
-    def ctrl_c_on_the_second_batch(self, texts, *a, **kw):
-        calls.append(len(texts))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, texts, *a, **kw)
-
-    monkeypatch.setattr(Encoder, "encode_passages", ctrl_c_on_the_second_batch)
+    restore = ctrl_c_on_batch(monkeypatch, 2)
     r = run("index", docs, "--bundle", tiny_bert_bundle, "--backend", "cpu", "--batch", "8", "--json")
     assert r.exit_code == 130
     summary = json.loads(r.stdout)
@@ -242,7 +233,7 @@ def test_index_json_prints_a_summary_when_interrupted(tmp_path, tiny_bert_bundle
     st = run("status")
     assert "interrupted" in st.output and "last sync: never" not in st.output
     assert json.loads(run("status", "--json").stdout)["interrupted"]
-    monkeypatch.setattr(Encoder, "encode_passages", real)
+    restore()
     assert run("index").exit_code == 0
     assert "interrupted" not in run("status").output
 

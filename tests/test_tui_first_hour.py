@@ -11,11 +11,11 @@ pytest.importorskip("textual")
 
 from textual.widgets import Static  # noqa: E402
 
-from hefsearch.embed.encoder import Encoder  # noqa: E402
 from hefsearch.index.library import Library  # noqa: E402
 from hefsearch.index.sync import sync  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
 from hefsearch.tui.widgets import ResultsList  # noqa: E402
+from tests.library_helpers import ctrl_c_on_batch  # noqa: E402
 from tests.tui_support import build_app, cpu_encoder, search, wait_for, write_corpus  # noqa: E402
 
 SIZE = (120, 36)
@@ -103,19 +103,10 @@ async def test_library_screen_says_a_run_was_interrupted(tiny_bert_bundle, tmp_p
     root = write_corpus(tmp_path / "docs")
     library = Library.open(tmp_path / "library")
     enc = cpu_encoder(tiny_bert_bundle)
-    real = Encoder.encode_passages
-    calls = []
-
-    def ctrl_c_on_the_second_batch(self, texts, *a, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, texts, *a, **kw)
-
-    monkeypatch.setattr(Encoder, "encode_passages", ctrl_c_on_the_second_batch)
+    restore = ctrl_c_on_batch(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         sync(library, [root], [enc], batch_chunks=4)
-    monkeypatch.setattr(Encoder, "encode_passages", real)
+    restore()
     try:
         app = build_app(library, {"cpu-fp32": enc})
         async with app.run_test(size=SIZE) as pilot:
