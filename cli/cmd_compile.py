@@ -10,6 +10,11 @@ import click
 from hefsearch.embed.precision import PROFILES
 
 
+_BODY_HELP = ("Which encoder body to build from: original (encoder.onnx, the FP32 export) or robust "
+              "(encoder.robust.onnx, trained for 8 bits by 'hefsearch compile robust'). Builds from the "
+              "robust body get their own names and vector spaces; the original stays the FP32 reference.")
+
+
 @click.group("compile")
 def compile_group() -> None:
     """Build a model bundle and compile it for a Hailo NPU.
@@ -19,6 +24,7 @@ def compile_group() -> None:
     calib     calibration set from your documents (4-D arrays for the DFC)
     hef       bundle + calibration -> HEF with the Hailo Dataflow Compiler (x86_64 Linux)
     sim       8-bit NPU simulation of the bundle on ONNX Runtime (any CPU; not a HEF)
+    robust    train a copy of the encoder body to survive an all-8-bit build (torch)
     cpu-int8  int8 encoder for CPUs without an NPU (faster, its own vector space)
     """
 
@@ -126,8 +132,10 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
               help="Where stages are saved for resuming. Default: BUNDLE/build/<hw-arch>.s<SEQ>/ (not needed "
                    "on the Pi).")
 @click.option("--restart", is_flag=True, help="Ignore saved stages and start again from the parse.")
+@click.option("--body", type=click.Choice(["original", "robust"]), default="original", show_default=True,
+              help=_BODY_HELP)
 def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compression_level, alls_extra, calib,
-            fallback, no_report, work_dir, restart):
+            fallback, no_report, work_dir, restart, body):
     """Compile BUNDLE's encoder for a Hailo NPU (x86_64 Linux with the Dataflow Compiler).
 
     \b
@@ -153,7 +161,7 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
     opts = HefOptions(hw_arch=hw_arch, seq_len=seq_len, precision=precision, mask=mask,
                       optimization_level=optimization_level, compression_level=compression_level,
                       alls_extra=alls_extra, fallback=fallback, report=not no_report, calib=calib,
-                      work_dir=work_dir, restart=restart)
+                      work_dir=work_dir, restart=restart, body=body)
     result = build_hef(bundle, opts, say=lambda m: click.echo(m, err=True))
     for a in result.attempts:
         click.echo(f"attempt {a.profile}: optimize {a.optimize}, compile {a.compile}"
@@ -182,7 +190,15 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
                    "calibration set (from 'hefsearch compile calib'); added to the built-in samples.")
 @click.option("--calib-limit", type=click.IntRange(8, 100_000), default=512, show_default=True,
               help="Use at most this many rows of the bundle's calibration set (spread evenly).")
-def sim_cmd(bundle, precision, mask, texts_file, calib_limit):
+@click.option("--body", type=click.Choice(["original", "robust"]), default="original", show_default=True,
+              help=_BODY_HELP)
+@click.option("--ranges", "ranges", default="minmax", show_default=True, metavar="minmax|percentile:P",
+              help="How activation ranges are estimated from the calibration set: min/max (as the DFC's "
+                   "default), or clipped at the P-th percentile of each site's values (e.g. percentile:99.99), "
+                   "to see what another compiler choice would cost.")
+@click.option("--weights", "weights", type=click.Choice(["per-channel", "per-tensor"]), default="per-channel",
+              show_default=True, help="Weight quantisation granularity.")
+def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weights):
     """Write an NPU simulation of BUNDLE's encoder (encoder.npu-sim.<name>.onnx).
 
     A fake-quantised copy of the FP32 body: per-channel integer weights and per-tensor
@@ -199,8 +215,8 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit):
     if texts_file:
         with open(texts_file, encoding="utf-8") as f:
             texts = [line.strip() for line in f if line.strip()]
-    report = build_sim(bundle, precision, mask=mask, texts=texts, calib_limit=calib_limit,
-                       progress=lambda m: click.echo(m, err=True))
+    report = build_sim(bundle, precision, mask=mask, texts=texts, calib_limit=calib_limit, body=body,
+                       ranges=ranges, weights=weights, progress=lambda m: click.echo(m, err=True))
     for n in report.notices:
         click.secho(f"note: {n}", fg="yellow", err=True)
     c = report.check
@@ -216,6 +232,59 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit):
         f"  vs FP32 on {c['texts']} sample texts: cosine mean {c['cosine_mean']:.4f} "
         f"(min {c['cosine_min']:.4f}), similarity-matrix correlation {c['similarity_pearson']:.4f}\n"
         f"  use it: HEFSEARCH_SIM={report.name} hefsearch index ... --backend npu-sim  ({report.seconds:.1f} s)"
+    )
+
+
+@compile_group.command("robust")
+@click.argument("bundle", type=click.Path(file_okay=False, exists=True))
+@click.option("--steps", type=click.IntRange(1, 1_000_000), default=300, show_default=True,
+              help="Training steps (batches). A larger run continues from a smaller one's checkpoint.")
+@click.option("--batch", type=click.IntRange(2, 1024), default=8, show_default=True, help="Texts per step.")
+@click.option("--lr", type=click.FloatRange(0, 1, min_open=True), default=5e-5, show_default=True,
+              help="Peak learning rate (AdamW; short warm-up, linear decay).")
+@click.option("--max-tokens", type=click.IntRange(8, 8192), default=64, show_default=True,
+              help="Cut training texts to this many tokens (cost grows with it; 8-bit ranges barely do).")
+@click.option("--precision", default="a8", show_default=True,
+              help="The precision profile to train for (a8: every site 8-bit, what Hailo-10H builds have).")
+@click.option("--no-randomise", is_flag=True,
+              help="Train with one quantiser (min/max ranges, per-channel weights) instead of random variants.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="torch threads (more helps only on an idle machine; on a busy one 2 were 10x slower).")
+@click.option("--restart", is_flag=True, help="Ignore the saved checkpoint and start again.")
+def robust_cmd(bundle, steps, batch, lr, max_tokens, precision, no_randomise, seed, threads, restart):
+    """Train an 8-bit-robust copy of BUNDLE's encoder body (encoder.robust.onnx).
+
+    Quantisation-aware distillation: the FP32 body is the teacher; a copy is trained so that its
+    sentence vectors under 8-bit fake quantisation (the NPU simulation's sites, ranges and
+    LayerNorm decomposition; the mask inside softmax) match the teacher's, by cosine and by the
+    batch's similarity matrix. Each step draws its quantiser (min/max, widened or percentile
+    ranges; per-channel or per-tensor, nearest or stochastic weight rounding; some steps in
+    FP32) so the result does not fit one quantiser only. Data: the bundle's calibration pool
+    ('hefsearch compile calib BUNDLE --from ~/Documents') plus the built-in multilingual texts.
+
+    \b
+    Only weight values change: the ops and graph are encoder.onnx's, so 'compile hef' and the
+    runtime treat it as they treat the original. Build from it with --body robust:
+      hefsearch compile sim BUNDLE --precision a8 --body robust     (space npu-sim-a8-robust)
+      hefsearch compile hef BUNDLE --hw-arch hailo10h --precision a8 --body robust
+    encoder.onnx is never changed and stays the FP32 reference. Progress with an ETA; a
+    checkpoint under BUNDLE/build/robust/ every 20 steps (and on Ctrl-C): run the same command
+    again to continue. Needs the compile extra (torch, onnx).
+    """
+    from hefsearch.compile.robust import RobustOptions, build_robust
+
+    opts = RobustOptions(steps=steps, batch=batch, lr=lr, max_tokens=max_tokens, precision=precision,
+                         randomise=not no_randomise, seed=seed, threads=threads, restart=restart)
+    r = build_robust(bundle, opts, progress=lambda m: click.echo(m, err=True))
+    c = r.fp32_check
+    click.echo(
+        f"8-bit-robust body: {r.file} ({r.steps} steps"
+        + (f", resumed at {r.resumed_from}" if r.resumed_from else "") + f", {r.seconds / 60:.1f} min)\n"
+        f"  held-out texts, 8-bit vs FP32 teacher: cosine {r.holdout_cos_before:.4f} -> {r.holdout_cos_after:.4f}\n"
+        f"  its FP32 vectors vs the original on {c['texts']} sample texts: cosine {c['cosine_mean']:.4f} "
+        f"(min {c['cosine_min']:.4f}), similarity-matrix correlation {c['similarity_pearson']:.4f}\n"
+        f"  next: hefsearch compile sim {bundle} --precision a8 --body robust"
     )
 
 

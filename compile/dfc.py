@@ -66,6 +66,7 @@ from hefsearch.embed.versions import major_version
 from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
 
 from . import calib as calib_mod
+from .bodies import Body, resolve_body
 from .dfc_onnx import EMBEDDINGS, MASK, OUTPUT, make_dfc_onnx, verify_dfc_onnx
 from .model_script import (MASK_COMMAND, RECIPE_HAILO10H, REPORT_BATCH, REPORT_CALIBSET, build_model_script,
                            read_extra_lines, recipe_for, site_layers)
@@ -165,6 +166,8 @@ class HefOptions:
     restart: bool = False  # ignore saved stages
     #: a HEF mask mode (keys01, scores01, additive; embed/mask_layout.py) or None: the chip's default
     mask: str | None = None
+    #: which encoder body to compile: "original" (encoder.onnx) or "robust" (compile robust)
+    body: str | None = None
 
 
 @dataclass
@@ -347,6 +350,7 @@ class HefPlan:
     mask_explicit: bool  # --mask was given (else the chip's default, which a missing command may change)
     recipe: str  # model_script.RECIPE_HAILO10H or RECIPE_ZOO
     fallback: bool
+    body: Body | None = None  # the encoder body compiled (None: the original)
 
     @property
     def mask_command(self) -> bool:
@@ -398,7 +402,7 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
         say(f"warning: profile {requested.name} puts 16 bits on the attention path "
             f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
     return HefPlan(bundle, seq, requested, ladder, read_extra_lines(opts.alls_extra), mode.name, bool(opts.mask),
-                   recipe_for(opts.hw_arch), fallback)
+                   recipe_for(opts.hw_arch), fallback, resolve_body(bundle, opts.body))
 
 
 @dataclass
@@ -464,7 +468,8 @@ def parse_stage(b: _Build) -> Parsed:
     """Consumes the bundle's encoder.onnx; produces parsed.har (or reuses it when its key
     matches), reads the parsed inputs and, for the softmax mask, probes the mask command."""
     opts, sdk, say, mask_mode = b.opts, b.sdk, b.say, b.plan.mask_mode
-    parse_key = _key(b.bundle.file_sha256("encoder.onnx"), b.seq, opts.hw_arch, sdk.version, b.bundle.mask_value,
+    body = b.plan.body or resolve_body(b.bundle)
+    parse_key = _key(body.sha256, b.seq, opts.hw_arch, sdk.version, b.bundle.mask_value,
                      NET_NAME, mask_mode)
     parsed_har = b.work / "parsed.har"
     st = b.state.data["parse"]
@@ -488,8 +493,9 @@ def _parse(b: _Build, parse_key: str, parsed_har: Path):
     """Write the DFC-facing ONNX, translate it, save parsed.har; a new parse voids later stages."""
     opts, sdk, say, state = b.opts, b.sdk, b.say, b.state
     t0 = time.perf_counter()
-    dfc = make_dfc_onnx(b.bundle, b.work / "encoder.dfc.onnx", b.seq, b.plan.mask_mode)
-    diff = verify_dfc_onnx(b.bundle, dfc)
+    src = (b.plan.body or resolve_body(b.bundle)).path(b.bundle)
+    dfc = make_dfc_onnx(b.bundle, b.work / "encoder.dfc.onnx", b.seq, b.plan.mask_mode, source=src)
+    diff = verify_dfc_onnx(b.bundle, dfc, source=src)
     say(f"parse: DFC-facing model {dfc.path.name} (mask input {dfc.mask_shape}, {dfc.layout.describe()}; "
         f"max |diff| vs encoder.onnx {diff:.2g})")
     runner = sdk.ClientRunner(hw_arch=opts.hw_arch)
@@ -856,6 +862,8 @@ def _record(b: _Build, parsed: Parsed, cal: Calibrated, profile: PrecisionProfil
         "streams_from": streams["source"],
         "network_name": hn.get("name", NET_NAME),
     }
+    if b.plan.body is not None:
+        extra["body"] = {"name": b.plan.body.name, "file": b.plan.body.file, "sha256": b.plan.body.sha256}
     if not profile.same_bits(requested):
         extra["precision_requested"] = requested.to_dict()
     entry = EncoderEntry(kind="hef", file=hef_name, seq_len=seq, hw_arch=opts.hw_arch, extra=extra)

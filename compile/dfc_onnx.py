@@ -94,8 +94,10 @@ def _onnx():
     return onnx
 
 
-def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str = "keys01") -> DfcOnnx:
-    """Write the DFC-facing variant of ``bundle``'s encoder.onnx to ``out`` (fixed S = seq_len)."""
+def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str = "keys01",
+                  source: str | Path | None = None) -> DfcOnnx:
+    """Write the DFC-facing variant of ``bundle``'s encoder.onnx (or of the body at ``source``,
+    e.g. the robust one) to ``out`` (fixed S = seq_len)."""
     try:
         mode = hef_mask_mode(mask_mode)
     except ValueError as e:
@@ -108,7 +110,7 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str 
     onnx = _onnx()
     from onnx import TensorProto, helper, shape_inference
 
-    src = bundle.path / "encoder.onnx"
+    src = Path(source) if source else bundle.path / "encoder.onnx"
     model = onnx.load(str(src))
     g = model.graph
     names = [i.name for i in g.input]
@@ -200,12 +202,15 @@ def sample_inputs(bundle: Bundle, seq_len: int, texts: list[str] | None = None) 
     return host.embed(tok.ids, pad_to=seq_len)
 
 
-def verify_dfc_onnx(bundle: Bundle, dfc: DfcOnnx, texts: list[str] | None = None) -> float:
-    """Max |difference| between the variant and encoder.onnx on sample texts; raises over the limit."""
+def verify_dfc_onnx(bundle: Bundle, dfc: DfcOnnx, texts: list[str] | None = None,
+                    source: str | Path | None = None) -> float:
+    """Max |difference| between the variant and the body it came from (default encoder.onnx)
+    on sample texts; raises over the limit."""
     from hefsearch.embed.backends.cpu import make_session
 
     e, mask = sample_inputs(bundle, dfc.seq_len, texts)
-    ref = make_session(bundle.path / "encoder.onnx", 1).run([OUTPUT], {EMBEDDINGS: e, MASK: mask})[0]
+    src = Path(source) if source else bundle.path / "encoder.onnx"
+    ref = make_session(src, 1).run([OUTPUT], {EMBEDDINGS: e, MASK: mask})[0]
     got = make_session(dfc.path, 1).run([OUTPUT], {EMBEDDINGS: e, MASK: dfc.mask_feed(mask)})[0]
     diff = float(np.max(np.abs(ref - got)))
     if not diff <= PARITY_MAX_ABS:

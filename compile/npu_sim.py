@@ -47,11 +47,12 @@ from hefsearch.embed.precision import PrecisionProfile, load_profile
 from hefsearch.embed.samples import VERIFY_TEXTS
 from hefsearch.embed import space_names
 
+from .bodies import Body, resolve_body
 from .self_check import self_check
 
 from .sim_graph import SimBuildError, SimGraph, insert_fake_quant, prepare_graph, with_site_outputs
 from .sim_ranges import (
-    DEFAULT_CALIB_LIMIT, Calibration, calibration_from_bundle, calibration_from_texts, measure_ranges,
+    DEFAULT_CALIB_LIMIT, Calibration, calibration_from_bundle, calibration_from_texts, measure_ranges, parse_ranges,
 )
 
 log = logging.getLogger("hefsearch.compile")
@@ -105,6 +106,17 @@ def sim_name(profile: PrecisionProfile, mask_mode: str, mask_value: float, bundl
     return f"{name}-additive{abs(mask_value):g}".replace(".", "p")
 
 
+def variant_suffix(percentile: float | None, per_channel_weights: bool, body: Body) -> str:
+    """What sets a build apart from the default quantiser and body: ``-pct99p99``, ``-wtensor``,
+    ``-robust`` (appended to :func:`sim_name`)."""
+    out = ""
+    if percentile is not None:
+        out += f"-pct{percentile:g}".replace(".", "p")
+    if not per_channel_weights:
+        out += "-wtensor"
+    return out + body.suffix
+
+
 def sim_label(name: str) -> str:
     return f"NPU simulation ({name})"
 
@@ -134,7 +146,10 @@ class SimPlan:
     mask_mode: str
     mask_value: float
     name: str
-    source: Path  # the FP32 body
+    source: Path  # the body the simulation is built from
+    body: Body
+    percentile: float | None = None  # None: min/max ranges
+    per_channel_weights: bool = True
 
     @property
     def file(self) -> str:
@@ -145,18 +160,21 @@ class SimPlan:
         return {"mode": self.mask_mode, "value": self.mask_value}
 
 
-def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None) -> SimPlan:
-    """Consumes the command's arguments; produces the :class:`SimPlan` (stops on a bad mask or a
-    bundle without an FP32 body)."""
+def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str | None = None,
+             ranges: str | None = None, weights: str = "per-channel") -> SimPlan:
+    """Consumes the command's arguments; produces the :class:`SimPlan` (stops on a bad mask,
+    range estimator or weight granularity, or a missing body)."""
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     profile = load_profile(precision)
     mode, value = parse_mask(mask, profile, bundle.mask_value)
-    name = sim_name(profile, mode, value, bundle.mask_value)
-    entries = bundle.encoder_entries("onnx")
-    if not entries:
-        raise SimBuildError(f"Bundle {bundle.path} has no FP32 encoder body to simulate.", "Re-export the bundle.")
-    return SimPlan(bundle, profile, mode, value, name, bundle.path / entries[0].file)
+    percentile = parse_ranges(ranges)
+    if weights not in ("per-channel", "per-tensor"):
+        raise SimBuildError(f"Weight granularity {weights!r} is unknown.", "Use per-channel or per-tensor.")
+    src = resolve_body(bundle, body)
+    per_channel = weights == "per-channel"
+    name = sim_name(profile, mode, value, bundle.mask_value) + variant_suffix(percentile, per_channel, src)
+    return SimPlan(bundle, profile, mode, value, name, src.path(bundle), src, percentile, per_channel)
 
 
 def choose_calibration(bundle: Bundle, texts: Sequence[str], calib_limit: int | None
@@ -202,8 +220,12 @@ def record_sim(plan: SimPlan, calib: Calibration, sim: SimGraph, ranges: dict, c
             "label": sim_label(name),
             "precision": profile.to_dict(),
             "mask": plan.mask_info,
-            "weights": "per-channel symmetric (int8; int16 in 16-bit groups)",
-            "activations": "per-tensor asymmetric min/max (uint8; uint16 in 16-bit groups)",
+            "body": {"name": plan.body.name, "file": plan.body.file, "sha256": plan.body.sha256},
+            "weights": f"{'per-channel' if plan.per_channel_weights else 'per-tensor'} symmetric "
+                       "(int8; int16 in 16-bit groups)",
+            "activations": "per-tensor asymmetric "
+                           + ("min/max" if plan.percentile is None else f"percentile {plan.percentile:g}")
+                           + " (uint8; uint16 in 16-bit groups)",
             "calibration": {"source": calib.source, "texts": int(len(calib.embeddings)),
                             "seq_len": int(calib.embeddings.shape[1])},
             "sites_per_group": by_group,
@@ -222,6 +244,10 @@ def build_sim(
     mask: str | None = None,
     texts: Sequence[str] = (),
     calib_limit: int | None = DEFAULT_CALIB_LIMIT,
+    body: str | None = None,
+    ranges: str | None = None,
+    weights: str = "per-channel",
+    name: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> SimReport:
     """Write ``encoder.npu-sim.<name>.onnx`` into the bundle and list it in the manifest.
@@ -236,15 +262,17 @@ def build_sim(
                           "pip install 'hefsearch[compile]'") from None
     t0 = time.perf_counter()
     say = progress or (lambda m: None)
-    plan = plan_sim(bundle, precision, mask)
+    plan = plan_sim(bundle, precision, mask, body, ranges, weights)
+    if name:  # e.g. a bench's variant with its own calibration subset
+        plan.name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)
     profile, mode, value = plan.profile, plan.mask_mode, plan.mask_value
     calib, notices = choose_calibration(plan.bundle, texts, calib_limit)
     sixteen = ", ".join(profile.sixteen_bit) or "none"
     say(f"simulating {profile.name} (16-bit: {sixteen}) with the mask {'inside softmax' if mode == 'softmax' else f'additive {value:g}'}")
 
     sim = prepare_graph(onnx.load(str(plan.source)), profile, mask_mode=mode, mask_value=value,
-                        bundle_mask_value=plan.bundle.mask_value)
-    ranges = measure_ranges(with_site_outputs(sim), calib, sim.sites, progress=say)
+                        bundle_mask_value=plan.bundle.mask_value, per_channel_weights=plan.per_channel_weights)
+    ranges = measure_ranges(with_site_outputs(sim), calib, sim.sites, progress=say, percentile=plan.percentile)
     rel = write_sim_model(plan, insert_fake_quant(sim, ranges, profile))
     check = self_check(plan.bundle, rel)
     record_sim(plan, calib, sim, ranges, check)

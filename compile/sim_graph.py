@@ -70,8 +70,8 @@ def _opset(model) -> int:
     return 17
 
 
-def _quantise_weight(w: np.ndarray, bits: int, axis: int) -> np.ndarray:
-    """Symmetric per-channel rounding along ``axis`` (the output channels)."""
+def _quantise_weight(w: np.ndarray, bits: int, axis: int | None) -> np.ndarray:
+    """Symmetric per-channel rounding along ``axis`` (the output channels); None: per tensor."""
     qmax = 2 ** (bits - 1) - 1
     red = tuple(i for i in range(w.ndim) if i != axis)
     amax = np.max(np.abs(w), axis=red, keepdims=True)
@@ -228,7 +228,8 @@ def decompose_layernorm(view: GraphView, n, index: int, sites: _Sites) -> list:
     return out
 
 
-def round_weights(view: GraphView, n, group: str, profile: PrecisionProfile, weights: dict[str, int]) -> None:
+def round_weights(view: GraphView, n, group: str, profile: PrecisionProfile, weights: dict[str, int],
+                  per_channel: bool = True) -> None:
     """Point a dense MatMul/Gemm at a per-output-channel rounded copy of its weight (the right
     operand; a constant left operand is not a dense layer); records it in ``weights``."""
     from onnx import numpy_helper
@@ -243,7 +244,7 @@ def round_weights(view: GraphView, n, group: str, profile: PrecisionProfile, wei
     qname = f"npu_sim/w{bits}/{t}"
     if qname not in view.inits:  # a weight shared by several nodes is rounded once
         trans_b = n.op_type == "Gemm" and any(a.name == "transB" and a.i for a in n.attribute)
-        axis = 0 if trans_b else 1  # output channels of B in A @ B
+        axis = (0 if trans_b else 1) if per_channel else None  # output channels of B in A @ B
         arr = numpy_helper.to_array(w).astype(np.float32)
         q = numpy_helper.from_array(_quantise_weight(arr, bits, axis), qname)
         view.graph.initializer.append(q)
@@ -281,7 +282,7 @@ class Rewritten:
 
 
 def rewrite_nodes(view: GraphView, mask: MaskRewrite, profile: PrecisionProfile, mask_mode: str,
-                  mask_value: float) -> Rewritten:
+                  mask_value: float, per_channel: bool = True) -> Rewritten:
     """Consumes the view and its mask rewrite; produces the new node list and the sites."""
     sites = _Sites()
     weights: dict[str, int] = {}
@@ -294,7 +295,7 @@ def rewrite_nodes(view: GraphView, mask: MaskRewrite, profile: PrecisionProfile,
             ln_count += 1
             continue
         if n.op_type in ("MatMul", "Gemm") and grp is not None:
-            round_weights(view, n, grp, profile, weights)
+            round_weights(view, n, grp, profile, weights, per_channel)
         new_nodes.append(n)
         if grp is not None:
             mark_sites(view, k, mask, mask_mode, mask_value, sites)
@@ -315,7 +316,7 @@ def finish_graph(view: GraphView, done: Rewritten) -> SimGraph:
 
 
 def prepare_graph(model, profile: PrecisionProfile, *, mask_mode: str, mask_value: float,
-                  bundle_mask_value: float) -> SimGraph:
+                  bundle_mask_value: float, per_channel_weights: bool = True) -> SimGraph:
     """Decompose LayerNorms, round weights, set the mask, and list the activation sites.
 
     The returned model is still FP32 between sites; :func:`insert_fake_quant` adds the
@@ -323,7 +324,7 @@ def prepare_graph(model, profile: PrecisionProfile, *, mask_mode: str, mask_valu
     """
     view = read_graph(model)
     mask = rescale_mask(view, mask_value, bundle_mask_value)
-    done = rewrite_nodes(view, mask, profile, mask_mode, mask_value)
+    done = rewrite_nodes(view, mask, profile, mask_mode, mask_value, per_channel_weights)
     return finish_graph(view, done)
 
 

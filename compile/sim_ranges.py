@@ -74,9 +74,31 @@ def calibration_from_texts(bundle: Bundle, texts: Sequence[str], note: str) -> C
     return Calibration(e, m, note)
 
 
+#: values kept per site and batch for percentile ranges (a seeded random subsample)
+PERCENTILE_SAMPLE = 4096
+
+
+def parse_ranges(spec: str | None) -> float | None:
+    """``minmax`` (or None) -> None; ``percentile:P`` -> P (50 < P < 100)."""
+    s = (spec or "minmax").strip().lower()
+    if s in ("minmax", "min-max", "min/max"):
+        return None
+    head, _, tail = s.partition(":")
+    try:
+        p = float(tail)
+    except ValueError:
+        p = -1.0
+    if head != "percentile" or not 50 < p < 100:
+        raise SimBuildError(f"Range estimator {spec!r} is unknown.", "Use minmax or percentile:P, e.g. percentile:99.99.")
+    return p
+
+
 def measure_ranges(model, calib: Calibration, sites: Sequence[Site], batch: int = CALIB_BATCH,
-                   progress: Callable[[str], None] | None = None) -> dict[str, tuple[float, float]]:
-    """Min/max of every site tensor over the calibration set, on the FP32 graph."""
+                   progress: Callable[[str], None] | None = None,
+                   percentile: float | None = None) -> dict[str, tuple[float, float]]:
+    """Min/max of every site tensor over the calibration set, on the FP32 graph; with
+    ``percentile`` P, the (100-P)th and Pth percentiles of each site's values instead (from a
+    seeded subsample of every batch), as a compiler that clips its ranges would."""
     from hefsearch.embed.backends.cpu import make_session
 
     sess = _session_from_bytes(model.SerializeToString(), make_session)
@@ -84,6 +106,8 @@ def measure_ranges(model, calib: Calibration, sites: Sequence[Site], batch: int 
     names = [s.tensor for s in sites if s.tensor not in inputs]
     lo = {s.tensor: np.inf for s in sites}
     hi = {s.tensor: -np.inf for s in sites}
+    samples: dict[str, list[np.ndarray]] = {s.tensor: [] for s in sites}
+    rng = np.random.default_rng(0)
     n = len(calib.embeddings)
     for i in range(0, n, batch):
         e = np.ascontiguousarray(calib.embeddings[i : i + batch])
@@ -98,8 +122,18 @@ def measure_ranges(model, calib: Calibration, sites: Sequence[Site], batch: int 
                 continue
             lo[t] = min(lo[t], float(np.min(v)))
             hi[t] = max(hi[t], float(np.max(v)))
+            if percentile is not None:
+                flat = v.reshape(-1)
+                if flat.size > PERCENTILE_SAMPLE:
+                    flat = flat[rng.integers(0, flat.size, PERCENTILE_SAMPLE)]
+                samples[t].append(np.asarray(flat, dtype=np.float32))
         if progress and (i // batch) % 16 == 0:
             progress(f"calibrating: {min(i + batch, n)}/{n} texts")
+    if percentile is not None:
+        for t, parts in samples.items():
+            if parts:
+                allv = np.concatenate(parts)
+                lo[t], hi[t] = float(np.percentile(allv, 100 - percentile)), float(np.percentile(allv, percentile))
     return {t: (lo[t], hi[t]) for t in lo}
 
 

@@ -1,0 +1,246 @@
+"""What the 8-bit-robust body (``compile robust``) buys on an all-8-bit build, against FP32.
+
+    python bench/robust.py --bundle BUNDLE [--corpus NAME=DIR[:QUERIES.tsv]]... [--parallel TSV]...
+                           [--json out.json]
+
+The bundle needs a calibration set (``compile calib``) and, for the robust rows, a robust body
+(``compile robust``). The script builds the 8-bit simulations it measures (skipping any the
+bundle already has), mask inside softmax as the hailo10h default build does, for each body:
+
+- ``a8``: min/max ranges over 512 rows of the calibration set, per-channel weights: the
+  simulation's default;
+- three quantisers training never used as such: ``pct``: ranges clipped at the 99.99th
+  percentile; ``wtensor``: per-tensor weights; ``calib32``: ranges from another, 32-row
+  calibration subset.
+
+It measures every space against the original FP32 body (the reference) with the metrics of
+``bench quality`` (:mod:`hefsearch.evaluate.quality`): per corpus MRR against FP32's ranking,
+found@1 where the expected document is known (a queries TSV with ``expected``, else
+pseudo-queries cut from random chunks and their source chunk), the mean doc-doc cosine, and
+the FP32 query against the 8-bit documents (the bases match in a simulation); per parallel set
+top-1 translation retrieval and similarity-matrix correlation. The robust body's own FP32
+vectors are measured the same way (they must not lose the original's quality).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+VARIANTS = {  # name suffix -> build_sim keyword arguments
+    "": {},
+    "-pct": {"ranges": "percentile:99.99"},
+    "-wtensor": {"weights": "per-tensor"},
+    "-calib32": {"calib_limit": 32},
+}
+_SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
+
+
+def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
+    """{space label: simulation name}, building the missing ones."""
+    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.embed.bundle import Bundle
+
+    out = {}
+    for body in bodies:
+        for suffix, kw in VARIANTS.items():
+            name = "a8" + suffix + ("" if body == "original" else "-" + body)
+            have = {e.extra.get("name") for e in Bundle.open(bundle).encoder_entries("npu-sim")}
+            if name not in have:
+                say(f"building simulation {name}")
+                build_sim(bundle, "a8", mask="inside", body=body, name=name, **kw)
+            out[f"a8{suffix} {body}"] = name
+    return out
+
+
+def open_encoders(bundle, sims: dict[str, str], robust: bool) -> dict:
+    from hefsearch.compile.bodies import resolve_body
+    from hefsearch.embed.backends.onnx_body import OnnxBodyBackend
+    from hefsearch.embed.bundle import Bundle
+    from hefsearch.embed.encoder import Encoder
+
+    b = Bundle.open(bundle)
+    encs = {"FP32 original": Encoder.open(b, backend="cpu")}
+    if robust:
+        body = resolve_body(b, "robust")
+
+        class RobustFp32(OnnxBodyBackend):  # the robust body in FP32: measured, never a product space
+            name, label, space_kind = "robust-fp32", "robust body, FP32", "robust-fp32"
+
+            def fingerprint_parts(self):
+                return {"encoder": "robust-fp32", "file_sha256": self.file_sha256}
+
+        entry = next(e for e in b.encoders if e.file == body.file)
+        encs["FP32 robust"] = Encoder(b, RobustFp32(b, entry))
+    for label, name in sims.items():
+        encs[label] = Encoder.open(b, backend="npu-sim", profile=name)
+    return encs
+
+
+def load_corpus(spec: str, enc, n_pseudo: int, seed: int):
+    """NAME=DIR[:QUERIES] -> (name, chunk texts, chunk doc names, queries, sources)."""
+    from hefsearch.index.chunk import chunk_text
+    from hefsearch.index.extract import extract
+
+    name, _, rest = spec.partition("=")
+    folder, _, qfile = rest.partition(":")
+    texts, docs = [], []
+    for p in sorted(Path(folder).rglob("*")):
+        if not p.is_file() or p.name == Path(qfile).name:
+            continue
+        try:
+            doc = extract(p)
+        except Exception:
+            continue
+        for c in chunk_text(doc, lambda t: enc.count_tokens(t), enc.max_tokens):
+            texts.append(c.text)
+            docs.append(p.name)
+    rng = random.Random(seed)
+    if qfile:
+        from hefsearch.evaluate.quality import read_queries
+
+        qs = read_queries(qfile)
+        queries = qs.texts
+        sources = [{i for i, d in enumerate(docs) if d in set((e or "").split("|"))} for e in (qs.expected or [])]
+        sources = sources or None
+    else:
+        pick = rng.sample(range(len(texts)), min(n_pseudo, len(texts)))
+        queries, sources = [], []
+        for i in pick:
+            sents = [s.strip() for s in _SENTENCE.findall(texts[i]) if 4 <= len(s.split()) <= 30]
+            q = rng.choice(sents) if sents else " ".join(texts[i].split()[:12])
+            queries.append(q)
+            sources.append({i})
+    return name, texts, docs, queries, sources
+
+
+class VectorCache:
+    """Vectors by (encoder fingerprint, texts), so a re-run after training measures only the new
+    spaces (None: no cache)."""
+
+    def __init__(self, folder: str | None):
+        self.folder = Path(folder) if folder else None
+        if self.folder:
+            self.folder.mkdir(parents=True, exist_ok=True)
+
+    def encode(self, enc, texts: list[str], passages: bool) -> np.ndarray:
+        import hashlib
+
+        if self.folder is None:
+            return enc.encode_passages(texts) if passages else enc.encode_queries(texts)
+        key = hashlib.sha256(json.dumps([enc.fingerprint, passages, texts]).encode()).hexdigest()[:24]
+        f = self.folder / f"{key}.npy"
+        if f.is_file():
+            return np.load(f)
+        v = enc.encode_passages(texts) if passages else enc.encode_queries(texts)
+        np.save(f, v)
+        return v
+
+
+def measure(bundle, corpora: list[str], parallels: list[str], robust: bool, n_pseudo: int, seed: int, say,
+            cache: VectorCache | None = None):
+    from hefsearch.evaluate.parallel import load_parallel
+    from hefsearch.evaluate.quality import evaluate_library_space, evaluate_parallel
+
+    bodies = ["original"] + (["robust"] if robust else [])
+    sims = ensure_sims(bundle, bodies, say)
+    encs = open_encoders(bundle, sims, robust)
+    ref = encs["FP32 original"]
+    cache = cache or VectorCache(None)
+    rows = {label: {} for label in encs}
+    for spec in corpora:
+        name, texts, docs, queries, sources = load_corpus(spec, ref, n_pseudo, seed)
+        say(f"{name}: {len(set(docs))} documents, {len(texts)} chunks, {len(queries)} queries")
+        ids = np.arange(len(texts), dtype=np.int64)
+        d_ref, q_ref = cache.encode(ref, texts, True), cache.encode(ref, queries, False)
+        for label, enc in encs.items():
+            t0 = time.perf_counter()
+            d = d_ref if enc is ref else cache.encode(enc, texts, True)
+            q = q_ref if enc is ref else cache.encode(enc, queries, False)
+            ms = (time.perf_counter() - t0) * 1000 / max(1, len(texts) + len(queries))
+            r = evaluate_library_space(q_space=q, doc_space=d, ids=ids, q_fp32=q_ref, doc_fp32=d_ref,
+                                       sources=sources, depth=30, ms_per_query=ms)
+            cross = evaluate_library_space(q_space=q_ref, doc_space=d, ids=ids, q_fp32=q_ref, doc_fp32=d_ref,
+                                           sources=sources, depth=0, ms_per_query=0)
+            rows[label][name] = {
+                "mrr": r.mrr, "r1": r.recall["1"],
+                "found1": r.source_found["1"] if r.source_found else None,
+                "doc_cos": r.doc_cosine,
+                "rerank_mrr": r.reranked["mrr"] if r.reranked else None,
+                "fp32q_mrr": cross.mrr,
+                "fp32q_found1": cross.source_found["1"] if cross.source_found else None,
+            }
+            say(f"  {label}: MRR {r.mrr:.3f}, found@1 {rows[label][name]['found1']}, doc-cos {r.doc_cosine:.3f}")
+    for path in [None, *parallels]:
+        pairs = load_parallel(path)
+        pname = "parallel" if path is None else Path(path).stem
+        def both(enc):
+            v = cache.encode(enc, [p.text_a for p in pairs] + [p.text_b for p in pairs], False)
+            return v[: len(pairs)], v[len(pairs):], 0.0
+
+        a0, b0, _ = both(ref)
+        for label, enc in encs.items():
+            a, b, ms = (a0, b0, 0.0) if enc is ref else both(enc)
+            p = evaluate_parallel(a, b, pairs, ms, None if enc is ref else (a0, b0))
+            rows[label][pname] = {"top1": p.top1, "sim_corr": p.similarity_pearson if enc is not ref else 1.0,
+                                  "pair_cos": p.mean_pairwise_cosine}
+            say(f"  {pname} {label}: top-1 {p.top1:.3f}")
+    for e in encs.values():
+        e.close()
+    return rows
+
+
+def render(rows: dict) -> str:
+    labels = list(rows)
+    cols = list(rows[labels[0]])
+    out = []
+    for c in cols:
+        sample = rows[labels[0]][c]
+        if "mrr" in sample:
+            out.append(f"\n{c}: MRR vs FP32 / found@1 / doc-doc cos / FP32-query MRR / +rerank30 MRR")
+            for lab in labels:
+                r = rows[lab][c]
+                f1 = "-" if r["found1"] is None else f"{r['found1']:.3f}"
+                out.append(f"  {lab:22s} {r['mrr']:.3f} / {f1} / {r['doc_cos']:.3f} / {r['fp32q_mrr']:.3f} / "
+                           f"{r['rerank_mrr']:.3f}")
+        else:
+            out.append(f"\n{c}: top-1 / sim-corr / mean pair cos")
+            for lab in labels:
+                r = rows[lab][c]
+                out.append(f"  {lab:22s} {r['top1']:.3f} / {r['sim_corr']:.3f} / {r['pair_cos']:.3f}")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--corpus", action="append", default=[], help="NAME=DIR[:QUERIES.tsv]")
+    ap.add_argument("--parallel", action="append", default=[], help="a held-out parallel TSV (lang_a, lang_b, text_a, text_b, group)")
+    ap.add_argument("--pseudo-queries", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-robust", action="store_true", help="measure the original body only")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--cache", default=None, help="a folder for encoded vectors (re-runs measure only new spaces)")
+    ap.add_argument("--calib-limit", type=int, default=512, help="calibration rows of the default simulations")
+    args = ap.parse_args(argv)
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    VARIANTS[""] = {"calib_limit": args.calib_limit}
+    VARIANTS["-pct"] = {"ranges": "percentile:99.99", "calib_limit": args.calib_limit}
+    VARIANTS["-wtensor"] = {"weights": "per-tensor", "calib_limit": args.calib_limit}
+    rows = measure(args.bundle, args.corpus, args.parallel, not args.no_robust, args.pseudo_queries, args.seed, say,
+                   VectorCache(args.cache))
+    print(render(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
