@@ -134,8 +134,12 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
 @click.option("--restart", is_flag=True, help="Ignore saved stages and start again from the parse.")
 @click.option("--body", type=click.Choice(["original", "robust"]), default="original", show_default=True,
               help=_BODY_HELP)
+@click.option("--dfc-finetune", is_flag=True,
+              help="Add the DFC's own quantisation-aware fine-tuning to the model script "
+                   "(post_quantization_optimization(finetune, ...)); wants a GPU and --optimization-level 1+. "
+                   "'hefsearch compile robust' does this before the DFC, on any CPU.")
 def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compression_level, alls_extra, calib,
-            fallback, no_report, work_dir, restart, body):
+            fallback, no_report, work_dir, restart, body, dfc_finetune):
     """Compile BUNDLE's encoder for a Hailo NPU (x86_64 Linux with the Dataflow Compiler).
 
     \b
@@ -161,7 +165,7 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
     opts = HefOptions(hw_arch=hw_arch, seq_len=seq_len, precision=precision, mask=mask,
                       optimization_level=optimization_level, compression_level=compression_level,
                       alls_extra=alls_extra, fallback=fallback, report=not no_report, calib=calib,
-                      work_dir=work_dir, restart=restart, body=body)
+                      work_dir=work_dir, restart=restart, body=body, dfc_finetune=dfc_finetune)
     result = build_hef(bundle, opts, say=lambda m: click.echo(m, err=True))
     for a in result.attempts:
         click.echo(f"attempt {a.profile}: optimize {a.optimize}, compile {a.compile}"

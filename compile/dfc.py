@@ -68,8 +68,8 @@ from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_pr
 from . import calib as calib_mod
 from .bodies import Body, resolve_body
 from .dfc_onnx import EMBEDDINGS, MASK, OUTPUT, make_dfc_onnx, verify_dfc_onnx
-from .model_script import (MASK_COMMAND, RECIPE_HAILO10H, REPORT_BATCH, REPORT_CALIBSET, build_model_script,
-                           read_extra_lines, recipe_for, site_layers)
+from .model_script import (DFC_FINETUNE_LINE, MASK_COMMAND, RECIPE_HAILO10H, REPORT_BATCH, REPORT_CALIBSET,
+                           build_model_script, read_extra_lines, recipe_for, site_layers)
 from .preflight import calibration_dict, input_layers, preflight
 
 log = logging.getLogger("hefsearch.compile")
@@ -168,6 +168,8 @@ class HefOptions:
     mask: str | None = None
     #: which encoder body to compile: "original" (encoder.onnx) or "robust" (compile robust)
     body: str | None = None
+    #: the DFC's own quantisation-aware fine-tuning (QFT) after quantisation; wants a GPU
+    dfc_finetune: bool = False
 
 
 @dataclass
@@ -401,7 +403,12 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
     if requested.attention_sixteen_bit:
         say(f"warning: profile {requested.name} puts 16 bits on the attention path "
             f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
-    return HefPlan(bundle, seq, requested, ladder, read_extra_lines(opts.alls_extra), mode.name, bool(opts.mask),
+    extra = read_extra_lines(opts.alls_extra)
+    if opts.dfc_finetune:
+        say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow) "
+            "and optimisation level 1+; 'hefsearch compile robust' does the same job on any CPU, before the DFC.")
+        extra = [DFC_FINETUNE_LINE, *extra]
+    return HefPlan(bundle, seq, requested, ladder, extra, mode.name, bool(opts.mask),
                    recipe_for(opts.hw_arch), fallback, resolve_body(bundle, opts.body))
 
 

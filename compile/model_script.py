@@ -174,3 +174,10 @@ def sixteen_bit_layers(script: str) -> list[str]:
     for m in re.finditer(r"quantization_param\(\[([^\]]*)\],\s*precision_mode=a16_w16\)", script):
         names += [n.strip() for n in m.group(1).split(",") if n.strip()]
     return names
+
+
+#: the DFC's quantisation-aware fine-tuning (QFT): it distils the quantised network towards its
+#: float one on the calibration set, inside the SDK's emulator (TensorFlow; wants a GPU). Used by
+#: the model zoo's CLIP text encoders and Whisper (hailo-api.md section 3), with this learning rate.
+DFC_FINETUNE_LINE = "post_quantization_optimization(finetune, policy=enabled, learning_rate=1e-5)"
+

@@ -144,8 +144,10 @@ def test_hef_build_from_the_robust_body(trained, fake_dfc, tmp_path):
 
     path = tmp_path / "bundle"
     shutil.copytree(trained[0], path, ignore=shutil.ignore_patterns("build"))
-    result = build_hef(path, HefOptions(hw_arch="hailo10h", precision="a8", body="robust", report=False),
-                       say=lambda m: None)
+    result = build_hef(path, HefOptions(hw_arch="hailo10h", precision="a8", body="robust", report=False,
+                                        dfc_finetune=True), say=lambda m: None)
+    # the DFC's own fine-tuning, when asked for, is a model-script line
+    assert "post_quantization_optimization(finetune, policy=enabled" in result.model_script.read_text()
     x = result.entry.extra
     assert x["body"]["name"] == "robust" and x["body"]["sha256"] == Bundle.open(path).file_sha256(ROBUST_FILE)
     # the DFC was given the robust body's weights, checked equal to it
