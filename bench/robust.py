@@ -229,11 +229,20 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--cache", default=None, help="a folder for encoded vectors (re-runs measure only new spaces)")
     ap.add_argument("--calib-limit", type=int, default=512, help="calibration rows of the default simulations")
+    ap.add_argument("--variant-calib-limit", type=int, default=None,
+                    help="calibration rows of the pct and wtensor simulations (default: --calib-limit)")
+    ap.add_argument("--variants", default="a8,pct,wtensor,calib32",
+                    help="which simulations to measure (comma-separated; a8 is the default quantiser)")
     args = ap.parse_args(argv)
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     VARIANTS[""] = {"calib_limit": args.calib_limit}
-    VARIANTS["-pct"] = {"ranges": "percentile:99.99", "calib_limit": args.calib_limit}
-    VARIANTS["-wtensor"] = {"weights": "per-tensor", "calib_limit": args.calib_limit}
+    vlimit = args.variant_calib_limit or args.calib_limit
+    VARIANTS["-pct"] = {"ranges": "percentile:99.99", "calib_limit": vlimit}
+    VARIANTS["-wtensor"] = {"weights": "per-tensor", "calib_limit": vlimit}
+    wanted = {"a8": "", "pct": "-pct", "wtensor": "-wtensor", "calib32": "-calib32"}
+    keep = {wanted[v.strip()] for v in args.variants.split(",") if v.strip()}
+    for k in [k for k in VARIANTS if k not in keep]:
+        del VARIANTS[k]
     rows = measure(args.bundle, args.corpus, args.parallel, not args.no_robust, args.pseudo_queries, args.seed, say,
                    VectorCache(args.cache))
     print(render(rows))
