@@ -18,27 +18,37 @@ import pytest
 from tests.library_helpers import sim_library
 
 
-def make_sharp_bundle(tiny_model: Path, work: Path) -> Path:
+def make_edited_bundle(tiny_model: Path, work: Path, edit, name: str) -> Path:
+    """Export a copy of ``tiny_model`` after ``edit(name, parameter)`` ran on every parameter
+    (in place, without gradients); returns ``work/<name>-bundle``."""
     import torch
     from transformers import BertModel
 
     from hefsearch.compile.export import export_bundle
 
-    folder = work / "sharp-model"
+    folder = work / f"{name}-model"
     shutil.copytree(tiny_model, folder)
     model = BertModel.from_pretrained(tiny_model)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "query.weight" in name or "key.weight" in name:
-                p.mul_(20)
-            elif "dense.weight" in name or "value.weight" in name:
-                p.mul_(15)
-            elif "word_embeddings" in name:
-                p.mul_(10)
+        for pname, p in model.named_parameters():
+            edit(pname, p)
     model.save_pretrained(folder)
-    out = work / "sharp-bundle"
+    out = work / f"{name}-bundle"
     export_bundle(str(folder), out)
     return out
+
+
+def _sharpen(name: str, p) -> None:
+    if "query.weight" in name or "key.weight" in name:
+        p.mul_(20)
+    elif "dense.weight" in name or "value.weight" in name:
+        p.mul_(15)
+    elif "word_embeddings" in name:
+        p.mul_(10)
+
+
+def make_sharp_bundle(tiny_model: Path, work: Path) -> Path:
+    return make_edited_bundle(tiny_model, work, _sharpen, "sharp")
 
 
 @pytest.fixture(scope="session")

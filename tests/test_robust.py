@@ -21,35 +21,28 @@ from hefsearch.cli.main import main
 from hefsearch.compile.bodies import ROBUST_FILE, ROBUST_KIND, BodyError, resolve_body
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.samples import VERIFY_TEXTS
+from tests.quality_fixtures import make_edited_bundle
 
 OUTLIER_CHANNELS = (3, 17)
 FAST = dict(steps=24, batch=8, max_tokens=32, lr=1e-3, checkpoint_every=6, eval_every=24, holdout=16, seed=1)
+
+
+def _outliers(name: str, p) -> None:
+    if "query.weight" in name or "key.weight" in name:
+        p.mul_(8)
+    elif "word_embeddings" in name:
+        p.mul_(6)
+    if "LayerNorm.weight" in name:
+        p[list(OUTLIER_CHANNELS)] *= 50.0
 
 
 def make_outlier_bundle(tiny_model: Path, corpus: Path, work: Path) -> Path:
     """The tiny BERT with peaked attention and two residual-stream channels about 50 times the
     others (every LayerNorm's gamma there x50, as real BERTs' outlier dimensions): per-tensor
     8-bit steps of the residual adds and LayerNorm internals become coarse."""
-    import torch
-    from transformers import BertModel
-
     from hefsearch.compile.calib import build_calibration
-    from hefsearch.compile.export import export_bundle
 
-    folder = work / "outlier-model"
-    shutil.copytree(tiny_model, folder)
-    model = BertModel.from_pretrained(tiny_model)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "query.weight" in name or "key.weight" in name:
-                p.mul_(8)
-            elif "word_embeddings" in name:
-                p.mul_(6)
-            if "LayerNorm.weight" in name:
-                p[list(OUTLIER_CHANNELS)] *= 50.0
-    model.save_pretrained(folder)
-    out = work / "outlier-bundle"
-    export_bundle(str(folder), out)
+    out = make_edited_bundle(tiny_model, work, _outliers, "outlier")
     build_calibration(out, [corpus], n=64, seed=0)
     return out
 
