@@ -246,10 +246,15 @@ def _start_ray(library, bundle, backend, address, actors, also_fp32):
 
 
 def _print_actors(console, actors: list[dict]) -> None:
-    """One line per Ray actor: frames, frames/s, and what happened to it."""
+    """One line per Ray actor: frames, frames/s, and what happened to it (the names and reasons
+    come from the nodes: text, never markup)."""
+    from rich.text import Text
+
+    from hefsearch.index.crawl import for_terminal
+
     for a in actors:
         line = f"{a['actor']}: {a['frames']} frames in {a['batches']} batches, {a['frames_per_s']:.1f} frames/s"
         if a["status"] == "ok":
-            console.print(f"[dim]{line}[/]")
+            console.print(Text(for_terminal(line), style="dim"))
         else:
-            console.print(f"[yellow]{line}; {a['status']}: {a['reason']}[/]")
+            console.print(Text(for_terminal(f"{line}; {a['status']}: {a['reason']}"), style="yellow"))

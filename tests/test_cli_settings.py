@@ -159,6 +159,17 @@ def test_index_keeps_working_over_a_crashing_factory_already_stored(lib_path, in
     assert hits["hits"]
 
 
+def test_an_ivf_with_more_lists_than_the_space_has_vectors_waits_instead_of_failing(lib_path, indexed):
+    # before: the run trained IVF4096 on the space's ~1000 vectors and FAISS raised
+    # ("Number of training points should be at least as large as number of clusters")
+    res = run("settings", "index_factory", "IVF4096,Flat", library=lib_path)
+    assert res.exit_code == 0, res.output
+    assert "fewer than 4,096 chunks stay flat" in res.output
+    res = run("index", indexed[1], library=lib_path)
+    assert res.exit_code == 0, res.output
+    assert index_types(lib_path) == ("Flat", "Flat")
+
+
 def test_index_keeps_working_over_absurd_thresholds_already_stored(lib_path, indexed, caplog):
     with Library.open(lib_path, create=False) as lib:
         lib.set_settings(hnsw_threshold="abc", compress_threshold=10**30)
