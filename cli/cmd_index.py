@@ -208,7 +208,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
         if not existed and not library.document_count() and not library.space_names():
             library.close()
             discard_new_library(folder, folder_existed)
-        if isinstance(e, KeyboardInterrupt):  # while Ray starts or stops (SIGTERM too: ray_session)
+        if isinstance(e, KeyboardInterrupt):  # while Ray starts or stops (SIGTERM too: ray_session._Terminated)
             err.print("[yellow]Interrupted; nothing was lost.[/]")
             sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))
         raise

@@ -21,7 +21,7 @@ lifecycle otherwise. Design decisions:
   it), calls ``ray.shutdown()``, waits :data:`STOP_WAIT_S` and kills what is left, including
   processes orphaned on the way: on Linux the driver is a child subreaper while its Ray runs,
   so an agent whose raylet died is re-parented to it, not to init. SIGTERM and SIGHUP raise
-  :class:`Terminated` (a ``KeyboardInterrupt``), so they unwind like Ctrl+C; they are held
+  :class:`_Terminated` (a ``KeyboardInterrupt``), so they unwind like Ctrl+C; they are held
   while Ray spawns its processes, which therefore start with both blocked (as Ray already
   blocks SIGINT in them): a ``kill`` aimed at hefsearch's process group (``timeout``, a
   closed terminal, a service manager) reaches only the driver, which stops its Ray in order,
@@ -48,7 +48,7 @@ from pathlib import Path
 
 from .ray_worker import import_ray
 
-__all__ = ["RaySession", "Terminated", "start_own_ray", "join_cluster", "probe", "JOIN_PROBE_S"]
+__all__ = ["RaySession", "start_own_ray", "join_cluster", "probe", "JOIN_PROBE_S"]
 
 log = logging.getLogger("hefsearch.index")
 
@@ -68,7 +68,7 @@ JOIN_HINT = ("Start one with 'ray start --head' (NPU hosts: ray start --address 
              "--ray ray://HEAD:10001; or --ray local to start a Ray of its own for this run.")
 
 
-class Terminated(KeyboardInterrupt):
+class _Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP during a Ray run: unwinds like Ctrl+C (the Ray is stopped, committed
     batches are kept); ``exit_code`` is 128 + the signal, as a shell reports it."""
 
@@ -88,25 +88,27 @@ class RaySession:
     """The Ray this run uses: ``own`` when hefsearch started it (then :meth:`close` stops it
     with all its processes), else a joined cluster (``close`` only disconnects)."""
 
-    def __init__(self, ray, address: str, own: bool, before: set | None = None):
+    def __init__(self, ray, address: str, own: bool, before: set | None = None, handlers: dict | None = None):
         self.ray, self.address, self.own = ray, address, own
         self._before = before or set()
         self._seen: dict = {}  # (pid, create time) -> psutil.Process, for processes we started
-        self._handlers: dict = {}
+        #: the signal handlers from before ray.init (which installs its own): restored by close
+        self._handlers = handlers if handlers is not None else _handlers_now()
         self.closed = False
 
     # -- signals ---------------------------------------------------------------------------
     def catch_signals(self) -> None:
-        """SIGTERM/SIGHUP raise :class:`Terminated` until :meth:`close` (main thread only)."""
+        """SIGTERM/SIGHUP raise :class:`_Terminated` until :meth:`close` (main thread only)."""
         if threading.current_thread() is not threading.main_thread():
             return
         for s in _STOP_SIGNALS:
-            self._handlers[s] = signal.signal(s, _raise_terminated)
+            signal.signal(s, _raise_terminated)
 
     def _restore_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
         for s, old in self._handlers.items():
             signal.signal(s, old if old is not None else signal.SIG_DFL)
-        self._handlers = {}
 
     # -- processes ---------------------------------------------------------------------------
     def processes(self) -> list:
@@ -147,6 +149,7 @@ def start_own_ray(**init_kwargs) -> RaySession:
     """A Ray of this run's own on this machine (module docstring), bound to 127.0.0.1."""
     ray = _import_ray_loopback_only()
     before = {k for k in (_key(p) for p in _descendants()) if k is not None}
+    handlers = _handlers_now()
     _set_subreaper(True)
     session = None
     try:
@@ -158,7 +161,7 @@ def start_own_ray(**init_kwargs) -> RaySession:
                 raise _pool_error(f"Could not start a local Ray: {_last_line(e)}",
                                   f"Ray's output is in {log_path}; 'ray start --head' shows the same "
                                   "problem interactively.") from None
-            session = RaySession(ray, "local", own=True, before=before)
+            session = RaySession(ray, "local", own=True, before=before, handlers=handlers)
             session.processes()  # remember them now: an agent may be orphaned before close
             session.catch_signals()
         return session  # a signal held meanwhile is raised when _held ends, above
@@ -166,7 +169,7 @@ def start_own_ray(**init_kwargs) -> RaySession:
         if session is not None:
             session.close()
         else:
-            RaySession(ray, "local", own=True, before=before).close()
+            RaySession(ray, "local", own=True, before=before, handlers=handlers).close()
         raise
 
 
@@ -177,13 +180,14 @@ def join_cluster(address: str) -> RaySession:
     dialled, source = dialled_address(address)
     if dialled:
         probe(dialled, address, source)
+    handlers = _handlers_now()
     try:
         with _ray_output(), _one_gcs_attempt():
             ray.init(address=address, log_to_driver=False, logging_level=_ray_log_level())
     except (ConnectionError, ValueError, RuntimeError) as e:
         at = f" ({dialled}, named by {source})" if dialled and source else f" ({dialled})" if dialled else ""
         raise _pool_error(f"Cannot join the Ray cluster at {address!r}{at}: {_last_line(e)}", JOIN_HINT) from None
-    session = RaySession(ray, address, own=False)
+    session = RaySession(ray, address, own=False, handlers=handlers)
     session.catch_signals()
     return session
 
@@ -246,7 +250,11 @@ def _import_ray_loopback_only():
 
 
 def _raise_terminated(signum, frame):
-    raise Terminated(signum)
+    raise _Terminated(signum)
+
+
+def _handlers_now() -> dict:
+    return {s: signal.getsignal(s) for s in _STOP_SIGNALS}
 
 
 @contextmanager
