@@ -168,7 +168,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
             raise
         try:
             if choice.bundle_source == "default":
-                err.print(f"[dim]bundle: {choice.bundle} (the last bundle 'hefsearch index' was given; "
+                err.print(f"[dim]bundle: {shown(choice.bundle)} (the last bundle 'hefsearch index' was given; "
                           "--bundle picks another)[/]", highlight=False)
             for enc in choice.encoders:
                 err.print(f"[dim]encoder: {enc.backend_reason} -> space {enc.space_name}[/]")
@@ -222,18 +222,30 @@ def _recorded_roots(library, err) -> list[str]:
     disk) is left out with a warning, and what is indexed from it stays."""
     import os
 
+    from hefsearch.index.crawl import for_terminal
+
     roots = library.recorded_roots()
     if not roots:
-        raise click.UsageError(f"The library {library.path} records no folders yet: name the folders "
-                               "to index, e.g. hefsearch index ~/Documents")
+        raise click.UsageError(f"The library {for_terminal(library.path)} records no folders yet: name the "
+                               "folders to index, e.g. hefsearch index ~/Documents")
     present = [r for r in roots if os.path.exists(r)]
     for r in roots:
         if r not in present:
-            err.print(f"[yellow]{r} is not there now; what is indexed from it is kept.[/]", highlight=False)
+            err.print(f"[yellow]{shown(r)} is not there now; what is indexed from it is kept.[/]", highlight=False)
     if not present:
-        raise click.UsageError("None of the library's folders is there now: " + ", ".join(roots))
-    err.print(f"[dim]folders: {', '.join(present)}[/]", highlight=False)
+        raise click.UsageError("None of the library's folders is there now: "
+                               + ", ".join(for_terminal(r) for r in roots))
+    err.print(f"[dim]folders: {', '.join(shown(r) for r in present)}[/]", highlight=False)
     return present
+
+
+def shown(path) -> str:
+    """A path inside a markup string: neither markup nor control characters."""
+    from rich.markup import escape
+
+    from hefsearch.index.crawl import for_terminal
+
+    return escape(for_terminal(str(path)))
 
 
 def _start_ray(library, bundle, backend, address, actors, also_fp32):

@@ -120,7 +120,7 @@ def print_status(st, limit: int | None) -> None:
     out.print(f"  bundle: {escape(for_terminal(str(bundle))) if bundle else '(none recorded)'}")
     out.print(f"  documents: [bold]{st.documents}[/]   chunks: [bold]{st.chunks}[/]   "
               f"cut mid-sentence to fit: {st.truncated_chunks}")
-    out.print(f"  folders: {escape(', '.join(st.roots)) if st.roots else '(none yet)'}", overflow="fold")
+    out.print(f"  folders: {escape(for_terminal(', '.join(st.roots))) if st.roots else '(none yet)'}", overflow="fold")
     out.print(f"  last sync: {last_sync_text(st)}"
               + ("   skipped: " + skipped_text(st.skipped) if any(st.skipped.values()) else ""))
     out.print(f"  never indexed (secret files): {escape(secret_rule_text())}; "
@@ -210,10 +210,11 @@ def print_sync_summary(console: Console, report, library_path) -> None:
                                  report.stale, "yellow"))
     empty = report.nothing_supported()
     if empty:
-        console.print(Text(empty, style="yellow"))
+        console.print(Text(for_terminal(empty, multiline=True), style="yellow"))
         common = [k for k in sorted(report.unsupported, key=lambda k: -report.unsupported[k]) if k != "(none)"]
         if common:
-            console.print(Text(f"hint: to index them as text: hefsearch index ... --ext {common[0]}", style="dim"))
+            console.print(Text(for_terminal(f"hint: to index them as text: hefsearch index ... --ext {common[0]}"),
+                               style="dim"))
     if report.failed:
         console.print(file_table(f"{len(report.failed)} files failed", report.failed, "red"))
         console.print(f"[yellow]Partial: every other file is indexed in {escape(for_terminal(library_path))}.[/]")

@@ -27,7 +27,11 @@ NAMES = {
     "two\nlines.txt": "two\\nlines.txt",
 }
 BAD_NAME = "broken\x1b[5m.txt"  # a file that fails (binary)
-TEXT = f"The night train to the coast leaves from platform nine. {TITLE}{RED} tickets {RLO}at the desk."
+#: one text per file (copies would be folded into one hit), each with the escapes and "platform"
+TEXTS = [f"{story} {TITLE}{RED} {RLO}at the desk." for story in (
+    "Pack a sweater: the night train leaves from platform nine and the sea wind is cold.",
+    "Invoices for group travel go to the office next to platform two before Friday.",
+    "Bicycles ride in the last carriage; buy their ticket at platform seven.")]
 RAW = ("\x1b", "\x07", RLO)
 
 
@@ -50,8 +54,8 @@ def hostile(tmp_path_factory, tiny_bert_bundle):
     base = tmp_path_factory.mktemp("hostile")
     docs = base / "docs"
     docs.mkdir()
-    for name in NAMES:
-        (docs / name).write_text(TEXT, encoding="utf-8")
+    for name, text in zip(NAMES, TEXTS):
+        (docs / name).write_text(text, encoding="utf-8")
     (docs / BAD_NAME).write_bytes(b"\x00\x01\x02\x03\xff\xfe" * 64)
     res = CliRunner(env={"COLUMNS": "250"}).invoke(
         main, ["index", str(docs), "--library", str(base / "lib"), "--bundle", str(tiny_bert_bundle),
@@ -72,7 +76,7 @@ def test_index_failure_table_shows_the_name_escaped(hostile):
 
 def test_search_table_shows_names_and_snippets_escaped_and_json_exact(hostile):
     lib, docs, _ = hostile
-    res = cli("search", "night train platform", "-k", "5", "--mode", "keyword", library=lib)
+    res = cli("search", "platform", "-k", "5", "--mode", "keyword", library=lib)
     assert res.exit_code == 0, res.output
     assert no_raw(res.output), res.output
     for shown in NAMES.values():
@@ -80,7 +84,7 @@ def test_search_table_shows_names_and_snippets_escaped_and_json_exact(hostile):
     assert "\\x1b]0;pwned\\x07" in res.output and "\\u202eat the desk" in res.output  # the snippets
     assert "two\nlines" not in res.output  # the name stays on its row
 
-    out = cli("search", "night train platform", "-k", "5", "--mode", "keyword", "--json", library=lib).stdout
+    out = cli("search", "platform", "-k", "5", "--mode", "keyword", "--json", library=lib).stdout
     hits = json.loads(out)["hits"]
     assert sorted(h["path"] for h in hits) == sorted(str(docs / n) for n in NAMES)
     assert all(TITLE in h["text"] for h in hits)
