@@ -361,8 +361,8 @@ def html_to_text(data: bytes, parser: str | None = None) -> str:
     Streaming: the parser (lxml's libxml2, else the standard library's) calls
     :class:`_HtmlText` for each tag and string, and only the text, a stack of the open tags'
     names and a few counters are kept; no tree is built. Memory is therefore bounded by the
-    file and the text it yields (an 11 MB file of 1M nested ``<div>``: about 40 MB at peak
-    instead of 700 MB for a BeautifulSoup tree; ``bench/hostile_extract.py``)."""
+    file and the text it yields (an 11 MB file of 1M nested ``<div>``: 21 MB at peak with the
+    file's bytes, instead of 555 MB for a BeautifulSoup tree; ``bench/hostile_extract.py``)."""
     _reject_binary(data)
     data = data.replace(b"\x00", b"")
     try:
@@ -398,22 +398,46 @@ def _parse_html(data: bytes, parser: str) -> "_HtmlText":
             continue
         encoding = "cp1252" if label.lower() in _AS_CP1252 else label
         try:
-            decoder = codecs.getincrementaldecoder(encoding)()
+            codecs.getincrementaldecoder(encoding)
         except LookupError:
             continue
-        sink = _HtmlText()
         try:
-            _feed(parser, sink, (decoder.decode(data[i : i + _FEED_CHARS], final=i + _FEED_CHARS >= len(data))
-                                 for i in range(0, max(len(data), 1), _FEED_CHARS)))
-            return sink
+            return _parse_chunks(parser, lambda: _decoded(data, encoding))
         except UnicodeDecodeError:
-            continue  # not that encoding after all: start again with the next
+            continue  # not that encoding after all: the next
     try:
         markup = decode_text(data)[0]
     except ExtractionError:
         markup = data.decode("cp1252", "replace")
-    sink = _HtmlText()
-    _feed(parser, sink, (markup[i : i + _FEED_CHARS] for i in range(0, len(markup), _FEED_CHARS)))
+    return _parse_chunks(parser, lambda: (markup[i : i + _FEED_CHARS] for i in range(0, len(markup), _FEED_CHARS)))
+
+
+def _decoded(data: bytes, encoding: str):
+    """``data`` as text, one chunk at a time (a fresh decoder per pass)."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    for i in range(0, max(len(data), 1), _FEED_CHARS):
+        yield decoder.decode(data[i : i + _FEED_CHARS], final=i + _FEED_CHARS >= len(data))
+
+
+class _TooDeep(Exception):
+    """Raised by the target when lxml's parse nests deeper than LXML_MAX_DEPTH."""
+
+
+#: elements open at once from which a page is parsed again by html.parser: libxml2 keeps about
+#: 40 bytes per open element (1M nested <div>: 41 MB), html.parser nothing, and no page a person
+#: wrote comes near (browsers flatten the tree at 512)
+LXML_MAX_DEPTH = 10_000
+
+
+def _parse_chunks(parser: str, chunks) -> "_HtmlText":
+    """An :class:`_HtmlText` of the text chunks ``chunks()`` yields (called again for a second
+    pass: a page nested beyond LXML_MAX_DEPTH is parsed again with html.parser)."""
+    sink = _HtmlText(max_depth=LXML_MAX_DEPTH if parser == "lxml" else None)
+    try:
+        _feed(parser, sink, chunks())
+    except _TooDeep:
+        sink = _HtmlText()
+        _feed("html.parser", sink, chunks())
     return sink
 
 
@@ -445,7 +469,8 @@ class _HtmlText:
     #: costs ~50 bytes each)
     JOIN_EVERY = 4096
 
-    def __init__(self):
+    def __init__(self, max_depth: int | None = None):
+        self.max_depth = max_depth
         self.open: list[str] = []  # names of the open elements
         self.drop = 0  # open elements whose content is not text
         self.pre = 0
@@ -474,6 +499,8 @@ class _HtmlText:
                 self._paragraph()
             return
         self.open.append(name)
+        if self.max_depth is not None and len(self.open) > self.max_depth:
+            raise _TooDeep()
         if name == "template":
             self._template += 1
         if name == "title" and self.title is None and self._title_parts is None:
