@@ -77,9 +77,11 @@ def parse_ext(values) -> dict[str, str]:
               help="Chunks embedded per commit.")
 @click.option("--ray", "ray_address", metavar="ADDRESS",
               help="Embed on a Ray cluster: 'auto' (this node's cluster, or $RAY_ADDRESS), HOST:6379, "
-                   "ray://HOST:10001, or 'local' (start Ray on this machine). This machine still "
-                   "crawls, chunks and commits; the bundle is shipped to the nodes. Needs "
-                   "pip install 'hefsearch[ray]'.")
+                   "ray://HOST:10001, or 'local' (start a Ray of this run's own on this machine, "
+                   "bound to 127.0.0.1, and stop it with all its processes at the end, also after "
+                   "Ctrl+C or SIGTERM). Joining fails within seconds when nothing answers at the "
+                   "address. This machine still crawls, chunks and commits; the bundle is shipped "
+                   "to the nodes. Needs pip install 'hefsearch[ray]'.")
 @click.option("--ray-actors", "ray_actors", type=click.IntRange(1, 10_000), metavar="N",
               help="With --ray and a CPU backend (cpu, cpu-int8, npu-sim): how many actors "
                    "[default: one per free CPU]. NPU backends get one actor per 'hailo' resource.")
@@ -116,7 +118,8 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     \b
     Exit codes: 0 all indexed, 3 partial (some files failed, the rest is indexed),
                 2 error (bad arguments, missing bundle or library, device failure),
-                4 disk full (free space and run again), 130 interrupted (Ctrl+C).
+                4 disk full (free space and run again), 130 interrupted (Ctrl+C),
+                143 stopped by SIGTERM (129 by SIGHUP) during a --ray run.
     An interrupted run (Ctrl+C, kill, power cut, full disk) keeps every batch it
     committed; run it again to continue. Searching works while an index runs.
     """
@@ -165,7 +168,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
             raise
         try:
             if choice.bundle_source == "default":
-                err.print(f"[dim]bundle: {choice.bundle} (the last bundle 'hefsearch index' was given; "
+                err.print(f"[dim]bundle: {shown(choice.bundle)} (the last bundle 'hefsearch index' was given; "
                           "--bundle picks another)[/]", highlight=False)
             for enc in choice.encoders:
                 err.print(f"[dim]encoder: {enc.backend_reason} -> space {enc.space_name}[/]")
@@ -183,7 +186,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
                 if as_json:
                     echo_json(sync_summary_dict(done, library.path, choice.skipped_spaces, interrupted=True))
                 print_interrupted(err, done)
-                sys.exit(EXIT_INTERRUPTED)
+                sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))  # 143 for SIGTERM in a --ray run
             except DiskFull as e:
                 report_error(e)
                 sys.exit(EXIT_DISK_FULL)
@@ -201,10 +204,13 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
         print_sync_summary(err, report, library.path)
         if remote is not None:
             _print_actors(err, remote.summary())
-    except BaseException:
+    except BaseException as e:
         if not existed and not library.document_count() and not library.space_names():
             library.close()
             discard_new_library(folder, folder_existed)
+        if isinstance(e, KeyboardInterrupt):  # while Ray starts or stops (SIGTERM too: ray_session._Terminated)
+            err.print("[yellow]Interrupted; nothing was lost.[/]")
+            sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))
         raise
     finally:
         library.close()
@@ -216,18 +222,30 @@ def _recorded_roots(library, err) -> list[str]:
     disk) is left out with a warning, and what is indexed from it stays."""
     import os
 
+    from hefsearch.index.crawl import for_terminal
+
     roots = library.recorded_roots()
     if not roots:
-        raise click.UsageError(f"The library {library.path} records no folders yet: name the folders "
-                               "to index, e.g. hefsearch index ~/Documents")
+        raise click.UsageError(f"The library {for_terminal(library.path)} records no folders yet: name the "
+                               "folders to index, e.g. hefsearch index ~/Documents")
     present = [r for r in roots if os.path.exists(r)]
     for r in roots:
         if r not in present:
-            err.print(f"[yellow]{r} is not there now; what is indexed from it is kept.[/]", highlight=False)
+            err.print(f"[yellow]{shown(r)} is not there now; what is indexed from it is kept.[/]", highlight=False)
     if not present:
-        raise click.UsageError("None of the library's folders is there now: " + ", ".join(roots))
-    err.print(f"[dim]folders: {', '.join(present)}[/]", highlight=False)
+        raise click.UsageError("None of the library's folders is there now: "
+                               + ", ".join(for_terminal(r) for r in roots))
+    err.print(f"[dim]folders: {', '.join(shown(r) for r in present)}[/]", highlight=False)
     return present
+
+
+def shown(path) -> str:
+    """A path inside a markup string: neither markup nor control characters."""
+    from rich.markup import escape
+
+    from hefsearch.index.crawl import for_terminal
+
+    return escape(for_terminal(str(path)))
 
 
 def _start_ray(library, bundle, backend, address, actors, also_fp32):
@@ -240,10 +258,15 @@ def _start_ray(library, bundle, backend, address, actors, also_fp32):
 
 
 def _print_actors(console, actors: list[dict]) -> None:
-    """One line per Ray actor: frames, frames/s, and what happened to it."""
+    """One line per Ray actor: frames, frames/s, and what happened to it (the names and reasons
+    come from the nodes: text, never markup)."""
+    from rich.text import Text
+
+    from hefsearch.index.crawl import for_terminal
+
     for a in actors:
         line = f"{a['actor']}: {a['frames']} frames in {a['batches']} batches, {a['frames_per_s']:.1f} frames/s"
         if a["status"] == "ok":
-            console.print(f"[dim]{line}[/]")
+            console.print(Text(for_terminal(line), style="dim"))
         else:
-            console.print(f"[yellow]{line}; {a['status']}: {a['reason']}[/]")
+            console.print(Text(for_terminal(f"{line}; {a['status']}: {a['reason']}"), style="yellow"))

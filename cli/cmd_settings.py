@@ -60,6 +60,8 @@ def _known() -> dict[str, IndexSetting]:
 
 
 def _help() -> str:
+    from hefsearch.index.spaces import MAX_THRESHOLD
+
     keys = "\n".join(f"  {s.key} (default {s.default_text}):\n" + textwrap.fill(
         s.meaning[0].upper() + s.meaning[1:] + ".", 74, initial_indent="    ", subsequent_indent="    ")
         for s in _known().values())
@@ -70,8 +72,10 @@ def _help() -> str:
         "  hefsearch settings KEY VALUE        set one\n"
         "  hefsearch settings KEY default      back to the default (same as --unset KEY)\n\n"
         f"\b\n{keys}\n\n"
-        "Thresholds are whole numbers of chunks; 500k, 1M, 1.5M and 1_000_000 are understood. "
-        "An index_factory is refused unless FAISS can build it for the library's vectors.\n\n"
+        f"Thresholds are whole numbers of chunks up to {MAX_THRESHOLD:,}; 500k, 1M, 1.5M and 1_000_000 "
+        "are understood. An index_factory is first tried in a separate process (build, train, add, "
+        "search and save a few vectors of the library's dimension) and refused, with FAISS's "
+        "reason, unless that works: some strings FAISS accepts crash it later (HNSW0, HNSW1, ...).\n\n"
         "A change takes effect at the next 'hefsearch index' run: at its end every space it "
         "updates gets the index the settings call for, also when no file changed (nothing is "
         "re-embedded; the index is rebuilt from the stored vectors)."
@@ -98,31 +102,37 @@ def parse_count(text: str) -> int:
     if value is None or value != value.to_integral_value() or value < 1:
         raise click.BadParameter(f"{text!r} is not a positive whole number of chunks "
                                  "(e.g. 200000, 500k, 1M).", param_hint="VALUE")
+    from hefsearch.index.spaces import MAX_THRESHOLD
+
+    if value > MAX_THRESHOLD:
+        raise click.BadParameter(f"{text!r} is more chunks than any library holds: at most {MAX_THRESHOLD:,} "
+                                 "(which already means 'never').", param_hint="VALUE")
     return int(value)
 
 
-def check_factory(factory: str, dims: list[int]) -> bool:
-    """Build ``factory`` for every dimension the library holds, so a factory FAISS refuses is
-    refused now, not by the next index run after its hour of embedding. True when the index
-    must be trained (IVF, PQ, ...)."""
+def check_factory(factory: str, dims: list[int]) -> int:
+    """Run ``factory`` for every dimension the library holds, in a child process: build, train,
+    add, search, save (:mod:`hefsearch.index.factory_check`; some strings FAISS accepts abort
+    or segfault it later, which would stop every index run). A factory FAISS cannot run is
+    refused now, with FAISS's reason. Returns the vectors it needs to train (0: none)."""
     from hefsearch.embed.errors import HefsearchError
-    from hefsearch.index.errors import SpaceError
-    from hefsearch.index.spaces import make_index
+    from hefsearch.index.factory_check import check_factory as run_check
 
     if not factory.strip():
         raise click.BadParameter("an empty index_factory; use 'default' to remove it.", param_hint="VALUE")
-    trained = True
+    train_min = 0
     for dim in dims:
-        try:
-            trained = make_index(factory, dim).is_trained and trained
-        except SpaceError as e:
-            reason = e.reason
+        check = run_check(factory, dim)
+        if not check.ok:
+            idmap = (" hefsearch maps chunk ids itself: leave out IDMap."
+                     if factory.upper().startswith("IDMAP") else "")
             raise HefsearchError(
-                f"FAISS cannot build the index factory {factory!r} for vectors of dimension {dim}: "
-                f"{reason} Nothing was changed.",
+                f"FAISS cannot serve vectors of dimension {dim} with the index factory {factory!r}: "
+                f"{check.reason}{idmap} Nothing was changed.",
                 "Use a faiss.index_factory string such as Flat, HNSW32, IVF1024,SQ8 or IVF1024,PQ16 "
-                "(PQ<M> needs M to divide the dimension), or 'default' for the size rules.") from None
-    return not trained
+                "(PQ<M> needs M to divide the dimension), or 'default' for the size rules.")
+        train_min = max(train_min, check.train_min)
+    return train_min
 
 
 def _factory_dims(library) -> list[int]:
@@ -205,22 +215,20 @@ def _change(setting: IndexSetting, value: str, library_path, as_json: bool) -> N
         from .cmd_index import parse_ext
 
         new = parse_ext([new])
-    needs_training = False
+    train_min = 0
     with Library.open(library_path, create=False) as library:
         library.require_writable()
         if new is not None and setting.key == "index_factory":
             new = new.strip()
-            needs_training = check_factory(new, _factory_dims(library))
+            train_min = check_factory(new, _factory_dims(library))
         previous = library.settings().get(setting.key)
         # None means "not set" to every reader (Library.hnsw_threshold, compress_threshold,
         # sync's factory override), and the Library API has no delete
         library.set_settings(**{setting.key: new})
         how_to, path = apply_command(library, library_path), str(library.path)
     _report_change(setting, previous, new, path, how_to, as_json)
-    if needs_training and not as_json:
-        from hefsearch.index.spaces import _vectors_to_train
-
-        click.echo(f"Spaces with fewer than {_vectors_to_train(new):,} chunks stay flat (exact): {new} needs that "
+    if train_min and not as_json:
+        click.echo(f"Spaces with fewer than {train_min:,} chunks stay flat (exact): {new} needs that "
                    "many vectors to train.", err=True)
 
 

@@ -54,9 +54,21 @@ class LazyGroup(click.Group):
 
 
 def report_error(e: HefsearchError) -> None:
-    click.secho(f"Error: {e.message}", fg="red", err=True)
+    from hefsearch.index.crawl import for_terminal  # messages quote file names and documents
+
+    click.secho(f"Error: {for_terminal(e.message, multiline=True)}", fg="red", err=True)
     if e.hint:
-        click.echo(f"  hint: {e.hint}", err=True)
+        click.echo(f"  hint: {for_terminal(e.hint, multiline=True)}", err=True)
+
+
+class TerminalSafeFormatter(logging.Formatter):
+    """Log lines as a terminal may show them: the file names and document text that warnings
+    quote cannot drive it (:func:`~hefsearch.index.crawl.for_terminal`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from hefsearch.index.crawl import for_terminal
+
+        return for_terminal(super().format(record), multiline=True)
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,7 +89,9 @@ def main(verbose: int) -> None:
       hefsearch search "wo ist die rechnung?"       # or: hefsearch tui
     """
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TerminalSafeFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 if __name__ == "__main__":  # pragma: no cover

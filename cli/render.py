@@ -2,7 +2,9 @@
 quality report, as rich tables. Pure formatting of what the library functions returned; the
 verbs decide what to run and import this module only when they print (it loads rich).
 
-Text, not markup, wherever a file name or chunk text is shown: either may hold "[/]" or "[bold]".
+Text, not markup, wherever a file name or chunk text is shown: either may hold "[/]" or "[bold]";
+and each goes through :func:`~hefsearch.index.crawl.for_terminal` first: either may hold ESC,
+BEL, a newline or a bidi override, which would otherwise drive the terminal.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hefsearch.index.crawl import skipped_text
+from hefsearch.index.crawl import for_terminal, skipped_text
 
 #: rows of a file/reason table after which the rest is summarised in one line
 MAX_LISTED = 25
@@ -35,7 +37,7 @@ def file_table(title: str, rows, style: str, limit: int | None = MAX_LISTED) -> 
     t.add_column("reason", overflow="fold")
     shown = rows if limit is None else rows[:limit]
     for p, r in shown:
-        t.add_row(escape(p.replace("\n", "\\n")), escape(r))
+        t.add_row(escape(for_terminal(p)), escape(for_terminal(r)))
     if len(shown) < len(rows):
         t.add_row(f"... and {len(rows) - limit} more", "see: hefsearch status")
     return t
@@ -46,7 +48,7 @@ def no_results(path_glob, kinds) -> str:
     """'No results. (filters: path *.pdf, kind pdf)', the glob as it was matched."""
     from hefsearch.search.keyword import path_pattern
 
-    filters = [f"path {path_pattern(path_glob)}" if path_glob else "",
+    filters = [f"path {for_terminal(path_pattern(path_glob))}" if path_glob else "",
                f"kind {', '.join(kinds)}" if kinds else ""]
     filters = [f for f in filters if f]
     return "No results." + (f" (filters: {', '.join(filters)})" if filters else "")
@@ -69,8 +71,9 @@ def hits_table(hits) -> Table:
     for h in hits:
         extra = grouping_text(h)
         table.add_row(str(h.rank), score_text(h),
-                      Text.assemble(h.path, "\n", (h.location(), "dim"), *(("\n", (extra, "cyan")) if extra else ())),
-                      Text(" ".join(h.snippet.split())))  # one line: breaks and blank runs as one space
+                      Text.assemble(for_terminal(h.path), "\n", (h.location(), "dim"),
+                                    *(("\n", (for_terminal(extra), "cyan")) if extra else ())),
+                      Text(for_terminal(" ".join(h.snippet.split()))))  # one line: breaks and blank runs as one space
     return table
 
 
@@ -98,7 +101,7 @@ def print_search(result, path_glob=None, kinds=()) -> None:
     """Hits on stdout; the notice, an empty answer and the timings on stderr."""
     out, err = Console(), Console(stderr=True)
     if result.notice:
-        err.print(Text(result.notice, style="yellow"))
+        err.print(Text(for_terminal(result.notice, multiline=True), style="yellow"))
     if not result.hits:
         err.print(Text(no_results(path_glob, kinds)))
         return
@@ -112,12 +115,12 @@ def print_status(st, limit: int | None) -> None:
     from hefsearch.index.crawl import IGNORE_FILE, secret_rule_text
 
     out = Console()
-    out.print(f"[bold]Library[/] {escape(st.path)}")
+    out.print(f"[bold]Library[/] {escape(for_terminal(st.path))}")
     bundle = st.settings.get("bundle")
-    out.print(f"  bundle: {escape(str(bundle)) if bundle else '(none recorded)'}")
+    out.print(f"  bundle: {escape(for_terminal(str(bundle))) if bundle else '(none recorded)'}")
     out.print(f"  documents: [bold]{st.documents}[/]   chunks: [bold]{st.chunks}[/]   "
               f"cut mid-sentence to fit: {st.truncated_chunks}")
-    out.print(f"  folders: {escape(', '.join(st.roots)) if st.roots else '(none yet)'}", overflow="fold")
+    out.print(f"  folders: {escape(for_terminal(', '.join(st.roots))) if st.roots else '(none yet)'}", overflow="fold")
     out.print(f"  last sync: {last_sync_text(st)}"
               + ("   skipped: " + skipped_text(st.skipped) if any(st.skipped.values()) else ""))
     out.print(f"  never indexed (secret files): {escape(secret_rule_text())}; "
@@ -207,15 +210,16 @@ def print_sync_summary(console: Console, report, library_path) -> None:
                                  report.stale, "yellow"))
     empty = report.nothing_supported()
     if empty:
-        console.print(Text(empty, style="yellow"))
+        console.print(Text(for_terminal(empty, multiline=True), style="yellow"))
         common = [k for k in sorted(report.unsupported, key=lambda k: -report.unsupported[k]) if k != "(none)"]
         if common:
-            console.print(Text(f"hint: to index them as text: hefsearch index ... --ext {common[0]}", style="dim"))
+            console.print(Text(for_terminal(f"hint: to index them as text: hefsearch index ... --ext {common[0]}"),
+                               style="dim"))
     if report.failed:
         console.print(file_table(f"{len(report.failed)} files failed", report.failed, "red"))
-        console.print(f"[yellow]Partial: every other file is indexed in {escape(str(library_path))}.[/]")
+        console.print(f"[yellow]Partial: every other file is indexed in {escape(for_terminal(library_path))}.[/]")
     else:
-        console.print(f"[green]Library up to date:[/] {escape(str(library_path))}")
+        console.print(f"[green]Library up to date:[/] {escape(for_terminal(library_path))}")
 
 
 def print_interrupted(console: Console, report) -> None:

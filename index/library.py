@@ -56,8 +56,8 @@ from hefsearch.embed.errors import HefsearchError
 from . import store
 from .crawl import FAILED_SKIPS
 from .errors import LibraryBusy, LibraryError, SpaceError
-from .spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, Space, SpaceInfo,
-                     check_fingerprint, read_index_stats, sorted_ids)
+from .spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, MAX_THRESHOLD, Space, SpaceInfo,
+                     check_fingerprint, factory_problem, read_index_stats, sorted_ids)
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -191,6 +191,7 @@ class Library:
         #: why this process cannot write the library (None: it can); set by _start_reading
         self.read_only_reason: str | None = None
         self._dblock = threading.RLock()  # one connection, several threads: one at a time
+        self._warned: set = set()  # bad stored settings already warned about (once per library)
         self._wlock = threading.RLock()
         self._wdepth = 0
         self._writer_thread: int | None = None
@@ -542,7 +543,7 @@ class Library:
             check_fingerprint(existing[name], parts, fp)
             return self.space(name)
         opts = backend_opts if backend_opts is not None else encoder.space_opts
-        factory = self.settings().get("index_factory") or "Flat"
+        factory = self.index_factory_setting(encoder.dim) or "Flat"
         info = SpaceInfo(name=name, kind=encoder.space_kind, fingerprint=fp, parts=parts,
                          dim=encoder.dim, count=0, backend=encoder.backend.name, backend_opts=opts,
                          label=encoder.label,
@@ -564,12 +565,47 @@ class Library:
             self.db.execute("UPDATE spaces SET index_factory = ? WHERE name = ?", [factory, name])
 
     def hnsw_threshold(self) -> int:
-        return int(self.settings().get("hnsw_threshold") or DEFAULT_HNSW_THRESHOLD)
+        return self._count_setting("hnsw_threshold", DEFAULT_HNSW_THRESHOLD)
 
     def compress_threshold(self) -> int:
         """Chunk count from which a space's FAISS index is compressed (setting
         ``compress_threshold``; see :mod:`hefsearch.index.spaces`)."""
-        return int(self.settings().get("compress_threshold") or DEFAULT_COMPRESS_THRESHOLD)
+        return self._count_setting("compress_threshold", DEFAULT_COMPRESS_THRESHOLD)
+
+    def _count_setting(self, key: str, default: int) -> int:
+        """A threshold setting, or its default (with one warning) when the stored value is no
+        whole number of chunks from 1 to MAX_THRESHOLD: ``hefsearch settings`` refuses those,
+        but a library written by an older version or edited by hand may hold one, and an index
+        run must not die on it."""
+        value = self.settings().get(key)
+        if value is None:
+            return default
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_THRESHOLD:
+            return value
+        if (key, repr(value)) not in self._warned:
+            self._warned.add((key, repr(value)))
+            log.warning("library setting %s = %.40r is not a number of chunks from 1 to %s; using the default "
+                        "%s. Fix it with 'hefsearch settings %s VALUE' or 'hefsearch settings %s default'.",
+                        key, value, f"{MAX_THRESHOLD:,}", f"{default:,}", key, key)
+        return default
+
+    def index_factory_setting(self, dim: int) -> str | None:
+        """The library's ``index_factory`` setting when FAISS can serve vectors of ``dim`` with
+        it (checked in a child process: some strings abort or segfault FAISS), else None, with
+        one warning: every space then follows the size rules."""
+        factory = self.settings().get("index_factory")
+        if factory is None:
+            return None
+        problem = (f"it is not a text ({type(factory).__name__})" if not isinstance(factory, str)
+                   else factory_problem(factory, dim))
+        if problem is None:
+            return factory
+        if ("index_factory", repr(factory), dim) not in self._warned:
+            self._warned.add(("index_factory", repr(factory), dim))
+            log.warning("library setting index_factory = %.60r cannot be used: %s; spaces follow the size rules "
+                        "(flat, HNSW, compressed). Set another with 'hefsearch settings index_factory VALUE', "
+                        "or 'default'.", factory, problem.rstrip("."))
+        return None
 
     # -- reading -------------------------------------------------------------------------
     def chunks(self, ids: Sequence[int]) -> list[ChunkRecord]:

@@ -47,6 +47,7 @@ there); instant actors give 917.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ from hefsearch.embed.fingerprint import space_fingerprint
 from hefsearch.embed.space_names import FP32_SPACE
 
 from .errors import FingerprintMismatch
+from .ray_session import RaySession, join_cluster, start_own_ray
 from .ray_worker import EmbedWorker, import_ray, open_bundle_encoder, ranks_on_nodes, ship_bundle
 
 __all__ = ["RayEncoder", "RemoteSpaceEncoder", "RayPoolError", "connect", "choose_backend"]
@@ -118,22 +120,16 @@ class _Ticket:
     ref: object = None
 
 
-def connect(address: str) -> bool:
+def connect(address: str) -> RaySession | None:
     """Join the cluster at ``address`` (Ray's forms: ``auto``, ``ray://host:10001``,
-    ``host:6379``; ``auto`` honours ``RAY_ADDRESS``; ``local`` starts a Ray on this machine).
-    Returns whether this call started the connection (so :meth:`RayEncoder.close` ends it)."""
-    ray = import_ray()
-    if ray.is_initialized():
-        return False
-    try:
-        ray.init(address=None if address == "local" else address, log_to_driver=False,
-                 include_dashboard=False if address == "local" else None)
-    except (ConnectionError, ValueError, RuntimeError) as e:
-        raise RayPoolError(f"Cannot join the Ray cluster at {address!r}: {e}",
-                           "Start one with 'ray start --head' (NPU hosts: ray start --address HEAD:6379 "
-                           "--resources='{\"hailo\": 1}'), then pass --ray auto on a node of it, "
-                           "--ray HEAD:6379, or --ray ray://HEAD:10001.") from None
-    return True
+    ``host:6379``; ``auto`` honours ``RAY_ADDRESS``), or with ``local`` start a Ray of this run's
+    own (:mod:`~hefsearch.index.ray_session`). Returns the session this call opened (its
+    ``close`` disconnects, and stops a Ray it started), or None when Ray was already
+    initialised here (then nothing of it is ours to stop)."""
+    ray = sys.modules.get("ray")  # not imported here: local imports it in single-machine mode
+    if ray is not None and ray.is_initialized():
+        return None
+    return start_own_ray() if address == "local" else join_cluster(address)
 
 
 def choose_backend(library, backend: str | None, cluster: dict) -> tuple[str, dict, str]:
@@ -219,10 +215,10 @@ class RayEncoder(_RemoteEncoder):
     ``encode_passages``) and adds ``submit_passages``/``collect``/``max_in_flight``.
     """
 
-    def __init__(self, ray, bundle, actors: list[ActorState], started_ray: bool, why: str):
+    def __init__(self, ray, bundle, actors: list[ActorState], session: RaySession | None, why: str):
         self._ray = ray
         self.actors = actors
-        self._started_ray = started_ray
+        self._session = session
         ident = self.live[0].identity
         super().__init__(bundle, ident, f"{why} on {len(self.live)} Ray actor(s)")
         #: the other spaces the actors embed with the first (the CPU FP32 one), for the sync
@@ -238,7 +234,7 @@ class RayEncoder(_RemoteEncoder):
         from hefsearch.embed.bundle import Bundle
 
         ray = import_ray()
-        started = connect(address)
+        session = connect(address)
         states: list[ActorState] = []
         try:
             name, opts, why = choose_backend(library, backend, ray.cluster_resources())
@@ -256,12 +252,12 @@ class RayEncoder(_RemoteEncoder):
             _start_actors(ray, states, name in NPU_BACKENDS, ready_timeout_s)
             _check_fingerprints(ray, states, spaces)
             _check_fingerprints(ray, states, spaces, which="also")
-            return cls(ray, bundle, states, started, why)
+            return cls(ray, bundle, states, session, why)
         except BaseException:
             for s in states:
                 _kill(ray, s.handle)
-            if started:
-                ray.shutdown()
+            if session is not None:
+                session.close()
             raise
 
     # -- what sync reads -------------------------------------------------------------------------
@@ -339,9 +335,9 @@ class RayEncoder(_RemoteEncoder):
     def close(self) -> None:
         for a in self.actors:
             _kill(self._ray, a.handle)
-        if self._started_ray:
-            self._ray.shutdown()
-            self._started_ray = False
+        if self._session is not None:
+            self._session.close()  # a Ray this run started: stopped with all its processes
+            self._session = None
 
 
 def _kill(ray, handle) -> None:

@@ -93,6 +93,7 @@ from hefsearch.embed.atomic_write import fsync_dir, write_atomic
 from hefsearch.embed.fingerprint import describe_difference
 
 from .errors import FingerprintMismatch, SpaceError
+from .factory_check import check_factory
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -153,6 +154,11 @@ TARGET_RECALL = 0.97
 #: vectors each; a user who sets compress_threshold that low gets what they asked for
 MIN_COMPRESSED = 1_000
 INDEX_META_FILE = "index.json"
+#: factories hefsearch itself picks (size rules); any other string is the user's and goes
+#: through the child-process check before it is built (:mod:`~hefsearch.index.factory_check`)
+OWN_FACTORIES = frozenset({"Flat", "FlatIP", "", DEFAULT_HNSW_FACTORY, COMPRESSED_FACTORY})
+#: largest hnsw_threshold / compress_threshold a library accepts (more chunks than any holds)
+MAX_THRESHOLD = 10**12
 
 
 @dataclass
@@ -1054,12 +1060,22 @@ class Space:
 
     def _rebuild(self) -> None:
         """Build a fresh index over the members from the raw vectors (no re-encoding)."""
+        factory = self._buildable_factory()
+        try:
+            self._build(factory)
+        except (RuntimeError, ValueError, MemoryError, SpaceError) as e:
+            if factory in OWN_FACTORIES:
+                raise
+            # defence in depth: a factory the child-process check passed, failing on real vectors
+            self._give_up_factory(factory, faiss_reason(e) if not isinstance(e, SpaceError) else e.message)
+            self._build(self.info.index_factory)
+
+    def _build(self, factory: str) -> None:
         ids = self._members.ids  # sorted
-        factory = self.info.index_factory
         t0 = time.perf_counter()
         index = make_index(factory, self.info.dim, len(ids))
         if not index.is_trained:
-            if len(ids) < _vectors_to_train(factory):  # Flat until then: see _needs_retrain
+            if len(ids) < _vectors_to_train(factory, self.info.dim):  # Flat until then: see _needs_retrain
                 log.warning("space %s: %d vectors are too few to train %r; using Flat",
                             self.info.name, len(ids), factory)
                 index = make_index("Flat", self.info.dim)
@@ -1080,6 +1096,29 @@ class Space:
                             "build_seconds": round(time.perf_counter() - t0, 1)}
         if not self._is_flat() and len(ids):
             self.index_stats.update(self.measure_recall())
+
+    def _buildable_factory(self) -> str:
+        """The space's factory, unless it is a string of the user's that FAISS cannot run
+        (:mod:`~hefsearch.index.factory_check`, in a child process: some abort or segfault);
+        then the size rules' factory, with a warning (:meth:`_give_up_factory`)."""
+        factory = self.info.index_factory
+        problem = factory_problem(factory, self.info.dim)
+        if problem:
+            self._give_up_factory(factory, problem)
+        return self.info.index_factory
+
+    def _give_up_factory(self, factory: str, reason: str) -> None:
+        fallback = self.size_rule(len(self._members), self.library.hnsw_threshold())
+        log.warning("space %s: FAISS cannot use the index factory %r (%s); it gets %s instead, by the size "
+                    "rules. Set another with 'hefsearch settings index_factory VALUE', or 'default'.",
+                    self.info.name, factory, reason.rstrip("."), fallback)
+        self.info.index_factory = fallback
+        self.library._set_space_factory(self.info.name, fallback)
+
+    def size_rule(self, n: int, hnsw_threshold: int) -> str:
+        """The factory the size rules give a space of ``n`` vectors (flat, HNSW, compressed)."""
+        return (COMPRESSED_FACTORY if n >= self.library.compress_threshold() else
+                DEFAULT_HNSW_FACTORY if n >= hnsw_threshold else "Flat")
 
     def measure_recall(self, queries: int = RECALL_QUERIES, k: int = 10) -> dict:
         """recall@k of this space's search (re-scoring included) against exact search, with
@@ -1205,9 +1244,7 @@ class Space:
         with self._lock:
             changed = False
             n = len(self._members)
-            want = factory_override or (
-                COMPRESSED_FACTORY if n >= self.library.compress_threshold() else
-                DEFAULT_HNSW_FACTORY if n >= hnsw_threshold else "Flat")
+            want = factory_override or self.size_rule(n, hnsw_threshold)
             if want != self.info.index_factory:
                 self.info.index_factory = want
                 self.library._set_space_factory(self.info.name, want)
@@ -1232,7 +1269,7 @@ class Space:
             return False
         factory, n = self.info.index_factory, len(self._members)
         if self._is_flat():
-            return n >= _vectors_to_train(factory) and self._factory_needs_training()
+            return n >= _vectors_to_train(factory, self.info.dim) and self._factory_needs_training()
         if factory != COMPRESSED_FACTORY or ivf_of(self.index) is None:
             return False
         trained = self.index_stats.get("trained_on") or self.index.ntotal
@@ -1244,6 +1281,9 @@ class Space:
         factory = self.info.index_factory
         if factory in ("Flat", "FlatIP", ""):
             return False
+        if factory not in OWN_FACTORIES:  # never built here before the child-process check
+            check = check_factory(factory, self.info.dim)
+            return check.ok and check.needs_training
         return not make_index(factory, self.info.dim, len(self._members)).is_trained
 
     def add(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:
@@ -1396,10 +1436,25 @@ def exact_top_k(q: np.ndarray, ids: np.ndarray, get, k: int, block: int = 65_536
     return np.take_along_axis(best_i, np.argsort(-best_s, axis=1, kind="stable"), 1)
 
 
-def _vectors_to_train(factory: str) -> int:
+def _vectors_to_train(factory: str, dim: int) -> int:
     """Vectors a space needs before an index of ``factory`` that must be trained is built
-    (fewer: Flat, exact)."""
-    return MIN_COMPRESSED if factory == COMPRESSED_FACTORY else 1000
+    (fewer: Flat, exact): at least 1000, and as many as FAISS needs (an IVF's lists, 2^bits
+    for a PQ's codebooks), measured by the factory check."""
+    if factory == COMPRESSED_FACTORY:
+        return MIN_COMPRESSED
+    if factory in OWN_FACTORIES:
+        return 1000
+    return max(1000, check_factory(factory, dim).train_min)
+
+
+def factory_problem(factory: str, dim: int) -> str | None:
+    """Why FAISS cannot serve a space of ``dim`` with ``factory`` (a crash, an error, an index
+    that finds nothing: :mod:`~hefsearch.index.factory_check`), or None. hefsearch's own
+    factories are not checked."""
+    if factory in OWN_FACTORIES:
+        return None
+    check = check_factory(factory, dim)
+    return None if check.ok else check.reason
 
 
 def _without(row: np.ndarray, own: int, k: int) -> set[int]:

@@ -305,9 +305,9 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
         for sp, enc in zip(spaces, encoders):  # chunks a space does not hold yet
             report.backfilled += _backfill(library, sp, enc, opts.batch_chunks, state)
         _record_sync(library, root_strs, plan.crawl_failures, report)
-        threshold, override = library.hnsw_threshold(), library.settings().get("index_factory")
+        threshold = library.hnsw_threshold()
         for sp in spaces:
-            sp.maintain(hnsw_threshold=threshold, factory_override=override)
+            sp.maintain(hnsw_threshold=threshold, factory_override=library.index_factory_setting(sp.info.dim))
     report.seconds = time.perf_counter() - t0
     state.phase = "done"
     state.tick(force=True)

@@ -1,5 +1,6 @@
-"""Builders of test documents: minimal valid PDF and DOCX files, and bytes no encoding reads
-as text. Shared by the extraction, crawl and hardening tests."""
+"""Builders of test documents: minimal valid PDF and DOCX files (a DOCX zip bomb too), and
+bytes no encoding reads as text. Shared by the extraction, crawl and hardening tests and
+bench/hostile_extract.py."""
 
 from __future__ import annotations
 
@@ -53,6 +54,24 @@ def make_docx(paragraphs: list[str], table: list[list[str]] | None = None) -> by
     buf = io.BytesIO()
     document.save(buf)
     return buf.getvalue()
+
+
+def docx_with_body(paragraph_xml: str, repeat: int) -> bytes:
+    """A real DOCX whose body is ``paragraph_xml`` repeated: compresses extremely well (a zip
+    bomb when ``repeat`` is large)."""
+    import zipfile
+
+    template = zipfile.ZipFile(io.BytesIO(make_docx(["x"])))
+    xml = template.read("word/document.xml").decode("utf-8")
+    head, rest = xml.split("<w:body>", 1)
+    tail = rest.split("</w:body>", 1)[1]
+    body = f"{head}<w:body>{paragraph_xml * repeat}</w:body>{tail}"
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for item in template.infolist():
+            data = body.encode("utf-8") if item.filename == "word/document.xml" else template.read(item)
+            zf.writestr(item.filename, data)
+    return out.getvalue()
 
 
 def garbage_bytes(n: int, seed: int = 0) -> bytes:

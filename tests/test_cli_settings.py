@@ -105,8 +105,19 @@ def test_unset_option_and_a_single_key(lib_path):
     ("hnsw_threshold", "-5", "positive whole number"),
     ("compress_threshold", "abc", "positive whole number"),
     ("compress_threshold", "1.5", "positive whole number"),
+    ("compress_threshold", "1" + "0" * 25, "more chunks than any library holds"),
+    ("hnsw_threshold", "1000000000000001", "more chunks than any library holds"),
     ("index_factory", "bogus", "could not parse index string bogus"),
     ("index_factory", "IVF16,PQ7", "dimension 32"),  # PQ7 does not divide the tiny model's 32
+    # built fine, then crash FAISS (and every later index run) on the first add or search:
+    ("index_factory", "IDMap,Flat", "add does not make sense with IndexIDMap"),
+    ("index_factory", "IDMap2,HNSW32", "leave out IDMap"),
+    ("index_factory", "HNSW0", "Faiss assertion 'i < end' failed and FAISS aborted the process"),
+    ("index_factory", "HNSW1", "segmentation fault"),
+    ("index_factory", "IVF16_HNSW1,Flat", "segmentation fault"),
+    ("index_factory", "PQ16x0", "division by zero"),
+    ("index_factory", "PQ16x1", "'ksub % 8 == 0' failed"),  # raises at search
+    ("index_factory", "SQ0", "would return the wrong documents"),  # runs, finds nothing
 ])
 def test_bad_values_are_refused_and_nothing_is_stored(lib_path, key, value, says):
     before = stored(lib_path)
@@ -116,6 +127,60 @@ def test_bad_values_are_refused_and_nothing_is_stored(lib_path, key, value, says
     if key == "index_factory":
         assert repr(value) in res.output and "Nothing was changed" in res.output
     assert stored(lib_path) == before
+
+
+def test_a_factory_on_which_faiss_hangs_is_refused_in_bounded_time(lib_path, monkeypatch):
+    from hefsearch.index import factory_check
+
+    monkeypatch.setattr(factory_check, "PROBE_TIMEOUT_S", 5.0)
+    res = run("settings", "index_factory", "NSG0", library=lib_path)  # FAISS loops forever on its first add
+    assert res.exit_code == 2 and "did not finish" in res.output, res.output
+    assert "index_factory" not in stored(lib_path)
+
+
+@pytest.mark.parametrize("factory", ["IDMap,Flat", "IDMap2,HNSW32", "HNSW0", "HNSW1"])
+def test_index_keeps_working_over_a_crashing_factory_already_stored(lib_path, indexed, factory):
+    """As an older hefsearch left it: the setting stored and recorded as the space's factory
+    (the run that crashed had recorded it before building). Run in a child: before, HNSW0
+    aborted it (exit 134), HNSW1 segfaulted it (139), the IDMap ones raised (exit 1)."""
+    import subprocess
+    import sys
+
+    with Library.open(lib_path, create=False) as lib:
+        lib.set_settings(index_factory=factory)
+        lib._set_space_factory(lib.spaces()[0].name, factory)
+    done = subprocess.run([sys.executable, "-m", "hefsearch", "index", str(indexed[1]), "--library", str(lib_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"index_factory = {factory!r} cannot be used" in done.stderr
+    assert "hefsearch settings index_factory" in done.stderr
+    assert index_types(lib_path) == ("Flat", "Flat")  # the size rules' choice for ~1000 chunks
+    hits = json.loads(run("search", "train station platform", "--json", library=lib_path).stdout)
+    assert hits["hits"]
+
+
+def test_an_ivf_with_more_lists_than_the_space_has_vectors_waits_instead_of_failing(lib_path, indexed):
+    # before: the run trained IVF4096 on the space's ~1000 vectors and FAISS raised
+    # ("Number of training points should be at least as large as number of clusters")
+    res = run("settings", "index_factory", "IVF4096,Flat", library=lib_path)
+    assert res.exit_code == 0, res.output
+    assert "fewer than 4,096 chunks stay flat" in res.output
+    res = run("index", indexed[1], library=lib_path)
+    assert res.exit_code == 0, res.output
+    assert index_types(lib_path) == ("Flat", "Flat")
+
+
+def test_index_keeps_working_over_absurd_thresholds_already_stored(lib_path, indexed, caplog):
+    with Library.open(lib_path, create=False) as lib:
+        lib.set_settings(hnsw_threshold="abc", compress_threshold=10**30)
+    res = run("index", indexed[1], library=lib_path)
+    assert res.exit_code == 0, res.output
+    said = caplog.text
+    assert "hnsw_threshold = 'abc' is not a number of chunks" in said
+    assert "compress_threshold = 1000000000000000000000000000000 is not" in said
+    with Library.open(lib_path, create=False, read_only=True) as lib:
+        assert lib.hnsw_threshold() == DEFAULT_HNSW_THRESHOLD
+        assert lib.compress_threshold() == DEFAULT_COMPRESS_THRESHOLD
 
 
 def test_unknown_key_lists_the_known_ones(lib_path):

@@ -13,7 +13,6 @@ import sqlite3
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from hefsearch.index.extract import ExtractionError, docx_to_text, extract, pdf_
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import RawVectors
 from hefsearch.index.sync import DiskFull, sync
-from tests.document_builders import make_docx, make_pdf
+from tests.document_builders import docx_with_body, make_docx, make_pdf
 from tests.library_helpers import assert_consistent, write_corpus
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="symlinks and byte names as on POSIX")
@@ -364,21 +363,6 @@ def test_a_mistyped_max_size_keeps_the_library(tmp_path, encoder):
 
 
 # --- 8. bounded resources for compressed formats --------------------------------------------------
-
-
-def docx_with_body(paragraph_xml: str, repeat: int) -> bytes:
-    """A real DOCX whose body is ``paragraph_xml`` repeated: compresses extremely well."""
-    template = zipfile.ZipFile(io.BytesIO(make_docx(["x"])))
-    xml = template.read("word/document.xml").decode("utf-8")
-    head, rest = xml.split("<w:body>", 1)
-    tail = rest.split("</w:body>", 1)[1]
-    body = f"{head}<w:body>{paragraph_xml * repeat}</w:body>{tail}"
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for item in template.infolist():
-            data = body.encode("utf-8") if item.filename == "word/document.xml" else template.read(item)
-            zf.writestr(item.filename, data)
-    return out.getvalue()
 
 
 @pytest.mark.timeout(60)

@@ -3,14 +3,17 @@ chunks; the library equals a local run's, an actor killed mid-run hands its batc
 other, an actor with another encoder is refused by name, the CPU FP32 space of --also-fp32 is
 embedded by the actors too, hailo actors each take a chip of their own (two fake chips: verified
 only against the hailo_platform contract fake), and without ray the option says how to install
-it. One Ray instance serves the module (starting it costs ~10 s here)."""
+it. One Ray instance serves the module (starting it costs ~10 s here), in a temp folder of its
+own and on 127.0.0.1 only; tests/test_hardening_ray.py covers starting, joining and stopping."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -33,19 +36,31 @@ CHIP_A, CHIP_B = "0000:01:00.0", "0000:02:00.0"
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """A local Ray (head, 2 CPU slots for workers and 2 'hailo' resources); workers keep their
-    bundle cache in a temp folder and can import the fake hailo_platform, whose devices they read
-    from the file ``ray_cluster.fake_world`` (they inherit the environment of ray.init)."""
+    """A local Ray (head, 2 CPU slots for workers and 2 'hailo' resources) in a temp folder of
+    its own, listening on 127.0.0.1 only (Ray's single-machine mode, as ``--ray local`` runs it:
+    ray_session.LOOPBACK_ENV); workers keep their bundle cache in a temp folder and can import
+    the fake hailo_platform, whose devices they read from the file ``ray_cluster.fake_world``
+    (they inherit the environment of ray.init)."""
     ray = pytest.importorskip("ray")
+    from ray._private import ray_constants
+
+    from hefsearch.index.ray_session import LOOPBACK_ENV
+
     home = tmp_path_factory.mktemp("ray-home")
+    temp = tempfile.mkdtemp(prefix="hsray-")  # short: Ray's socket paths must fit 107 bytes
     env = {"HEFSEARCH_HOME": str(home), "HEFSEARCH_FAKE_HAILO_WORLD": str(home / "fake-hailo-world.json"),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(FAKES), os.environ.get("PYTHONPATH")) if p)}
+           "PYTHONPATH": os.pathsep.join(p for p in (str(FAKES), os.environ.get("PYTHONPATH")) if p),
+           LOOPBACK_ENV: "0"}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    ray.init(num_cpus=2, resources={"hailo": 2}, include_dashboard=False, log_to_driver=False)
+    cluster_mode, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False  # read at import
+    ray.init(num_cpus=2, resources={"hailo": 2}, include_dashboard=False, log_to_driver=False, _temp_dir=temp,
+             _node_ip_address="127.0.0.1")
     ray.fake_world = home / "fake-hailo-world.json"
     yield ray
     ray.shutdown()
+    ray_constants.ENABLE_RAY_CLUSTER = cluster_mode
+    shutil.rmtree(temp, ignore_errors=True)
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)

@@ -15,7 +15,10 @@ to cost 200-300 ms on the CPU and 700+ ms in the 8-bit simulation inside every q
 
 Nothing a user's files or queries hold is read as markup: file names, chunk text, snippets and
 error messages reach the screen as ``Content``/``Text`` objects, and notifications are sent
-with ``markup=False`` (a file named ``[/]x.txt`` used to crash the library screen).
+with ``markup=False`` (a file named ``[/]x.txt`` used to crash the library screen). Nor does
+any of it drive the terminal: it goes through :func:`~hefsearch.index.crawl.for_terminal`
+(``present.short_path``, ``one_line``, ``shown_text``, the library screen, notifications), so
+ESC sequences, BEL, newlines and bidi overrides in a name or a document show escaped.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from textual.content import Content
 from textual.widgets import ContentSwitcher, Footer
 
 from hefsearch.search.api import EMPTY_QUERY_NOTICE
-from hefsearch.search.keyword import clean_text
+from hefsearch.index.crawl import for_terminal
 
 from .history import QueryHistory
 from .launch import LaunchError
@@ -69,7 +72,7 @@ def sync_progress_text(event: ProgressEvent) -> str:
     if event.chunks_done:
         bits.append(f"{event.chunks_done} chunks ({event.chunks_per_s:.0f}/s)")
     if event.path and event.phase == "index":
-        bits.append(Path(str(event.path)).name)
+        bits.append(for_terminal(Path(str(event.path)).name))
     return " · ".join(bits)
 
 
@@ -330,10 +333,10 @@ class HefsearchApp(App):
     def tell(self, text: str, **options) -> None:
         """A notification of text that may quote file names, queries or errors: shown as it is
         (never markup, no lone surrogates or control characters)."""
-        self.notify(clean_text(text), markup=False, **options)
+        self.notify(for_terminal(text, multiline=True), markup=False, **options)
 
     def show_notice(self, notice: str | None) -> None:
-        self.notice_bar.show(clean_text(notice) if notice else None)
+        self.notice_bar.show(for_terminal(notice, multiline=True) if notice else None)
 
     @on(BlankQuerySubmitted)
     def _on_blank_query(self, message: BlankQuerySubmitted) -> None:
@@ -531,7 +534,7 @@ class HefsearchApp(App):
 
     def _progress(self, done, total, text) -> None:
         # Content, not str: the text names files and folders, which are not markup
-        self.sync_progress = (done, total, Content(clean_text(text)))
+        self.sync_progress = (done, total, Content(for_terminal(text)))
         pct = f" {100 * done // total}%" if done is not None and total else ""
         self.status_bar.indexing = f"indexing{pct}" if self.sync_running else ""
         for screen in self.screen_stack:

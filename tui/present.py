@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 from hefsearch.embed import space_names
 from hefsearch.embed.space_names import FP32_SPACE
+from hefsearch.index.crawl import for_terminal
 
 #: file-type filter choices: label -> kinds passed to Searcher.search (None = all)
 KIND_FILTERS: dict[str, tuple[str, ...] | None] = {
@@ -79,14 +80,21 @@ def term_spans(text: str, terms: Sequence[str]) -> list[tuple[int, int]]:
 
 
 def one_line(text: str) -> str:
-    return _SPACES.sub(" ", text).strip()
+    """Text of a document on one line, as a terminal may show it (no control characters)."""
+    return for_terminal(_SPACES.sub(" ", text).strip())
+
+
+def shown_text(text: str) -> str:
+    """Text of a document over several lines (the preview), as a terminal may show it."""
+    return for_terminal(text, multiline=True)
 
 
 def short_path(path: str, parts: int = 2) -> str:
-    """The last ``parts`` components: enough to tell files apart in a narrow column."""
+    """The last ``parts`` components: enough to tell files apart in a narrow column; control
+    and bidi characters escaped (:func:`~hefsearch.index.crawl.for_terminal`)."""
     p = PurePath(path)
     tail = p.parts[-parts:]
-    return str(PurePath(*tail)) if tail else path
+    return for_terminal(str(PurePath(*tail)) if tail else path)
 
 
 def grouping_tag(hit) -> str:
@@ -94,7 +102,7 @@ def grouping_tag(hit) -> str:
     from hefsearch.search.api import also_in_text
 
     parts = [f"+{hit.more_in_file} in file"] if getattr(hit, "more_in_file", 0) else []
-    return " · ".join(parts + ([also_in_text(hit, names=2)] if getattr(hit, "also_in", None) else []))
+    return for_terminal(" · ".join(parts + ([also_in_text(hit, names=2)] if getattr(hit, "also_in", None) else [])))
 
 
 def compare_fix(spaces: Sequence[str], library_arg: str | None) -> str:

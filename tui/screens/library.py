@@ -15,6 +15,8 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, ProgressBar, Static
 
+from hefsearch.index.crawl import for_terminal
+
 from ..present import space_label
 
 
@@ -62,7 +64,7 @@ class LibraryScreen(Screen):
         skipped = skipped_text(status.skipped or {})
         notes = getattr(status, "notes", ())
         summary = Content.assemble(
-            ("Library ", "bold"), (library_path, "$text-muted"), "\n",
+            ("Library ", "bold"), (for_terminal(library_path), "$text-muted"), "\n",
             (f"{status.documents:,}", "bold"), " documents   ",
             (f"{status.chunks:,}", "bold"), " chunks   ",
             (f"{status.truncated_chunks:,}", "bold $text-warning" if status.truncated_chunks else "bold"),
@@ -87,9 +89,9 @@ class LibraryScreen(Screen):
         failures = self.query_one("#failures", DataTable)
         failures.clear()
         for path, reason in status.failures:  # Text: a str cell is read as markup ("[/]x.txt")
-            failures.add_row(Text(path), Text(reason))
+            failures.add_row(Text(for_terminal(path)), Text(for_terminal(reason)))
         for path, reason in notes:  # not failures: a symlink not followed, a special file
-            failures.add_row(Text(path, style="dim"), Text(f"left out: {reason}", style="dim"))
+            failures.add_row(Text(for_terminal(path), style="dim"), Text(for_terminal(f"left out: {reason}"), style="dim"))
         if not status.failures and not notes:
             failures.add_row("—", "none")
 

@@ -6,7 +6,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from ..present import grouping_tag, location, query_terms, short_path
+from ..present import grouping_tag, location, query_terms, short_path, shown_text
 from ._text import highlighted
 
 
@@ -57,7 +57,8 @@ class PreviewPane(VerticalScroll):
         widgets = []
         target = None
         for text, is_hit in pieces:
-            w = Static(highlighted(text, terms if is_hit else ()), classes="piece hit" if is_hit else "piece context")
+            w = Static(highlighted(shown_text(text), terms if is_hit else ()),
+                       classes="piece hit" if is_hit else "piece context")
             widgets.append(w)
             if is_hit:
                 target = w
