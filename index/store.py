@@ -25,6 +25,7 @@ Schema (migration 1):
 - ``spaces`` / ``space_members``: one row per vector space (fingerprint and its parts, the
   backend that produced it) and, per space, which chunk ids have a committed vector.
 - ``settings``: key -> JSON value (the bundle, the default space, index factory, ...).
+- ``chunks.lang`` (migration 3): each chunk's language, detected once at indexing.
 - ``failures``: files the last sync skipped for a reason a person should see (too large,
   unreadable, special file, symlink loop, broken link).
 
@@ -175,8 +176,17 @@ def _migration_2(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE documents ADD COLUMN path_bytes BLOB")
 
 
+def _migration_3(db: sqlite_utils.Database) -> None:
+    """``chunks.lang``: the chunk's language (ISO 639-1, py3langid), detected once when the chunk
+    is stored; ``''`` when the text is too short or mixed to tell, NULL until detected (rows of
+    older libraries are filled by the next sync). Searches filter on it (``--lang``) and the
+    language-neutral space fits on it without detecting again."""
+    db.execute("ALTER TABLE chunks ADD COLUMN lang TEXT")
+    db.execute("CREATE INDEX chunks_lang ON chunks(lang)")
+
+
 #: the numbered migrations; never edit a released one, append a new one
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1, _migration_2]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1, _migration_2, _migration_3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -170,6 +170,8 @@ class _Job:
     sha256: str | None = None
     same_content: bool = False
     chunks: list = field(default_factory=list)
+    #: each chunk's language ('' when unsure), detected once here and stored with it
+    langs: list = field(default_factory=list)
     encoding: str | None = None
     error: str | None = None
 
@@ -304,6 +306,7 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
                          old_sha={p: plan.existing[p][3] for p in plan.existing})
         for sp, enc in zip(spaces, encoders):  # chunks a space does not hold yet
             report.backfilled += _backfill(library, sp, enc, opts.batch_chunks, state)
+        fill_languages(library)
         _record_sync(library, root_strs, plan.crawl_failures, report)
         threshold = library.hnsw_threshold()
         for sp in spaces:
@@ -617,6 +620,7 @@ def _prepare(job: _Job, first: "Encoder", overlap_tokens: int, max_bytes: int, o
         chunks = chunk_text(doc, first.count_tokens, first.max_tokens, overlap_tokens)
         lines = _line_numbers(doc.text, [c.start for c in chunks])
         job.chunks = [(c, ln) for c, ln in zip(chunks, lines)]
+        job.langs = chunk_languages([c.text for c in chunks])
     except ExtractionError as e:
         job.error = printable(e.message)
     except OSError as e:
@@ -841,11 +845,12 @@ def _write_job(conn, job: _Job, now: str) -> tuple[list[int], list[int]]:
         conn.execute("DELETE FROM chunks WHERE doc_id=?", [job.doc_id])
     cut = sum(1 for c, _ in job.chunks if c.cut)
     doc_id = _upsert_document(conn, job, "ok", len(job.chunks), cut, now)
+    langs = job.langs if len(job.langs) == len(job.chunks) else [None] * len(job.chunks)
     conn.executemany(
-        'INSERT INTO chunks(doc_id, ordinal, text, start, "end", page, line, tokens, cut) '
-        "VALUES (?,?,?,?,?,?,?,?,?)",
-        [(doc_id, c.ordinal, c.text, c.start, c.end, c.page, ln, c.tokens, int(c.cut))
-         for c, ln in job.chunks])
+        'INSERT INTO chunks(doc_id, ordinal, text, start, "end", page, line, tokens, cut, lang) '
+        "VALUES (?,?,?,?,?,?,?,?,?,?)",
+        [(doc_id, c.ordinal, c.text, c.start, c.end, c.page, ln, c.tokens, int(c.cut), lang)
+         for (c, ln), lang in zip(job.chunks, langs)])
     if not job.chunks:
         return removed, []
     return removed, [r[0] for r in conn.execute("SELECT id FROM chunks WHERE doc_id=? ORDER BY ordinal", [doc_id])]
@@ -893,3 +898,32 @@ def _backfill(library: Library, space, encoder, batch_chunks: int, state: _Progr
         total += len(ids)
         state.chunks += len(ids)
         state.tick(force=True)
+
+
+def chunk_languages(texts: list[str]) -> list[str | None]:
+    """The language of each text for ``chunks.lang``: a code, ``''`` when too unsure to tell,
+    None when languages cannot be identified here (left to a later sync)."""
+    from hefsearch.embed.language import identify_all
+
+    try:
+        return [lang or "" for lang in identify_all(texts)]
+    except HefsearchError as e:
+        log.info("chunk languages not detected: %s", e.message)
+        return [None] * len(texts)
+
+
+def fill_languages(library: Library, batch: int = 2000) -> int:
+    """Detect the language of chunks stored without one (a library written before
+    ``chunks.lang`` existed): once, in batches, under the caller's write lock."""
+    done = 0
+    while True:
+        rows = library.query("SELECT id, text FROM chunks WHERE lang IS NULL ORDER BY id LIMIT ?", [batch])
+        if not rows:
+            return done
+        langs = chunk_languages([r[1] for r in rows])
+        if langs and langs[0] is None:
+            return done
+        with library.transaction():
+            library.db.conn.executemany("UPDATE chunks SET lang = ? WHERE id = ?",
+                                        [(lang, r[0]) for r, lang in zip(rows, langs)])
+        done += len(rows)

@@ -48,9 +48,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchError
 from hefsearch.embed.space_names import FP32_SPACE
 
+from .filters import Filters
 from .fusion import rrf
 from .grouping import Group, group, tidy_snippet
-from .keyword import clean_text, code_terms, filter_sql, has_surrogates, keyword_search, parse_query
+from .keyword import clean_text, code_terms, has_surrogates, keyword_search, parse_query
 from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -268,10 +269,14 @@ class Searcher:
     # -- searching -----------------------------------------------------------------------
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
                path_glob: str | None = None, kinds: Sequence[str] | None = None,
-               rerank: int | None = None, fallback: bool = True, all_chunks: bool = False) -> SearchResult:
+               rerank: int | None = None, fallback: bool = True, all_chunks: bool = False,
+               filters: Filters | None = None) -> SearchResult:
         """The top ``k`` hits: one per document, copies folded (:mod:`.grouping`), unless
-        ``all_chunks`` (the ``k`` best chunks, as the retrievers rank them)."""
+        ``all_chunks`` (the ``k`` best chunks, as the retrievers rank them). ``filters``
+        (dates, types, languages, ...: :mod:`hefsearch.search.filters`) combine with
+        ``path_glob`` and ``kinds``."""
         t_start = time.perf_counter()
+        filters = Filters.of(filters, path_glob=path_glob, kinds=kinds)
         if mode not in MODES:
             raise SearchError(f"Unknown search mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
         if space is not None:
@@ -306,7 +311,7 @@ class Searcher:
 
                 rerank = default_depth(self.library, used_space)
             t = time.perf_counter()
-            allowed = self._allowed(path_glob, kinds)
+            allowed = self._allowed(filters)
             sp = self.library.space(used_space)
             scores, ids = sp.search(query_vec, max(depth, rerank or 0), allowed=allowed)
             timings["search"] = _ms(t)
@@ -319,17 +324,16 @@ class Searcher:
             t = time.perf_counter()
             with self.library.snapshot():
                 strength = "all" if mode == "keyword" else self.keyword_strength
-                kw = keyword_search(self.library.db, query, depth, strength=strength,
-                                    path_glob=path_glob, kinds=kinds)
+                kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
                 if mode == "hybrid" and not kw and self.keyword_strength == "all":
                     codes = code_terms(query)  # no chunk has every word: do the codes match?
                     if codes:
                         kw = keyword_search(self.library.db, query, depth, strength="all",
-                                            path_glob=path_glob, kinds=kinds, terms=codes)
+                                            filters=filters, terms=codes)
                 if mode == "keyword" and len(kw) < k:
                     have = {c for c, _, _ in kw}
                     more = keyword_search(self.library.db, query, k + len(kw), strength="any",
-                                          path_glob=path_glob, kinds=kinds)
+                                          filters=filters)
                     kw += [m for m in more if m[0] not in have][: k - len(kw)]
             timings["keyword"] = _ms(t)
 
@@ -461,10 +465,11 @@ class Searcher:
                 return info.label or info.backend
         return space
 
-    def _allowed(self, path_glob, kinds) -> set[int] | None:
-        if not path_glob and not kinds:
+    def _allowed(self, filters: Filters) -> set[int] | None:
+        """The chunk ids the filters let through (None: every chunk)."""
+        if filters.empty:
             return None
-        where, params = filter_sql(path_glob, kinds)
+        where, params = filters.sql()
         # documents first (far fewer rows), then their chunks through the (doc_id, ordinal) index
         rows = self.library.query(
             f"SELECT c.id FROM documents d CROSS JOIN chunks c ON c.doc_id = d.id WHERE {where}", params)

@@ -81,11 +81,21 @@ def neutral_transform(info: "SpaceInfo") -> LanguageNeutral | None:
 
 
 def chunk_languages(library: "Library", ids: Sequence[int]) -> list[str | None]:
-    """The language of each chunk (in the order of ``ids``; None when unsure)."""
+    """The language of each chunk (in the order of ``ids``; None when unsure): as stored at
+    indexing (``chunks.lang``), detected here only for chunks stored without one."""
     from hefsearch.embed.language import identify_all
 
-    texts = {c.id: c.text for c in library.chunks(ids)}
-    return identify_all(texts.get(int(i), "") for i in ids)
+    ids = [int(i) for i in ids]
+    stored: dict[int, tuple[str | None, str]] = {}
+    for i in range(0, len(ids), 900):
+        part = ids[i : i + 900]
+        for cid, lang, text in library.query(
+                f"SELECT id, lang, CASE WHEN lang IS NULL THEN text END FROM chunks "
+                f"WHERE id IN ({','.join('?' * len(part))})", part):
+            stored[cid] = (lang, text or "")
+    missing = [i for i in ids if stored.get(i, (None, ""))[0] is None]
+    found = dict(zip(missing, identify_all(stored.get(i, (None, ""))[1] for i in missing)))
+    return [found[i] if i in found else (stored[i][0] or None) for i in ids]
 
 
 def languages_with_offsets(library: "Library", source: str, min_chunks: int = MIN_CHUNKS) -> list[str]:
