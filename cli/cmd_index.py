@@ -125,10 +125,10 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     """
     from rich.console import Console
 
+    from hefsearch.app.reindex import reindex
     from hefsearch.index.encoders import choose_bundle, open_sync_encoders, remember_default_bundle
     from hefsearch.index.library import Library, discard_new_library, library_exists, resolve_library_path
-    from hefsearch.index.sync import DiskFull, SyncReport, check_roots, sync
-    from hefsearch.search.language_neutral import keep_language_neutral
+    from hefsearch.index.sync import DiskFull, SyncReport, check_roots
 
     from .main import report_error
     from .progress import SyncProgress
@@ -176,11 +176,12 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
                 err.print(f"[yellow]space {name} is not updated by this run: {why}[/]")
             try:
                 with SyncProgress(err) as progress:
-                    report = sync(library, paths, choice.encoders, include_hidden=include_hidden,
+                    run = reindex(library, paths, choice=choice, progress=progress.update,
+                                  language_neutral=language_neutral, include_hidden=include_hidden,
                                   excludes=excludes, max_bytes=int(max_size_mb * 1024 * 1024),
-                                  overlap_tokens=overlap, progress=progress.update,
-                                  batch_chunks=batch_chunks, follow_links=follow_links,
+                                  overlap_tokens=overlap, batch_chunks=batch_chunks, follow_links=follow_links,
                                   extra_suffixes=extra)
+                report = run.report
             except KeyboardInterrupt as e:
                 done = getattr(e, "sync_report", None) or SyncReport()
                 if as_json:
@@ -190,7 +191,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
             except DiskFull as e:
                 report_error(e)
                 sys.exit(EXIT_DISK_FULL)
-            for line in keep_language_neutral(library, choice.encoders, language_neutral):
+            for line in run.notes:
                 err.print(f"[dim]{line}[/]")
         finally:
             choice.close()

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
-from hefsearch.index.extract import SUPPORTED_SUFFIXES
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
 
-from .options import bundle_option, echo_json, json_option, library_option
-
-#: text, markdown, html, pdf, docx: what the extractors recognise, in their order
-DOCUMENT_KINDS = tuple(dict.fromkeys(SUPPORTED_SUFFIXES.values()))
+from .options import bundle_option, echo_json, filter_options, json_option, library_option
 
 
 def refuse_blank_query(query: str) -> None:
@@ -31,11 +25,7 @@ def refuse_blank_query(query: str) -> None:
                    "boosted where every query word occurs.")
 @click.option("--space", default=None, help="Vector space to search (default: the library's default; "
                                             "see 'hefsearch status').")
-@click.option("--path", "path_glob", default=None, metavar="GLOB",
-              help="Only files whose path matches (e.g. '*.pdf', '*/invoices/*'); a pattern without "
-                   "'/' is also matched against the file name.")
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(DOCUMENT_KINDS),
-              help="Only documents of this kind. Repeatable.")
+@filter_options
 @click.option("--quick-snippets", is_flag=True,
               help="Snippets from the query's words only: no sentence is embedded, so a hit "
                    "sharing no word with the query (another language) shows its first sentence.")
@@ -43,8 +33,9 @@ def refuse_blank_query(query: str) -> None:
               help="Every matching chunk as ranked: several of one file, and copies of one text in "
                    "several files (default: one hit per file, its best chunk, copies folded under it).")
 @bundle_option()
-@json_option()
-def search_cmd(query, library_path, k, mode, space, path_glob, kinds, quick_snippets, all_chunks, bundle, as_json):
+@json_option("Print the result as JSON on stdout: the same JSON the server's /search and the MCP "
+             "'search' tool return.")
+def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all_chunks, bundle, as_json):
     """Search the library for QUERY.
 
     Prints one hit per file: rank, score, file, page/line/char span, how many more chunks of
@@ -55,28 +46,23 @@ def search_cmd(query, library_path, k, mode, space, path_glob, kinds, quick_snip
     is an error (exit code 2); a keyword query with no words (only punctuation) finds
     nothing and says why. Snippets of hits sharing no word with the query are chosen by meaning after the
     search, on the CPU in FP32 (timed apart as semantic_snippets); --quick-snippets skips that.
+
+    \b
+    Filters: --path GLOB, --type pdf,docx, --lang de, --since 7d, --until 2024-01-01.
+    A server keeps the encoder warm between queries: hefsearch serve.
     """
-    from hefsearch.index.library import Library
-    from hefsearch.search import Searcher
+    from hefsearch.app.service import search_json
+    from hefsearch.app.session import LibrarySession, SearchRequest
 
     refuse_blank_query(query)
-    library = Library.open(library_path, create=False)
-    try:
-        searcher = Searcher(library, bundle=bundle)
-        try:
-            result = searcher.search(query, k=k, mode=mode, space=space, path_glob=path_glob,
-                                     kinds=kinds or None, all_chunks=all_chunks)
-            if result.pending_snippets and not quick_snippets:
-                t = time.perf_counter()
-                result.apply_snippets(searcher.semantic_snippets(result))
-                result.timings["semantic_snippets"] = (time.perf_counter() - t) * 1000.0
-        finally:
-            searcher.close()
-    finally:
-        library.close()
+    with LibrarySession.open(library_path, bundle=bundle) as session:
+        result = session.search(SearchRequest(seq=0, query=query, mode=mode, k=k, filters=filters, space=space,
+                                              all_chunks=all_chunks),
+                                semantic_snippets=not quick_snippets)
+        fresh = session.freshness()
     if as_json:
-        echo_json(result.to_dict())
+        echo_json(search_json(result, fresh, filters))
         return
     from .render import print_search
 
-    print_search(result, path_glob, kinds)
+    print_search(result, filters.path_glob, filters.kinds, filters=filters)

@@ -54,3 +54,43 @@ def json_option(help: str = JSON_HELP):
 def echo_json(data) -> None:
     """What ``--json`` prints: indented, non-ASCII kept as is (file names, snippets)."""
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def filter_options(f):
+    """``--path --type --lang --since --until`` (and ``--kind``): what a search or a "similar"
+    may return (:mod:`hefsearch.search.filters`); the verb gets them as one ``filters`` value."""
+    import functools
+
+    from hefsearch.index.extract import SUPPORTED_SUFFIXES
+
+    kinds = tuple(dict.fromkeys(SUPPORTED_SUFFIXES.values()))
+    types = ", ".join(sorted({s.lstrip(".") for s in SUPPORTED_SUFFIXES}))
+    options = [
+        click.option("--path", "path_glob", default=None, metavar="GLOB",
+                     help="Only files whose path matches (e.g. '*.pdf', '*/invoices/*'); a pattern without "
+                          "'/' is also matched against the file name."),
+        click.option("--type", "types", multiple=True, metavar="TYPE",
+                     help=f"Only files of this type: {types}, or a kind ({', '.join(kinds)}). "
+                          "Repeatable, or comma-separated."),
+        click.option("--kind", "kinds", multiple=True, type=click.Choice(kinds),
+                     help="Only documents of this kind. Repeatable."),
+        click.option("--lang", "langs", multiple=True, metavar="CODE",
+                     help="Only chunks in this language (ISO 639-1: de, en, ja, ...), as detected when "
+                          "they were indexed. Repeatable, or comma-separated."),
+        click.option("--since", default=None, metavar="WHEN",
+                     help="Only files modified at or after WHEN: a date (2024-03-01), a date and time "
+                          "(2024-03-01T14:00, local time) or an age (12h, 7d, 2w, 3m, 1y)."),
+        click.option("--until", default=None, metavar="WHEN", help="Only files modified before WHEN (as --since)."),
+    ]
+
+    @functools.wraps(f)
+    def wrapper(*args, path_glob, types, kinds, langs, since, until, **kwargs):
+        from hefsearch.search.filters import make_filters
+
+        kwargs["filters"] = make_filters(path_glob=path_glob, kinds=kinds, types=types, langs=langs,
+                                         since=since, until=until)
+        return f(*args, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper

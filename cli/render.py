@@ -97,21 +97,22 @@ def search_footer(result) -> Text:
                 style="dim")
 
 
-def print_search(result, path_glob=None, kinds=()) -> None:
+def print_search(result, path_glob=None, kinds=(), filters=None) -> None:
     """Hits on stdout; the notice, an empty answer and the timings on stderr."""
     out, err = Console(), Console(stderr=True)
     if result.notice:
         err.print(Text(for_terminal(result.notice, multiline=True), style="yellow"))
     if not result.hits:
-        err.print(Text(no_results(path_glob, kinds)))
+        shown = filters.describe() if filters is not None and not filters.empty else None
+        err.print(Text(f"No results. (filters: {shown})" if shown else no_results(path_glob, kinds)))
         return
     out.print(hits_table(result.hits))
     err.print(search_footer(result))
 
 
 # -- library -------------------------------------------------------------------------------
-def print_status(st, limit: int | None) -> None:
-    """``hefsearch status``: totals, the vector spaces and the first ``limit`` failures."""
+def print_status(st, limit: int | None, freshness: str | None = None) -> None:
+    """``hefsearch status``: totals, freshness, the vector spaces and the first ``limit`` failures."""
     from hefsearch.index.crawl import IGNORE_FILE, secret_rule_text
 
     out = Console()
@@ -123,6 +124,8 @@ def print_status(st, limit: int | None) -> None:
     out.print(f"  folders: {escape(for_terminal(', '.join(st.roots))) if st.roots else '(none yet)'}", overflow="fold")
     out.print(f"  last sync: {last_sync_text(st)}"
               + ("   skipped: " + skipped_text(st.skipped) if any(st.skipped.values()) else ""))
+    if freshness:
+        out.print(f"  freshness: {escape(freshness)}")
     out.print(f"  never indexed (secret files): {escape(secret_rule_text())}; "
               f"re-include one with '!NAME' in a {IGNORE_FILE}", overflow="fold")
     if st.spaces:

@@ -122,6 +122,35 @@ def crawl(
         yield from state.crawl_root(root)
 
 
+def crawl_paths(
+    roots: Sequence[Path],
+    paths: Sequence[Path],
+    *,
+    include_hidden: bool = False,
+    excludes: Sequence[str] = (),
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    follow_links: bool = False,
+    extra_suffixes: dict[str, str] | None = None,
+) -> Iterator[FoundFile | SkippedFile]:
+    """What :func:`crawl` of ``roots`` would yield for ``paths`` only (files or folders below
+    a root; others are ignored): the same rules, without listing the rest of the tree. For
+    ``hefsearch watch``, which re-indexes only what changed."""
+    exclude_spec = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
+    real_roots = [os.path.realpath(os.path.expanduser(os.fspath(r))) for r in roots]
+    state = _CrawlState(include_hidden=include_hidden, exclude=exclude_spec, max_bytes=max_bytes,
+                        follow_links=follow_links, inside=real_roots,
+                        supported={**SUPPORTED_SUFFIXES, **(extra_suffixes or {})})
+    done: list[str] = []
+    for path in sorted({os.path.abspath(os.fspath(p)) for p in paths}):
+        if any(is_under(path, d) for d in done):
+            continue  # inside a folder already crawled here
+        root = max((r for r in real_roots if is_under(path, r) and path != r), key=len, default=None)
+        if root is None:
+            continue
+        done.append(path)
+        yield from state.crawl_below(Path(root), Path(path))
+
+
 def printable(name: str | os.PathLike) -> str:
     """A path or text as storable, showable text: bytes that are not UTF-8 (they arrive as lone
     surrogates) become ``\\xNN`` escapes, so nothing downstream (SQLite, JSON, the terminal)
@@ -326,39 +355,94 @@ class _CrawlState:
             name = entry.name
             if name == IGNORE_FILE or (not self.include_hidden and name.startswith(".")):
                 continue
+            yield from self._visit(_Dir(folder.path, folder.rel, rules, folder.ancestors), name,
+                                   entry.is_symlink(), entry.stat, subdirs)
+
+    def _visit(self, folder: _Dir, name: str, is_link: bool, stat_entry, subdirs: list[_Dir]
+               ) -> Iterator[FoundFile | SkippedFile]:
+        """One entry of ``folder`` (its rules already loaded): a file found or skipped, or a
+        folder appended to ``subdirs``. ``stat_entry()`` stats it, following symlinks."""
+        path = folder.path / name
+        try:
+            st = stat_entry()  # follows symlinks; never opens the file
+        except FileNotFoundError as e:
+            if is_link:
+                yield _stat_failure(path, e, is_link=True)
+            return  # otherwise it was deleted while we were listing: it is simply gone
+        except OSError as e:
+            yield _stat_failure(path, e, is_link=is_link)
+            return
+        rel = f"{folder.rel}/{name}" if folder.rel else name
+        is_dir = stat.S_ISDIR(st.st_mode)
+        ignored = self._ignored(rel + "/" if is_dir else rel, folder.rules)
+        if not ignored:
+            ignored = self._leaves(path, st, is_link, is_dir)
+            if isinstance(ignored, SkippedFile):
+                yield ignored
+                return
+        if ignored:
+            yield SkippedFile(path, ignored, "ignored")
+            return
+        if is_dir:
+            key = (st.st_dev, st.st_ino)
+            if key in folder.ancestors:
+                yield SkippedFile(path, f"symlink loop: leads back to {folder.ancestors[key]}", "loop")
+            elif key in self.seen_dirs:
+                yield SkippedFile(path, f"already crawled as {self.seen_dirs[key]}", "loop")
+            else:
+                self.seen_dirs[key] = path
+                subdirs.append(_Dir(path, rel, folder.rules, {**folder.ancestors, key: path}))
+            return
+        yield self._file(path, st, rel=rel)
+
+    def crawl_below(self, root: Path, target: Path) -> Iterator[FoundFile | SkippedFile]:
+        """What a crawl of ``root`` would yield for ``target`` (a file or folder below it),
+        without listing anything else: the folders from the root down are checked as the crawl
+        checks them (hidden names, ignore files, secret rule, --exclude, links out of the roots),
+        then the target is visited and, if a folder, crawled. Nothing when a folder on the way
+        is left out or ``target`` is gone."""
+        root = Path(os.path.realpath(root))
+        rel_parts = Path(os.path.relpath(target, root)).parts
+        if not rel_parts or rel_parts[0] == os.pardir or rel_parts == (".",):
+            return
+        if system_folder(str(root)):
+            return
+        try:
+            st = os.stat(root)
+        except OSError:
+            return
+        folder = _Dir(root, "", (_SECRET_RULES,), {(st.st_dev, st.st_ino): root})
+        for i, name in enumerate(rel_parts):
+            if name == IGNORE_FILE or (not self.include_hidden and name.startswith(".")):
+                return
+            folder = self._with_ignore_file(folder)
             path = folder.path / name
-            is_link = entry.is_symlink()
-            try:
-                st = entry.stat()  # follows symlinks; never opens the file
-            except FileNotFoundError as e:
-                if is_link:
-                    yield _stat_failure(path, e, is_link=True)
-                continue  # otherwise it was deleted while we were listing: it is simply gone
-            except OSError as e:
-                yield _stat_failure(path, e, is_link=is_link)
+            subdirs: list[_Dir] = []
+            last = i == len(rel_parts) - 1
+            items = list(self._visit(folder, name, os.path.islink(path), lambda: os.stat(path), subdirs))
+            if not last:
+                if not subdirs:  # the folder on the way is left out (or gone): so is the target
+                    return
+                folder = subdirs[0]
                 continue
-            rel = f"{folder.rel}/{name}" if folder.rel else name
-            is_dir = stat.S_ISDIR(st.st_mode)
-            ignored = self._ignored(rel + "/" if is_dir else rel, rules)
-            if not ignored:
-                ignored = self._leaves(path, st, is_link, is_dir)
-                if isinstance(ignored, SkippedFile):
-                    yield ignored
-                    continue
-            if ignored:
-                yield SkippedFile(path, ignored, "ignored")
-                continue
-            if is_dir:
-                key = (st.st_dev, st.st_ino)
-                if key in folder.ancestors:
-                    yield SkippedFile(path, f"symlink loop: leads back to {folder.ancestors[key]}", "loop")
-                elif key in self.seen_dirs:
-                    yield SkippedFile(path, f"already crawled as {self.seen_dirs[key]}", "loop")
-                else:
-                    self.seen_dirs[key] = path
-                    subdirs.append(_Dir(path, rel, rules, {**folder.ancestors, key: path}))
-                continue
-            yield self._file(path, st, rel=rel)
+            yield from items
+            stack = subdirs
+            while stack:
+                below = stack.pop()
+                found: list[_Dir] = []
+                yield from self._scan(below, found)
+                stack.extend(reversed(found))
+
+    def _with_ignore_file(self, folder: _Dir) -> _Dir:
+        """``folder`` with its own .hefsearchignore added to its rules (as _scan adds it)."""
+        try:
+            entry = next((e for e in os.scandir(folder.path) if e.name == IGNORE_FILE), None)
+        except OSError:
+            return folder
+        loaded = self._load_ignore_file(entry, folder.rel) if entry is not None else None
+        if isinstance(loaded, _Rules):
+            return _Dir(folder.path, folder.rel, folder.rules + (loaded,), folder.ancestors)
+        return folder
 
     def _leaves(self, path: Path, st: os.stat_result, is_link: bool, is_dir: bool) -> SkippedFile | str | None:
         """Why an entry must not be followed: a SkippedFile for a system file or a link out of

@@ -236,6 +236,7 @@ def sync(
     batch_chunks: int = DEFAULT_BATCH_CHUNKS,
     follow_links: bool = False,
     extra_suffixes: dict[str, str] | None = None,
+    paths: Sequence[Path] | None = None,
 ) -> SyncReport:
     """Bring the library up to date with ``roots``; see the module docstring.
 
@@ -243,6 +244,11 @@ def sync(
     which every sync reads: a suffix once added stays indexed (a run without it would remove
     those files). The roots are added to the library's recorded folders (``roots``), which
     ``hefsearch index`` without PATHS and the TUI's re-index sync.
+
+    ``paths`` (files or folders below the roots, e.g. what ``hefsearch watch`` saw change)
+    limits the run to them: only they are crawled (:func:`~hefsearch.index.crawl.crawl_paths`,
+    same rules) and only documents at or below them can be removed; the rest of the library
+    is left as it is.
 
     :raises DiskFull: the library's disk is full (batches committed before stay).
     :raises KeyboardInterrupt: Ctrl+C, with the report of what was done as ``sync_report``
@@ -260,7 +266,8 @@ def sync(
     resolved = check_roots(roots)
     report = SyncReport()
     try:
-        return _sync(library, resolved, encoders, opts, progress or (lambda ev: None), report)
+        only = None if paths is None else [Path(os.path.abspath(os.path.expanduser(os.fspath(p)))) for p in paths]
+        return _sync(library, resolved, encoders, opts, progress or (lambda ev: None), report, only)
     except KeyboardInterrupt as e:
         e.sync_report = report  # what was done: `index --json` prints it
         raise
@@ -283,14 +290,14 @@ def check_roots(roots: Sequence) -> list[Path]:
 
 
 def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, emit,
-          report: SyncReport) -> SyncReport:
+          report: SyncReport, only: list[Path] | None = None) -> SyncReport:
     """The stages, under the write lock: spaces, crawl, compare, remove, index, back-fill, record."""
     t0 = time.perf_counter()
     root_strs = [str(r) for r in resolved]
     with library.write_lock(wait=True):  # bounded (LOCK_WAIT_S): a back-fill between windows lets go
         spaces = _open_spaces(library, encoders, report, root_strs, opts)
-        crawled = _crawl(resolved, opts, emit)
-        plan = _compare(crawled, _stored_documents(library, root_strs), report)
+        crawled = _crawl(resolved, opts, emit, only)
+        plan = _compare(crawled, _stored_documents(library, root_strs, only), report)
         report.found = len(plan.found)
         if plan.gone:
             emit(ProgressEvent("remove", files_total=len(plan.found)))
@@ -307,7 +314,7 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
         for sp, enc in zip(spaces, encoders):  # chunks a space does not hold yet
             report.backfilled += _backfill(library, sp, enc, opts.batch_chunks, state)
         fill_languages(library)
-        _record_sync(library, root_strs, plan.crawl_failures, report)
+        _record_sync(library, root_strs, plan.crawl_failures, report, only)
         threshold = library.hnsw_threshold()
         for sp in spaces:
             sp.maintain(hnsw_threshold=threshold, factory_override=library.index_factory_setting(sp.info.dim))
@@ -366,27 +373,39 @@ class _Crawled:
     skipped: list  # crawl.SkippedFile
 
 
-def _crawl(resolved: list[Path], opts: SyncOptions, emit) -> _Crawled:
-    """Consumes the roots; produces what is under them (stat only, nothing is read)."""
-    from .crawl import FoundFile, crawl
+def _crawl(resolved: list[Path], opts: SyncOptions, emit, only: list[Path] | None = None) -> _Crawled:
+    """Consumes the roots (or ``only`` these paths below them); produces what is under them
+    (stat only, nothing is read)."""
+    from .crawl import FoundFile, crawl, crawl_paths
 
     out = _Crawled([], [])
     emit(ProgressEvent("scan"))
-    for item in crawl(resolved, include_hidden=opts.include_hidden, excludes=opts.excludes,
-                      max_bytes=opts.max_bytes, follow_links=opts.follow_links,
-                      extra_suffixes=opts.extra_suffixes):
+    options = dict(include_hidden=opts.include_hidden, excludes=opts.excludes, max_bytes=opts.max_bytes,
+                   follow_links=opts.follow_links, extra_suffixes=opts.extra_suffixes)
+    items = crawl(resolved, **options) if only is None else crawl_paths(resolved, only, **options)
+    for item in items:
         (out.found if isinstance(item, FoundFile) else out.skipped).append(item)
     return out
 
 
-def _stored_documents(library: Library, root_strs: list[str]) -> dict[str, tuple]:
-    """The document rows under the roots, keyed by real path (as the crawler gives it):
-    (id, size, mtime_ns, sha256, status, error)."""
+def _stored_documents(library: Library, root_strs: list[str], only: list[Path] | None = None) -> dict[str, tuple]:
+    """The document rows under the roots (and at or below ``only``'s paths, when given), keyed
+    by real path (as the crawler gives it): (id, size, mtime_ns, sha256, status, error)."""
+    select = "SELECT path, path_bytes, id, size, mtime_ns, sha256, status, error FROM documents"
+    if only is None:
+        rows = library.query(select)
+    else:  # by path prefix: a watcher's run reads its few rows, not the whole table
+        rows = []
+        for p in only:
+            shown = printable(p)
+            rows += library.query(f"{select} WHERE path = ? OR path LIKE ? ESCAPE '\\'",
+                                  [shown, _like_prefix(shown)])
+    only_strs = None if only is None else [str(p) for p in only]
     existing: dict[str, tuple] = {}
-    for row in library.query("SELECT path, path_bytes, id, size, mtime_ns, sha256, status, error "
-                             "FROM documents"):
+    for row in rows:
         real = _real_path(row[0], row[1])
-        if any(is_under(real, r) for r in root_strs):
+        if any(is_under(real, r) for r in root_strs) and (
+                only_strs is None or any(is_under(real, p) for p in only_strs)):
             existing[real] = row[2:]
     return existing
 
@@ -428,11 +447,13 @@ def _compare(crawled: _Crawled, existing: dict[str, tuple], report: SyncReport) 
 
 
 def _record_sync(library: Library, root_strs: list[str], crawl_failures: list[tuple[str, str, str]],
-                 report: SyncReport) -> None:
-    """Replaces the failures under the roots with this run's and stores the run as last_sync."""
+                 report: SyncReport, only: list[Path] | None = None) -> None:
+    """Replaces the failures under the roots (or ``only``'s paths) with this run's and stores
+    the run as last_sync (``partial`` when it covered only some paths)."""
     shown_roots = [printable(r) for r in root_strs]
+    cleared = shown_roots if only is None else [printable(p) for p in only]
     with library.transaction():
-        for r in shown_roots:
+        for r in cleared:
             library.db.execute("DELETE FROM failures WHERE path = ? OR path LIKE ? ESCAPE '\\'",
                                [r, _like_prefix(r)])
         library.db.conn.executemany(
@@ -441,7 +462,8 @@ def _record_sync(library: Library, root_strs: list[str], crawl_failures: list[tu
         put_setting(library.db, "last_sync", {
             "at": utc_now(), "roots": shown_roots, "skipped": report.skipped,
             "added": report.added, "changed": report.changed, "removed": report.removed,
-            "failed": len(report.failed), "chunks_embedded": report.chunks_embedded})
+            "failed": len(report.failed), "chunks_embedded": report.chunks_embedded,
+            **({} if only is None else {"partial": True, "paths": len(only)})})
 
 
 def _account_skips(skipped: list, existing: dict[str, tuple], report: SyncReport

@@ -4,7 +4,9 @@ literal name) goes along an allowed edge.
 
     embed <- index <- search <- evaluate <- diagnose
     compile -> embed, index
-    tui -> search, index, embed
+    app -> search, index, embed            (the application layer under every front end)
+    serve -> app, search, index, embed     (HTTP + MCP)
+    tui -> app, search, index, embed
     cli -> everything (the TUI only for the ``tui`` verb);  hefsearch (python -m) -> cli
 
 The imports are read with ``ast`` rather than observed at run time, so an import inside a
@@ -34,8 +36,10 @@ ALLOWED: dict[str, set[str]] = {
     "evaluate": {"embed", "index", "search"},
     "diagnose": {"embed", "index", "search", "evaluate"},
     "compile": {"embed", "index"},
-    "tui": {"embed", "index", "search"},
-    "cli": {"embed", "index", "search", "evaluate", "diagnose", "compile", "tui"},
+    "app": {"embed", "index", "search"},
+    "serve": {"embed", "index", "search", "app"},
+    "tui": {"embed", "index", "search", "app"},
+    "cli": {"embed", "index", "search", "evaluate", "diagnose", "compile", "app", "serve", "tui"},
     "hefsearch": {"cli"},
 }
 

@@ -7,11 +7,11 @@ decides *what* is found; it only formats what the search API returned.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Iterable, Sequence
 
 from hefsearch.embed import space_names
+from hefsearch.app.session import SearchRequest  # noqa: F401  (the app builds requests)
 from hefsearch.embed.space_names import FP32_SPACE
 from hefsearch.index.crawl import for_terminal
 
@@ -40,23 +40,6 @@ o os as um uma e ou é são do da dos das em no na para com que não
 _SPACES = re.compile(r"\s+")
 #: highlight at most this many query words (a pasted page would make one huge regex per hit)
 MAX_HIGHLIGHT_TERMS = 32
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """One query as the user asked it; ``seq`` orders requests so stale answers are dropped."""
-
-    seq: int
-    query: str
-    mode: str = "hybrid"
-    k: int = 10
-    path_glob: str | None = None
-    kinds: tuple[str, ...] | None = None
-    compare: bool = False
-    #: compare view only: let the search API re-rank the NPU top-N with FP32 vectors
-    rerank: bool = False
-    #: every chunk as ranked, not one hit per file
-    all_chunks: bool = False
 
 
 # -- text ----------------------------------------------------------------------------------

@@ -1,0 +1,14 @@
+"""hefsearch.app: the application layer under every front end (the CLI, the TUI, the server).
+
+- :mod:`~hefsearch.app.session`: :class:`~hefsearch.app.session.LibrarySession`, one open
+  library with its searcher and encoders (search, compare, similar, read, status, re-index);
+- :mod:`~hefsearch.app.reindex`: :func:`~hefsearch.app.reindex.reindex`, one whole sync run
+  (encoders opened and closed, the sync, the language-neutral space kept), called by
+  ``hefsearch index``, the TUI's re-index, ``hefsearch watch`` and the server;
+- :mod:`~hefsearch.app.service`: the JSON answers of ``search --json``, the HTTP API and the
+  MCP tools, made by one function each, with the limits a server needs;
+- :mod:`~hefsearch.app.freshness`: how fresh the library is (last sync, a running watcher);
+- :mod:`~hefsearch.app.watch`: ``hefsearch watch``, folders followed by events or polling.
+
+Nothing here imports a web framework or Textual (the server lives in ``hefsearch.serve``).
+"""

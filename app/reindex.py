@@ -1,0 +1,127 @@
+"""One whole sync run, the same for every front end: ``hefsearch index``, the TUI's re-index,
+``hefsearch watch`` (changed paths only) and ``hefsearch serve --watch`` all call
+:func:`reindex`, which opens the encoders the library needs (or uses the ones given), runs the
+sync, keeps the language-neutral space, closes what it opened and records the library's roots.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from hefsearch.index.crawl import is_under
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.embed.encoder import Encoder
+    from hefsearch.index.encoders import EncoderChoice
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import ProgressEvent, SyncReport
+
+log = logging.getLogger("hefsearch.app")
+
+#: setting holding every folder ever indexed into the library (``hefsearch watch`` follows them)
+ROOTS_SETTING = "roots"
+
+
+@dataclass
+class ReindexRun:
+    report: "SyncReport"
+    #: what the language-neutral step did, one line each
+    notes: list[str] = field(default_factory=list)
+    #: (space, why it was not updated)
+    skipped_spaces: list[tuple[str, str]] = field(default_factory=list)
+
+
+def open_sync_encoders(library: "Library", **options) -> "EncoderChoice":
+    """The encoders ``hefsearch index`` would choose for this library (every space that can be
+    opened here, the default space's first); see :mod:`hefsearch.index.encoders`."""
+    from hefsearch.index.encoders import open_sync_encoders as choose
+
+    choice = choose(library, **options)
+    for name, why in choice.skipped_spaces:
+        log.warning("space %s is not updated by this run: %s", name, why)
+    return choice
+
+
+def reindex(library: "Library", roots: Sequence[str | Path], *,
+            choice: "EncoderChoice | None" = None,
+            open_encoders: Callable[[], "EncoderChoice | Sequence[Encoder]"] | None = None,
+            progress: Callable[["ProgressEvent"], None] | None = None,
+            paths: Sequence[str | Path] | None = None,
+            language_neutral: bool | None = None,
+            close: bool = True, **sync_options) -> ReindexRun:
+    """Sync ``roots`` into ``library`` (only ``paths`` below them, when given).
+
+    Encoders: ``choice`` (already open), else ``open_encoders()``, else the library's own
+    (:func:`open_sync_encoders`); those opened here are closed at the end (``close=False``
+    keeps them, for a caller that reuses them, such as the watcher). ``sync_options`` go to
+    :func:`hefsearch.index.sync.sync` (excludes, max_bytes, batch_chunks, ...).
+
+    :raises LibraryBusy: another process held the write lock for more than 5 s.
+    :raises DiskFull: the disk is full; every batch committed before stays.
+    """
+    from hefsearch.index.sync import sync
+    from hefsearch.search.language_neutral import keep_language_neutral
+
+    opened = choice is None
+    if choice is None:
+        got = open_encoders() if open_encoders is not None else open_sync_encoders(library)
+        choice = got if hasattr(got, "encoders") else _Choice(list(got))
+    try:
+        report = sync(library, list(roots), choice.encoders, progress=progress,
+                      **({"paths": list(paths)} if paths is not None else {}), **sync_options)
+        notes = list(keep_language_neutral(library, choice.encoders, language_neutral))
+        for line in notes:
+            log.info("%s", line)
+        if paths is None:
+            remember_roots(library, roots)
+        return ReindexRun(report, notes, list(getattr(choice, "skipped_spaces", [])))
+    finally:
+        if opened and close:
+            choice.close()
+
+
+@dataclass
+class _Choice:
+    """Encoders handed over as a plain list (tests, the TUI's hook)."""
+
+    encoders: list
+    skipped_spaces: list = field(default_factory=list)
+
+    def close(self) -> None:
+        for enc in self.encoders:
+            enc.close()
+
+
+def remember_roots(library: "Library", roots: Sequence[str | Path]) -> None:
+    """Add ``roots`` to the library's folders (setting ``roots``); a folder inside one already
+    known is not added twice, one holding known ones replaces them."""
+    from hefsearch.index.crawl import printable
+
+    new = [printable(Path(r).expanduser().resolve()) for r in roots]
+    known = [str(r) for r in library_roots(library)]
+    kept = [k for k in known if not any(is_under(k, n) for n in new)]
+    merged = kept + [n for n in new if not any(is_under(n, k) for k in kept)]
+    if merged != known and not getattr(library, "read_only", True):
+        library.set_settings(**{ROOTS_SETTING: sorted(dict.fromkeys(merged))})
+
+
+def library_roots(library: "Library") -> list[Path]:
+    """Every folder indexed into the library: the ``roots`` setting, else (a library written
+    before it existed) the folders of the last sync."""
+    try:
+        settings = library.settings()
+    except Exception:
+        return []
+    roots = settings.get(ROOTS_SETTING)
+    if not roots:
+        last = settings.get("last_sync") or {}
+        roots = (last.get("roots") if isinstance(last, dict) else None) or []
+    return [Path(r) for r in roots]
+
+
+def under_roots(path: str, roots: Sequence[str | Path]) -> bool:
+    """Whether ``path`` lies in one of the library's folders."""
+    return any(is_under(path, str(r)) for r in roots)

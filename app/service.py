@@ -1,0 +1,299 @@
+"""The JSON answers every front end gives, each made by one function, so a change to what a
+hit or a status holds reaches them all: ``hefsearch search --json``, ``similar --json``,
+``status --json``, the HTTP API and the MCP tools.
+
+:class:`LibraryService` answers requests from outside (the server, the MCP tools): it checks
+its input against :class:`Limits` (k, query length, ids per request, concurrent work) and
+raises :class:`ServiceError` with an HTTP status and a message for anything wrong. It is
+read-only: text comes from the library's database, never from the disk, and a document or hit
+outside the library's folders (:func:`~hefsearch.app.reindex.library_roots`) is neither shown
+nor returned. Each answer names the backend that encoded the query and how fresh the library is.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Iterable
+
+from hefsearch.embed.errors import HefsearchError
+from hefsearch.search.api import MAX_QUERY_CHARS, MODES, prepare_query
+from hefsearch.search.filters import Filters, make_filters
+
+from .reindex import library_roots, under_roots
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.index.library import LibraryStatus
+    from hefsearch.search import SearchResult
+
+    from .freshness import Freshness
+    from .session import LibrarySession
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for."""
+
+    max_k: int = 100
+    max_query_chars: int = MAX_QUERY_CHARS
+    #: chunk or document ids per ``get``
+    max_ids: int = 50
+    #: requests being answered or waiting at once; more get 503 (busy)
+    max_pending: int = 16
+    #: characters of a document's text in one answer
+    max_text_chars: int = 200_000
+    #: bytes of a request body (the server refuses larger ones before reading them)
+    max_body_bytes: int = 64 * 1024
+
+
+class ServiceError(HefsearchError):
+    """A request that cannot be answered; ``status`` is its HTTP status."""
+
+    title = "request refused"
+
+    def __init__(self, message: str, hint: str | None = None, *, status: int = 400):
+        super().__init__(message, hint)
+        self.status = status
+
+    def to_dict(self) -> dict:
+        return {"error": {"status": self.status, "message": self.message, "hint": self.hint}}
+
+
+# -- the shared answers ------------------------------------------------------------------------
+def search_json(result: "SearchResult", fresh: "Freshness | None" = None, filters: Filters | None = None) -> dict:
+    """A search (or similar) result as every front end returns it: the result's own fields
+    (query, mode, space, backend, notice, timings, hits), the filters applied and the
+    library's freshness."""
+    data = result.to_dict()
+    if filters is not None and not filters.empty:
+        data["filters"] = filters.to_dict()
+    if fresh is not None:
+        data["library"] = fresh.to_dict()
+    return data
+
+
+def status_json(st: "LibraryStatus", fresh: "Freshness | None" = None) -> dict:
+    """``hefsearch status --json`` (and the server's /status)."""
+    from hefsearch.index.crawl import SECRET_FILE_PATTERNS
+
+    d = asdict(st)
+    d["secret_file_rule"] = list(SECRET_FILE_PATTERNS)
+    d["failures"] = [{"path": p, "reason": r} for p, r in st.failures]
+    d["notes"] = [{"path": p, "reason": r} for p, r in st.notes]
+    d["spaces"] = [{**asdict(s), "complete": s.count == st.chunks} for s in st.spaces]
+    if fresh is not None:
+        d["freshness"] = fresh.to_dict()
+    return d
+
+
+_CHUNK_SQL = ('SELECT c.id, c.doc_id, d.path, d.kind, c.ordinal, c.page, c.line, c.start, c."end", c.lang, '
+              "c.tokens, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id")
+_CHUNK_KEYS = ("id", "doc_id", "path", "kind", "ordinal", "page", "line", "start", "end", "lang", "tokens", "text")
+
+
+def chunk_json(row: tuple) -> dict:
+    d = dict(zip(_CHUNK_KEYS, row))
+    d["lang"] = d["lang"] or None
+    return d
+
+
+class LibraryService:
+    """Requests from outside, answered from one :class:`~hefsearch.app.session.LibrarySession`."""
+
+    def __init__(self, session: "LibrarySession", limits: Limits | None = None):
+        self.session = session
+        self.limits = limits or Limits()
+        self._slots = threading.BoundedSemaphore(self.limits.max_pending)
+
+    # -- guards ------------------------------------------------------------------------------
+    def _busy(self):
+        """One of ``max_pending`` slots, or 503 at once (nothing queues without bound)."""
+        service = self
+
+        class _Slot:
+            def __enter__(self):
+                if not service._slots.acquire(blocking=False):
+                    raise ServiceError("The server is busy answering other requests.",
+                                       "Try again in a moment.", status=503)
+
+            def __exit__(self, *exc):
+                service._slots.release()
+
+        return _Slot()
+
+    def _k(self, k: Any) -> int:
+        try:
+            k = int(k)
+        except (TypeError, ValueError):
+            raise ServiceError(f"k must be a whole number, not {k!r}.") from None
+        if not 1 <= k <= self.limits.max_k:
+            raise ServiceError(f"k must be between 1 and {self.limits.max_k} (got {k}).")
+        return k
+
+    def _filters(self, **given) -> Filters:
+        try:
+            return make_filters(**given)
+        except HefsearchError as e:
+            raise ServiceError(e.message, e.hint) from None
+
+    def _roots(self) -> list:
+        return library_roots(self.session.library)
+
+    def _inside(self, result: "SearchResult") -> "SearchResult":
+        """Hits outside the library's folders (documents of a folder no longer indexed) dropped."""
+        roots = self._roots()
+        if roots:
+            result.hits = [h for h in result.hits if under_roots(h.path, roots)]
+            for rank, hit in enumerate(result.hits, 1):
+                hit.rank = rank
+        return result
+
+    # -- answers -----------------------------------------------------------------------------
+    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
+               path: str | None = None, type: Iterable[str] | None = None, kind: Iterable[str] | None = None,
+               lang: Iterable[str] | None = None, since=None, until=None) -> dict:
+        from .session import SearchRequest
+
+        if not isinstance(query, str) or not prepare_query(query)[0]:
+            raise ServiceError("The query is empty.", "Give the words to look for in 'query'.")
+        if len(query) > self.limits.max_query_chars:
+            raise ServiceError(f"The query is {len(query):,} characters long; at most "
+                               f"{self.limits.max_query_chars:,} are allowed.", status=413)
+        if mode not in MODES:
+            raise ServiceError(f"Unknown mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+        filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
+        with self._busy():
+            result = self._call(self.session.search, SearchRequest(
+                seq=0, query=query, mode=mode, k=self._k(k), filters=filters, space=space),
+                semantic_snippets=True)
+        return search_json(self._inside(result), self.session.freshness(), filters)
+
+    def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, k: int = 10,
+                space: str | None = None, path: str | None = None, type=None, kind=None, lang=None,
+                since=None, until=None) -> dict:
+        filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
+        self._check_visible(chunk_id=chunk_id, doc_id=doc_id)
+        with self._busy():
+            result = self._call(self.session.similar, chunk_id, doc_id=doc_id, k=self._k(k), space=space,
+                                filters=filters)
+        return search_json(self._inside(result), self.session.freshness(), filters)
+
+    def get(self, ids: Iterable[Any]) -> dict:
+        """The text and location of chunks (``123``) and documents (``"doc:45"``), in the order
+        asked. An id the library does not have, or outside its folders, is refused (404)."""
+        ids = list(ids if isinstance(ids, (list, tuple)) else [ids])
+        if not ids:
+            raise ServiceError("No ids given.", "Pass the chunk_id of search hits, or 'doc:ID' for a document.")
+        if len(ids) > self.limits.max_ids:
+            raise ServiceError(f"At most {self.limits.max_ids} ids per request (got {len(ids)}).", status=413)
+        items = []
+        with self._busy():
+            for raw in ids:
+                kind, n = parse_id(raw)
+                items.append(self.document(n) if kind == "doc" else self.chunk(n))
+        return {"items": items, "library": self.session.freshness().to_dict()}
+
+    def chunk(self, chunk_id: int) -> dict:
+        rows = self.session.library.query(f"{_CHUNK_SQL} WHERE c.id = ?", [int(chunk_id)])
+        if not rows or not self._visible(rows[0][2]):
+            raise _not_found("chunk", chunk_id)
+        return {"type": "chunk", **chunk_json(rows[0])}
+
+    def document(self, doc_id: int) -> dict:
+        lib = self.session.library
+        rows = lib.query("SELECT id, path, kind, size, mtime_ns, status, chunks, indexed_at FROM documents "
+                         "WHERE id = ?", [int(doc_id)])
+        if not rows or not self._visible(rows[0][1]):
+            raise _not_found("document", doc_id)
+        r = rows[0]
+        chunks = [chunk_json(c) for c in lib.query(f"{_CHUNK_SQL} WHERE c.doc_id = ? ORDER BY c.ordinal", [r[0]])]
+        text, cut = join_chunks(chunks, self.limits.max_text_chars)
+        from hefsearch.search.filters import iso
+
+        return {"type": "document", "id": r[0], "path": r[1], "kind": r[2], "size": r[3],
+                "modified": iso(r[4] / 1e9), "status": r[5], "indexed_at": r[7],
+                "langs": sorted({c["lang"] for c in chunks if c["lang"]}),
+                "chunks": [{k: c[k] for k in ("id", "ordinal", "page", "line", "start", "end", "lang")}
+                           for c in chunks],
+                "text": text, "text_truncated": cut}
+
+    def status(self) -> dict:
+        d = status_json(self.session.status(), self.session.freshness())
+        d["default_space"] = self.session.default_space()
+        return d
+
+    def health(self) -> dict:
+        fresh = self.session.freshness()
+        return {"ok": True, "library": str(self.session.library_path), "default_space": self.session.default_space(),
+                "freshness": fresh.to_dict()}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _call(self, fn, *args, **kwargs):
+        """Errors of the search API as 400/404 answers with their message and hint."""
+        try:
+            return fn(*args, **kwargs)
+        except ServiceError:
+            raise
+        except HefsearchError as e:
+            status = 404 if "has no chunk" in e.message or "has no document" in e.message else 400
+            raise ServiceError(e.message, e.hint, status=status) from None
+
+    def _visible(self, path: str) -> bool:
+        roots = self._roots()
+        return not roots or under_roots(path, roots)
+
+    def _check_visible(self, *, chunk_id=None, doc_id=None) -> None:
+        lib = self.session.library
+        if chunk_id is not None:
+            rows = lib.query("SELECT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?",
+                             [_int(chunk_id)])
+            what, n = "chunk", chunk_id
+        elif doc_id is not None:
+            rows = lib.query("SELECT path FROM documents WHERE id = ?", [_int(doc_id)])
+            what, n = "document", doc_id
+        else:
+            raise ServiceError("Say which chunk (id) or document (doc) to find similar ones for.")
+        if not rows or not self._visible(rows[0][0]):
+            raise _not_found(what, n)
+
+
+def parse_id(raw: Any) -> tuple[str, int]:
+    """``123`` / ``"123"`` / ``"chunk:123"`` -> ("chunk", 123); ``"doc:45"`` -> ("doc", 45)."""
+    text = str(raw).strip()
+    kind, sep, number = text.partition(":")
+    if not sep:
+        kind, number = "chunk", text
+    kind = {"chunk": "chunk", "c": "chunk", "doc": "doc", "document": "doc", "d": "doc"}.get(kind.lower())
+    if kind is None or not number.isdigit():
+        raise ServiceError(f"{text[:80]!r} is not an id of this library.",
+                           "Ids are the chunk_id of search hits (e.g. 123) or 'doc:ID' for a whole "
+                           "document; paths are never read.", status=404)
+    return kind, int(number)
+
+
+def _int(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ServiceError(f"{str(value)[:80]!r} is not an id.", status=404) from None
+
+
+def _not_found(what: str, n) -> ServiceError:
+    return ServiceError(f"The library has no {what} {n}.",
+                        "Take the id from a search result (chunk_id) or a document id (doc:ID).", status=404)
+
+
+def join_chunks(chunks: list[dict], limit: int) -> tuple[str, bool]:
+    """A document's text from its chunks' spans (chunks overlap; each is ``text[start:end]`` of
+    the extracted text), at most ``limit`` characters."""
+    parts, covered = [], 0
+    for c in chunks:
+        start, text = c["start"], c["text"]
+        if start < covered:
+            text = text[covered - start:]
+        elif parts and start > covered:
+            parts.append("\n")
+        parts.append(text)
+        covered = max(covered, c["end"])
+    text = "".join(parts)
+    return (text[:limit], True) if len(text) > limit else (text, False)

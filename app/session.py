@@ -1,0 +1,186 @@
+"""One open library for a front end: the library, a searcher with its encoders, and the work
+every front end asks of them. The TUI calls it from its thread workers, the server from its
+request threads, the CLI once per command; all get the search API's own types
+(``SearchResult``, ``Comparison``, ``LibraryStatus``, ``SyncReport``) back.
+
+The searcher serves one query at a time (``_engine``): encoders are not thread-safe and the
+NPU runs one model at a time; everything else (status, reading chunks) goes straight to the
+library, whose SQLite connection serialises itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from hefsearch.search.filters import Filters
+
+from . import reindex as reindex_mod
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.embed.encoder import Encoder
+    from hefsearch.index.library import ChunkRecord, Library, LibraryStatus
+    from hefsearch.index.sync import ProgressEvent, SyncReport
+    from hefsearch.search import Comparison, Hit, Searcher, SearchResult
+
+    from .freshness import Freshness
+
+log = logging.getLogger("hefsearch.app")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One query as the user asked it; ``seq`` orders requests so stale answers are dropped."""
+
+    seq: int
+    query: str
+    mode: str = "hybrid"
+    k: int = 10
+    path_glob: str | None = None
+    kinds: tuple[str, ...] | None = None
+    compare: bool = False
+    #: compare view only: let the search API re-rank the NPU top-N with FP32 vectors
+    rerank: bool = False
+    #: dates, file types, languages (the TUI's filter line); merged with path_glob and kinds
+    filters: Filters = field(default_factory=Filters)
+    space: str | None = None
+    #: every chunk as ranked, not one hit per file
+    all_chunks: bool = False
+
+    def all_filters(self) -> Filters:
+        return Filters.of(self.filters, path_glob=self.path_glob, kinds=self.kinds)
+
+
+def open_sync_encoders(library: "Library") -> list["Encoder"]:
+    """Encoders for every space of ``library`` that can be opened here, the default space's
+    first (sync chunks with the first one); see :mod:`hefsearch.index.encoders`."""
+    return reindex_mod.open_sync_encoders(library).encoders
+
+
+class LibrarySession:
+    """The library and a searcher over it, plus how a re-index opens its encoders
+    (``open_encoders()``, default :func:`open_sync_encoders`)."""
+
+    def __init__(self, library: "Library", searcher: "Searcher", *,
+                 open_encoders: Callable[[], Sequence["Encoder"]] | None = None):
+        self.library = library
+        self.searcher = searcher
+        self._open_encoders = open_encoders or (lambda: open_sync_encoders(library))
+        #: one query at a time through the searcher (its encoders open lazily, once)
+        self._engine = threading.Lock()
+
+    @classmethod
+    def open(cls, library_path: str | Path | None, *, bundle: str | None = None, **options):
+        """A session over the existing library at ``library_path`` (None: the default one),
+        closed by :meth:`close`."""
+        from hefsearch.index.library import Library
+        from hefsearch.search import Searcher
+
+        library = Library.open(library_path, create=False)
+        try:
+            return cls(library, Searcher(library, bundle=bundle), **options)
+        except BaseException:
+            library.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            if self.searcher is not None:
+                self.searcher.close()
+        finally:
+            self.library.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def library_path(self) -> Path:
+        return Path(self.library.path)
+
+    # -- searching -------------------------------------------------------------------------
+    def search(self, request: SearchRequest, *, semantic_snippets: bool = False) -> "SearchResult":
+        """The hits of ``request``; ``semantic_snippets`` also fills the snippets chosen by
+        meaning (what ``hefsearch search`` and the server print; the TUI asks for them per
+        visible hit instead)."""
+        with self._engine:
+            result = self.searcher.search(request.query, k=request.k, mode=request.mode,
+                                          space=request.space, filters=request.all_filters(),
+                                          all_chunks=request.all_chunks)
+            if semantic_snippets and result.pending_snippets:
+                import time
+
+                t = time.perf_counter()
+                result.apply_snippets(self.searcher.semantic_snippets(result))
+                result.timings["semantic_snippets"] = (time.perf_counter() - t) * 1000.0
+            return result
+
+    def compare(self, request: SearchRequest, spaces: tuple[str, str]) -> "Comparison":
+        from hefsearch.search import compare
+
+        filters = request.all_filters()
+        options = {} if filters.empty else {"filters": filters}
+        if not request.rerank:
+            options["rerank"] = 0  # the NPU space's own ranking; None = the API's default
+        with self._engine:
+            return compare(self.searcher, request.query, spaces=spaces, k=request.k,
+                           mode=request.mode, **options)
+
+    def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, k: int = 10,
+                space: str | None = None, filters: Filters | None = None) -> "SearchResult":
+        """Chunks of other documents nearest to a chunk (or a whole document)."""
+        from hefsearch.search.similar import similar
+
+        with self._engine:
+            return similar(self.searcher, chunk_id=chunk_id, doc_id=doc_id, k=k, space=space,
+                           filters=filters)
+
+    def semantic_snippets(self, result: "SearchResult", hits) -> dict[int, str]:
+        """Meaning-based snippets for ``hits`` of ``result`` (CPU FP32, cached per chunk)."""
+        with self._engine:
+            return self.searcher.semantic_snippets(result, hits)
+
+    def warm_up(self, space: str | None = None) -> None:
+        """One query in ``space`` (default: the default space), so its encoder (and device)
+        is open before the user's first."""
+        space = space or self.default_space()
+        if space is None:
+            return
+        with self._engine:
+            self.searcher.search("warm up", k=1, mode="vector", space=space, fallback=False)
+
+    def default_space(self) -> str | None:
+        try:
+            return self.searcher.default_space()
+        except Exception:
+            return None
+
+    # -- reading ---------------------------------------------------------------------------
+    def neighbours(self, hit: "Hit", around: int) -> list["ChunkRecord"]:
+        """The hit's chunk with up to ``around`` chunks of its document before and after it."""
+        return list(self.library.neighbours(hit.chunk_id, before=around, after=around))
+
+    def status(self) -> "LibraryStatus":
+        return self.library.status()
+
+    def freshness(self) -> "Freshness":
+        from .freshness import freshness
+
+        return freshness(self.library)
+
+    # -- re-index --------------------------------------------------------------------------
+    def recorded_roots(self) -> list[Path]:
+        """The folders the library indexes (``Library.recorded_roots``, as ``hefsearch index``
+        without PATHS uses them), those that are there now."""
+        return [r for r in reindex_mod.library_roots(self.library) if r.exists()]
+
+    def reindex(self, roots: Sequence[Path], progress: Callable[["ProgressEvent"], None]) -> "SyncReport":
+        """Sync ``roots`` into the library (new, changed and deleted files); ``progress`` is
+        called on this thread with each ``ProgressEvent``."""
+        return reindex_mod.reindex(self.library, roots, open_encoders=self._open_encoders,
+                                   progress=progress).report

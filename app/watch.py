@@ -1,0 +1,377 @@
+"""``hefsearch watch``: keep a library current while its folders change.
+
+How it works:
+
+1. **One watcher per library**, holding ``watch.lock`` (see :mod:`hefsearch.app.freshness`)
+   and writing its state to ``watch.json`` for ``status``, the TUI and the server.
+2. **Events first, then the catch-up**: the folder watch (``watchfiles``: inotify on Linux)
+   starts before a full incremental sync of the library's folders, so whatever changed while
+   no watcher ran (after a crash, ``kill -9``, a reboot) is indexed, and nothing that changes
+   during the catch-up is missed. The catch-up is an ordinary ``hefsearch index`` run: files
+   with the same size and mtime are not even read.
+3. **Debounced, batched, changed paths only**: events are gathered until the folders are
+   quiet for ``step_ms`` (at most ``debounce_ms``), irrelevant ones dropped (the library's own
+   folder, hidden names, unsupported suffixes of files that never were indexed), and the rest
+   synced with ``sync(..., paths=...)``: the same rules as ``index`` (roots only, ignore files,
+   secret files, size caps) and the same crash-safe batches, without crawling the other files.
+   A rename is a deletion and a creation; a changed ``.hefsearchignore`` re-syncs its folder.
+4. **Polling** where events do not arrive: network and FUSE mounts (NFS, SMB/CIFS, sshfs,
+   9p, ...: read from ``/proc/self/mountinfo``) are polled every ``poll_interval_s``;
+   ``--poll`` forces it, ``--no-poll`` forbids it; if the kernel refuses more inotify watches
+   the watcher switches to polling by itself and says so.
+5. **Sharing**: the write lock is taken only for a run (bounded wait of 5 s; when another
+   writer holds it, e.g. ``hefsearch index`` or the TUI's re-index, the paths wait and are
+   retried); the encoders (the NPU) are opened for a run and closed after ``idle_close_s`` of
+   quiet, so a quiet watcher holds no device. Searches never wait for it.
+6. A full rescan every ``rescan_s`` (default an hour) catches what events cannot see.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from hefsearch.embed.errors import HefsearchError
+from hefsearch.index.crawl import IGNORE_FILE, is_under
+
+from .freshness import WatchLock
+from .reindex import ReindexRun, library_roots, open_sync_encoders, reindex
+
+log = logging.getLogger("hefsearch.watch")
+
+#: filesystem types whose changes inotify does not see (changes made by other machines)
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "sshfs", "9p", "afs", "ceph", "glusterfs",
+    "fuse.glusterfs", "fuse.rclone", "davfs", "fuse.davfs2", "fuse.s3fs", "lustre", "gpfs", "beegfs",
+    "fuse.gcsfuse", "fuse.cephfs", "virtiofs", "vboxsf", "fuse.vmhgfs-fuse", "drvfs",
+})
+
+
+class WatchError(HefsearchError):
+    title = "watch"
+
+
+@dataclass
+class WatchOptions:
+    #: True: poll; False: events only; None: poll where events do not arrive (network mounts)
+    poll: bool | None = None
+    poll_interval_s: float = 2.0
+    #: events are gathered until quiet for step_ms, at most debounce_ms
+    debounce_ms: int = 1000
+    step_ms: int = 200
+    #: full incremental sync of every folder this often (0: only at start)
+    rescan_s: float = 3600.0
+    #: close the encoders (and the NPU) after this much quiet
+    idle_close_s: float = 60.0
+    #: seconds before paths are tried again after the library was busy or a run failed
+    retry_s: float = 5.0
+    #: paths per run (a copy of thousands of files is indexed in several runs, so other
+    #: writers get the lock in between)
+    max_paths: int = 2000
+    include_hidden: bool = False
+
+
+@dataclass
+class WatchEvent:
+    """What the watcher tells its front end (the CLI prints it)."""
+
+    kind: str  # "start", "mode", "run", "busy", "error", "stop"
+    message: str
+    run: ReindexRun | None = None
+    paths: int = 0
+    seconds: float = 0.0
+
+
+def filesystem_type(path: str | Path) -> str | None:
+    """The type of the filesystem holding ``path`` (``ext4``, ``nfs4``, ``fuse.sshfs``...), from
+    the longest matching mount point in ``/proc/self/mountinfo``; None when unknown."""
+    real = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields, rest = left.split(), right.split()
+                if len(fields) < 5 or not rest:
+                    continue
+                mount = fields[4].replace("\\040", " ")
+                if is_under(real, mount) and len(mount) >= len(best):
+                    best, kind = mount, rest[0]
+    except OSError:
+        return None
+    return kind
+
+
+def choose_mode(roots: Sequence[Path], poll: bool | None) -> tuple[bool, str]:
+    """(poll?, why) for these folders."""
+    if poll is not None:
+        return poll, "asked for" if poll else "events asked for"
+    remote = [(r, t) for r in roots if (t := filesystem_type(r)) in NETWORK_FILESYSTEMS]
+    if remote:
+        return True, "network filesystem " + ", ".join(f"{r} ({t})" for r, t in remote)
+    return False, "local filesystems"
+
+
+class Watcher:
+    """Follows ``folders`` (default: the library's own) and keeps the library at
+    ``library_path`` current until :meth:`stop` (or the ``stop`` event given to :meth:`run`)."""
+
+    def __init__(self, library_path, folders: Sequence[str | Path] | None = None,
+                 options: WatchOptions | None = None, *, open_encoders: Callable | None = None,
+                 on_event: Callable[[WatchEvent], None] | None = None, **sync_options):
+        self.library_path = library_path
+        self.folders = [Path(f).expanduser().resolve() for f in folders or ()]
+        self.options = options or WatchOptions()
+        self._open_encoders = open_encoders
+        self.on_event = on_event or (lambda e: log.info("%s", e.message))
+        self.sync_options = sync_options
+        self.stop_event = threading.Event()
+        self._changes: queue.Queue = queue.Queue()
+        self._choice = None
+        self._last_used = 0.0
+        self.polling = False
+        self.runs = 0
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> None:
+        from hefsearch.index.library import Library
+
+        library = Library.open(self.library_path, create=False)
+        lock = WatchLock(Path(library.path))
+        try:
+            library.require_writable()
+            lock.acquire()
+            roots = self._roots(library)
+            self.polling, why = choose_mode(roots, self.options.poll)
+            lock.update(roots=[str(r) for r in roots], mode=self._mode_name(), mode_reason=why,
+                        started=_utc(), pending=0)
+            self.on_event(WatchEvent("start", f"watching {len(roots)} folder(s) with {self._mode_name()} "
+                                              f"({why}): " + ", ".join(str(r) for r in roots)))
+            watcher = self._start_events(roots, Path(library.path))
+            self._catch_up(library, roots, lock)
+            self._loop(library, roots, lock)
+            watcher.join(timeout=2)
+        finally:
+            self.stop_event.set()
+            self._close_encoders()
+            lock.release()
+            library.close()
+            self.on_event(WatchEvent("stop", "watcher stopped"))
+
+    def _roots(self, library) -> list[Path]:
+        roots = self.folders or library_roots(library)
+        if not roots:
+            raise WatchError(f"The library {library.path} does not record which folders it indexes.",
+                             "Name them: hefsearch watch FOLDER... (or index them once with "
+                             "hefsearch index FOLDER).")
+        here = [r for r in roots if Path(r).is_dir()]
+        for gone in set(roots) - set(here):
+            self.on_event(WatchEvent("error", f"{gone} is not there (unmounted?); not watched, "
+                                              "its documents are kept"))
+        if not here:
+            raise WatchError("None of the library's folders is there: " + ", ".join(map(str, roots)),
+                             "Mount or restore them, or name other folders: hefsearch watch FOLDER...")
+        return [Path(r) for r in here]
+
+    def _mode_name(self) -> str:
+        return f"polling every {self.options.poll_interval_s:g} s" if self.polling else "file events (inotify)"
+
+    def _start_events(self, roots: list[Path], library_folder: Path) -> threading.Thread:
+        thread = threading.Thread(target=self._events, args=(roots, library_folder), name="hefsearch-watch",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    def _events(self, roots: list[Path], library_folder: Path) -> None:
+        """The event thread: every change set goes into the queue (the main loop filters)."""
+        from watchfiles import watch
+
+        lib = str(library_folder)
+        while not self.stop_event.is_set():
+            try:
+                for changes in watch(*roots, watch_filter=lambda _c, p: not is_under(p, lib),
+                                     debounce=self.options.debounce_ms, step=self.options.step_ms,
+                                     stop_event=self.stop_event, force_polling=self.polling,
+                                     poll_delay_ms=int(self.options.poll_interval_s * 1000),
+                                     rust_timeout=1000, yield_on_timeout=False, raise_interrupt=False,
+                                     ignore_permission_denied=True):
+                    self._changes.put({p for _c, p in changes})
+                return
+            except Exception as e:  # inotify refused (watch limit), a root vanished ...
+                if self.stop_event.is_set():
+                    return
+                if not self.polling and self.options.poll is not False:
+                    self.polling = True
+                    self._changes.put(("mode", f"file events failed ({e}); polling every "
+                                               f"{self.options.poll_interval_s:g} s instead"))
+                    continue
+                self._changes.put(("error", f"watching failed: {e}; retrying in {self.options.retry_s:g} s"))
+                self.stop_event.wait(self.options.retry_s)
+
+    def _catch_up(self, library, roots, lock) -> None:
+        """A full incremental sync: what changed while no watcher ran (retried while busy)."""
+        while not self.stop_event.is_set():
+            if self._sync(library, roots, None, lock, "caught up"):
+                return
+            self.stop_event.wait(self.options.retry_s)
+
+    def _loop(self, library, roots, lock) -> None:
+        pending: set[str] = set()
+        next_rescan = time.monotonic() + self.options.rescan_s if self.options.rescan_s else None
+        retry_at = 0.0
+        while not self.stop_event.is_set():
+            timeout = 0.5 if pending else 1.0
+            try:
+                item = self._changes.get(timeout=timeout)
+            except queue.Empty:
+                item = None
+            if isinstance(item, tuple):
+                kind, message = item
+                if kind == "mode":
+                    lock.update(mode=self._mode_name(), mode_reason=message)
+                self.on_event(WatchEvent(kind if kind == "error" else "mode", message))
+            elif item:
+                pending |= item
+                while True:  # take what else is queued: one run for a burst
+                    try:
+                        more = self._changes.get_nowait()
+                    except queue.Empty:
+                        break
+                    if isinstance(more, set):
+                        pending |= more
+                    else:
+                        self._changes.put(more)
+                        break
+            now = time.monotonic()
+            if pending and now >= retry_at:
+                batch = sorted(pending)[: self.options.max_paths]
+                relevant = self._relevant(library, roots, batch)
+                lock.update(pending=len(pending))
+                if not relevant or self._sync(library, roots, relevant, lock, "indexed"):
+                    pending.difference_update(batch)
+                    lock.update(pending=len(pending))
+                else:
+                    retry_at = now + self.options.retry_s
+            elif next_rescan is not None and now >= next_rescan and not pending:
+                self._close_encoders()  # a new space (e.g. --also-fp32 since) gets its encoder
+                if self._sync(library, roots, None, lock, "rescanned"):
+                    next_rescan = now + self.options.rescan_s
+            if self._choice is not None and time.monotonic() - self._last_used > self.options.idle_close_s:
+                self._close_encoders()
+
+    def _relevant(self, library, roots: list[Path], paths: list[str]) -> list[str]:
+        """The paths worth a sync: under a root, not hidden below it (unless asked), and a
+        folder, a file of a supported type, an ignore file (its folder is synced), or
+        something gone under which documents are stored."""
+        from hefsearch.index.extract import SUPPORTED_SUFFIXES
+
+        out: set[str] = set()
+        for p in paths:
+            root = next((str(r) for r in roots if is_under(p, str(r)) and p != str(r)), None)
+            if root is None:
+                continue
+            below = os.path.relpath(p, root).split(os.sep)
+            if not self.options.include_hidden and any(part.startswith(".") and part != IGNORE_FILE for part in below):
+                continue
+            name = below[-1]
+            if name == IGNORE_FILE:
+                out.add(os.path.dirname(p))
+            elif os.path.isdir(p) or Path(name).suffix.lower() in SUPPORTED_SUFFIXES:
+                out.add(p)
+            elif not os.path.lexists(p) and _has_documents_under(library, p):
+                out.add(p)
+        return sorted(out)
+
+    def _sync(self, library, roots, paths: list[str] | None, lock, verb: str) -> bool:
+        """One run; False when it must be tried again later (library busy, a failure)."""
+        from hefsearch.index.errors import LibraryBusy
+
+        t = time.perf_counter()
+        try:
+            run = reindex(library, roots, choice=self._encoders(library), paths=paths, **self.sync_options)
+        except LibraryBusy as e:
+            self.on_event(WatchEvent("busy", f"{e.message} Trying again in {self.options.retry_s:g} s."))
+            lock.update(last_error="library busy (another writer)")
+            return False
+        except HefsearchError as e:
+            self.on_event(WatchEvent("error", f"{e.message}" + (f" ({e.hint})" if e.hint else "")))
+            lock.update(last_error=e.message)
+            return False
+        self._last_used = time.monotonic()
+        self.runs += 1
+        r = run.report
+        seconds = time.perf_counter() - t
+        what = "all folders" if paths is None else f"{len(paths)} path(s)"
+        message = (f"{verb} {what} in {seconds:.2f} s: {r.added} added, {r.changed} changed, "
+                   f"{r.removed} removed, {len(r.failed)} failed, {r.chunks_embedded} chunks embedded")
+        lock.update(last_run=_utc(), last_error=None, runs=self.runs)
+        self.on_event(WatchEvent("run", message, run=run, paths=0 if paths is None else len(paths), seconds=seconds))
+        return True
+
+    def _encoders(self, library):
+        if self._choice is None:
+            self._choice = self._open_encoders() if self._open_encoders else open_sync_encoders(library)
+        self._last_used = time.monotonic()
+        return self._choice
+
+    def _close_encoders(self) -> None:
+        if self._choice is not None:
+            choice, self._choice = self._choice, None
+            try:
+                choice.close()
+            except Exception:  # pragma: no cover
+                log.debug("closing the watcher's encoders failed", exc_info=True)
+
+
+def _has_documents_under(library, path: str) -> bool:
+    from hefsearch.index.crawl import printable
+
+    shown = printable(path)
+    esc = shown.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return bool(library.query("SELECT 1 FROM documents WHERE path = ? OR path LIKE ? ESCAPE '\\' LIMIT 1",
+                              [shown, esc + os.sep + "%"]))
+
+
+def _utc() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+SYSTEMD_UNIT = """\
+# hefsearch watch as a systemd user service: keeps the library current while you work.
+# Install:  hefsearch watch --print-systemd-unit > ~/.config/systemd/user/hefsearch-watch.service
+#           systemctl --user daemon-reload && systemctl --user enable --now hefsearch-watch
+#           loginctl enable-linger "$USER"    # keep it running when you are logged out (a Pi)
+# Logs:     journalctl --user -u hefsearch-watch -f
+[Unit]
+Description=hefsearch: keep the document library current
+After=local-fs.target network-online.target
+
+[Service]
+Type=simple
+ExecStart={exec_start}
+Restart=on-failure
+RestartSec=10
+Nice=10
+{environment}
+[Install]
+WantedBy=default.target
+"""
+
+
+def systemd_unit(argv: Sequence[str], environment: dict[str, str] | None = None) -> str:
+    """The unit text for running ``argv`` (``hefsearch watch ...``) as a user service."""
+    import shlex
+
+    env = "".join(f"Environment={shlex.quote(f'{k}={v}')}\n" for k, v in (environment or {}).items())
+    return SYSTEMD_UNIT.format(exec_start=" ".join(shlex.quote(a) for a in argv), environment=env)
