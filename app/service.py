@@ -46,6 +46,10 @@ class Limits:
     max_body_bytes: int = 64 * 1024
 
 
+#: how hit snippets are chosen (see LibraryService.search)
+SNIPPETS = ("meaning", "quick")
+
+
 class ServiceError(HefsearchError):
     """A request that cannot be answered; ``status`` is its HTTP status."""
 
@@ -151,7 +155,10 @@ class LibraryService:
     # -- answers -----------------------------------------------------------------------------
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
                path: str | None = None, type: Iterable[str] | None = None, kind: Iterable[str] | None = None,
-               lang: Iterable[str] | None = None, since=None, until=None) -> dict:
+               lang: Iterable[str] | None = None, since=None, until=None, snippets: str = "meaning") -> dict:
+        """``snippets``: "meaning" (the sentence closest in meaning, as ``hefsearch search``
+        prints; costs sentence encodings on the CPU, cached per chunk) or "quick" (from the
+        query's words only, as ``--quick-snippets``)."""
         from .session import SearchRequest
 
         if not isinstance(query, str) or not prepare_query(query)[0]:
@@ -161,11 +168,13 @@ class LibraryService:
                                f"{self.limits.max_query_chars:,} are allowed.", status=413)
         if mode not in MODES:
             raise ServiceError(f"Unknown mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+        if snippets not in SNIPPETS:
+            raise ServiceError(f"Unknown snippets {snippets!r}.", f"Choose one of: {', '.join(SNIPPETS)}.")
         filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
         with self._busy():
             result = self._call(self.session.search, SearchRequest(
                 seq=0, query=query, mode=mode, k=self._k(k), filters=filters, space=space),
-                semantic_snippets=True)
+                semantic_snippets=snippets == "meaning")
         return search_json(self._inside(result), self.session.freshness(), filters)
 
     def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, k: int = 10,

@@ -25,9 +25,13 @@ COMMANDS = {
     "index": "cmd_index:index_cmd",
     "inspect": "cmd_inspect:inspect_cmd",
     "search": "cmd_search:search_cmd",
+    "mcp": "cmd_serve:mcp_cmd",
+    "serve": "cmd_serve:serve_cmd",
     "settings": "cmd_settings:settings_cmd",
+    "similar": "cmd_similar:similar_cmd",
     "status": "cmd_status:status_cmd",
     "tui": "cmd_tui:tui_cmd",
+    "watch": "cmd_watch:watch_cmd",
 }
 
 
@@ -87,6 +91,8 @@ def main(verbose: int) -> None:
                                                     # no --bundle, the demo's is remembered)
       hefsearch index                               # later: bring its folders up to date
       hefsearch search "wo ist die rechnung?"       # or: hefsearch tui
+      hefsearch watch                               # keep it current as files change
+      hefsearch serve                               # HTTP + MCP, one warm process
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = logging.StreamHandler(sys.stderr)

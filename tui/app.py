@@ -103,6 +103,7 @@ class HefsearchApp(App):
         Binding("f4", "library", "Library"),
         Binding("ctrl+r", "toggle_rerank", "Re-rank"),
         Binding("ctrl+o", "open_hit", "Open"),
+        Binding("f5", "similar", "Similar"),
         Binding("f6", "toggle_theme", "Theme"),
         Binding("escape", "focus_search", "Search", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -158,7 +159,7 @@ class HefsearchApp(App):
 
     def check_action(self, action: str, parameters) -> bool | None:
         # the search-view keys do nothing over the library screen: hide them from its footer
-        if action in {"cycle_mode", "toggle_compare", "open_hit", "toggle_rerank"} and isinstance(
+        if action in {"cycle_mode", "toggle_compare", "open_hit", "toggle_rerank", "similar"} and isinstance(
                 self.screen, LibraryScreen):
             return False
         if action == "toggle_rerank" and not self.comparing:
@@ -240,6 +241,29 @@ class HefsearchApp(App):
             self.post_message(SearchFailed(request, e))
             return
         self.post_message(CompareFinished(request, comparison, spaces))
+
+    def action_similar(self) -> None:
+        """More like this: the chunks of other documents nearest to the highlighted hit."""
+        hit = self.current_hit()
+        if hit is None:
+            self.notify("No result selected.", severity="warning")
+            return
+        if self.comparing:
+            self.action_toggle_compare()
+        self._seq += 1
+        request = dataclasses.replace(self.search_bar.build_request(), seq=self._seq, compare=False)
+        self._request = request
+        self.status_bar.activity = "finding similar…"
+        self.run_similar(request, hit)
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def run_similar(self, request: SearchRequest, hit: Hit) -> None:
+        try:
+            result = self.session.similar(hit.chunk_id, k=request.k, filters=request.all_filters())
+        except Exception as e:
+            self.post_message(SearchFailed(request, e))
+            return
+        self.post_message(SearchFinished(request, result))
 
     def _is_current(self, request: SearchRequest) -> bool:
         return self._request is not None and request.seq == self._request.seq
@@ -472,7 +496,12 @@ class HefsearchApp(App):
         except Exception as e:
             log.warning("library status failed: %s", e)
             return
-        self.post_message(StatusLoaded(status))
+        try:
+            fresh = self.session.freshness()
+        except Exception as e:  # shown without it
+            log.info("library freshness unknown: %s", e)
+            fresh = None
+        self.post_message(StatusLoaded(status, fresh))
 
     @on(StatusLoaded)
     def _on_status_loaded(self, message: StatusLoaded) -> None:
@@ -482,6 +511,9 @@ class HefsearchApp(App):
         self.compare_spaces = pick_compare_spaces(status.spaces)
         bar = self.status_bar
         bar.documents, bar.chunks = status.documents, status.chunks
+        if message.freshness is not None:
+            fresh = message.freshness
+            bar.freshness = "watched" if fresh.watcher else fresh.describe().split(";")[0]
         if not bar.space:
             default = self.session.default_space()
             if default and default in self.spaces:
@@ -489,7 +521,7 @@ class HefsearchApp(App):
                 bar.backend = space_label(self.spaces[default])
         for screen in self.screen_stack:
             if isinstance(screen, LibraryScreen):
-                screen.show_status(status, str(self.session.library_path))
+                screen.show_status(status, str(self.session.library_path), message.freshness)
         if self._pending is not None:
             pending, self._pending = self._pending, None
             if self._is_current(pending):

@@ -69,6 +69,8 @@ class PreviewLoaded(Message):
 @dataclass
 class StatusLoaded(Message):
     status: LibraryStatus
+    #: how fresh the library is (hefsearch.app.freshness.Freshness), when known
+    freshness: object = None
 
 
 @dataclass

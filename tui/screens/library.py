@@ -58,7 +58,7 @@ class LibraryScreen(Screen):
         if progress is not None:
             self.show_progress(*progress)
 
-    def show_status(self, status, library_path: str = "") -> None:
+    def show_status(self, status, library_path: str = "", freshness=None) -> None:
         from hefsearch.index.crawl import skipped_text
 
         skipped = skipped_text(status.skipped or {})
@@ -78,6 +78,7 @@ class LibraryScreen(Screen):
             "\n", ("folders ", "$text-muted"), (", ".join(getattr(status, "roots", ())) or "none yet", ""),
             "\n", ("last sync ", "$text-muted"), (last_sync_words(status), ""),
             (f"   skipped: {skipped}" if skipped else "", "$text-muted"),
+            *((("\n", ""), ("freshness ", "$text-muted"), (freshness.describe(), "")) if freshness is not None else ()),
         )
         self.query_one("#library-summary", Static).update(summary)
         spaces = self.query_one("#spaces", DataTable)

@@ -1,4 +1,5 @@
-"""The search bar: query input with history, mode switch, path glob and file-type filters."""
+"""The search bar: query input with history, mode switch, path glob and file-type filters, and
+a filter line for dates, types and languages (``since:7d lang:de type:pdf``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Input, Select
 
+from hefsearch.embed.errors import HefsearchError
 from hefsearch.search.api import MODES, prepare_query
+from hefsearch.search.filters import Filters, parse_filter_line
 
 from ..history import QueryHistory
 from ..messages import BlankQuerySubmitted, SearchRequested
@@ -67,6 +70,9 @@ class SearchBar(Horizontal):
         yield Input(placeholder="path glob", id="glob", tooltip="Only paths matching this glob, e.g. *notes*")
         yield Select([(label, label) for label in KIND_FILTERS], value="all",
                      allow_blank=False, id="kind", tooltip="File type")
+        yield Input(placeholder="since:7d lang:de type:pdf", id="filters",
+                    tooltip="Filters: since:/until: a date (2024-03-01) or an age (7d, 2w, 1y); "
+                            "type: pdf, docx, md, ...; lang: de, en, ...; path: a glob. Enter applies them.")
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -90,7 +96,17 @@ class SearchBar(Horizontal):
         glob = self.query_one("#glob", Input).value.strip() or None
         kinds = KIND_FILTERS.get(str(self.query_one("#kind", Select).value))
         return SearchRequest(seq=0, query=self.query_input.value.strip(), mode=self.mode,
-                             k=self.k, path_glob=glob, kinds=kinds)
+                             k=self.k, path_glob=glob, kinds=kinds, filters=self.filters())
+
+    def filters(self) -> Filters:
+        """The filter line, parsed; an entry it cannot read is said once and left out."""
+        text = self.query_one("#filters", Input).value
+        try:
+            return parse_filter_line(text)
+        except HefsearchError as e:
+            self.notify(f"{e.message} {e.hint or ''}".strip(), title="Filter not applied", severity="error",
+                        markup=False)
+            return Filters()
 
     def submit(self) -> None:
         if self._debounce is not None:

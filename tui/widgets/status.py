@@ -19,6 +19,8 @@ class StatusBar(Static):
     latency = reactive(-1.0)
     activity = reactive("")
     indexing = reactive("")
+    #: 'watched' or 'synced 3 min ago' (hefsearch.app.freshness)
+    freshness = reactive("")
 
     def render(self) -> Content:
         sep = (" │ ", "$text-muted")
@@ -35,6 +37,8 @@ class StatusBar(Static):
             parts += [sep, (self.activity, "$text-warning")]
         if self.indexing:
             parts += [sep, (self.indexing, "$text-warning")]
+        if self.freshness:
+            parts += [sep, (self.freshness, "$text-muted")]
         return Content.assemble(*parts)
 
 

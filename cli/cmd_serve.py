@@ -1,0 +1,112 @@
+"""``hefsearch serve`` (HTTP + MCP, one warm process) and ``hefsearch mcp`` (MCP over stdio)."""
+
+from __future__ import annotations
+
+import click
+
+from .cmd_watch import watch_options, watch_settings
+from .options import bundle_option, library_option
+
+
+@click.command("serve")
+@library_option()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback (e.g. 0.0.0.0 to be reached from your "
+                   "laptop) needs a token: see --token-file.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port (0: any free one; the address is printed).")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="File holding the Bearer token every request must send. Required off loopback: "
+                   "when the file does not exist a token is generated, written there (mode 0600) "
+                   "and printed once [default: serve-token in hefsearch's data folder]. Given on "
+                   "loopback, the token is required there too.")
+@click.option("--watch", "watch", is_flag=True, help="Also keep the library current (hefsearch watch) in this process.")
+@watch_options
+@click.option("--no-mcp", is_flag=True, help="Serve the JSON API only, no /mcp.")
+@click.option("--max-k", type=click.IntRange(1, 1000), default=100, show_default=True,
+              help="Largest k a request may ask for.")
+@click.option("--max-concurrent", type=click.IntRange(1, 1024), default=16, show_default=True,
+              help="Requests answered or waiting at once; more get 503 (busy).")
+@bundle_option()
+def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, debounce_ms, rescan_min,
+              no_mcp, max_k, max_concurrent, bundle):
+    """Serve the library over HTTP (JSON API + OpenAPI) and MCP from one warm process.
+
+    The encoder (NPU or CPU) is opened once, so a query costs its search and its encoding,
+    not a process start. Read-only: it answers from the library's database and never reads
+    or returns a file outside the library's folders.
+
+    \b
+    On the Pi:      hefsearch serve --host 0.0.0.0 --watch      (prints the token once)
+    From a laptop:  curl -H "Authorization: Bearer $TOKEN" "http://pi:8765/search?query=rent+due"
+    MCP clients:    http://pi:8765/mcp (same token), or 'hefsearch mcp' over stdio.
+    """
+    from pathlib import Path
+
+    from hefsearch.app.service import Limits
+    from hefsearch.serve.server import ServeConfig, default_token_file, load_or_create_token, needs_token, serve
+
+    token = None
+    path = Path(token_file).expanduser() if token_file else None
+    if path is not None or needs_token(host):
+        path = path or default_token_file()
+        token, created = load_or_create_token(path)
+        if created:
+            click.secho(f"token (saved in {path}, mode 0600; shown only now): {token}", fg="yellow", err=True)
+        else:
+            click.echo(f"token: in {path}", err=True)
+    serve(ServeConfig(library=library_path, host=host, port=port, token=token, token_file=path, bundle=bundle,
+                      mcp=not no_mcp, watch=watch,
+                      watch_options=watch_settings(poll, poll_interval, debounce_ms, rescan_min),
+                      limits=Limits(max_k=max_k, max_pending=max_concurrent),
+                      say=lambda line: click.echo(line, err=True)))
+
+
+@click.command("mcp")
+@library_option()
+@click.option("--url", default=None, metavar="URL",
+              help="Answer from the hefsearch server at URL (e.g. http://pi:8765) [default: the running "
+                   "server of this library if there is one, else this process opens the library].")
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
+              help="The server's token file (for a server that requires one). Env: HEFSEARCH_TOKEN holds "
+                   "the token itself.")
+@bundle_option()
+def mcp_cmd(library_path, url, token_file, bundle):
+    """MCP server over stdio, for desktop assistants (tools: search, get, similar, status).
+
+    \b
+    Add it to an assistant's MCP configuration, e.g.:
+      {"mcpServers": {"hefsearch": {"command": "hefsearch", "args": ["mcp"]}}}
+    With 'hefsearch serve' running (here or on a Pi: --url), the answers come from its warm
+    process; otherwise this process opens the library and the encoder itself.
+    """
+    import os
+    import sys
+
+    from hefsearch.serve.remote import RemoteService
+    from hefsearch.serve.server import running_server
+
+    from .mcp_stdio import local_service, run_stdio
+
+    token = os.environ.get("HEFSEARCH_TOKEN")
+    if token_file:
+        token = open(token_file, encoding="utf-8").read().strip()
+    if url is None:
+        from hefsearch.index.library import resolve_library_path
+
+        state = running_server(resolve_library_path(library_path))
+        if state is not None:
+            url = state["url"]
+            if token is None and state.get("token_file"):
+                try:
+                    token = open(state["token_file"], encoding="utf-8").read().strip()
+                except OSError:
+                    pass
+    if url is not None:
+        click.echo(f"hefsearch mcp: answering from {url}", err=True)
+        run_stdio(RemoteService(url, token))
+        return
+    with local_service(library_path, bundle) as service:
+        click.echo(f"hefsearch mcp: answering from {service.session.library_path} in this process", err=True)
+        sys.stdout.flush()
+        run_stdio(service)

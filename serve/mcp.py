@@ -1,0 +1,83 @@
+"""The MCP server (the official ``mcp`` SDK's ``MCPServer``): tools ``search``, ``get``,
+``similar`` and ``status`` over a :class:`~hefsearch.app.service.LibraryService` (this process
+holds the library) or a :class:`~hefsearch.serve.remote.RemoteService` (a running
+``hefsearch serve`` answers). The same server object is served over stdio (``hefsearch mcp``,
+for desktop assistants) and over streamable HTTP at ``/mcp`` of ``hefsearch serve``.
+
+Every tool answers with the JSON the HTTP API gives (``search_json`` and friends), which names
+the backend that encoded the query and the library's age. The service's blocking calls run in
+a worker thread, so the event loop keeps serving other sessions. A refused request (bad input,
+an id the library does not have, a busy server) comes back as a tool error with the message
+and what to do, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from hefsearch.embed.errors import HefsearchError
+
+INSTRUCTIONS = """\
+hefsearch searches the user's own documents (PDF, Word, Markdown, text, HTML) by meaning, in
+any language, and by exact words. Use `search` first; its hits carry `chunk_id`, and `get` returns
+the full text of chunks (ids) or whole documents ("doc:ID"). `similar` finds passages of other
+documents like a given chunk. `status` tells what the library holds and how fresh it is.
+Filters: path (glob), type (pdf, docx, md, ...), lang (de, en, ...), since/until (a date or an
+age such as 7d)."""
+
+
+def make_mcp(service, *, name: str = "hefsearch"):
+    """An ``MCPServer`` whose tools call ``service`` (``search``, ``similar``, ``get``, ``status``)."""
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    from hefsearch.embed.versions import hefsearch_version
+
+    server = MCPServer(name, instructions=INSTRUCTIONS, version=hefsearch_version(), log_level="WARNING")
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                                open_world_hint=False)
+
+    async def call(method, *args, **kwargs) -> dict[str, Any]:
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(method, *args, **kwargs))
+        except HefsearchError as e:
+            raise ToolError(e.message + (f" ({e.hint})" if e.hint else "")) from None
+
+    @server.tool(annotations=read_only)
+    async def search(query: str, k: int = 10, mode: str = "hybrid", path: str | None = None,
+                     type: list[str] | None = None, lang: list[str] | None = None, since: str | None = None,
+                     until: str | None = None, space: str | None = None,
+                     snippets: str = "meaning") -> dict[str, Any]:
+        """Search the user's documents. mode: hybrid (default: meaning, boosted by exact words),
+        vector (meaning only, any language), keyword (exact words). Filters: path glob
+        ('*/invoices/*'), type (['pdf','docx']), lang (['de']), since/until (2024-03-01 or 7d).
+        Returns hits with chunk_id, score, path, page, line, snippet and text, the backend
+        that encoded the query and the library's age. snippets: meaning (default) or quick."""
+        return await call(service.search, query, k=k, mode=mode, path=path, type=type, lang=lang,
+                          since=since, until=until, space=space, snippets=snippets)
+
+    @server.tool(annotations=read_only)
+    async def get(ids: list[str]) -> dict[str, Any]:
+        """Full text and location of chunks by id (the chunk_id of search hits, e.g. "123") or of
+        whole documents ("doc:ID"). Ids the library does not have are refused."""
+        return await call(service.get, ids)
+
+    @server.tool(annotations=read_only)
+    async def similar(chunk_id: int, k: int = 10, path: str | None = None, type: list[str] | None = None,
+                      lang: list[str] | None = None, since: str | None = None,
+                      until: str | None = None) -> dict[str, Any]:
+        """Passages of other documents most like the chunk chunk_id (from a search hit): "more
+        like this". Same filters as search."""
+        return await call(service.similar, chunk_id, k=k, path=path, type=type, lang=lang, since=since,
+                          until=until)
+
+    @server.tool(annotations=read_only)
+    async def status() -> dict[str, Any]:
+        """What the library holds (documents, chunks, vector spaces, failures) and how fresh it is
+        (last sync; whether a watcher keeps it current)."""
+        return await call(service.status)
+
+    return server
