@@ -24,6 +24,7 @@ JSON), :func:`for_terminal` into text that is safe to print (no control or bidi 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -298,6 +299,8 @@ class _CrawlState:
     seen_files: dict[tuple[int, int], Path] = field(default_factory=dict)
     system_devs: frozenset[int] = field(default_factory=_system_devices)
     supported: dict[str, str] = field(default_factory=lambda: dict(SUPPORTED_SUFFIXES))
+    #: folders entered on the way down to a target of crawl_below (entered again for the next)
+    walked: set = field(default_factory=set)
 
     def crawl_root(self, root: Path) -> Iterator[FoundFile | SkippedFile]:
         try:
@@ -419,11 +422,17 @@ class _CrawlState:
             path = folder.path / name
             subdirs: list[_Dir] = []
             last = i == len(rel_parts) - 1
+            if not last:  # a folder passed on the way to an earlier target may be passed again
+                with contextlib.suppress(OSError):
+                    st = os.stat(path)
+                    if (st.st_dev, st.st_ino) in self.walked:
+                        self.seen_dirs.pop((st.st_dev, st.st_ino), None)
             items = list(self._visit(folder, name, os.path.islink(path), lambda: os.stat(path), subdirs))
             if not last:
                 if not subdirs:  # the folder on the way is left out (or gone): so is the target
                     return
                 folder = subdirs[0]
+                self.walked.add(next(reversed(folder.ancestors)))
                 continue
             yield from items
             stack = subdirs

@@ -1,0 +1,212 @@
+"""``hefsearch watch``: changed paths only, under the crawl's rules; a real watcher process sees
+a created, changed, renamed and deleted file reach search results, catches up after
+``kill -9``, waits for another writer's lock, polls when asked, and shows in ``status``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hefsearch.embed import Encoder
+from hefsearch.index.crawl import FoundFile, crawl, crawl_paths
+from hefsearch.index.library import Library
+from hefsearch.index.sync import sync
+from tests.process_helpers import HEFSEARCH, Proc, wait_until
+from tests.serve_fixtures import build_library, write_docs
+
+
+def keyword_names(library: Path, word: str) -> list[str]:
+    """File names of the keyword hits for ``word``, read as a separate reader would."""
+    from hefsearch.search import Searcher
+
+    with Library.open(library, create=False, read_only=True) as lib:
+        result = Searcher(lib).search(word, k=20, mode="keyword")
+    return sorted(Path(h.path).name for h in result.hits)
+
+
+# -- changed paths, same rules ----------------------------------------------------------------
+def _tree(root: Path) -> Path:
+    files = {
+        "a.md": "alpha", "sub/b.txt": "bravo", "sub/drafts/c.md": "charlie", "sub/keep.md": "delta",
+        "sub/.hefsearchignore": "drafts/\n*.log.md\n", "sub/x.log.md": "echo", ".hidden/d.md": "foxtrot",
+        "sub/credentials.txt": "secret", "big.txt": "x" * 5000, "sub/deep/e.txt": "golf", "f.bin": "no",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "sub/link.md").symlink_to("/etc/hostname")
+    return root
+
+
+def test_crawl_paths_yields_what_a_full_crawl_yields_for_those_paths(tmp_path):
+    root = _tree(tmp_path / "root")
+    options = dict(max_bytes=1000)
+    full = {str(i.path): type(i).__name__ + getattr(i, "counted_as", "") for i in crawl([root], **options)}
+    targets = ["a.md", "sub", "sub/b.txt", "sub/drafts/c.md", "sub/x.log.md", ".hidden/d.md",
+               "sub/credentials.txt", "big.txt", "sub/deep", "sub/link.md", "f.bin", "gone.md"]
+    for rel in targets:
+        target = str(root / rel)
+        got = {str(i.path): type(i).__name__ + getattr(i, "counted_as", "")
+               for i in crawl_paths([root], [root / rel], **options)}
+        expected = {p: k for p, k in full.items() if p == target or p.startswith(target + os.sep)}
+        assert got == expected, rel
+    found = {Path(i.path).name for i in crawl_paths([root], [root / "sub"], **options) if isinstance(i, FoundFile)}
+    assert found == {"b.txt", "keep.md", "e.txt"}  # ignored, secret and linked-out files stay out
+    assert list(crawl_paths([root], [tmp_path / "elsewhere.md", Path("/etc/hostname")])) == []
+
+
+def test_a_sync_of_some_paths_leaves_the_rest_as_it_is(tiny_bert_bundle, tmp_path):
+    docs = write_docs(tmp_path / "docs")
+    lib = build_library(tmp_path / "lib", docs, tiny_bert_bundle)
+    (docs / "notes/alpha.md").write_text("The alpha report now mentions quokka habitats.\n")
+    (docs / "web/report.html").write_text("<p>The report now mentions quokka sightings.</p>")
+    (docs / "old/archive.txt").unlink()
+    with Library.open(lib) as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
+        report = sync(library, [docs], [enc], paths=[docs / "notes/alpha.md"])
+        assert (report.changed, report.removed, report.added) == (1, 0, 0)
+        assert library.settings()["last_sync"]["partial"] is True
+    assert keyword_names(lib, "quokka") == ["alpha.md"]  # report.html not looked at
+    assert keyword_names(lib, "archived") == ["archive.txt"]  # not named: not removed
+    with Library.open(lib) as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
+        report = sync(library, [docs], [enc], paths=[docs / "old", docs / "web"])
+        assert (report.changed, report.removed) == (1, 1)
+    assert keyword_names(lib, "quokka") == ["alpha.md", "report.html"]
+    assert keyword_names(lib, "archived") == []
+
+
+# -- a real watcher ----------------------------------------------------------------------------
+@pytest.fixture
+def watched(tiny_bert_bundle, tmp_path):
+    docs = write_docs(tmp_path / "docs")
+    lib = build_library(tmp_path / "lib", docs, tiny_bert_bundle)
+    env = {"HEFSEARCH_HOME": str(tmp_path / "home")}
+    procs: list[Proc] = []
+
+    def start(*extra: str) -> Proc:
+        proc = Proc(["watch", "--library", str(lib), "--debounce", "300", "--rescan", "0", *extra], env)
+        procs.append(proc)
+        proc.wait_for(r"caught up all folders", timeout=90)
+        return proc
+
+    yield docs, lib, env, start
+    for proc in procs:
+        proc.stop()
+
+
+def test_created_changed_renamed_and_deleted_files_reach_search(watched):
+    docs, lib, env, start = watched
+    proc = start()
+    try:
+        _lifecycle(docs, lib)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nwatcher said:\n" + "\n".join(proc.lines[-20:])) from None
+
+
+def _lifecycle(docs: Path, lib: Path) -> None:
+    (docs / "notes/new.md").write_text("A new note about the wombat migration.\n")
+    wait_until(lambda: keyword_names(lib, "wombat") == ["new.md"], what="a created file")
+    (docs / "notes/new.md").write_text("The note now talks about the platypus instead.\n")
+    wait_until(lambda: keyword_names(lib, "platypus") == ["new.md"] and not keyword_names(lib, "wombat"),
+               what="a changed file")
+    os.rename(docs / "notes/new.md", docs / "notes/renamed.md")
+    wait_until(lambda: keyword_names(lib, "platypus") == ["renamed.md"], what="a renamed file")
+    os.rename(docs / "notes", docs / "moved-notes")  # a whole folder moves
+    wait_until(lambda: keyword_names(lib, "platypus") == ["renamed.md"]
+               and _paths(lib, "platypus")[0].startswith(str(docs / "moved-notes")), what="a moved folder")
+    (docs / "moved-notes/renamed.md").unlink()
+    wait_until(lambda: keyword_names(lib, "platypus") == [], what="a deleted file")
+    (docs / "moved-notes/.secret.md").write_text("hidden platypus\n")  # hidden: never indexed
+    (docs / "moved-notes/credentials.md").write_text("platypus password\n")  # secret-file rule
+    (docs / "moved-notes/visible.md").write_text("a visible platypus\n")
+    wait_until(lambda: keyword_names(lib, "platypus") == ["visible.md"], what="the crawl's rules")
+
+
+def _paths(lib: Path, word: str) -> list[str]:
+    from hefsearch.search import Searcher
+
+    with Library.open(lib, create=False, read_only=True) as library:
+        return [h.path for h in Searcher(library).search(word, mode="keyword").hits]
+
+
+def test_catches_up_after_kill_9(watched):
+    docs, lib, env, start = watched
+    proc = start()
+    (docs / "notes/first.md").write_text("Seen live: the narwhal.\n")
+    wait_until(lambda: keyword_names(lib, "narwhal") == ["first.md"], what="a live change")
+    proc.kill9()
+    status = json.loads(subprocess.run([*HEFSEARCH, "status", "--json", "--library", str(lib)], env={**os.environ, **env},
+                                       capture_output=True, text=True, check=True).stdout)
+    assert status["freshness"]["watched"] is False  # the lock died with the process
+    # while no watcher runs
+    (docs / "notes/later.md").write_text("Written while nobody watched: the axolotl.\n")
+    (docs / "notes/first.md").write_text("Changed while nobody watched: the axolotl again.\n")
+    (docs / "web/report.html").unlink()
+    assert keyword_names(lib, "axolotl") == []
+    start()
+    assert keyword_names(lib, "axolotl") == ["first.md", "later.md"]
+    assert keyword_names(lib, "narwhal") == [] and "report.html" not in keyword_names(lib, "zephyr")
+
+
+def test_waits_for_another_writer_and_then_indexes(watched):
+    docs, lib, env, start = watched
+    proc = start()
+    with Library.open(lib) as other, other.write_lock():  # e.g. hefsearch index running
+        (docs / "notes/busy.md").write_text("Saved while another writer held the lock: the pangolin.\n")
+        proc.wait_for(r"is writing to the library .* Trying again", timeout=60)
+        assert keyword_names(lib, "pangolin") == []
+    wait_until(lambda: keyword_names(lib, "pangolin") == ["busy.md"], timeout=60, what="the retried change")
+
+
+def test_status_shows_a_running_watcher_and_polling_works(watched):
+    docs, lib, env, start = watched
+    proc = start("--poll", "--poll-interval", "0.5")
+    assert any("polling every 0.5 s" in line for line in proc.lines)
+    (docs / "notes/polled.md").write_text("Found by polling: the okapi.\n")
+    wait_until(lambda: keyword_names(lib, "okapi") == ["polled.md"], what="a polled change")
+    out = subprocess.run([*HEFSEARCH, "status", "--json", "--library", str(lib)], env={**os.environ, **env},
+                         capture_output=True, text=True, check=True).stdout
+    fresh = json.loads(out)["freshness"]
+    assert fresh["watched"] is True and fresh["watcher"]["pid"] == proc.popen.pid
+    assert fresh["watcher"]["mode"].startswith("polling") and fresh["age_s"] < 60
+    text = subprocess.run([*HEFSEARCH, "status", "--library", str(lib)], env={**os.environ, **env},
+                          capture_output=True, text=True, check=True).stdout
+    assert f"watched (polling every 0.5 s, pid {proc.popen.pid})" in text
+    second = Proc(["watch", "--library", str(lib)], env)
+    second.wait_for(r"Another watcher \(pid \d+\) already follows", timeout=60)
+    assert second.popen.wait(timeout=30) == 2
+
+
+def test_network_mounts_are_polled_and_the_unit_runs_this_watch(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from hefsearch.app import watch
+    from hefsearch.cli.main import main
+
+    monkeypatch.setattr(watch, "filesystem_type", lambda p: "nfs4" if "nas" in str(p) else "ext4")
+    assert watch.choose_mode([Path("/home/me/docs")], None) == (False, "local filesystems")
+    poll, why = watch.choose_mode([Path("/mnt/nas/docs")], None)
+    assert poll and "nfs4" in why
+    assert watch.choose_mode([Path("/mnt/nas/docs")], False)[0] is False
+    out = CliRunner().invoke(main, ["watch", "--print-systemd-unit", "--library", str(tmp_path / "lib"),
+                                    "--poll", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    exec_start = next(line for line in out.output.splitlines() if line.startswith("ExecStart="))
+    assert exec_start.split()[1:3] == ["watch", "--library"] or exec_start.split()[3:5] == ["watch", "--library"]
+    assert str(tmp_path / "lib") in exec_start and exec_start.endswith(f"{tmp_path} --poll")
+    assert "[Install]" in out.output and "WantedBy=default.target" in out.output
+    assert watch.filesystem_type("/") is not None  # read from /proc/self/mountinfo
+
+
+def test_catch_up_ends_within_seconds_for_an_unchanged_library(watched):
+    """An unchanged library is only stat-ed at start (nothing read or embedded)."""
+    docs, lib, env, start = watched
+    t = time.monotonic()
+    proc = start()
+    line = next(line for line in proc.lines if "caught up" in line)
+    assert "0 added, 0 changed, 0 removed, 0 failed, 0 chunks embedded" in line
+    assert time.monotonic() - t < 60
