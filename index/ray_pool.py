@@ -233,8 +233,8 @@ class RayEncoder(_RemoteEncoder):
         ``also_fp32`` (or a library that has the CPU FP32 space): the actors embed it too."""
         from hefsearch.embed.bundle import Bundle
 
+        session = connect(address)  # first: a loopback Ray needs its settings before ray is imported
         ray = import_ray()
-        session = connect(address)
         states: list[ActorState] = []
         try:
             name, opts, why = choose_backend(library, backend, ray.cluster_resources())

@@ -176,6 +176,10 @@ def start_own_ray(**init_kwargs) -> RaySession:
 def join_cluster(address: str) -> RaySession:
     """Join the cluster at ``address`` (Ray's forms; ``auto`` honours ``$RAY_ADDRESS`` and the
     current-cluster file), failing within about :data:`JOIN_PROBE_S` when nothing answers."""
+    from .ray_address import is_loopback_address, join_hint, join_options
+
+    options = join_options(address)  # a loopback head: Ray's single-node settings (ray_address.py)
+    hint = join_hint(address) if is_loopback_address(address) else JOIN_HINT
     ray = import_ray()
     dialled, source = dialled_address(address)
     if dialled:
@@ -183,10 +187,10 @@ def join_cluster(address: str) -> RaySession:
     handlers = _handlers_now()
     try:
         with _ray_output(), _one_gcs_attempt():
-            ray.init(address=address, log_to_driver=False, logging_level=_ray_log_level())
+            ray.init(address=address, log_to_driver=False, logging_level=_ray_log_level(), **options)
     except (ConnectionError, ValueError, RuntimeError) as e:
         at = f" ({dialled}, named by {source})" if dialled and source else f" ({dialled})" if dialled else ""
-        raise _pool_error(f"Cannot join the Ray cluster at {address!r}{at}: {_last_line(e)}", JOIN_HINT) from None
+        raise _pool_error(f"Cannot join the Ray cluster at {address!r}{at}: {_last_line(e)}", hint) from None
     session = RaySession(ray, address, own=False, handlers=handlers)
     session.catch_signals()
     return session
