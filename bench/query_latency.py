@@ -62,8 +62,9 @@ def synthetic_text(rng: random.Random, vocab: list[str], cum_weights: list[float
     return " ".join(sentences)
 
 
-def build_library(path: Path, n_chunks: int, vocab: list[str], seed: int = 0) -> float:
-    """A library of ``n_chunks`` synthetic chunks (20 per document) with one stub space;
+def build_library(path: Path, n_chunks: int, vocab: list[str], seed: int = 0, space_of=None) -> float:
+    """A library of ``n_chunks`` synthetic chunks (20 per document) with one space of random
+    vectors (the stub's, or ``space_of``'s fingerprint: an encoder that can then query it);
     returns the seconds it took."""
     from hefsearch.index.library import Library
 
@@ -74,7 +75,7 @@ def build_library(path: Path, n_chunks: int, vocab: list[str], seed: int = 0) ->
     per_doc, batch = 20, 5000
     last = 0
     with Library.open(path) as lib:
-        space = lib.ensure_space(enc)
+        space = lib.ensure_space(space_of or enc)
         with lib.write_lock():
             for start in range(0, n_chunks, batch):
                 n = min(batch, n_chunks - start)

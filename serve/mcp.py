@@ -4,7 +4,7 @@ holds the library) or a :class:`~hefsearch.serve.remote.RemoteService` (a runnin
 ``hefsearch serve`` answers). The same server object is served over stdio (``hefsearch mcp``,
 for desktop assistants) and over streamable HTTP at ``/mcp`` of ``hefsearch serve``.
 
-Every tool answers with the JSON the HTTP API gives (``search_json`` and friends), which names
+Every tool answers with the JSON the HTTP API gives, as one text block, (``search_json`` and friends), which names
 the backend that encoded the query and the library's age. The service's blocking calls run in
 a worker thread, so the event loop keeps serving other sessions. A refused request (bad input,
 an id the library does not have, a busy server) comes back as a tool error with the message
@@ -14,7 +14,7 @@ and what to do, never as a traceback.
 from __future__ import annotations
 
 import functools
-from typing import Any
+import json
 
 from hefsearch.embed.errors import HefsearchError
 
@@ -40,17 +40,20 @@ def make_mcp(service, *, name: str = "hefsearch"):
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 
-    async def call(method, *args, **kwargs) -> dict[str, Any]:
+    async def call(method, *args, **kwargs) -> str:
+        """The service's answer as JSON text (one text block: the answers are JSON already, and
+        structured output would serialise and validate each answer twice)."""
         try:
-            return await anyio.to_thread.run_sync(functools.partial(method, *args, **kwargs))
+            answer = await anyio.to_thread.run_sync(functools.partial(method, *args, **kwargs))
         except HefsearchError as e:
             raise ToolError(e.message + (f" ({e.hint})" if e.hint else "")) from None
+        return json.dumps(answer, ensure_ascii=False)
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=read_only, structured_output=False)
     async def search(query: str, k: int = 10, mode: str = "hybrid", path: str | None = None,
                      type: list[str] | None = None, lang: list[str] | None = None, since: str | None = None,
                      until: str | None = None, space: str | None = None,
-                     snippets: str = "meaning") -> dict[str, Any]:
+                     snippets: str = "meaning") -> str:
         """Search the user's documents. mode: hybrid (default: meaning, boosted by exact words),
         vector (meaning only, any language), keyword (exact words). Filters: path glob
         ('*/invoices/*'), type (['pdf','docx']), lang (['de']), since/until (2024-03-01 or 7d).
@@ -59,23 +62,23 @@ def make_mcp(service, *, name: str = "hefsearch"):
         return await call(service.search, query, k=k, mode=mode, path=path, type=type, lang=lang,
                           since=since, until=until, space=space, snippets=snippets)
 
-    @server.tool(annotations=read_only)
-    async def get(ids: list[str]) -> dict[str, Any]:
+    @server.tool(annotations=read_only, structured_output=False)
+    async def get(ids: list[str]) -> str:
         """Full text and location of chunks by id (the chunk_id of search hits, e.g. "123") or of
         whole documents ("doc:ID"). Ids the library does not have are refused."""
         return await call(service.get, ids)
 
-    @server.tool(annotations=read_only)
+    @server.tool(annotations=read_only, structured_output=False)
     async def similar(chunk_id: int, k: int = 10, path: str | None = None, type: list[str] | None = None,
                       lang: list[str] | None = None, since: str | None = None,
-                      until: str | None = None) -> dict[str, Any]:
+                      until: str | None = None) -> str:
         """Passages of other documents most like the chunk chunk_id (from a search hit): "more
         like this". Same filters as search."""
         return await call(service.similar, chunk_id, k=k, path=path, type=type, lang=lang, since=since,
                           until=until)
 
-    @server.tool(annotations=read_only)
-    async def status() -> dict[str, Any]:
+    @server.tool(annotations=read_only, structured_output=False)
+    async def status() -> str:
         """What the library holds (documents, chunks, vector spaces, failures) and how fresh it is
         (last sync; whether a watcher keeps it current)."""
         return await call(service.status)
