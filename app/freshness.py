@@ -80,20 +80,10 @@ def freshness(library) -> Freshness:
 
 
 def watcher_running(folder: Path) -> bool:
-    """Whether a watcher holds ``<folder>/watch.lock`` (probed with a shared lock, released at once)."""
-    if fcntl is None:
-        return False
-    try:
-        f = open(folder / WATCH_LOCK, "rb")
-    except OSError:
-        return False
-    with f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-        return False
+    """Whether a watcher holds ``<folder>/watch.lock``."""
+    from hefsearch.index.library import flock_held
+
+    return flock_held(Path(folder) / WATCH_LOCK, unknown=False)
 
 
 def watch_state(folder: Path) -> dict | None:

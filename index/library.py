@@ -716,14 +716,20 @@ def _cannot_write_reason(folder: Path, error: Exception) -> str:
 def _writer_active(folder: Path) -> bool:
     """Whether a process holds the library's write lock (probed with a shared lock that is
     released at once; asked only when a reader must choose how to open SQLite)."""
+    return flock_held(folder / LOCK_FILE, unknown=True)
+
+
+def flock_held(path: Path, *, unknown: bool = True) -> bool:
+    """Whether a process holds an exclusive ``flock`` on ``path`` (probed with a shared lock,
+    released at once); ``unknown`` when the file cannot be opened for another reason."""
     if fcntl is None:
         return False  # no cross-process lock here: single writer assumed
     try:
-        f = open(folder / LOCK_FILE, "rb")
+        f = open(path, "rb")
     except FileNotFoundError:
         return False
     except OSError:
-        return True  # cannot tell: assume one is
+        return unknown  # cannot tell
     with f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
