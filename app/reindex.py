@@ -23,6 +23,10 @@ log = logging.getLogger("hefsearch.app")
 
 #: setting holding every folder ever indexed into the library (``hefsearch watch`` follows them)
 ROOTS_SETTING = "roots"
+#: setting holding the crawl options of the last full run (``--exclude``, ``--max-size``, ...),
+#: which runs that give none (the watcher, the TUI's re-index) apply the same way
+CRAWL_SETTING = "crawl_options"
+CRAWL_OPTIONS = ("include_hidden", "excludes", "max_bytes", "follow_links", "overlap_tokens")
 
 
 @dataclass
@@ -57,7 +61,9 @@ def reindex(library: "Library", roots: Sequence[str | Path], *,
     Encoders: ``choice`` (already open), else ``open_encoders()``, else the library's own
     (:func:`open_sync_encoders`); those opened here are closed at the end (``close=False``
     keeps them, for a caller that reuses them, such as the watcher). ``sync_options`` go to
-    :func:`hefsearch.index.sync.sync` (excludes, max_bytes, batch_chunks, ...).
+    :func:`hefsearch.index.sync.sync` (excludes, max_bytes, batch_chunks, ...); crawl options
+    not given are those of the last full run (so a watcher skips what ``index --exclude``
+    skipped), and a full run records the ones it used.
 
     :raises LibraryBusy: another process held the write lock for more than 5 s.
     :raises DiskFull: the disk is full; every batch committed before stays.
@@ -70,13 +76,18 @@ def reindex(library: "Library", roots: Sequence[str | Path], *,
         got = open_encoders() if open_encoders is not None else open_sync_encoders(library)
         choice = got if hasattr(got, "encoders") else _Choice(list(got))
     try:
+        stored = _settings(library).get(CRAWL_SETTING) or {}
+        options = {**{k: v for k, v in stored.items() if k in CRAWL_OPTIONS}, **sync_options}
         report = sync(library, list(roots), choice.encoders, progress=progress,
-                      **({"paths": list(paths)} if paths is not None else {}), **sync_options)
+                      **({"paths": list(paths)} if paths is not None else {}), **options)
         notes = list(keep_language_neutral(library, choice.encoders, language_neutral))
         for line in notes:
             log.info("%s", line)
         if paths is None:
             remember_roots(library, roots)
+            used = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items() if k in CRAWL_OPTIONS}
+            if used != stored and not getattr(library, "read_only", True):
+                library.set_settings(**{CRAWL_SETTING: used})
         return ReindexRun(report, notes, list(getattr(choice, "skipped_spaces", [])))
     finally:
         if opened and close:
@@ -108,13 +119,17 @@ def remember_roots(library: "Library", roots: Sequence[str | Path]) -> None:
         library.set_settings(**{ROOTS_SETTING: sorted(dict.fromkeys(merged))})
 
 
+def _settings(library) -> dict:
+    try:
+        return library.settings()
+    except Exception:  # a library that cannot be read now: nothing recorded to reuse
+        return {}
+
+
 def library_roots(library: "Library") -> list[Path]:
     """Every folder indexed into the library: the ``roots`` setting, else (a library written
     before it existed) the folders of the last sync."""
-    try:
-        settings = library.settings()
-    except Exception:
-        return []
+    settings = _settings(library)
     roots = settings.get(ROOTS_SETTING)
     if not roots:
         last = settings.get("last_sync") or {}

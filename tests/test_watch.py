@@ -210,3 +210,21 @@ def test_catch_up_ends_within_seconds_for_an_unchanged_library(watched):
     line = next(line for line in proc.lines if "caught up" in line)
     assert "0 added, 0 changed, 0 removed, 0 failed, 0 chunks embedded" in line
     assert time.monotonic() - t < 60
+
+
+def test_changed_paths_follow_the_crawl_options_of_the_last_index_run(tiny_bert_bundle, tmp_path):
+    """hefsearch index --exclude/--max-size are remembered: a watcher's run skips the same files."""
+    from hefsearch.app.reindex import reindex
+
+    docs = write_docs(tmp_path / "docs")
+    with Library.open(tmp_path / "lib") as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
+        reindex(library, [docs], open_encoders=lambda: [enc], close=False, excludes=("drafts/",), max_bytes=200)
+        assert library.settings()["crawl_options"]["excludes"] == ["drafts/"]
+        (docs / "drafts").mkdir()
+        (docs / "drafts/plan.md").write_text("A draft about the capybara.\n")
+        (docs / "notes/long.md").write_text("capybara " * 100)
+        (docs / "notes/short.md").write_text("A short capybara note.\n")
+        run = reindex(library, [docs], open_encoders=lambda: [enc], close=False,
+                      paths=[docs / "drafts/plan.md", docs / "notes/long.md", docs / "notes/short.md"])
+        assert run.report.added == 1 and [p for p, _ in run.report.failed] == [str(docs / "notes/long.md")]
+    assert keyword_names(tmp_path / "lib", "capybara") == ["short.md"]
