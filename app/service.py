@@ -12,6 +12,7 @@ nor returned. Each answer names the backend that encoded the query and how fresh
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterable
@@ -110,20 +111,16 @@ class LibraryService:
         self._slots = threading.BoundedSemaphore(self.limits.max_pending)
 
     # -- guards ------------------------------------------------------------------------------
+    @contextlib.contextmanager
     def _busy(self):
         """One of ``max_pending`` slots, or 503 at once (nothing queues without bound)."""
-        service = self
-
-        class _Slot:
-            def __enter__(self):
-                if not service._slots.acquire(blocking=False):
-                    raise ServiceError("The server is busy answering other requests.",
-                                       "Try again in a moment.", status=503)
-
-            def __exit__(self, *exc):
-                service._slots.release()
-
-        return _Slot()
+        if not self._slots.acquire(blocking=False):
+            raise ServiceError("The server is busy answering other requests.", "Try again in a moment.",
+                               status=503)
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def _k(self, k: Any) -> int:
         try:

@@ -82,6 +82,7 @@ def mcp_cmd(library_path, url, token_file, bundle):
     """
     import os
     import sys
+    from pathlib import Path
 
     from hefsearch.serve.remote import RemoteService
     from hefsearch.serve.server import running_server
@@ -90,7 +91,7 @@ def mcp_cmd(library_path, url, token_file, bundle):
 
     token = os.environ.get("HEFSEARCH_TOKEN")
     if token_file:
-        token = open(token_file, encoding="utf-8").read().strip()
+        token = Path(token_file).read_text(encoding="utf-8").strip()
     if url is None:
         from hefsearch.index.library import resolve_library_path
 
@@ -99,9 +100,9 @@ def mcp_cmd(library_path, url, token_file, bundle):
             url = state["url"]
             if token is None and state.get("token_file"):
                 try:
-                    token = open(state["token_file"], encoding="utf-8").read().strip()
+                    token = Path(state["token_file"]).read_text(encoding="utf-8").strip()
                 except OSError:
-                    pass
+                    pass  # the server's token file is not readable here: its refusal will say so
     if url is not None:
         click.echo(f"hefsearch mcp: answering from {url}", err=True)
         run_stdio(RemoteService(url, token))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hmac
 import json
 from contextlib import asynccontextmanager
-from typing import Any, Optional
+from typing import Optional
 
 from hefsearch.app.service import LibraryService, ServiceError
 
@@ -91,7 +91,7 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
                               lang=b.lang, since=b.since, until=b.until, snippets=b.snippets)
 
     @app.get("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
-    def search_get(query: str = Query(..., alias="query"), k: int = 10, mode: str = "hybrid",
+    def search_get(query: str = Query(...), k: int = 10, mode: str = "hybrid",
                    space: Optional[str] = None, path: Optional[str] = None,
                    type: Optional[list[str]] = Query(None), lang: Optional[list[str]] = Query(None),
                    since: Optional[str] = None, until: Optional[str] = None, snippets: str = "meaning"):

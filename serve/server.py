@@ -87,8 +87,9 @@ class ServeConfig:
     limits: object = None
     #: called with one line per event (startup, watcher runs)
     say: Callable[[str], None] = print
-    #: set to stop the server (tests, the bench); SIGTERM/SIGINT do it too (uvicorn)
+    #: set once the server listens (SIGTERM/SIGINT stop it: uvicorn)
     ready: threading.Event = field(default_factory=threading.Event)
+    #: (host, port) listened on, once known
     address: tuple | None = None
 
 

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime
 
 import pytest
 from click.testing import CliRunner
 
 from hefsearch.search.filters import FilterError, Filters, make_filters, parse_filter_line, parse_when
-from tests.serve_fixtures import OLD_MTIME, build_library, write_docs
+from tests.serve_fixtures import build_library, write_docs
 
 
 @pytest.fixture

@@ -41,8 +41,8 @@ def _stop_head(temp_dir: str) -> None:
             continue
     for p in procs:
         with_suppress(p.terminate)
-    psutil.wait_procs(procs, timeout=10)
-    for p in procs:
+    _, alive = psutil.wait_procs(procs, timeout=2)
+    for p in alive:
         with_suppress(p.kill)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -101,6 +100,8 @@ def watched(tiny_bert_bundle, tmp_path):
 def test_created_changed_renamed_and_deleted_files_reach_search(watched):
     docs, lib, env, start = watched
     proc = start()
+    caught_up = next(line for line in proc.lines if "caught up" in line)  # nothing changed: only stat-ed
+    assert "0 added, 0 changed, 0 removed, 0 failed, 0 chunks embedded" in caught_up
     try:
         _lifecycle(docs, lib)
     except AssertionError as e:
@@ -201,15 +202,6 @@ def test_network_mounts_are_polled_and_the_unit_runs_this_watch(monkeypatch, tmp
     assert "[Install]" in out.output and "WantedBy=default.target" in out.output
     assert watch.filesystem_type("/") is not None  # read from /proc/self/mountinfo
 
-
-def test_catch_up_ends_within_seconds_for_an_unchanged_library(watched):
-    """An unchanged library is only stat-ed at start (nothing read or embedded)."""
-    docs, lib, env, start = watched
-    t = time.monotonic()
-    proc = start()
-    line = next(line for line in proc.lines if "caught up" in line)
-    assert "0 added, 0 changed, 0 removed, 0 failed, 0 chunks embedded" in line
-    assert time.monotonic() - t < 60
 
 
 def test_changed_paths_follow_the_crawl_options_of_the_last_index_run(tiny_bert_bundle, tmp_path):
