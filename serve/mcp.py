@@ -51,7 +51,8 @@ def make_mcp(service, *, name: str = "hefsearch"):
 
     @server.tool(annotations=read_only, structured_output=False)
     async def search(query: str, k: int = 10, mode: str = "hybrid", path: str | None = None,
-                     type: list[str] | None = None, lang: list[str] | None = None, since: str | None = None,
+                     type: list[str] | str | None = None, lang: list[str] | str | None = None,
+                     since: str | None = None,
                      until: str | None = None, space: str | None = None,
                      snippets: str = "meaning") -> str:
         """Search the user's documents. mode: hybrid (default: meaning, boosted by exact words),
@@ -63,14 +64,14 @@ def make_mcp(service, *, name: str = "hefsearch"):
                           since=since, until=until, space=space, snippets=snippets)
 
     @server.tool(annotations=read_only, structured_output=False)
-    async def get(ids: list[str]) -> str:
+    async def get(ids: list[str | int]) -> str:
         """Full text and location of chunks by id (the chunk_id of search hits, e.g. "123") or of
         whole documents ("doc:ID"). Ids the library does not have are refused."""
         return await call(service.get, ids)
 
     @server.tool(annotations=read_only, structured_output=False)
-    async def similar(chunk_id: int, k: int = 10, path: str | None = None, type: list[str] | None = None,
-                      lang: list[str] | None = None, since: str | None = None,
+    async def similar(chunk_id: int, k: int = 10, path: str | None = None, type: list[str] | str | None = None,
+                      lang: list[str] | str | None = None, since: str | None = None,
                       until: str | None = None) -> str:
         """Passages of other documents most like the chunk chunk_id (from a search hit): "more
         like this". Same filters as search."""

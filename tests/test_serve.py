@@ -192,3 +192,30 @@ def test_serve_refuses_to_start_off_loopback_without_a_token():
 
     with pytest.raises(ServeError, match="needs a token"):
         serve(ServeConfig(host="0.0.0.0", token=None))
+
+
+def test_serve_watch_indexes_a_saved_file_in_the_same_process(tiny_bert_bundle, tmp_path):
+    from tests.process_helpers import wait_until
+    from tests.serve_fixtures import build_library, write_docs
+
+    docs = write_docs(tmp_path / "docs")
+    lib = build_library(tmp_path / "lib", docs, tiny_bert_bundle)
+    proc = Proc(["serve", "--library", str(lib), "--port", "0", "--watch", "--debounce", "300", "--no-mcp"],
+                {"HEFSEARCH_HOME": str(tmp_path / "home")})
+    try:
+        url = proc.wait_for(r"hefsearch serve: (http://127\.0\.0\.1:\d+)", timeout=90).group(1)
+        proc.wait_for(r"watch: caught up", timeout=60)
+        status = httpx.get(f"{url}/status").json()["freshness"]
+        assert status["watched"] and status["watcher"]["pid"] == proc.popen.pid  # one process
+        (docs / "notes/fresh.md").write_text("Saved while serving: the quetzal.\n")
+
+        def found():
+            hits = httpx.get(f"{url}/search", params={"query": "quetzal", "mode": "keyword"}).json()["hits"]
+            return [h["path"] for h in hits]
+
+        assert wait_until(found, what="the saved file") == [str(docs / "notes/fresh.md")]
+        vector = httpx.get(f"{url}/search", params={"query": "Saved while serving: the quetzal.", "mode": "vector",
+                                                   "k": 20}).json()
+        assert str(docs / "notes/fresh.md") in [h["path"] for h in vector["hits"]]  # its vectors too
+    finally:
+        proc.stop()
