@@ -52,8 +52,7 @@ def make_mcp(service, *, name: str = "hefsearch"):
     @server.tool(annotations=read_only, structured_output=False)
     async def search(query: str, k: int = 10, mode: str = "hybrid", path: str | None = None,
                      type: list[str] | str | None = None, lang: list[str] | str | None = None,
-                     since: str | None = None,
-                     until: str | None = None, space: str | None = None,
+                     since: str | None = None, until: str | None = None, space: str | None = None,
                      snippets: str = "meaning") -> str:
         """Search the user's documents. mode: hybrid (default: meaning, boosted by exact words),
         vector (meaning only, any language), keyword (exact words). Filters: path glob
