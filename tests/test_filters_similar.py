@@ -143,6 +143,8 @@ async def test_tui_filter_line_and_similar_key(small_library, tiny_bert_bundle):
     with Library.open(lib) as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
         app = build_app(library, {"cpu-fp32": enc}, mode="keyword")
         async with app.run_test(size=(160, 40)) as pilot:
+            await wait_for(pilot, lambda: bool(app.status_bar.freshness), what="the library's freshness")
+            assert app.status_bar.freshness.startswith("synced ")
             app.search_bar.query_one("#filters").value = "until:2021-01-01"
             app.search_bar.query_input.value = "zephyr"
             app.search_bar.submit()

@@ -220,3 +220,40 @@ def test_changed_paths_follow_the_crawl_options_of_the_last_index_run(tiny_bert_
                       paths=[docs / "drafts/plan.md", docs / "notes/long.md", docs / "notes/short.md"])
         assert run.report.added == 1 and [p for p, _ in run.report.failed] == [str(docs / "notes/long.md")]
     assert keyword_names(tmp_path / "lib", "capybara") == ["short.md"]
+
+
+def test_a_quiet_watcher_lets_the_encoders_go(tiny_bert_bundle, tmp_path):
+    """The NPU (here the CPU encoder) is opened for a run and closed after idle_close_s."""
+    import threading
+
+    from hefsearch.app.reindex import _Choice
+    from hefsearch.app.watch import WatchOptions, Watcher
+
+    docs = write_docs(tmp_path / "docs")
+    lib = build_library(tmp_path / "lib", docs, tiny_bert_bundle)
+    opened, closed = [], []
+
+    def open_encoders():
+        enc = Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)
+        opened.append(enc)
+        choice = _Choice([enc])
+        real_close = choice.close
+        choice.close = lambda: (closed.append(enc), real_close())
+        return choice
+
+    events = []
+    watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0, idle_close_s=0.5),
+                      open_encoders=open_encoders, on_event=events.append)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: any(e.kind == "run" for e in events), what="the catch-up")
+        wait_until(lambda: len(closed) == 1, what="the encoders closed after the catch-up")
+        (docs / "notes/idle.md").write_text("A note about the tapir.\n")
+        wait_until(lambda: keyword_names(lib, "tapir") == ["idle.md"], what="the change")
+        assert len(opened) == 2  # opened again for the change
+        wait_until(lambda: len(closed) == 2, what="the encoders closed again")
+    finally:
+        watcher.stop()
+        thread.join(timeout=10)
+    assert not thread.is_alive() and events[-1].kind == "stop"
