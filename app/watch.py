@@ -173,7 +173,7 @@ class Watcher:
             raise WatchError(f"The library {library.path} does not record which folders it indexes.",
                              "Name them: hefsearch watch FOLDER... (or index them once with "
                              "hefsearch index FOLDER).")
-        here = [r for r in roots if Path(r).is_dir()]
+        here = [r for r in roots if Path(r).exists()]  # folders, or files given to index
         for gone in set(roots) - set(here):
             self.on_event(WatchEvent("error", f"{gone} is not there (unmounted?); not watched, "
                                               "its documents are kept"))
@@ -276,6 +276,9 @@ class Watcher:
 
         out: set[str] = set()
         for p in paths:
+            if p in {str(r) for r in roots if not r.is_dir()}:  # a file given to index as a root
+                out.add(p)
+                continue
             root = next((str(r) for r in roots if is_under(p, str(r)) and p != str(r)), None)
             if root is None:
                 continue

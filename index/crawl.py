@@ -145,6 +145,10 @@ def crawl_paths(
     for path in sorted({os.path.abspath(os.fspath(p)) for p in paths}):
         if any(is_under(path, d) for d in done):
             continue  # inside a folder already crawled here
+        if path in real_roots and not os.path.isdir(path):  # a file given as a root
+            done.append(path)
+            yield from state.crawl_root(Path(path))
+            continue
         root = max((r for r in real_roots if is_under(path, r) and path != r), key=len, default=None)
         if root is None:
             continue

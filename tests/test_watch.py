@@ -57,6 +57,8 @@ def test_crawl_paths_yields_what_a_full_crawl_yields_for_those_paths(tmp_path):
     found = {Path(i.path).name for i in crawl_paths([root], [root / "sub"], **options) if isinstance(i, FoundFile)}
     assert found == {"b.txt", "keep.md", "e.txt"}  # ignored, secret and linked-out files stay out
     assert list(crawl_paths([root], [tmp_path / "elsewhere.md", Path("/etc/hostname")])) == []
+    single = root / "a.md"  # a file given as a root (hefsearch index a.md)
+    assert [i.path for i in crawl_paths([single], [single])] == [single]
 
 
 def test_a_sync_of_some_paths_leaves_the_rest_as_it_is(tiny_bert_bundle, tmp_path):
