@@ -1,7 +1,8 @@
 """One whole sync run, the same for every front end: ``hefsearch index``, the TUI's re-index,
 ``hefsearch watch`` (changed paths only) and ``hefsearch serve --watch`` all call
 :func:`reindex`, which opens the encoders the library needs (or uses the ones given), runs the
-sync, keeps the language-neutral space, closes what it opened and records the library's roots.
+sync (which records the folders in the library), keeps the language-neutral space, closes what
+it opened and remembers the crawl options of a full run.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("hefsearch.app")
 
-#: setting holding every folder ever indexed into the library (``hefsearch watch`` follows them)
-ROOTS_SETTING = "roots"
 #: setting holding the crawl options of the last full run (``--exclude``, ``--max-size``, ...),
 #: which runs that give none (the watcher, the TUI's re-index) apply the same way
 CRAWL_SETTING = "crawl_options"
@@ -84,7 +83,6 @@ def reindex(library: "Library", roots: Sequence[str | Path], *,
         for line in notes:
             log.info("%s", line)
         if paths is None:
-            remember_roots(library, roots)
             used = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items() if k in CRAWL_OPTIONS}
             if used != stored and not getattr(library, "read_only", True):
                 library.set_settings(**{CRAWL_SETTING: used})
@@ -106,19 +104,6 @@ class _Choice:
             enc.close()
 
 
-def remember_roots(library: "Library", roots: Sequence[str | Path]) -> None:
-    """Add ``roots`` to the library's folders (setting ``roots``); a folder inside one already
-    known is not added twice, one holding known ones replaces them."""
-    from hefsearch.index.crawl import printable
-
-    new = [printable(Path(r).expanduser().resolve()) for r in roots]
-    known = [str(r) for r in library_roots(library)]
-    kept = [k for k in known if not any(is_under(k, n) for n in new)]
-    merged = kept + [n for n in new if not any(is_under(n, k) for k in kept)]
-    if merged != known and not getattr(library, "read_only", True):
-        library.set_settings(**{ROOTS_SETTING: sorted(dict.fromkeys(merged))})
-
-
 def _settings(library) -> dict:
     try:
         return library.settings()
@@ -127,14 +112,12 @@ def _settings(library) -> dict:
 
 
 def library_roots(library: "Library") -> list[Path]:
-    """Every folder indexed into the library: the ``roots`` setting, else (a library written
-    before it existed) the folders of the last sync."""
-    settings = _settings(library)
-    roots = settings.get(ROOTS_SETTING)
-    if not roots:
-        last = settings.get("last_sync") or {}
-        roots = (last.get("roots") if isinstance(last, dict) else None) or []
-    return [Path(r) for r in roots]
+    """Every folder indexed into the library (``Library.recorded_roots``: each sync records
+    the folders it was given)."""
+    try:
+        return [Path(r) for r in library.recorded_roots()]
+    except Exception:  # a library that cannot be read now: no folders known
+        return []
 
 
 def under_roots(path: str, roots: Sequence[str | Path]) -> bool:
