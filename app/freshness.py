@@ -44,7 +44,7 @@ class Freshness:
 
     def describe(self) -> str:
         """'synced 3 min ago; watched (inotify events, pid 4242), 2 changes pending'."""
-        text = "never synced" if self.last_sync is None else f"synced {ago(self.age_s)}"
+        text = "no sync finished yet" if self.last_sync is None else f"synced {ago(self.age_s)}"
         w = self.watcher
         if w is None:
             return text + "; not watched (run 'hefsearch watch' to keep it current)"

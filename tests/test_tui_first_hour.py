@@ -59,7 +59,7 @@ async def test_tab_and_down_go_from_the_query_to_the_results(fp32_library):
         await pilot.press("down")  # and the arrows move in the results
         assert app.results.highlighted == 1
         await pilot.press("shift+tab")  # the filters sit between the query and the results
-        assert app.focused.id == "kind"
+        assert app.focused.id == "filters"  # the filter line (since:, lang:, type:), after the kind
         app.search_bar.query_input.focus()
         await pilot.press("down")
         await pilot.pause()
