@@ -114,11 +114,9 @@ def crawl(
     are followed only with ``follow_links``; system folders never. ``extra_suffixes`` (suffix ->
     kind) adds to the suffixes hefsearch reads.
     """
-    exclude_spec = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
     roots = [Path(os.path.expanduser(os.fspath(r))) for r in roots]
-    state = _CrawlState(include_hidden=include_hidden, exclude=exclude_spec, max_bytes=max_bytes,
-                        follow_links=follow_links, inside=[os.path.realpath(r) for r in roots],
-                        supported={**SUPPORTED_SUFFIXES, **(extra_suffixes or {})})
+    state = _CrawlState.of(roots, include_hidden=include_hidden, excludes=excludes, max_bytes=max_bytes,
+                           follow_links=follow_links, extra_suffixes=extra_suffixes)
     for root in roots:
         yield from state.crawl_root(root)
 
@@ -136,11 +134,10 @@ def crawl_paths(
     """What :func:`crawl` of ``roots`` would yield for ``paths`` only (files or folders below
     a root; others are ignored): the same rules, without listing the rest of the tree. For
     ``hefsearch watch``, which re-indexes only what changed."""
-    exclude_spec = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
-    real_roots = [os.path.realpath(os.path.expanduser(os.fspath(r))) for r in roots]
-    state = _CrawlState(include_hidden=include_hidden, exclude=exclude_spec, max_bytes=max_bytes,
-                        follow_links=follow_links, inside=real_roots,
-                        supported={**SUPPORTED_SUFFIXES, **(extra_suffixes or {})})
+    state = _CrawlState.of([Path(os.path.expanduser(os.fspath(r))) for r in roots], include_hidden=include_hidden,
+                           excludes=excludes, max_bytes=max_bytes, follow_links=follow_links,
+                           extra_suffixes=extra_suffixes)
+    real_roots = state.inside
     done: list[str] = []
     for path in sorted({os.path.abspath(os.fspath(p)) for p in paths}):
         if any(is_under(path, d) for d in done):
@@ -305,6 +302,15 @@ class _CrawlState:
     supported: dict[str, str] = field(default_factory=lambda: dict(SUPPORTED_SUFFIXES))
     #: folders entered on the way down to a target of crawl_below (entered again for the next)
     walked: set = field(default_factory=set)
+
+    @classmethod
+    def of(cls, roots: Sequence[Path], *, include_hidden: bool, excludes: Sequence[str], max_bytes: int,
+           follow_links: bool, extra_suffixes: dict[str, str] | None) -> "_CrawlState":
+        """The state of one crawl of ``roots`` (crawl and crawl_paths share it)."""
+        exclude = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
+        return cls(include_hidden=include_hidden, exclude=exclude, max_bytes=max_bytes, follow_links=follow_links,
+                   inside=[os.path.realpath(r) for r in roots],
+                   supported={**SUPPORTED_SUFFIXES, **(extra_suffixes or {})})
 
     def crawl_root(self, root: Path) -> Iterator[FoundFile | SkippedFile]:
         try:
