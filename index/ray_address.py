@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -83,18 +82,6 @@ def _token_available() -> bool:
         return True
     path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
     return Path(path).is_file()
-
-
-def check_listening(address: str, timeout_s: float = 2.0) -> str | None:
-    """For a loopback head: why nothing can answer at ``address`` (None: a port listens)."""
-    if not is_loopback_address(address) or address.startswith("ray://"):
-        return None
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or LOOPBACK_NODE, int(port)), timeout=timeout_s):
-            return None
-    except (OSError, ValueError) as e:
-        return f"nothing listens at {address} ({getattr(e, 'strerror', None) or e})"
 
 
 def join_hint(address: str) -> str:
