@@ -65,7 +65,7 @@ def hostile(tmp_path_factory, tiny_bert_bundle):
 
 
 def cli(*args, library):
-    return CliRunner(env={"COLUMNS": "250"}).invoke(main, [*args, "--library", str(library)])
+    return CliRunner(env={"COLUMNS": "1000"}).invoke(main, [*args, "--library", str(library)])  # long tmp paths under xdist
 
 
 def test_index_failure_table_shows_the_name_escaped(hostile):
