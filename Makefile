@@ -1,6 +1,8 @@
 # The two commands a newcomer needs (see README):
 #   make demo   set up, build a model bundle, index the sample corpus, run example queries
 #   make test   set up and run the test suite (what CI runs through .ci/run)
+# and for whoever changes a command's --help:
+#   make docs   regenerate the --help blocks in the docs with cog (tests/test_docs.py checks them)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -9,8 +11,10 @@ PY     := $(VENV)/bin/python
 # several GB. Override on other platforms, e.g. TORCH_SPEC="torch==2.9.1" on aarch64.
 TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
+# files with cog blocks (generated --help); tests/test_docs.py runs cog --check on the same list
+COG_FILES := docs/cli-reference.md
 
-.PHONY: demo test setup bench clean
+.PHONY: demo test setup bench docs clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +33,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/encode.py
+
+docs: $(STAMP)
+	$(PY) -m cogapp -r $(COG_FILES)
 
 clean:
 	rm -rf $(VENV) demo-work
