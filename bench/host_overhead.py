@@ -183,7 +183,7 @@ def stream_costs(hidden: int, heads: int, mask_value: float, frames: int, repeat
     """Per SEQ, mask mode and stream type: median host ms per frame (inputs built as the hailo
     backend builds them, in the HEF's stream shapes, plus the output read) and bytes per frame
     over the link on HailoRT 5.x and 4.x."""
-    from hefsearch.embed.backends.hailo import _exact_encoder, stream_quantiser
+    from hefsearch.embed.hailo_streams import exact_quantiser, stream_quantiser
     from hefsearch.embed.hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSpec, to_stream
     from hefsearch.embed.mask_layout import HEF_MASK_MODES, MaskLayout
 
@@ -204,7 +204,7 @@ def stream_costs(hidden: int, heads: int, mask_value: float, frames: int, repeat
             lo, hi = min(layout.value_pair), max(layout.value_pair)
             scale = (hi - lo) / 255
             mask_native = StreamSpec("net/input_layer2", shape, "NHWC", "UINT8", ((scale, -lo / scale),))
-            mask_encode = _exact_encoder(mask_native, layout.value_pair)
+            mask_encode = exact_quantiser(mask_native, layout.value_pair)
             for streams in ("float32", "native"):
                 emb_encode = stream_quantiser(emb_native) if streams == "native" else None
                 emb_spec = StreamSpec(emb_native.name, emb_native.shape, "NHWC", "UINT8" if emb_encode else "FLOAT32")

@@ -160,7 +160,8 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
 
     Make the calibration set first: hefsearch compile calib BUNDLE --from ~/Documents
     """
-    from hefsearch.compile.dfc import HefOptions, build_hef
+    from hefsearch.compile.dfc import build_hef
+    from hefsearch.compile.hef_plan import HefOptions
 
     opts = HefOptions(hw_arch=hw_arch, seq_len=seq_len, precision=precision, mask=mask,
                       optimization_level=optimization_level, compression_level=compression_level,

@@ -38,7 +38,8 @@ def _print_item(item) -> None:
     click.secho(str(item.path), bold=True)
     e = item.entry
     if e is not None:
-        from hefsearch.embed.backends.hailo import arch_label, precision_name
+        from hefsearch.embed.hailo_device import arch_label
+        from hefsearch.embed.hef_file import precision_name
 
         click.echo(f"  manifest: {arch_label(e.hw_arch)} ({e.hw_arch}), SEQ {e.seq_len}, precision "
                    f"{precision_name(e)}, DFC {e.extra.get('dfc_version', 'unknown')}")

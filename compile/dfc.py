@@ -11,7 +11,13 @@ Each stage is one function (``parse_stage``, ``preflight_stage``, ``optimize_sta
 small dataclass for the next; :func:`build_hef` only runs them and walks the fallback ladder.
 Every stage saves its result in the work folder (default ``BUNDLE/build/<hw_arch>.s<SEQ>/``)
 keyed by what it depends on, so a re-run skips what is done: a failed compile never redoes an
-optimisation that took hours. ``hailo_sdk_client`` is imported only here, at call time.
+optimisation that took hours.
+
+What the stages share lives beside this driver: the plan and the fallback ladder
+(:mod:`.hef_plan`), the DFC itself, its version and what it builds (:mod:`.dfc_sdk`, the only
+module that imports ``hailo_sdk_client``, at call time), the errors and the walls recognised by
+name (:mod:`.dfc_errors`), ``state.json`` and ``build-report.json`` (:mod:`.build_record`), the
+model script (:mod:`.model_script`) and the streams the compiled HEF has (:mod:`.hef_streams`).
 
 Verified against the contract fake in ``tests/fakes/hailo_sdk_client`` only (written from Hailo's
 public scripts and a public user report); no real Dataflow Compiler has run this code.
@@ -50,138 +56,29 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import platform
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from hefsearch.embed.atomic_write import write_bytes_atomic, write_json_atomic
+from hefsearch.embed.atomic_write import write_bytes_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file
-from hefsearch.embed.errors import BackendUnavailable, HefsearchError
-from hefsearch.embed.hef_contract import HefContract, check_contract
-from hefsearch.embed.mask_layout import HEF_MASK_MODES, MaskLayout, hef_mask_mode
-from hefsearch.embed.versions import major_version
-from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
+from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
+from hefsearch.embed.precision import PrecisionProfile
 
 from . import calib as calib_mod
-from .bodies import Body, resolve_body
-from .dfc_onnx import EMBEDDINGS, MASK, OUTPUT, make_dfc_onnx, verify_dfc_onnx
-from .model_script import (DFC_FINETUNE_LINE, MASK_COMMAND, RECIPE_HAILO10H, REPORT_BATCH, REPORT_CALIBSET,
-                           build_model_script, read_extra_lines, recipe_for, site_layers)
+from .bodies import resolve_body
+from .build_record import Attempt, BuildState, stage_key, write_build_report
+from .dfc_errors import AllocatorCrash, CompileError, MaskCommandMissing, explain_wall, known_wall
+from .dfc_onnx import EMBEDDINGS, MASK, NET_NAME, OUTPUT, make_dfc_onnx, verify_dfc_onnx
+from .dfc_sdk import Sdk, check_dfc_target, load_sdk, probe_mask_command
+from .hef_plan import HefOptions, HefPlan, plan_build
+from .hef_streams import compiled_streams
+from .model_script import build_model_script, site_layers
 from .preflight import calibration_dict, input_layers, preflight
 
 log = logging.getLogger("hefsearch.compile")
-
-HW_ARCHS = ("hailo10h", "hailo8", "hailo8l")
-NET_NAME = "hefsearch_encoder"  # no dots: the DFC turns them into "_" in layer names
-STATE_FILE = "state.json"
-_STATE_VERSION = 1
-
-
-class DfcUnavailable(BackendUnavailable):
-    """The Hailo Dataflow Compiler (hailo_sdk_client) cannot be imported."""
-
-    title = "Dataflow Compiler not installed"
-
-
-class CompileError(HefsearchError):
-    title = "compile error"
-
-
-class AllocatorCrash(CompileError):
-    """The DFC allocator could not place the network (BackendAllocatorException)."""
-
-    title = "allocator failure"
-
-
-class NegativeExponentWall(CompileError):
-    """optimize() could not fix a negative slope exponent (NegativeSlopeExponentNonFixable)."""
-
-    title = "quantisation failure"
-
-
-class MaskCommandMissing(CompileError):
-    """The DFC refused set_input_mask_to_softmax() on the parsed network."""
-
-
-@dataclass
-class Sdk:
-    ClientRunner: type
-    InferenceContext: object
-    Dims: object | None
-    version: str
-
-
-def load_sdk() -> Sdk:
-    """Import the DFC now; a missing SDK becomes a plain :class:`DfcUnavailable`."""
-    try:
-        import hailo_sdk_client
-        from hailo_sdk_client import ClientRunner
-        from hailo_sdk_client.exposed_definitions import InferenceContext
-    except ImportError as e:
-        here = f"{platform.system()} {platform.machine()}, Python {sys.version_info.major}.{sys.version_info.minor}"
-        raise DfcUnavailable(
-            f"The Hailo Dataflow Compiler (Python package hailo_sdk_client) is not installed here "
-            f"({here}; import failed: {e}).",
-            "Compiling a HEF needs an x86_64 Linux host (Ubuntu 22.04/24.04) with Python 3.10-3.12 and "
-            "either the Hailo AI Software Suite (Docker image) or the Dataflow Compiler wheel "
-            "(hailo_dataflow_compiler-<ver>-py3-none-linux_x86_64.whl) from Hailo's Developer Zone "
-            "(free account). DFC 5.x builds for Hailo-10H, DFC 3.x for Hailo-8/8L. Everything else "
-            "(export, calibration, search) works without it.",
-        ) from None
-    try:
-        from hailo_sdk_client.exposed_definitions import Dims
-    except ImportError:
-        Dims = None
-    return Sdk(ClientRunner, InferenceContext, Dims, str(getattr(hailo_sdk_client, "__version__", "unknown")))
-
-
-#: the precision profile a build starts from when none is asked for (the ladder steps down)
-DEFAULT_PRECISION = "balanced"
-#: the HEF mask mode on record for each chip (see the module docstring)
-DEFAULT_MASK = {"hailo10h": "keys01", "hailo8": "scores01", "hailo8l": "scores01"}
-#: the first DFC 3.x with set_input_mask_to_softmax() in a public recipe (model zoo v2.19 MiniLM)
-DFC3_MASK_COMMAND = (3, 34)
-
-
-@dataclass
-class HefOptions:
-    hw_arch: str
-    seq_len: int | None = None
-    #: a profile name or file; None = DEFAULT_PRECISION
-    precision: str | Path | PrecisionProfile | None = None
-    #: MZ uses 0 for every transformer text encoder; 2 is the DFC's default (wants a GPU)
-    optimization_level: int = 0
-    compression_level: int = 0
-    alls_extra: str | Path | None = None
-    #: step down on the known walls; None = on
-    fallback: bool | None = None
-    report: bool = True
-    calib: str | Path | None = None  # an .npz with embeddings/mask; default: the bundle's set
-    #: calibration batch; None = the recipe's (16 in the Hailo-10H report and the zoo's BERT, 8 in its MiniLM)
-    calib_batch_size: int | None = None
-    work_dir: str | Path | None = None
-    restart: bool = False  # ignore saved stages
-    #: a HEF mask mode (keys01, scores01, additive; embed/mask_layout.py) or None: the chip's default
-    mask: str | None = None
-    #: which encoder body to compile: "original" (encoder.onnx) or "robust" (compile robust)
-    body: str | None = None
-    #: the DFC's own quantisation-aware fine-tuning (QFT) after quantisation; wants a GPU
-    dfc_finetune: bool = False
-
-
-@dataclass
-class Attempt:
-    profile: str
-    sixteen_bit: list[str]
-    optimize: str = "not run"  # "ran", "reused", "negative_exponent", "allocator", "failed"
-    compile: str = "not run"  # "ok", "reused", "allocator", "failed"
-    error: str | None = None
-    seconds: dict = field(default_factory=dict)
-    model_script: str | None = None  # the file name of the script this attempt optimised with
-    wall: str | None = None  # the known wall it hit: "allocator" or "negative_exponent"
 
 
 @dataclass
@@ -201,217 +98,6 @@ def hef_filename(hw_arch: str, seq_len: int, bundle_seq_len: int) -> str:
     return f"encoder.{hw_arch}{'' if seq_len == bundle_seq_len else f'.s{seq_len}'}.hef"
 
 
-#: DFC major version -> the chips it builds for (zoo base_parsers.py on master vs v2.18)
-DFC_TARGETS = {5: ("hailo10h", "hailo15h", "hailo15m", "hailo15l"), 3: ("hailo8", "hailo8l", "hailo8r")}
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in str(version).split("+")[0].split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
-def dfc_has_mask_command(version: str) -> bool | None:
-    """Whether this DFC line is known to have set_input_mask_to_softmax(): True for 5.x and for
-    3.34+ (the zoo's MiniLM), None where only the probe on the parsed network can tell."""
-    v = _version_tuple(version)
-    if not v:
-        return None
-    if v[0] >= 5 or (v[0] == 3 and v[:2] >= DFC3_MASK_COMMAND):
-        return True
-    return None
-
-
-def check_dfc_target(version: str, hw_arch: str, mask_mode: str) -> list[str]:
-    """Stop before parsing when this DFC cannot build for ``hw_arch``.
-
-    Returns notes: a DFC line hefsearch does not know is tried; on a DFC 3.x older than 3.34 the
-    mask command is probed on the parsed network (a user report found it absent in 3.33).
-    """
-    major = major_version(version)
-    if major is None or major not in DFC_TARGETS:
-        return [f"warning: Dataflow Compiler {version} is not a line hefsearch knows (3.x builds for Hailo-8/8L, "
-                "5.x for Hailo-10H); trying anyway."]
-    if hw_arch not in DFC_TARGETS[major]:
-        need = next(m for m, archs in DFC_TARGETS.items() if hw_arch in archs)
-        chips = "Hailo-10H" if major == 5 else "Hailo-8/8L"
-        raise CompileError(
-            f"Dataflow Compiler {version} builds for {chips} only; --hw-arch {hw_arch} needs DFC {need}.x.",
-            f"Install the DFC {need}.x wheel (or the matching Hailo AI Software Suite) in another venv for "
-            f"{hw_arch}; keep DFC {major}.x for {', '.join(DFC_TARGETS[major][:1])}.")
-    if hef_mask_mode(mask_mode).softmax_command and not dfc_has_mask_command(version):
-        return [f"note: Dataflow Compiler {version} predates the model zoo's first use of {MASK_COMMAND} (DFC 3.34); "
-                "probing it on the parsed network."]
-    return []
-
-
-def probe_mask_command(runner, mask_mode: str) -> None:
-    """Load the mask command alone into a parsed runner: a DFC without it fails here, in
-    seconds, instead of at optimize()."""
-    try:
-        runner.load_model_script(MASK_COMMAND + "\n")
-    except Exception as e:
-        raise MaskCommandMissing(
-            f"The Dataflow Compiler refused {MASK_COMMAND} (needed by the {mask_mode} mask mode) on the parsed "
-            f"network: {type(e).__name__}: {e}",
-            "Compile with --mask additive (the zoo's BERT recipe: the additive mask goes in as an input), or use a "
-            "DFC that has the command (3.34+ for Hailo-8/8L, 5.x for Hailo-10H).") from e
-
-
-#: the DFC failures the public Hailo-10H report hit, by the exception name it printed
-WALLS = {"BackendAllocatorException": "allocator", "NegativeSlopeExponentNonFixable": "negative_exponent"}
-
-
-def known_wall(exc: BaseException) -> str | None:
-    """"allocator" or "negative_exponent" when ``exc`` is one of the report's walls, also when it is
-    wrapped in another exception (as cause or context) or only named in a message; else None."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        names = [c.__name__ for c in type(exc).__mro__]
-        for marker, wall in WALLS.items():
-            if any(marker in n for n in names) or marker in str(exc):
-                return wall
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-def is_allocator_crash(exc: BaseException) -> bool:
-    """True for the DFC's BackendAllocatorException, also when wrapped in another exception."""
-    return known_wall(exc) == "allocator"
-
-
-def _key(*parts) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(str(p).encode())
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-class _State:
-    """The work folder's record of finished stages (state.json)."""
-
-    def __init__(self, folder: Path, restart: bool):
-        self.folder = folder
-        self.path = folder / STATE_FILE
-        self.data = {"version": _STATE_VERSION, "parse": None, "optimized": {}, "compiled": {}, "walls": {}}
-        if self.path.is_file() and not restart:
-            try:
-                loaded = json.loads(self.path.read_text())
-                if loaded.get("version") == _STATE_VERSION:
-                    self.data = loaded
-            except (OSError, json.JSONDecodeError):
-                pass
-
-    def save(self) -> None:
-        write_json_atomic(self.path, self.data)
-
-
-def _explain_wall(wall: str, profile: PrecisionProfile, work: Path, fallback: bool) -> CompileError:
-    if wall == "allocator":
-        return _explain_allocator(profile, work, fallback)
-    why = (f"optimize() failed with profile {profile.describe()}: NegativeSlopeExponentNonFixable. The model "
-           "script's negative_exponent line cannot be met with an 8-bit softmax (the public Hailo-10H report hit "
-           "exactly this on DFC 5.3.0: 'Desired shift is 8.0, but op has only 8 data bits').")
-    hint = ("Remove model_optimization_config(negative_exponent, ...) from your --alls-extra lines; hefsearch writes "
-            "it only for a 16-bit softmax. " if profile.bits_for("softmax") != 16 else
-            "Use a profile without a 16-bit softmax, or --fallback to step down. ")
-    hint += f"Finished stages are kept in {work}; a re-run resumes there."
-    return NegativeExponentWall(why, hint)
-
-
-def _explain_allocator(profile: PrecisionProfile, work: Path, fallback: bool) -> AllocatorCrash:
-    attention = profile.attention_sixteen_bit
-    why = (
-        f"The Dataflow Compiler's allocator could not place the network with precision profile "
-        f"{profile.describe()} (BackendAllocatorException). 16-bit (a16_w16) layers need twice the "
-        "on-chip memory and not every layer can be placed at 16 bits"
-    )
-    why += (f"; 16 bits on the attention path ({', '.join(attention)}) is known to fail this way on DFC 5.3.0."
-            if attention else ".")
-    hint = ("Re-run with --fallback to step down to 8 bits, or choose --precision a8. " if not fallback else "")
-    hint += f"Finished stages are kept in {work}; a re-run resumes there."
-    return AllocatorCrash(why, hint)
-
-
-@dataclass
-class HefPlan:
-    """The checked options, before any SDK is loaded: what to build and the profiles to try."""
-
-    bundle: Bundle
-    seq: int
-    requested: PrecisionProfile
-    ladder: list[PrecisionProfile]  # the requested profile, then its fallbacks with --fallback
-    extra_lines: list[str]
-    mask_mode: str  # a HEF mask mode: keys01, scores01, additive
-    mask_explicit: bool  # --mask was given (else the chip's default, which a missing command may change)
-    recipe: str  # model_script.RECIPE_HAILO10H or RECIPE_ZOO
-    fallback: bool
-    body: Body | None = None  # the encoder body compiled (None: the original)
-
-    @property
-    def mask_command(self) -> bool:
-        return hef_mask_mode(self.mask_mode).softmax_command
-
-    def calibration(self, rows: int, batch_size: int | None) -> tuple[int, int]:
-        """(calibset_size, batch_size) for ``rows`` calibration rows: the report's 1024 / 16 on
-        Hailo-10H, the zoo's batch (8 for MiniLM, 16 for BERT) elsewhere."""
-        if batch_size is None:
-            batch_size = REPORT_BATCH if self.recipe == RECIPE_HAILO10H or self.mask_mode == "additive" else 8
-        return min(rows, REPORT_CALIBSET), min(int(batch_size), rows)
-
-
-def build_ladder(requested: PrecisionProfile, hw_arch: str, fallback: bool) -> list[PrecisionProfile]:
-    """The profiles to try in turn. Hailo-10H: the requested one, then straight to a8 (the public
-    report found every a16 build to crash the allocator, whatever the layers); other chips: one
-    site group at a time (embed/precision.py ``fallback_ladder``)."""
-    if not fallback:
-        return [requested]
-    if hw_arch == "hailo10h":
-        a8 = PrecisionProfile("a8", {}, requested.mask)
-        return [requested] if requested.same_bits(a8) else [requested, a8]
-    return fallback_ladder(requested)
-
-
-def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str], None]) -> HefPlan:
-    """Consumes the bundle and the options; produces the :class:`HefPlan` (stops on a bad
-    --hw-arch, --seq-len or --mask before anything slow)."""
-    if not isinstance(bundle, Bundle):
-        bundle = Bundle.open(bundle)
-    if opts.hw_arch not in HW_ARCHS:
-        raise CompileError(f"Unknown --hw-arch {opts.hw_arch!r}.", f"Use one of: {', '.join(HW_ARCHS)}.")
-    seq = int(opts.seq_len or bundle.seq_len)
-    if not 8 <= seq <= bundle.seq_len:
-        raise CompileError(f"--seq-len {seq} is outside 8..{bundle.seq_len} (the bundle's window).",
-                           "Re-export the bundle with a longer --seq-len to compile a longer window.")
-    requested = load_profile(opts.precision or DEFAULT_PRECISION)
-    try:
-        mode = hef_mask_mode(opts.mask or DEFAULT_MASK[opts.hw_arch])
-    except ValueError:
-        raise CompileError(f"Unknown --mask {opts.mask!r}.", f"Use one of: {', '.join(HEF_MASK_MODES)}.") from None
-    if opts.mask and DEFAULT_MASK[opts.hw_arch] != mode.name:
-        say(f"note: mask mode {mode.name} follows {mode.source}; it is shown for {mode.shown_on}, not for "
-            f"{opts.hw_arch}'s default ({DEFAULT_MASK[opts.hw_arch]}).")
-    requested = replace(requested, mask=mode.profile_mask)
-    fallback = True if opts.fallback is None else bool(opts.fallback)
-    ladder = build_ladder(requested, opts.hw_arch, fallback)
-    if requested.attention_sixteen_bit:
-        say(f"warning: profile {requested.name} puts 16 bits on the attention path "
-            f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
-    extra = read_extra_lines(opts.alls_extra)
-    if opts.dfc_finetune:
-        say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow) "
-            "and optimisation level 1+; 'hefsearch compile robust' does the same job on any CPU, before the DFC.")
-        extra = [DFC_FINETUNE_LINE, *extra]
-    return HefPlan(bundle, seq, requested, ladder, extra, mode.name, bool(opts.mask),
-                   recipe_for(opts.hw_arch), fallback, resolve_body(bundle, opts.body))
-
-
 @dataclass
 class _Build:
     """What every stage of one build reads: the plan, the options, the SDK, the work folder."""
@@ -420,7 +106,7 @@ class _Build:
     opts: HefOptions
     sdk: Sdk
     work: Path
-    state: _State
+    state: BuildState
     say: Callable[[str], None]
     skipped: list[str] = field(default_factory=list)  # stages reused from an earlier run
 
@@ -476,7 +162,7 @@ def parse_stage(b: _Build) -> Parsed:
     matches), reads the parsed inputs and, for the softmax mask, probes the mask command."""
     opts, sdk, say, mask_mode = b.opts, b.sdk, b.say, b.plan.mask_mode
     body = b.plan.body or resolve_body(b.bundle)
-    parse_key = _key(body.sha256, b.seq, opts.hw_arch, sdk.version, b.bundle.mask_value,
+    parse_key = stage_key(body.sha256, b.seq, opts.hw_arch, sdk.version, b.bundle.mask_value,
                      NET_NAME, mask_mode)
     parsed_har = b.work / "parsed.har"
     st = b.state.data["parse"]
@@ -556,7 +242,7 @@ def _wall_step(b: _Build, e: BaseException, profile: PrecisionProfile, att: Atte
             f"8 bits (BackendAllocatorException): it does not fit at SEQ {b.seq}.",
             "Try a shorter --seq-len (and 'hefsearch compile calib --seq-len'), or a larger chip. "
             f"Finished stages are kept in {b.work}.") from e
-    raise _explain_wall(wall, profile, b.work, b.plan.fallback) from e
+    raise explain_wall(wall, profile, b.work, b.plan.fallback) from e
 
 
 def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, profile: PrecisionProfile,
@@ -569,7 +255,7 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
         profile, parsed.hn, calibset_size=calibset, batch_size=batch,
         optimization_level=opts.optimization_level, compression_level=opts.compression_level,
         extra_lines=b.plan.extra_lines, recipe=b.plan.recipe, mask_command=b.plan.mask_command)
-    skey = _key(parsed.key, script, cal.info.get("sha256", ""))
+    skey = stage_key(parsed.key, script, cal.info.get("sha256", ""))
     script_path = b.work / f"model-{skey}.alls"
     script_path.write_text(script, encoding="utf-8")
     att.model_script = script_path.name
@@ -678,28 +364,6 @@ def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Att
     return hef_path
 
 
-BUILD_REPORT = "build-report.json"
-
-
-def write_build_report(b: _Build, attempts: list[Attempt], outcome: dict) -> Path:
-    """The work folder's record of this build: what was planned, every attempt of the ladder
-    (stage outcomes, the wall it hit, seconds, the script it used) and how it ended. Written
-    after every attempt, so an interrupted build leaves what it learned."""
-    path = b.work / BUILD_REPORT
-    write_json_atomic(path, {
-        "bundle": str(b.bundle.path),
-        "hw_arch": b.opts.hw_arch,
-        "seq_len": b.seq,
-        "dfc_version": b.sdk.version,
-        "mask_mode": b.plan.mask_mode,
-        "recipe": b.plan.recipe,
-        "ladder": [p.name for p in b.plan.ladder],
-        "attempts": [asdict(a) for a in attempts],
-        **outcome,
-    })
-    return path
-
-
 def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str], None] | None = None,
               sdk: Sdk | None = None) -> HefResult:
     """Compile ``bundle``'s encoder body to a HEF for ``opts.hw_arch``; see the module docstring.
@@ -723,7 +387,7 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
 
     work = Path(opts.work_dir).expanduser() if opts.work_dir else bundle.path / "build" / f"{opts.hw_arch}.s{seq}"
     work.mkdir(parents=True, exist_ok=True)
-    b = _Build(plan, opts, sdk, work, _State(work, opts.restart), say)
+    b = _Build(plan, opts, sdk, work, BuildState(work, opts.restart), say)
 
     try:
         parsed = parse_stage(b)
@@ -784,55 +448,6 @@ def input_formats(dims, mask_mode: str) -> dict:
                                "Compile with --mask keys01 or --mask additive, or update the DFC.")
         formats[MASK] = [dims.BATCH, groups, dims.WIDTH, dims.CHANNELS]
     return formats
-
-
-def _stream_dict(spec) -> dict:
-    d = {"name": spec.name, "shape": [int(x) for x in spec.shape], "order": spec.order, "type": spec.type}
-    if spec.flags and spec.flags.upper() != "NONE":
-        d["flags"] = spec.flags
-    return d
-
-
-def compiled_streams(hef_path: Path, runner, layers, layout: MaskLayout, seq: int, hidden: int, say) -> dict:
-    """The streams the compiled HEF really has, by role (embeddings, attention_mask,
-    last_hidden_state), for the manifest: read from the HEF with HailoRT when this environment has
-    it (the Hailo AI Software Suite does), else from the compiled runner's network, where the
-    output streams are named after the layer that feeds each output layer (after LayerNorm
-    decomposition, which renames layers) and the input shapes are the parsed ones (the allocator
-    may still fold them; the runtime matches by element count)."""
-    try:
-        from hefsearch.embed.backends.hailo import read_hef
-
-        hef = read_hef(hef_path)
-    except Exception as e:  # no HailoRT here, or it cannot read this HEF
-        log.info("reading %s with HailoRT failed (%s); taking the streams from the compiled network", hef_path, e)
-        hef = None
-    by_role = {x.role: x for x in layers}
-    if hef is not None:
-        # which stream is which: the runtime's own matching (recorded name, else element count)
-        contract = HefContract(seq, hidden, by_role[EMBEDDINGS].name, by_role[MASK].name, mask=layout)
-        check = check_contract(contract, hef.inputs, hef.outputs, hef.sorted_outputs)
-        inputs = {role: _stream_dict(spec) for role, spec in
-                  ((EMBEDDINGS, check.embeddings), (MASK, check.attention_mask)) if spec is not None}
-        order = [o.name for o in check.outputs]
-        outputs = {OUTPUT: {"names": order, "shape": [1, int(seq), int(hidden)],
-                            "streams": [_stream_dict(o) for o in check.outputs]}}
-        say("compiled streams (from the HEF): " + ", ".join(
-            [f"{r} {d['name']} {d['shape']}" for r, d in inputs.items()] + [f"output {n}" for n in order]))
-        return {"inputs": inputs, "outputs": outputs, "source": "hef"}
-    hn = runner.get_hn_dict()
-    inputs = {role: {"name": x.name, "shape": [int(d) for d in x.sample_shape]} for role, x in by_role.items()}
-    out_layers = hn.get("net_params", {}).get("output_layers_order") or \
-        [n for n, l in hn["layers"].items() if l.get("type") == "output_layer"]
-    net = hn.get("name", NET_NAME)
-    names = []
-    for name in out_layers:
-        feeding = (hn["layers"].get(name, {}).get("input") or [name])[0]
-        names.append(feeding if "/" in feeding else f"{net}/{feeding}")
-    outputs = {OUTPUT: {"names": names, "shape": [1, int(seq), int(hidden)]}}
-    say("compiled streams (from the compiled network; HailoRT not installed here): "
-        + ", ".join([f"{r} {d['name']}" for r, d in inputs.items()] + [f"output {n}" for n in names]))
-    return {"inputs": inputs, "outputs": outputs, "source": "compiled network"}
 
 
 def _record(b: _Build, parsed: Parsed, cal: Calibrated, profile: PrecisionProfile, attempts: list[Attempt],

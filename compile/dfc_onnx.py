@@ -45,6 +45,8 @@ from hefsearch.embed.samples import VERIFY_TEXTS
 EMBEDDINGS = "embeddings"
 MASK = "attention_mask"
 OUTPUT = "last_hidden_state"
+#: the network's name in the DFC (no dots: the DFC turns them into "_" in layer names)
+NET_NAME = "hefsearch_encoder"
 #: ops allowed between the 2-D mask input and the additive bias the score Adds take
 _MASK_PREP_OPS = {"Cast", "Unsqueeze", "Reshape", "Identity", "Sub", "Mul"}
 #: the variant must equal encoder.onnx to float32 rounding

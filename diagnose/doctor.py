@@ -101,10 +101,10 @@ def check_packages() -> Check:
 
 
 def check_hailort() -> tuple[Check, str | None]:
-    from hefsearch.embed.backends import hailo
+    from hefsearch.embed import hailo_device
 
     try:
-        hp = hailo.import_hailort()
+        hp = hailo_device.import_hailort()
     except HefsearchError as e:
         return Check("HailoRT", WARN, f"{e.message} The CPU backends work; the NPU does not.", e.hint), None
     version = str(getattr(hp, "__version__", "unknown"))
@@ -118,13 +118,13 @@ def check_hailort() -> tuple[Check, str | None]:
 
 def check_devices(runtime: str | None):
     """(checks, devices): devices present, their architecture, and runtime <-> device."""
-    from hefsearch.embed.backends import hailo
+    from hefsearch.embed import hailo_device
 
     if runtime is None:
         return [Check("device", SKIP, "not checked: HailoRT is not installed")], []
     try:
-        devices = hailo.probe_devices()
-    except hailo.WrongRuntime:
+        devices = hailo_device.probe_devices()
+    except hailo_device.WrongRuntime:
         # HailoRT 5.x refuses to open a Hailo-8/8L (HAILO_NOT_SUPPORTED), so its chip cannot be read
         have = major_version(runtime)
         return [Check("device", WARN, f"a Hailo-8/8L is present, but HailoRT {runtime} refuses to open it"),
@@ -179,7 +179,8 @@ def check_bundle(path: str | Path | None):
 
 def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
     """Per HEF: chip, DFC line vs chip and runtime, and (with HailoRT) its streams vs the manifest."""
-    from hefsearch.embed.backends import hailo
+    from hefsearch.embed.hailo_device import arch_label
+    from hefsearch.embed.hef_file import hef_entries_for, inspect_hef, precision_name
 
     if bundle is None:
         return []
@@ -191,7 +192,7 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
         return [Check("HEF", status, f"the bundle has no HEF{f' for the {dev.label}' if dev else ''}",
                       f"On an x86 host with the Dataflow Compiler: hefsearch compile hef {bundle.path} --hw-arch {arch}")]
     checks = []
-    if dev and not hailo.hef_entries_for(bundle, dev.arch):
+    if dev and not hef_entries_for(bundle, dev.arch):
         have = ", ".join(sorted({e.hw_arch or "?" for e in entries}))
         checks.append(Check("HEF", FAIL, f"no HEF for this {dev.label} ({dev.arch}); the bundle's HEFs are for {have}",
                             f"hefsearch compile hef {bundle.path} --hw-arch {dev.arch} (on an x86 host with the DFC)"))
@@ -204,12 +205,12 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
         problems, fixes, notes = [], [], []
         want_rt = RUNTIME_MAJOR.get(arch)
         if dfc_major is not None and want_rt is not None and DFC_MAJOR[want_rt] != dfc_major:
-            problems.append(f"compiled with DFC {dfc}, but {hailo.arch_label(arch)} HEFs need DFC {DFC_MAJOR[want_rt]}.x")
+            problems.append(f"compiled with DFC {dfc}, but {arch_label(arch)} HEFs need DFC {DFC_MAJOR[want_rt]}.x")
             fixes.append(f"recompile with DFC {DFC_MAJOR[want_rt]}.x")
         if dfc is None:
             notes.append("the manifest does not record the DFC version, so its runtime match is unknown")
         if dev and arch != dev.arch:
-            detail = f"for {hailo.arch_label(arch)}, SEQ {e.seq_len} (not this device's chip; unused here)"
+            detail = f"for {arch_label(arch)}, SEQ {e.seq_len} (not this device's chip; unused here)"
             checks.append(Check(name, FAIL if problems else OK, "; ".join([detail] + problems + notes),
                                 "; ".join(fixes) or None))
             continue
@@ -221,7 +222,7 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
         contract = None
         if runtime is not None:
             try:
-                contract = hailo.inspect_hef(bundle.path / e.file, bundle).check
+                contract = inspect_hef(bundle.path / e.file, bundle).check
             except HefsearchError as err:
                 problems.append(err.message)
                 fixes.append(err.hint or "recompile the HEF")
@@ -229,7 +230,7 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
             problems.extend(contract.problems)
             fixes.append(f"recompile the HEF from this bundle; 'hefsearch inspect {bundle.path / e.file}' "
                          "shows its streams")
-        detail = (f"{hailo.arch_label(arch)}, SEQ {e.seq_len}, precision {hailo.precision_name(e)}, "
+        detail = (f"{arch_label(arch)}, SEQ {e.seq_len}, precision {precision_name(e)}, "
                   f"DFC {dfc or 'unknown'}")
         if contract is not None and contract.ok:
             detail += ", streams match the manifest"
@@ -423,7 +424,7 @@ class InspectItem:
 
     path: Path
     entry: object | None = None
-    streams: object | None = None   # hailo.HefStreams
+    streams: object | None = None   # hef_file.HefStreams
     error: str | None = None
     hint: str | None = None
 
@@ -447,7 +448,7 @@ class InspectItem:
 
 def inspect_target(target: str | Path) -> list[InspectItem]:
     """A bundle folder (all its HEFs) or one .hef file (checked against its bundle, if in one)."""
-    from hefsearch.embed.backends import hailo
+    from hefsearch.embed.hef_file import inspect_hef
     from hefsearch.embed.bundle import MANIFEST, Bundle
 
     target = Path(target).expanduser()
@@ -468,7 +469,7 @@ def inspect_target(target: str | Path) -> list[InspectItem]:
         items = [InspectItem(target, entry)]
     for item in items:
         try:
-            item.streams = hailo.inspect_hef(item.path, bundle)
+            item.streams = inspect_hef(item.path, bundle)
         except HefsearchError as e:
             item.error, item.hint = e.message, e.hint
     return items

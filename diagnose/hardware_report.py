@@ -39,7 +39,7 @@ def _guard(fn, *args, **kw):
 
 
 def versions() -> dict:
-    from hefsearch.embed.backends.hailo import runtime_version
+    from hefsearch.embed.hailo_device import runtime_version
 
     from .doctor import _dist_version
 
@@ -51,7 +51,7 @@ def versions() -> dict:
 
 
 def devices() -> list[dict]:
-    from hefsearch.embed.backends.hailo import probe_devices
+    from hefsearch.embed.hailo_device import probe_devices
 
     return [{"id": d.id, "arch": d.arch, "label": d.label, "firmware": d.firmware}
             for d in probe_devices()]
@@ -63,7 +63,7 @@ def _spec(s) -> dict:
 
 
 def hef_streams(bundle) -> list[dict]:
-    from hefsearch.embed.backends.hailo import inspect_hef
+    from hefsearch.embed.hef_file import inspect_hef
 
     out = []
     for entry in bundle.encoder_entries("hef"):

@@ -56,6 +56,7 @@ from typing import Callable
 
 import numpy as np
 
+from hefsearch.embed.backends import AUTO_ORDER, load_backend_class
 from hefsearch.embed.backends.base import Backend
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.errors import HefsearchError
@@ -78,9 +79,6 @@ READY_TIMEOUT_S = 300.0
 BATCH_TIMEOUT_S = 600.0
 #: how long starting waits for free CPUs or chips (those of actors just stopped come back late)
 ROOM_WAIT_S = 10.0
-#: backends placed on the ``hailo`` custom resource, one actor per chip
-NPU_BACKENDS = ("hailo",)
-RESOURCE = "hailo"
 
 
 class RayPoolError(HefsearchError):
@@ -142,21 +140,30 @@ def choose_backend(library, backend: str | None, cluster: dict) -> tuple[str, di
     if default in spaces:
         info = spaces[default]
         return info.backend, dict(info.backend_opts), f"{info.backend} (the backend of the library's default space {default!r})"
-    if cluster.get(RESOURCE, 0) >= 1:
-        return "hailo", {}, f"hailo (auto: the cluster has {int(cluster[RESOURCE])} '{RESOURCE}' resource(s))"
+    for name in AUTO_ORDER:  # the accelerators, each on the Ray resource its backend declares
+        resource = ray_resource(name)
+        if resource and cluster.get(resource, 0) >= 1:
+            return name, {}, f"{name} (auto: the cluster has {int(cluster[resource])} '{resource}' resource(s))"
     return "cpu", {}, "cpu (auto: no node of the cluster offers the 'hailo' resource)"
+
+
+def ray_resource(backend: str) -> str | None:
+    """The Ray resource one actor of ``backend`` takes (its class's ``ray_resource``: one actor
+    per device), or None when its actors need CPUs only."""
+    return load_backend_class(backend).ray_resource
 
 
 def _placement(backend: str, actors: int | None, actor_cpus: float, available: dict) -> tuple[int, dict]:
     """(how many actors, ray options of each) for this backend on this cluster."""
-    if backend in NPU_BACKENDS:
-        chips = int(available.get(RESOURCE, 0))
+    resource = ray_resource(backend)
+    if resource:
+        chips = int(available.get(resource, 0))
         if chips < 1:
-            raise RayPoolError(f"No node of the Ray cluster offers a free '{RESOURCE}' resource for the {backend} backend.",
-                               "Start each NPU host with: ray start --address HEAD:6379 --resources='{\"hailo\": 1}' "
+            raise RayPoolError(f"No node of the Ray cluster offers a free '{resource}' resource for the {backend} backend.",
+                               f"Start each NPU host with: ray start --address HEAD:6379 --resources='{{\"{resource}\": 1}}' "
                                "(the number of chips), or use --backend cpu|cpu-int8|npu-sim with --ray-actors N.")
         n = chips if actors is None else min(actors, chips)
-        return n, {"resources": {RESOURCE: 1}, "num_cpus": actor_cpus}
+        return n, {"resources": {resource: 1}, "num_cpus": actor_cpus}
     cpus = available.get("CPU", 0)
     most = int(cpus // actor_cpus) if actor_cpus > 0 else (actors or 1)
     n = most if actors is None else (actors if actor_cpus <= 0 else min(actors, most))
@@ -239,7 +246,8 @@ class RayEncoder(_RemoteEncoder):
         try:
             name, opts, why = choose_backend(library, backend, ray.cluster_resources())
             n, placement = _wait_for_room(ray, name, actors, actor_cpus)
-            if name not in NPU_BACKENDS and actor_cpus >= 1:
+            on_devices = ray_resource(name) is not None
+            if not on_devices and actor_cpus >= 1:
                 opts.setdefault("threads", int(actor_cpus))
             bundle = Bundle.open(bundle_path)
             key, refs = ship_bundle(ray, bundle)
@@ -249,7 +257,7 @@ class RayEncoder(_RemoteEncoder):
             states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i,
                                                                        fp32_too, fp32_opts))
                       for i in range(n)]
-            _start_actors(ray, states, name in NPU_BACKENDS, ready_timeout_s)
+            _start_actors(ray, states, on_devices, ready_timeout_s)
             _check_fingerprints(ray, states, spaces)
             _check_fingerprints(ray, states, spaces, which="also")
             return cls(ray, bundle, states, session, why)

@@ -152,11 +152,11 @@ class EmbedWorker:
         also_fp32, also_opts = self._also
         try:
             bundle = materialise_bundle(key, refs)
-            if rank_on_node is not None:
-                from hefsearch.embed.backends.hailo import scan_device_ids
+            if rank_on_node is not None:  # a backend on devices (its ray_resource): one chip each
+                from hefsearch.embed.backends import load_backend_class
 
-                self.device = device_for_rank(scan_device_ids(), rank_on_node, actors_on_node,
-                                              socket.gethostname())
+                self.device = device_for_rank(load_backend_class(backend).device_ids(), rank_on_node,
+                                              actors_on_node, socket.gethostname())
                 opts["device_id"] = self.device
             self.encoders.append(open_encoder(bundle, backend, opts, index))
             if also_fp32 and self.encoders[0].space_name != FP32_SPACE:

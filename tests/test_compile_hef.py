@@ -18,7 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.compile.calib import load_calibration
-from hefsearch.compile.dfc import AllocatorCrash, DfcUnavailable, HefOptions, build_hef, is_allocator_crash
+from hefsearch.compile.dfc import build_hef
+from hefsearch.compile.dfc_errors import AllocatorCrash, DfcUnavailable, is_allocator_crash
+from hefsearch.compile.hef_plan import HefOptions
 from hefsearch.compile.preflight import CalibrationMismatch
 from hefsearch.embed.bundle import Bundle
 from hefsearch.cli.main import main
@@ -116,7 +118,9 @@ def test_fake_refuses_the_softmax_command_on_the_old_mask_topology(fake_dfc, tin
     from hailo_sdk_client import ClientRunner
     from hailo_sdk_client.exposed_definitions import Dims
 
-    from hefsearch.compile.dfc import CompileError, input_formats, probe_mask_command
+    from hefsearch.compile.dfc import input_formats
+    from hefsearch.compile.dfc_errors import CompileError
+    from hefsearch.compile.dfc_sdk import probe_mask_command
     from hefsearch.compile.dfc_onnx import make_dfc_onnx, sample_inputs
     from hefsearch.embed.backends.cpu import make_session
 
@@ -220,7 +224,7 @@ def test_default_hailo10h_build_is_the_report_recipe_past_both_walls(fake_dfc, f
     report's script and mask (keys01: [N,1,1,S] NHWC at the mask Mul, 0/1). The manifest records
     it all; the emulator report sees the permuted basis and passes it."""
     from hefsearch.compile.model_script import script_commands
-    from hefsearch.embed.backends.hailo import read_hef
+    from hefsearch.embed.hef_file import read_hef
 
     result, lines = _build(calib_bundle)
     bundle = Bundle.open(calib_bundle)
@@ -430,7 +434,7 @@ def test_negative_exponent_wall_steps_down_even_wrapped(fake_dfc, calib_bundle, 
     """negative_exponent with an 8-bit softmax (here from the user's extra lines) fails optimize()
     with NegativeSlopeExponentNonFixable, wrapped in another exception: recognised by name, the
     ladder steps down; at the last rung it is explained with what to remove."""
-    from hefsearch.compile.dfc import NegativeExponentWall
+    from hefsearch.compile.dfc_errors import NegativeExponentWall
 
     fake_dfc.ClientRunner.WRAP_WALLS = True
     fake_dfc.ClientRunner.FAIL_A16_ON = "attention"
@@ -491,7 +495,7 @@ def test_fallback_ends_at_a8_and_reuses_earlier_optimisations(fake_dfc, dfc_vers
 
 
 def test_walls_are_recognised_by_name_or_message_also_wrapped():
-    from hefsearch.compile.dfc import known_wall
+    from hefsearch.compile.dfc_errors import known_wall
 
     class BackendAllocatorException(Exception):
         pass
@@ -660,7 +664,7 @@ def test_written_model_script_follows_the_recipe_on_record(fake_dfc, dfc_version
 ])
 def test_a_dfc_that_cannot_build_it_is_refused_before_parsing(fake_dfc, dfc_version, calib_bundle, version,
                                                               hw_arch, mask, words, hint_words):
-    from hefsearch.compile.dfc import CompileError
+    from hefsearch.compile.dfc_errors import CompileError
 
     dfc_version(version)
     with pytest.raises(CompileError) as e:
@@ -718,7 +722,7 @@ def test_an_explicit_mask_mode_without_the_command_is_stopped_by_the_probe(fake_
     """An explicit --mask that needs the command, on a DFC that lacks it (a line hefsearch does not
     know is tried with a warning): probing it on the parsed network stops the build in seconds,
     before optimize()."""
-    from hefsearch.compile.dfc import CompileError
+    from hefsearch.compile.dfc_errors import CompileError
 
     dfc_version(version)
     lines: list[str] = []

@@ -127,15 +127,15 @@ def test_a_transposed_stream_is_refused(stream):
 def test_format_flags_are_read_from_enums_and_plain_ints():
     from types import SimpleNamespace
 
-    from hefsearch.embed.backends.hailo import _flags_name
+    from hefsearch.embed.hef_file import flags_name
 
     class Flags:  # a pybind11 enum has a name
         name = "TRANSPOSED"
 
-    assert _flags_name(SimpleNamespace(flags=Flags())) == "TRANSPOSED"
-    assert _flags_name(SimpleNamespace(flags=2)) == "TRANSPOSED"  # HAILO_FORMAT_FLAGS_TRANSPOSED = 1 << 1
-    assert _flags_name(SimpleNamespace(flags=0)) == "NONE"
-    assert _flags_name(SimpleNamespace()) == "NONE"  # a binding without flags
+    assert flags_name(SimpleNamespace(flags=Flags())) == "TRANSPOSED"
+    assert flags_name(SimpleNamespace(flags=2)) == "TRANSPOSED"  # HAILO_FORMAT_FLAGS_TRANSPOSED = 1 << 1
+    assert flags_name(SimpleNamespace(flags=0)) == "NONE"
+    assert flags_name(SimpleNamespace()) == "NONE"  # a binding without flags
 
 
 FORBIDDEN = ["torch", "transformers", "textual", "hailo_platform", "hailo_sdk_client", "onnx",
@@ -144,7 +144,8 @@ FORBIDDEN = ["torch", "transformers", "textual", "hailo_platform", "hailo_sdk_cl
 
 def test_hailo_code_paths_import_nothing_heavy_until_used(tmp_path):
     code = ("import sys, json\n"
-            "import hefsearch.embed.backends.hailo, hefsearch.embed.hef_contract\n"
+            "import hefsearch.embed.backends.hailo, hefsearch.embed.hef_contract, hefsearch.embed.hef_file\n"
+            "import hefsearch.embed.hailo_device, hefsearch.embed.hailo_streams\n"
             "import hefsearch.diagnose.doctor, hefsearch.evaluate.npu_verify\n"
             "import hefsearch.cli.cmd_doctor, hefsearch.cli.cmd_inspect\n"
             "print(json.dumps(sorted(sys.modules)))")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hefsearch.embed.backends.hailo import same_device
+from hefsearch.embed.hailo_device import same_device
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.errors import BackendUnavailable
 from hefsearch.embed.samples import VERIFY_TEXTS

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hefsearch.embed.backends.hailo import resolve_stream_types, stream_quantiser
+from hefsearch.embed.hailo_streams import resolve_stream_types, stream_quantiser
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.hef_contract import StreamSpec
 from hefsearch.embed.samples import VERIFY_TEXTS

@@ -136,7 +136,8 @@ def test_builds_from_the_robust_body_have_their_own_space(trained):
 
 
 def test_hef_build_from_the_robust_body(trained, fake_dfc, tmp_path):
-    from hefsearch.compile.dfc import HefOptions, build_hef
+    from hefsearch.compile.dfc import build_hef
+    from hefsearch.compile.hef_plan import HefOptions
 
     path = tmp_path / "bundle"
     shutil.copytree(trained[0], path, ignore=shutil.ignore_patterns("build"))

@@ -13,6 +13,9 @@ Runtime (``cpu``, ``cpu-int8``, ``npu-sim``) share :class:`~.onnx_body.OnnxBodyB
 
 Adding a backend: one module here with its subclass, plus a line in ``REGISTRY``
 (:mod:`hefsearch.embed.backends`); a new space kind also goes into :mod:`hefsearch.embed.space_names`.
+A backend that runs on a device says so in two class-level declarations, which ``index --ray``
+reads instead of a list of backend names: ``ray_resource`` (the Ray resource an actor takes one
+of) and ``device_ids()`` (the devices here, one per actor).
 """
 
 from __future__ import annotations
@@ -43,11 +46,22 @@ class Backend(ABC):
     entry: "EncoderEntry | None" = None
     #: a space name set by the caller (a second space of the same backend); None: the default
     _space_name: str | None = None
+    #: what a Ray node must offer one actor of this backend: a custom resource it takes one unit
+    #: of, one per device (``ray start --resources='{"hailo": N}'`` for N chips), or None: CPUs
+    #: only (``index --ray`` then starts one actor per free CPU)
+    ray_resource: ClassVar[str | None] = None
 
     @classmethod
     def available(cls, bundle: "Bundle") -> tuple[bool, str]:
         """For ``auto``: (usable here, why), without side effects. Only accelerators say yes."""
         return False, f"{cls.name} is chosen only by name"
+
+    @classmethod
+    def device_ids(cls) -> list[str]:
+        """This machine's devices that ``ray_resource`` counts, sorted: the Ray actor of rank k on
+        a node opens the k-th, passed as the ``device_id`` option. Only a backend with a
+        ``ray_resource`` has any."""
+        return []
 
     # -- the space it fills ----------------------------------------------------------------
     @property

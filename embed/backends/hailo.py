@@ -7,23 +7,21 @@ Uses HailoRT's InferModel API (HailoRT >= 4.18; the only API on Hailo-10H):
   chips, ``device_id`` (or ``HEFSEARCH_HAILO_DEVICE``) names the one to open (set as the params'
   ``device_ids``, so the scheduler and group id stay), as each Ray actor of a multi-chip node does;
 - one ``InferModel`` per HEF (a bundle may carry HEFs for several SEQ); each stream's format
-  type set *before* ``configure()``. Where HailoRT converts formats decides what crosses the
-  link (docs/hailo-facts.md, "Bytes over the link"): on HailoRT 4.x (Hailo-8/8L) in the host
-  process, so the link carries the HEF's native bytes whatever the host asks for; on 5.x
-  (Hailo-10H) on the device, so a FLOAT32 buffer crosses PCIe as 4 bytes per value. The
-  ``auto`` stream types (the default) therefore send the embeddings already quantised to the
-  input stream's own type (HailoRT's formula, :func:`stream_quantiser`) and read native outputs,
-  dequantising them on the host, on 5.x (4x fewer bytes each way, measured by
-  ``bench/host_overhead.py``), and leave both to HailoRT as FLOAT32 on 4.x. The mask, 0/1 or the
-  additive pair, is always sent in the stream's own type when it represents the values exactly;
+  type set *before* ``configure()``: with the ``auto`` stream types (the default) the embeddings
+  go in already quantised to the input stream's own type and outputs come back native,
+  dequantised on the host, on HailoRT 5.x (conversion on the device, so 4x fewer bytes each way),
+  and both are left to HailoRT as FLOAT32 on 4.x (:mod:`hefsearch.embed.hailo_streams`). The
+  mask, 0/1 or the additive pair, is always sent in the stream's own type when it represents the
+  values exactly;
 - one Bindings per frame, submitted with ``run_async`` after ``wait_for_async_ready`` (the
   device queue, not the host, sets the pace), then every job waited for with a timeout;
-- before the first frame, the HEF's stream infos are checked against the manifest
-  (:mod:`hefsearch.embed.hef_contract`); outputs are read with the shape, format order, type
-  and quantisation the HEF reports, never assumed.
+- before the first frame, the HEF's stream infos (:mod:`hefsearch.embed.hef_file`) are checked
+  against the manifest (:mod:`hefsearch.embed.hef_contract`); outputs are read with the shape,
+  format order, type and quantisation the HEF reports, never assumed.
 
-``hailo_platform`` is imported only here, at call time. HailoRT errors and timeouts become
-:class:`DeviceError` with a plain message.
+The devices (scan, identify, sharing, the errors HailoRT raises when opening one) are
+:mod:`hefsearch.embed.hailo_device`, which is also where ``hailo_platform`` is imported, at call
+time. HailoRT errors and timeouts become :class:`DeviceError` with a plain message.
 
 Verified against the contract fake in ``tests/fakes/hailo_platform`` only (written from the
 public HailoRT 4.23/5.2 Python sources); not yet run on a physical Hailo device.
@@ -33,296 +31,37 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import stat
 import threading
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from .. import space_names
 from ..bundle import Bundle, EncoderEntry
 from ..errors import BackendUnavailable, DeviceError, HefsearchError
-from ..hef_contract import ContractCheck, HefContract, OutputAssembler, StreamSpec, check_contract, to_stream
+from ..hailo_device import (DEVICE_HINT, ENV_DEVICE, ENV_SERVICE, device_busy, find_device, hailo8_needs_4x,
+                            import_hailort, is_hailo8_on_5x, is_out_of_devices, probe_devices, runtime_version,
+                            scan_device_ids, service_running, status_code)
+from ..hailo_streams import ENV_STREAMS, QMAX, STREAM_TYPES, FrameCost, exact_quantiser, resolve_stream_types, \
+    stream_quantiser
+from ..hef_contract import HefContract, OutputAssembler, StreamSpec, check_contract, to_stream
+from ..hef_file import hef_entries_for, precision_name, read_hef, spec_from_infer_stream
 from ..versions import major_version
 from .base import Backend
 
 log = logging.getLogger("hefsearch.embed.hailo")
 
 SHARED_GROUP_ID = "SHARED"
-#: environment overrides: the per-frame timeout, HailoRT 4.x's multi-process service, the bulk
-#: device batch
+#: environment overrides: the per-frame timeout and the bulk device batch (the device, the
+#: multi-process service and the stream types: hailo_device, hailo_streams)
 ENV_TIMEOUT = "HEFSEARCH_HAILO_TIMEOUT_MS"
-ENV_SERVICE = "HEFSEARCH_HAILO_SERVICE"
 ENV_DEVICE_BATCH = "HEFSEARCH_HAILO_DEVICE_BATCH"
-#: the one device to open (a PCIe address as Device.scan() lists it) on a machine with several
-ENV_DEVICE = "HEFSEARCH_HAILO_DEVICE"
-#: the stream types: auto (native on HailoRT 5.x, FLOAT32 on 4.x), float32 or native
-ENV_STREAMS = "HEFSEARCH_HAILO_STREAMS"
-STREAM_TYPES = ("auto", "float32", "native")
 #: the device batch for bulk encoding; the zoo's MiniLM runs 156 FPS at batch 1 and 742 at 8
 BULK_DEVICE_BATCH = 8
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_BATCH_SIZE = 8
 
-INSTALL_HINT = (
-    "On a Raspberry Pi 5: 'sudo apt install hailo-h10-all' (AI HAT+ 2, Hailo-10H) or "
-    "'sudo apt install hailo-all' (AI Kit / AI HAT+, Hailo-8/8L), reboot, and create your venv "
-    "with --system-site-packages so it sees the python3-hailort package. On x86-64: install the "
-    "hailort wheel for your Python from Hailo's Developer Zone. Or run on the CPU: --backend cpu."
-)
-DEVICE_HINT = (
-    "Check the device with 'hailortcli fw-control identify' and 'dmesg | grep -i hailo'. "
-    "'hefsearch doctor' checks the whole setup."
-)
 
-ARCH_LABELS = {
-    "hailo8": "Hailo-8",
-    "hailo8l": "Hailo-8L",
-    "hailo8r": "Hailo-8R",
-    "hailo10h": "Hailo-10H",
-    "hailo15h": "Hailo-15H",
-    "hailo15m": "Hailo-15M",
-    "hailo15l": "Hailo-15L",
-}
-
-
-# -- SDK access ---------------------------------------------------------------------------------
-def import_hailort():
-    """``hailo_platform``, or BackendUnavailable with the install instructions."""
-    try:
-        import hailo_platform
-    except ImportError as e:
-        detail = "" if getattr(e, "name", None) == "hailo_platform" else f" ({e})"
-        raise BackendUnavailable(
-            f"HailoRT's Python package (hailo_platform) is not installed or does not load{detail}.",
-            INSTALL_HINT,
-        ) from None
-    except Exception as e:  # e.g. MissingPyHRTLib: a wheel built for another Python
-        raise BackendUnavailable(f"HailoRT's Python package (hailo_platform) failed to load: {e}", INSTALL_HINT) from None
-    return hailo_platform
-
-
-def runtime_version() -> str | None:
-    """The installed HailoRT Python package's version, or None when it is not installed."""
-    try:
-        hp = import_hailort()
-    except BackendUnavailable:
-        return None
-    return str(getattr(hp, "__version__", "") or "unknown")
-
-
-def arch_name(device_architecture) -> str:
-    """A HailoRT DeviceArchitectureTypes value -> the DFC's hw_arch name ("hailo10h")."""
-    name = getattr(device_architecture, "name", None) or str(device_architecture)
-    name = name.lower()
-    return "hailo8" if name == "hailo8_a0" else name
-
-
-def arch_label(hw_arch: str | None) -> str:
-    return ARCH_LABELS.get((hw_arch or "").lower(), hw_arch or "Hailo")
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    id: str
-    arch: str  # DFC hw_arch name: "hailo8", "hailo8l", "hailo10h", ...
-    firmware: str | None = None
-
-    @property
-    def label(self) -> str:
-        return arch_label(self.arch)
-
-
-def scan_device_ids(hp=None) -> list[str]:
-    """The ids of this machine's Hailo devices (PCIe addresses like "0000:01:00.0"), sorted."""
-    hp = hp or import_hailort()
-    try:
-        return sorted(str(i) for i in hp.Device.scan())
-    except Exception as e:
-        raise DeviceError(f"HailoRT could not scan for devices: {type(e).__name__}: {e}", DEVICE_HINT) from None
-
-
-def probe_devices(hp=None) -> list[DeviceInfo]:
-    """Scan for Hailo devices and read each one's architecture from the device itself.
-
-    Raises DeviceError when a device is present but does not answer.
-    """
-    hp = hp or import_hailort()
-    return [identify_device(hp, dev_id) for dev_id in scan_device_ids(hp)]
-
-
-def identify_device(hp, dev_id: str) -> DeviceInfo:
-    """One device's architecture and firmware, read from the device."""
-    try:
-        with hp.Device(dev_id) as dev:
-            info = dev.control.identify()
-    except Exception as e:
-        if _is_hailo8_on_5x(e, getattr(hp, "__version__", None)):
-            raise hailo8_needs_4x(getattr(hp, "__version__", None)) from None
-        raise DeviceError(
-            f"Hailo device {dev_id} is present but did not answer: {type(e).__name__}: {e}",
-            DEVICE_HINT + " If another program holds the device, stop it or let it use the scheduler.",
-        ) from None
-    fw = getattr(info, "firmware_version", None)
-    return DeviceInfo(str(dev_id), arch_name(info.device_architecture), str(fw) if fw else None)
-
-
-def _pcie_address(dev_id: str) -> tuple | None:
-    """(domain or None, bus, device, function) of "DDDD:BB:DD.F" or "BB:DD.F"; None otherwise."""
-    m = re.fullmatch(r"(?:([0-9a-f]{1,4}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.(\d)", dev_id.strip().lower())
-    if not m:
-        return None
-    return (int(m.group(1), 16) if m.group(1) else None, int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
-
-
-def same_device(a: str, b: str) -> bool:
-    """Whether two device ids name one device, as HailoRT compares them (the PCIe domain may be
-    left out: "01:00.0" is "0000:01:00.0"; docs/hailo-facts.md, Choosing the device)."""
-    pa, pb = _pcie_address(str(a)), _pcie_address(str(b))
-    if pa is None or pb is None:
-        return str(a).strip() == str(b).strip()
-    return pa[1:] == pb[1:] and (pa[0] is None or pb[0] is None or pa[0] == pb[0])
-
-
-def find_device(hp, device_id: str) -> DeviceInfo:
-    """The device ``device_id`` names, identified; BackendUnavailable listing the ones there are."""
-    ids = scan_device_ids(hp)
-    match = [i for i in ids if same_device(i, device_id)]
-    if not match:
-        raise BackendUnavailable(
-            f"No Hailo device {device_id} on this machine; HailoRT finds "
-            + (", ".join(ids) if ids else "none") + ".",
-            f"Pass one of those (--device ID or {ENV_DEVICE}=ID; 'hailortcli scan' lists them), or leave "
-            "it out to use the first free device. " + DEVICE_HINT)
-    return identify_device(hp, match[0])
-
-
-def hef_entries_for(bundle: Bundle, hw_arch: str, precision: str | None = None) -> list[EncoderEntry]:
-    """The bundle's HEFs for one chip, one per SEQ (the last listed wins), shortest SEQ first.
-
-    A Hailo-8 also runs HEFs compiled for the Hailo-8L (HailoRT only warns: "lower
-    performance"), used when the bundle has none for the Hailo-8 itself.
-    """
-    def pick(arch: str) -> list[EncoderEntry]:
-        by_seq: dict[int, EncoderEntry] = {}
-        for e in bundle.encoder_entries("hef"):
-            if (e.hw_arch or "").lower() != arch or not e.seq_len:
-                continue
-            if precision and precision_name(e) != precision:
-                continue
-            by_seq[int(e.seq_len)] = e
-        return [by_seq[s] for s in sorted(by_seq)]
-
-    found = pick(hw_arch.lower())
-    if not found and hw_arch.lower() == "hailo8":
-        found = pick("hailo8l")
-    return found
-
-
-def precision_name(entry: EncoderEntry) -> str:
-    """The precision profile's name ("a8", "balanced", ...); the manifest may hold its dict."""
-    p = entry.extra.get("precision")
-    if isinstance(p, dict):
-        return str(p.get("name", "custom"))
-    return str(p) if p else "unknown"
-
-
-def _enum_name(v) -> str:
-    return getattr(v, "name", None) or str(v).split(".")[-1]
-
-
-def _quant_pairs(quant_infos) -> tuple[tuple[float, float], ...]:
-    return tuple((float(q.qp_scale), float(q.qp_zp)) for q in (quant_infos or []))
-
-
-def _flags_name(fmt) -> str:
-    flags = getattr(fmt, "flags", None)
-    if flags is None:
-        return "NONE"
-    name = getattr(flags, "name", None)
-    if name:
-        return name
-    try:  # an int-like value (pybind arithmetic enum): HAILO_FORMAT_FLAGS_TRANSPOSED = 1 << 1
-        return "TRANSPOSED" if int(flags) & 2 else "NONE"
-    except (TypeError, ValueError):
-        return str(flags).split(".")[-1]
-
-
-def spec_from_vstream_info(info) -> StreamSpec:
-    q = getattr(info, "quant_info", None)
-    return StreamSpec(
-        name=str(info.name),
-        shape=tuple(int(x) for x in info.shape),
-        order=_enum_name(info.format.order),
-        type=_enum_name(info.format.type),
-        quant=_quant_pairs([q] if q is not None else []),
-        flags=_flags_name(info.format),
-    )
-
-
-def spec_from_infer_stream(stream) -> StreamSpec:
-    fmt = stream.format
-    return StreamSpec(
-        name=str(stream.name),
-        shape=tuple(int(x) for x in stream.shape),
-        order=_enum_name(fmt.order),
-        type=_enum_name(fmt.type),
-        quant=_quant_pairs(stream.quant_infos),
-        flags=_flags_name(fmt),
-    )
-
-
-@dataclass
-class HefStreams:
-    """A HEF's stream infos, as plain data (for ``inspect`` and the contract check)."""
-
-    path: Path
-    network_groups: list[str]
-    inputs: list[StreamSpec]
-    outputs: list[StreamSpec]
-    sorted_outputs: list[str]
-    check: ContractCheck | None = None
-    entry: EncoderEntry | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def read_hef(path: str | Path, hp=None) -> HefStreams:
-    """Open a HEF file (no device needed) and read its stream infos."""
-    hp = hp or import_hailort()
-    path = Path(path)
-    try:
-        hef = hp.HEF(str(path))
-        groups = list(hef.get_network_group_names())
-        ins = [spec_from_vstream_info(i) for i in hef.get_input_vstream_infos()]
-        outs = [spec_from_vstream_info(o) for o in hef.get_output_vstream_infos()]
-        sorted_names = list(hef.get_sorted_output_names())
-    except Exception as e:
-        raise BackendUnavailable(
-            f"HailoRT cannot read {path}: {type(e).__name__}: {e}",
-            "Is it a HEF for this HailoRT version? Recompile it, or copy the bundle again.",
-        ) from None
-    return HefStreams(path, groups, ins, outs, sorted_names)
-
-
-def inspect_hef(path: str | Path, bundle: Bundle | None = None, hp=None) -> HefStreams:
-    """Stream infos of a HEF and, when a bundle lists it, the check against its manifest entry."""
-    path = Path(path)
-    streams = read_hef(path, hp)
-    if bundle is None:
-        return streams
-    entry = next((e for e in bundle.encoder_entries("hef") if (bundle.path / e.file).resolve() == path.resolve()), None)
-    if entry is None:
-        streams.notes.append(f"{path.name} is not listed in {bundle.path / 'manifest.json'}")
-        return streams
-    streams.entry = entry
-    streams.check = check_contract(
-        HefContract.from_entry(entry, bundle.hidden, bundle.mask_value), streams.inputs, streams.outputs,
-        streams.sorted_outputs)
-    return streams
-
-
+# -- a frame that failed --------------------------------------------------------------------------
 def _is_timeout(e: BaseException) -> bool:
     return any("Timeout" in c.__name__ for c in type(e).__mro__)
 
@@ -351,138 +90,7 @@ def device_error(e: BaseException, doing: str, timeout_ms: int) -> DeviceError:
     return DeviceError(f"The Hailo device failed while {doing}: {type(e).__name__}: {e}", DEVICE_HINT)
 
 
-# -- sharing the device between processes ----------------------------------------------------
-#: HailoRT 4.x's multi-process service listens here unless HAILORT_SERVICE_ADDRESS says otherwise
-#: (hailort branch hailo8, hailort/rpc/rpc_definitions.hpp)
-SERVICE_SOCKET = "/tmp/hailort_uds.sock"
-STATUS_OUT_OF_PHYSICAL_DEVICES = 74
-STATUS_DEVICE_IN_USE = 73
-
-
-def service_running() -> bool:
-    """True when HailoRT 4.x's multi-process service (hailort.service) is listening."""
-    addr = os.environ.get("HAILORT_SERVICE_ADDRESS")
-    if addr and not addr.startswith("unix:"):
-        return True  # a TCP address was configured on purpose; trust it
-    path = addr.removeprefix("unix://").removeprefix("unix:") if addr else SERVICE_SOCKET
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _status_code(e: BaseException) -> int | None:
-    m = re.search(r"error:?\s*(\d+)", str(e))
-    return int(m.group(1)) if m else None
-
-
-def _is_out_of_devices(e: BaseException) -> bool:
-    """74 when HailoRT scans for a free device, 73 when a device id was named (hailort.h)."""
-    return _status_code(e) in (STATUS_OUT_OF_PHYSICAL_DEVICES, STATUS_DEVICE_IN_USE) or \
-        "OUT_OF_PHYSICAL_DEVICES" in str(e) or "DEVICE_IN_USE" in str(e)
-
-
-def _is_hailo8_on_5x(e: BaseException, version: str | None = None) -> bool:
-    """HailoRT 5.x opening a Hailo-8/8L: pcie_device.cpp logs "only supported in versions 4.x.x"
-    and returns HAILO_NOT_SUPPORTED (79), which the Python binding raises as a bare status."""
-    if "only supported in versions 4" in str(e):
-        return True
-    major = major_version(version)
-    return major is not None and major >= 5 and (_status_code(e) == 79 or "HAILO_NOT_SUPPORTED" in str(e))
-
-
-class WrongRuntime(BackendUnavailable):
-    """The installed HailoRT's major version cannot drive this chip (5.x and a Hailo-8/8L)."""
-
-    title = "wrong HailoRT for this device"
-
-
-def hailo8_needs_4x(version: str | None) -> BackendUnavailable:
-    return WrongRuntime(
-        f"This is a Hailo-8/8L, and HailoRT {version or '5.x'} does not drive it: HailoRT 5.x supports Hailo-10H "
-        "only (\"Hailo8 devices are only supported in versions 4.x.x and earlier\").",
-        "Install HailoRT 4.x for this device: on a Raspberry Pi 'sudo apt install hailo-all' (it cannot coexist "
-        "with hailo-h10-all), then recreate the venv with --system-site-packages. Or run on the CPU: --backend cpu.")
-
-
-def device_busy(version: str | None, label: str, service: bool | None,
-                status: str = "74, HAILO_OUT_OF_PHYSICAL_DEVICES") -> BackendUnavailable:
-    """``status``: 73 (HAILO_DEVICE_IN_USE) when the device was named, 74 when HailoRT looked for a free one."""
-    if major_version(version) == 4 and not service:
-        return BackendUnavailable(
-            f"The {label} is in use by another process (HailoRT status {status}). "
-            "HailoRT 4.x lets several processes share a device only through its multi-process service.",
-            "Start it once: 'sudo systemctl enable --now hailort.service'; hefsearch then uses it by itself "
-            f"(or set {ENV_SERVICE}=1). The other program must use the service too (e.g. multi_process_service=True "
-            "in its VDevice params). Or stop the other program, or run this one on the CPU: --backend cpu.")
-    return BackendUnavailable(
-        f"The {label} is in use and HailoRT could not share it (HailoRT status {status}).",
-        "Stop the other program that holds it ('hailortcli monitor' shows who runs what), or run on the CPU: "
-        "--backend cpu.")
-
-
 # -- one configured HEF -------------------------------------------------------------------------------
-_QMAX = {"UINT8": 255, "UINT16": 65535}
-
-
-def _exact_encoder(spec: StreamSpec, values: tuple[float, ...]):
-    """A host-side quantiser for an input whose only values are ``values``, when the stream's
-    native type and single quant info represent them exactly; else None (feed FLOAT32)."""
-    if spec.type not in _QMAX or len(spec.quant) != 1:
-        return None
-    scale, zp = spec.quant[0]
-    if not scale > 0:
-        return None
-    q = [v / scale + zp for v in values]
-    if any(abs(x - round(x)) > 1e-3 or not 0 <= round(x) <= _QMAX[spec.type] for x in q):
-        return None
-    return stream_quantiser(spec)
-
-
-def stream_quantiser(spec: StreamSpec):
-    """A host-side quantiser to the input stream's native type, or None when the stream has no
-    single (scale, zero point): HailoRT's own formula (``quantization.hpp`` ``quantize_input``:
-    clip to the type's float limits, ``x / scale + zp``, round half to even), so the device
-    receives the bytes it would have made from FLOAT32 itself."""
-    if spec.type not in _QMAX or len(spec.quant) != 1 or not spec.quant[0][0] > 0:
-        return None
-    scale, zp = (np.float32(v) for v in spec.quant[0])
-    qmax = _QMAX[spec.type]
-    dtype = np.uint8 if spec.type == "UINT8" else np.uint16
-
-    def encode(v: np.ndarray) -> np.ndarray:
-        q = np.asarray(v, dtype=np.float32) / scale
-        q += zp
-        np.rint(q, out=q)  # numpy rounds half to even, as HailoRT's bankers_round
-        np.clip(q, 0, qmax, out=q)  # = clipping x to limvals [(0 - zp) * scale, (qmax - zp) * scale]
-        return q.astype(dtype)
-
-    return encode
-
-
-@dataclass
-class FrameCost:
-    """Bytes one frame costs on the host and on the link, per stream (for bench and doctor):
-    ``host_bytes`` what the host builds or reads (the configured format), ``link_bytes`` what
-    crosses PCIe (HailoRT 5.x: the configured format, converted on the device; 4.x: the HEF's
-    native format, converted in the host process)."""
-
-    host_bytes: dict
-    link_bytes: dict
-    #: "device" (HailoRT 5.x) or "host" (4.x): where HailoRT converts FLOAT32
-    conversion: str = "host"
-
-
-def resolve_stream_types(kind: str, runtime: str | None) -> str:
-    """``auto`` -> "native" on HailoRT 5.x (conversion on the device: send and read the native
-    types), "float32" on 4.x (conversion in the host process either way)."""
-    if kind not in STREAM_TYPES:
-        raise ValueError(f"stream types must be one of {', '.join(STREAM_TYPES)}, not {kind!r}")
-    if kind != "auto":
-        return kind
-    return "native" if (major_version(runtime) or 5) >= 5 else "float32"
-
-
 class _HefModel:
     """One HEF (one SEQ) configured on the shared VDevice."""
 
@@ -511,7 +119,7 @@ class _HefModel:
         # quantises the few per-key values and broadcasts bytes (a score-shaped mask is heads x
         # SEQ per token). The embeddings go in quantised by the host ("native") or as FLOAT32
         # (HailoRT quantises with the HEF's scales).
-        self.mask_encode = _exact_encoder(native[self.mask_name], self.layout.value_pair)
+        self.mask_encode = exact_quantiser(native[self.mask_name], self.layout.value_pair)
         self.emb_encode = stream_quantiser(native[self.emb_name]) if input_type == "native" else None
         host_encoded = {self.mask_name: self.mask_encode, self.emb_name: self.emb_encode}
         for name in im.input_names:
@@ -520,7 +128,7 @@ class _HefModel:
             else:
                 im.input(name).set_format_type(hp.FormatType.FLOAT32)
         for name in im.output_names:
-            keep = output_type == "native" and name in native_out and native_out[name].type in _QMAX
+            keep = output_type == "native" and name in native_out and native_out[name].type in QMAX
             im.output(name).set_format_type(getattr(hp.FormatType, native_out[name].type) if keep
                                             else hp.FormatType.FLOAT32)
         self.cim, self.device_batch = self._configure(im, device_batch)
@@ -627,6 +235,13 @@ class HailoBackend(Backend):
 
     name = "hailo"
     space_kind = space_names.HEF
+    #: one Ray actor per chip: a node offers ``--resources='{"hailo": N}'`` for N chips
+    ray_resource = "hailo"
+
+    @classmethod
+    def device_ids(cls) -> list[str]:
+        """The chips of this machine, sorted (``Device.scan()``): a Ray actor takes the one of its rank."""
+        return scan_device_ids()
 
     @classmethod
     def available(cls, bundle: Bundle) -> tuple[bool, str]:
@@ -737,15 +352,15 @@ class HailoBackend(Backend):
                 params.device_ids = [self.device.id]
             self._vdevice = hp.VDevice(params)
         except Exception as e:
-            if _is_hailo8_on_5x(e, self.runtime):
+            if is_hailo8_on_5x(e, self.runtime):
                 raise hailo8_needs_4x(self.runtime) from None
-            if _is_out_of_devices(e):
+            if is_out_of_devices(e):
                 raise device_busy(self.runtime, self._where, service,
                                   "73, HAILO_DEVICE_IN_USE" if self.device_id else "74, HAILO_OUT_OF_PHYSICAL_DEVICES") from None
             if self.device_id and "Invalid argument" in str(e):  # gone since the scan (HAILO_INVALID_ARGUMENT)
                 raise BackendUnavailable(f"Cannot open the {self._where}: HailoRT no longer finds it ({e}).",
                                          DEVICE_HINT) from None
-            if service and (_status_code(e) == 77 or "RPC_FAILED" in str(e)):
+            if service and (status_code(e) == 77 or "RPC_FAILED" in str(e)):
                 raise BackendUnavailable(
                     f"HailoRT's multi-process service did not answer (status 77, HAILO_RPC_FAILED) while opening "
                     f"the {self.label}.",

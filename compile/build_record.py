@@ -1,0 +1,85 @@
+"""What a ``compile hef`` build keeps in its work folder: finished stages and every attempt.
+
+- ``state.json`` (:class:`BuildState`): the parse, each optimised model, each compiled HEF and
+  each wall hit, keyed by what they depend on (:func:`stage_key`), so a re-run skips what is
+  done: a failed compile never redoes an optimisation that took hours, and a profile that hit a
+  wall is not tried again with the same network, script and calibration;
+- ``build-report.json`` (:func:`write_build_report`): what was planned, every rung of the ladder
+  tried (:class:`Attempt`: stage outcomes, the wall, seconds, the model script) and how it ended,
+  written after every attempt so an interrupted build leaves what it learned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hefsearch.embed.atomic_write import write_json_atomic
+
+STATE_FILE = "state.json"
+_STATE_VERSION = 1
+BUILD_REPORT = "build-report.json"
+
+
+@dataclass
+class Attempt:
+    """One rung of the ladder: a profile and what each of its stages did."""
+
+    profile: str
+    sixteen_bit: list[str]
+    optimize: str = "not run"  # "ran", "reused", "negative_exponent", "allocator", "failed"
+    compile: str = "not run"  # "ok", "reused", "allocator", "failed"
+    error: str | None = None
+    seconds: dict = field(default_factory=dict)
+    model_script: str | None = None  # the file name of the script this attempt optimised with
+    wall: str | None = None  # the known wall it hit: "allocator" or "negative_exponent"
+
+
+def stage_key(*parts) -> str:
+    """A short hash of what a stage depends on (its inputs, the DFC version, the script, ...)."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+class BuildState:
+    """The work folder's record of finished stages (state.json)."""
+
+    def __init__(self, folder: Path, restart: bool):
+        self.folder = folder
+        self.path = folder / STATE_FILE
+        self.data = {"version": _STATE_VERSION, "parse": None, "optimized": {}, "compiled": {}, "walls": {}}
+        if self.path.is_file() and not restart:
+            try:
+                loaded = json.loads(self.path.read_text())
+                if loaded.get("version") == _STATE_VERSION:
+                    self.data = loaded
+            except (OSError, json.JSONDecodeError):
+                pass
+
+    def save(self) -> None:
+        write_json_atomic(self.path, self.data)
+
+
+def write_build_report(b, attempts: list[Attempt], outcome: dict) -> Path:
+    """The work folder's record of this build ``b`` (compile/dfc.py's ``_Build``: plan, options,
+    SDK, work folder): what was planned, every attempt of the ladder (stage outcomes, the wall it
+    hit, seconds, the script it used) and how it ended. Written after every attempt, so an
+    interrupted build leaves what it learned."""
+    path = b.work / BUILD_REPORT
+    write_json_atomic(path, {
+        "bundle": str(b.bundle.path),
+        "hw_arch": b.opts.hw_arch,
+        "seq_len": b.seq,
+        "dfc_version": b.sdk.version,
+        "mask_mode": b.plan.mask_mode,
+        "recipe": b.plan.recipe,
+        "ladder": [p.name for p in b.plan.ladder],
+        "attempts": [asdict(a) for a in attempts],
+        **outcome,
+    })
+    return path
