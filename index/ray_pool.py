@@ -19,7 +19,8 @@ Design decisions:
   'hefsearch[ray]'``. Every node needs hefsearch (same version: an actor with another version
   is refused) but never the bundle: it is shipped through Ray's object store, once per node
   (see :mod:`~hefsearch.index.ray_worker`).
-- **Actors go where the hardware is**: ``hailo`` actors need the custom resource ``hailo``
+- **Actors go where the hardware is**, as each backend class declares (``ray_resource``,
+  ``device_ids()``): ``hailo`` actors need the custom resource ``hailo``
   (``ray start ... --resources='{"hailo": N}'`` for N chips) and there is one per chip, each
   pinned to its own chip: the actors of a node are numbered in start order and actor k takes
   the k-th of the node's ``Device.scan()`` ids, sorted (:mod:`~hefsearch.index.ray_worker`);

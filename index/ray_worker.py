@@ -9,9 +9,10 @@ checks the files' sha256 against the manifest.
 
 An actor starts in two steps: the driver asks each for its node (:meth:`EmbedWorker.node`),
 numbers the actors of each node (:func:`ranks_on_nodes`), then :meth:`EmbedWorker.start` opens
-the encoders. A ``hailo`` actor takes the chip at its rank among its node's devices
-(:func:`device_for_rank` over ``Device.scan()``, sorted), so the actors of a multi-chip host
-never share a chip; a node with fewer chips than actors says so. With ``also_fp32`` an actor
+the encoders. A ``hailo`` actor (a backend with a ``ray_resource``) takes the chip at its rank
+among its node's devices (:func:`device_for_rank` over the backend's ``device_ids()``: for
+``hailo`` ``Device.scan()``, sorted), so the actors of a multi-chip host never share a chip; a
+node with fewer chips than actors says so. With ``also_fp32`` an actor
 also opens the CPU FP32 encoder of the same bundle and returns both spaces' vectors per batch.
 
 An actor sends errors as words (:func:`explain`): Ray cannot rebuild exceptions whose

@@ -42,6 +42,19 @@ def hailo8_bundle(tiny_bert_bundle, tmp_path) -> Path:
     return path
 
 
+def test_a_backend_declares_what_a_ray_node_gives_its_actors(fake_hailo):
+    """index --ray places and pins actors from these declarations: the hailo backend takes one
+    'hailo' resource per actor and lists this machine's chips sorted (rank k takes the k-th);
+    every other backend needs CPUs only and has no devices."""
+    from hefsearch.embed.backends import backend_names, load_backend_class
+
+    fake_hailo.devices = [{"id": CHIP_B, "arch": "HAILO10H"}, {"id": CHIP_A, "arch": "HAILO10H"}]
+    hailo = load_backend_class("hailo")
+    assert hailo.ray_resource == "hailo" and hailo.device_ids() == [CHIP_A, CHIP_B]
+    others = [load_backend_class(n) for n in backend_names() if n != "hailo"]
+    assert others and all(cls.ray_resource is None and cls.device_ids() == [] for cls in others)
+
+
 def test_the_backend_opens_the_device_it_is_given(fake_hailo, hef_bundle, cpu_vectors, monkeypatch):
     two_chips(fake_hailo)
     with Encoder.open(hef_bundle, backend="hailo", device_id=CHIP_B) as enc:

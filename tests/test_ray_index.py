@@ -222,6 +222,24 @@ def test_actors_go_where_the_hardware_is():
         _placement("cpu", None, 1.0, {"CPU": 0.5})
 
 
+def test_placement_and_auto_follow_the_backends_declaration(monkeypatch):
+    """ray_pool keeps no list of NPU backends: the backend class's ray_resource decides where its
+    actors go and which resource makes ``auto`` pick it."""
+    from types import SimpleNamespace
+
+    from hefsearch.embed.backends.cpu import CpuBackend
+    from hefsearch.embed.backends.hailo import HailoBackend
+    from hefsearch.index.ray_pool import choose_backend
+
+    monkeypatch.setattr(HailoBackend, "ray_resource", "npu")
+    assert _placement("hailo", None, 1.0, {"npu": 2.0, "hailo": 5.0}) == (2, {"resources": {"npu": 1}, "num_cpus": 1.0})
+    lib = SimpleNamespace(spaces=lambda: [], settings=lambda: {})
+    assert choose_backend(lib, "auto", {"npu": 1.0})[:2] == ("hailo", {})
+    assert choose_backend(lib, "auto", {"hailo": 1.0})[0] == "cpu"
+    monkeypatch.setattr(CpuBackend, "ray_resource", "gpu")
+    assert _placement("cpu", 3, 1.0, {"gpu": 4.0, "CPU": 1.0}) == (3, {"resources": {"gpu": 1}, "num_cpus": 1.0})
+
+
 def test_only_the_ray_pool_imports_ray():
     code = ("import sys, hefsearch.index.sync, hefsearch.index.encoders, hefsearch.index.ray_pool, "
             "hefsearch.index.ray_worker, hefsearch.cli.cmd_index\nprint('ray' in sys.modules)")
