@@ -85,11 +85,11 @@ def hef_streams(bundle) -> list[dict]:
 
 def speed(bundle, device_batch: int, frames: int = SPEED_FRAMES) -> dict:
     """frames/s of the hailo backend at one device batch setting, on full-window frames."""
-    from hefsearch.embed.backends.hailo import HailoBackend
+    from hefsearch.embed.backends import open_backend
     from hefsearch.embed.host import HostPipeline
     from hefsearch.embed.samples import VERIFY_TEXTS
 
-    be = HailoBackend(bundle, device_batch=device_batch, batch_size=max(8, device_batch))
+    be = open_backend("hailo", bundle, device_batch=device_batch, batch_size=max(8, device_batch))
     try:
         seq = max(be.seq_lens)
         host = HostPipeline(bundle, max_tokens=seq)
