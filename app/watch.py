@@ -272,7 +272,7 @@ class Watcher:
         """The paths worth a sync: under a root, not hidden below it (unless asked), and a
         folder, a file of a supported type, an ignore file (its folder is synced), or
         something gone under which documents are stored."""
-        from hefsearch.index.extract import SUPPORTED_SUFFIXES
+        from hefsearch.index.formats import SUPPORTED_SUFFIXES
 
         out: set[str] = set()
         for p in paths:

@@ -31,10 +31,10 @@ def sync_summary_dict(report, library_path, skipped_spaces=(), interrupted: bool
 
 def parse_ext(values) -> dict[str, str]:
     """``--ext log --ext .xhtml=html --ext conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}."""
-    from hefsearch.index.extract import SUPPORTED_SUFFIXES
     from hefsearch.index.filetypes import normalise_suffix
+    from hefsearch.index.formats import KINDS
 
-    kinds = set(SUPPORTED_SUFFIXES.values())
+    kinds = set(KINDS)
     out: dict[str, str] = {}
     for value in values:
         for item in filter(None, (v.strip() for v in value.split(","))):

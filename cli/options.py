@@ -61,10 +61,10 @@ def filter_options(f):
     may return (:mod:`hefsearch.search.filters`); the verb gets them as one ``filters`` value."""
     import functools
 
-    from hefsearch.index.extract import SUPPORTED_SUFFIXES
+    from hefsearch.index.formats import KINDS, type_names
 
-    kinds = tuple(dict.fromkeys(SUPPORTED_SUFFIXES.values()))
-    types = ", ".join(sorted({s.lstrip(".") for s in SUPPORTED_SUFFIXES}))
+    kinds = KINDS
+    types = ", ".join(type_names())
     options = [
         click.option("--path", "path_glob", default=None, metavar="GLOB",
                      help="Only files whose path matches (e.g. '*.pdf', '*/invoices/*'); a pattern without "

@@ -213,10 +213,12 @@ def choose_texts(bundle: Bundle, roots: Sequence[str | Path], *, n: int = DEFAUL
     pool, read, failed, skipped = collect_chunks(roots, count_tokens, seq, rng, POOL_FACTOR * max(n_user_target, 1),
                                                  say)
     if not pool:
+        from hefsearch.index.formats import suffix_list
+
         raise CalibrationError(
             f"No text found under {', '.join(str(r) for r in roots)} ({read} documents read, {failed} failed, "
             f"{skipped} skipped).",
-            "Point --from at folders with your documents (.txt, .md, .rst, .html, .pdf, .docx).")
+            f"Point --from at folders with your documents ({suffix_list(', ')}).")
     n_user = min(n_user_target, len(pool))
     user_idx = rng.choice(len(pool), size=n_user, replace=False)
     sample_idx = rng.choice(len(sample), size=n_sample, replace=False)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pathspec
 
-from hefsearch.index.extract import SUPPORTED_SUFFIXES
+from hefsearch.index.formats import SUPPORTED_SUFFIXES
 
 from . import filetypes
 

@@ -139,7 +139,7 @@ def _from_iso(s: str) -> float:
 def normalise_types(values: Iterable[str]) -> tuple[str, ...] | None:
     """File types as given (``PDF``, ``.md``, ``markdown``) -> lower case without dots; an
     unknown one is an error that lists the known ones."""
-    from hefsearch.index.extract import SUPPORTED_SUFFIXES
+    from hefsearch.index.formats import SUPPORTED_SUFFIXES
 
     known = {s.lstrip(".") for s in SUPPORTED_SUFFIXES} | set(SUPPORTED_SUFFIXES.values())
     out = []
@@ -165,7 +165,7 @@ def normalise_langs(values: Iterable[str]) -> tuple[str, ...] | None:
 def type_condition(types: Sequence[str]) -> tuple[str, list]:
     """SQL on ``documents d`` for file types: an extension matches the path's suffix (any case),
     a kind name the document's kind."""
-    from hefsearch.index.extract import SUPPORTED_SUFFIXES
+    from hefsearch.index.formats import SUPPORTED_SUFFIXES
 
     kinds = set(SUPPORTED_SUFFIXES.values())
     conds, params = [], []

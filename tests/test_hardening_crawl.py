@@ -385,7 +385,7 @@ def test_docx_bomb_stops_at_the_text_cap_without_loading_the_body(tmp_path, monk
 
 
 def test_large_docx_is_streamed_with_the_same_text(monkeypatch):
-    from hefsearch.index import extract as extract_module
+    from hefsearch.index import extract_docx as extract_module  # the DOCX parser's module
 
     data = make_docx(["Dear tenant,", "", "the rent rises in May."], [["Month", "Rent"], ["May", "900 EUR"]])
     expected = docx_to_text(data)

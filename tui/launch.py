@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.index.formats import OPENER_KINDS, OPENER_SUFFIXES
 
-#: document kinds an editor cannot show as text: handed to the system opener
-BINARY_KINDS = {"pdf", "docx"}
-BINARY_SUFFIXES = {".pdf", ".docx"}
+#: document kinds an editor cannot show as text: handed to the system opener (the table of
+#: formats says which, hefsearch.index.formats)
+BINARY_KINDS = OPENER_KINDS
+BINARY_SUFFIXES = OPENER_SUFFIXES
 
 #: editors that take "+LINE FILE"
 _PLUS_LINE = {"vi", "vim", "nvim", "gvim", "view", "nano", "pico", "emacs", "emacsclient", "micro",

@@ -14,15 +14,11 @@ from hefsearch.embed import space_names
 from hefsearch.app.session import SearchRequest  # noqa: F401  (the app builds requests)
 from hefsearch.embed.space_names import FP32_SPACE
 from hefsearch.index.crawl import for_terminal
+from hefsearch.index.formats import tui_filters
 
-#: file-type filter choices: label -> kinds passed to Searcher.search (None = all)
-KIND_FILTERS: dict[str, tuple[str, ...] | None] = {
-    "all": None,
-    "text": ("text", "markdown"),
-    "html": ("html",),
-    "pdf": ("pdf",),
-    "docx": ("docx",),
-}
+#: file-type filter choices: label -> kinds passed to Searcher.search (None = all), from the
+#: table of formats
+KIND_FILTERS: dict[str, tuple[str, ...] | None] = tui_filters()
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: function words not worth highlighting (a highlight on every "the" hides the real matches)

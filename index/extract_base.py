@@ -1,0 +1,43 @@
+"""What every extractor shares: the error a user reads, the text an extractor returns, and
+the helpers its messages use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hefsearch.embed.errors import HefsearchError
+
+
+class ExtractionError(HefsearchError):
+    """A file could not be turned into text; ``message`` is the reason shown to the user."""
+
+    title = "cannot read document"
+
+
+@dataclass
+class ExtractedText:
+    text: str  # the plain text; NUL bytes removed, newlines normalised to "\n"
+    kind: str = ""  # the format's kind (formats.FORMATS), set by extract()
+    pages: list[tuple[int, int, int]] | None = None  # (page from 1, char_start, char_end), PDFs
+    encoding: str | None = None  # detected encoding for text files
+
+
+def clean_text(text: str) -> str:
+    """Drop NULs and normalise line endings, so char spans and line numbers mean the same everywhere."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def too_much_text(kind: str, max_chars: int) -> ExtractionError:
+    return ExtractionError(
+        f"{kind} unpacks to more than {max_chars / 2**20:.1f} MiB of text (the --max-size limit "
+        "applies to the text of compressed formats too); not indexed",
+        hint="raise --max-size if this document is genuine")
+
+
+def describe(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
