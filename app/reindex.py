@@ -7,6 +7,7 @@ it opened and remembers the crawl options of a full run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
     from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.library import Library
-    from hefsearch.index.sync import ProgressEvent, SyncReport
+    from hefsearch.index.sync import ProgressEvent, SyncOptions, SyncReport
 
 log = logging.getLogger("hefsearch.app")
 
@@ -54,15 +55,16 @@ def reindex(library: "Library", roots: Sequence[str | Path], *,
             progress: Callable[["ProgressEvent"], None] | None = None,
             paths: Sequence[str | Path] | None = None,
             language_neutral: bool | None = None,
-            close: bool = True, **sync_options) -> ReindexRun:
+            close: bool = True, options: "SyncOptions | None" = None) -> ReindexRun:
     """Sync ``roots`` into ``library`` (only ``paths`` below them, when given).
 
     Encoders: ``choice`` (already open), else ``open_encoders()``, else the library's own
     (:func:`open_sync_encoders`); those opened here are closed at the end (``close=False``
-    keeps them, for a caller that reuses them, such as the watcher). ``sync_options`` go to
-    :func:`hefsearch.index.sync.sync` (excludes, max_bytes, batch_chunks, ...); crawl options
-    not given are those of the last full run (so a watcher skips what ``index --exclude``
-    skipped), and a full run records the ones it used.
+    keeps them, for a caller that reuses them, such as the watcher). ``options`` (a
+    :class:`~hefsearch.index.sync.SyncOptions`: excludes, max_bytes, batch_chunks, ...) go to
+    :func:`hefsearch.index.sync.sync`; without them the crawl options are those of the last
+    full run (so a watcher skips what ``index --exclude`` skipped), and a full run given
+    options records their crawl options.
 
     :raises LibraryBusy: another process held the write lock for more than 5 s.
     :raises DiskFull: the disk is full; every batch committed before stays.
@@ -76,20 +78,28 @@ def reindex(library: "Library", roots: Sequence[str | Path], *,
         choice = got if hasattr(got, "encoders") else _Choice(list(got))
     try:
         stored = _settings(library).get(CRAWL_SETTING) or {}
-        options = {**{k: v for k, v in stored.items() if k in CRAWL_OPTIONS}, **sync_options}
-        report = sync(library, list(roots), choice.encoders, progress=progress,
-                      **({"paths": list(paths)} if paths is not None else {}), **options)
+        run_options = options if options is not None else _remembered(stored)
+        report = sync(library, list(roots), choice.encoders, run_options, progress=progress,
+                      **({"paths": list(paths)} if paths is not None else {}))
         notes = list(keep_language_neutral(library, choice.encoders, language_neutral))
         for line in notes:
             log.info("%s", line)
-        if paths is None:
-            used = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items() if k in CRAWL_OPTIONS}
+        if paths is None and options is not None:
+            used = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(options).items()
+                    if k in CRAWL_OPTIONS}
             if used != stored and not getattr(library, "read_only", True):
                 library.set_settings(**{CRAWL_SETTING: used})
         return ReindexRun(report, notes, list(getattr(choice, "skipped_spaces", [])))
     finally:
         if opened and close:
             choice.close()
+
+
+def _remembered(stored: dict) -> "SyncOptions":
+    """The default options with the crawl options the last full run recorded."""
+    from hefsearch.index.sync import SyncOptions
+
+    return dataclasses.replace(SyncOptions(), **{k: v for k, v in stored.items() if k in CRAWL_OPTIONS})
 
 
 @dataclass

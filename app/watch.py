@@ -35,13 +35,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.index.crawl import IGNORE_FILE, is_under
 
 from .freshness import WatchLock
 from .reindex import ReindexRun, library_roots, open_sync_encoders, reindex
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.index.sync import SyncOptions
 
 log = logging.getLogger("hefsearch.watch")
 
@@ -124,12 +127,13 @@ class Watcher:
 
     def __init__(self, library_path, folders: Sequence[str | Path] | None = None,
                  options: WatchOptions | None = None, *, open_encoders: Callable | None = None,
-                 on_event: Callable[[WatchEvent], None] | None = None, **sync_options):
+                 on_event: Callable[[WatchEvent], None] | None = None, sync_options: "SyncOptions | None" = None):
         self.library_path = library_path
         self.folders = [Path(f).expanduser().resolve() for f in folders or ()]
         self.options = options or WatchOptions()
         self._open_encoders = open_encoders
         self.on_event = on_event or (lambda e: log.info("%s", e.message))
+        #: None: the crawl options of the library's last full run (app.reindex)
         self.sync_options = sync_options
         self.stop_event = threading.Event()
         self._changes: queue.Queue = queue.Queue()
@@ -300,7 +304,7 @@ class Watcher:
 
         t = time.perf_counter()
         try:
-            run = reindex(library, roots, choice=self._encoders(library), paths=paths, **self.sync_options)
+            run = reindex(library, roots, choice=self._encoders(library), paths=paths, options=self.sync_options)
         except LibraryBusy as e:
             self.on_event(WatchEvent("busy", f"{e.message} Trying again in {self.options.retry_s:g} s."))
             lock.update(last_error="library busy (another writer)")
@@ -336,12 +340,10 @@ class Watcher:
 
 
 def _has_documents_under(library, path: str) -> bool:
+    from hefsearch.index import documents
     from hefsearch.index.crawl import printable
 
-    shown = printable(path)
-    esc = shown.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return bool(library.query("SELECT 1 FROM documents WHERE path = ? OR path LIKE ? ESCAPE '\\' LIMIT 1",
-                              [shown, esc + os.sep + "%"]))
+    return documents.any_under(library.query, printable(path))
 
 
 def _utc() -> str:

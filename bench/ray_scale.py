@@ -84,12 +84,12 @@ def simulated_opener(fps: float):
 
 def timed_sync(lib_path: Path, folder: Path, encoder, batch: int) -> tuple[float, int]:
     from hefsearch.index.library import Library
-    from hefsearch.index.sync import sync
+    from hefsearch.index.sync import SyncOptions, sync
 
     lib = Library.open(lib_path)
     try:
         t = time.perf_counter()
-        report = sync(lib, [folder], [encoder], batch_chunks=batch)
+        report = sync(lib, [folder], [encoder], SyncOptions(batch_chunks=batch))
         return time.perf_counter() - t, report.chunks_embedded
     finally:
         lib.close()

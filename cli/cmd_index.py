@@ -50,7 +50,56 @@ def parse_ext(values) -> dict[str, str]:
     return out
 
 
-@click.command("index")
+_HELP = """Index the documents under PATH... into the library (or bring it up to date).
+
+    Without PATH, the folders the library already indexes are brought up to date (see
+    'hefsearch status'). The first time, give the bundle with --bundle, or let the last
+    bundle 'hefsearch index' was given be used (after make demo: the demo's).
+
+    Unchanged files are skipped (size and mtime, then content hash), changed files are
+    re-chunked and re-embedded, deleted files are removed. Supported: {suffixes},
+    files without a file-type suffix whose content is text (NEWS, README.Debian),
+    the same compressed as .gz/.bz2/.xz, and suffixes added with --ext. Files that cannot be
+    read are reported with the reason and skipped; what was indexed of them before is kept
+    until the file is deleted. Symlinks leading outside the PATHs are not followed (see
+    --follow-links); secret files (.env, keys, .netrc, .ssh/ ...) are ignored unless
+    re-included with '!NAME' in a .hefsearchignore.
+
+    \b
+    Exit codes: 0 all indexed, 3 partial (some files failed, the rest is indexed),
+                2 error (bad arguments, missing bundle or library, device failure),
+                4 disk full (free space and run again), 130 interrupted (Ctrl+C),
+                143 stopped by SIGTERM (129 by SIGHUP) during a --ray run.
+    An interrupted run (Ctrl+C, kill, power cut, full disk) keeps every batch it
+    committed; run it again to continue. Searching works while an index runs.
+    """
+
+
+def _index_help() -> str:
+    """The help text, its list of formats from the table (hefsearch.index.formats)."""
+    from hefsearch.index.formats import suffix_list
+
+    return _HELP.format(suffixes=suffix_list())
+
+
+def _as_sync_options(f):
+    """Hands the verb one :class:`~hefsearch.index.sync.SyncOptions` (``options``) instead of
+    the seven crawl and batching flags click declares (--exclude ... --ext)."""
+    import functools
+
+    @functools.wraps(f)
+    def verb(*args, excludes, include_hidden, follow_links, max_size_mb, overlap, batch_chunks, exts, **kwargs):
+        from hefsearch.index.sync import SyncOptions
+
+        options = SyncOptions(include_hidden=include_hidden, excludes=excludes, max_bytes=int(max_size_mb * 1024 * 1024),
+                              overlap_tokens=overlap, batch_chunks=batch_chunks, follow_links=follow_links,
+                              extra_suffixes=parse_ext(exts))
+        return f(*args, options=options, **kwargs)
+
+    return verb
+
+
+@click.command("index", help=_index_help())
 @click.argument("paths", nargs=-1, required=False, type=click.Path(path_type=str))
 @library_option()
 @bundle_option("Model bundle folder. The library remembers it; a new library without one uses the last "
@@ -98,113 +147,34 @@ def parse_ext(values) -> dict[str, str]:
                    "--ext .log --ext conf,ini. Remembered by the library (hefsearch settings "
                    "extra_suffixes), so later runs keep them. Repeatable.")
 @json_option("Print the summary as JSON on stdout.")
-def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes, include_hidden, follow_links,
-              max_size_mb, overlap, batch_chunks, ray_address, ray_actors, language_neutral, exts, as_json):
-    """Index the documents under PATH... into the library (or bring it up to date).
-
-    Without PATH, the folders the library already indexes are brought up to date (see
-    'hefsearch status'). The first time, give the bundle with --bundle, or let the last
-    bundle 'hefsearch index' was given be used (after make demo: the demo's).
-
-    Unchanged files are skipped (size and mtime, then content hash), changed files are
-    re-chunked and re-embedded, deleted files are removed. Supported: .txt .md .rst .html .htm
-    .pdf .docx, files without a file-type suffix whose content is text (NEWS, README.Debian),
-    the same compressed as .gz/.bz2/.xz, and suffixes added with --ext. Files that cannot be
-    read are reported with the reason and skipped; what was indexed of them before is kept
-    until the file is deleted. Symlinks leading outside the PATHs are not followed (see
-    --follow-links); secret files (.env, keys, .netrc, .ssh/ ...) are ignored unless
-    re-included with '!NAME' in a .hefsearchignore.
-
-    \b
-    Exit codes: 0 all indexed, 3 partial (some files failed, the rest is indexed),
-                2 error (bad arguments, missing bundle or library, device failure),
-                4 disk full (free space and run again), 130 interrupted (Ctrl+C),
-                143 stopped by SIGTERM (129 by SIGHUP) during a --ray run.
-    An interrupted run (Ctrl+C, kill, power cut, full disk) keeps every batch it
-    committed; run it again to continue. Searching works while an index runs.
-    """
-    from rich.console import Console
-
-    from hefsearch.app.reindex import reindex
-    from hefsearch.index.encoders import choose_bundle, open_sync_encoders, remember_default_bundle
+@_as_sync_options
+def index_cmd(paths, library_path, bundle, backend, device, also_fp32, ray_address, ray_actors, language_neutral,
+              options, as_json):
+    """The ``index`` verb (its help: :data:`_HELP`): checks, then :func:`_index_into`."""
     from hefsearch.index.library import Library, discard_new_library, library_exists, resolve_library_path
-    from hefsearch.index.sync import DiskFull, SyncReport, check_roots
 
-    from .main import report_error
-    from .progress import SyncProgress
-    from .render import print_interrupted, print_sync_summary
+    from rich.console import Console
 
     if ray_actors and not ray_address:
         raise click.UsageError("--ray-actors needs --ray ADDRESS.")
     if device and ray_address:
         raise click.UsageError("--device picks a chip of this machine; with --ray each hailo actor takes "
                                "a chip of its own node.")
-    extra = parse_ext(exts)
     err = Console(stderr=True)
     # Every check that needs no encoder comes first, and a library is created only once they
     # pass: a failed first run must not leave an empty library that looks like a real one.
     existed = library_exists(library_path)
     folder = resolve_library_path(library_path)
     folder_existed = folder.exists()
-    if paths:
-        check_roots(paths)
-    elif not existed:
-        raise click.UsageError(f"No folders given, and there is no library at {folder} yet: name the "
-                               "folders to index, e.g. hefsearch index ~/Documents")
-    if not existed:
-        choose_bundle(None, bundle)  # no bundle anywhere: say so before creating anything
+    _check_before_creating(paths, existed, folder, bundle)
     library = Library.open(library_path, create=True)
     try:
         library.require_writable()  # before loading encoders: a read-only library is refused at once
-        if not paths:
-            paths = _recorded_roots(library, err)
+        paths = paths or _recorded_roots(library, err)
         remote = _start_ray(library, bundle, backend, ray_address, ray_actors, also_fp32) if ray_address else None
-        try:
-            choice = open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32, first=remote,
-                                        **({"device_id": device} if device else {}))
-        except BaseException:
-            if remote is not None:
-                remote.close()
-            raise
-        try:
-            if choice.bundle_source == "default":
-                err.print(f"[dim]bundle: {shown(choice.bundle)} (the last bundle 'hefsearch index' was given; "
-                          "--bundle picks another)[/]", highlight=False)
-            for enc in choice.encoders:
-                err.print(f"[dim]encoder: {enc.backend_reason} -> space {enc.space_name}[/]")
-            for name, why in choice.skipped_spaces:
-                err.print(f"[yellow]space {name} is not updated by this run: {why}[/]")
-            try:
-                with SyncProgress(err) as progress:
-                    run = reindex(library, paths, choice=choice, progress=progress.update,
-                                  language_neutral=language_neutral, include_hidden=include_hidden,
-                                  excludes=excludes, max_bytes=int(max_size_mb * 1024 * 1024),
-                                  overlap_tokens=overlap, batch_chunks=batch_chunks, follow_links=follow_links,
-                                  extra_suffixes=extra)
-                report = run.report
-            except KeyboardInterrupt as e:
-                done = getattr(e, "sync_report", None) or SyncReport()
-                if as_json:
-                    echo_json(sync_summary_dict(done, library.path, choice.skipped_spaces, interrupted=True))
-                print_interrupted(err, done)
-                sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))  # 143 for SIGTERM in a --ray run
-            except DiskFull as e:
-                report_error(e)
-                sys.exit(EXIT_DISK_FULL)
-            for line in run.notes:
-                err.print(f"[dim]{line}[/]")
-        finally:
-            choice.close()
-        if choice.bundle_source in ("given", "env"):
-            remember_default_bundle(choice.bundle)  # the next new library needs no --bundle
-        if as_json:
-            summary = sync_summary_dict(report, library.path, choice.skipped_spaces)
-            if remote is not None:
-                summary["ray_actors"] = remote.summary()
-            echo_json(summary)
-        print_sync_summary(err, report, library.path)
-        if remote is not None:
-            _print_actors(err, remote.summary())
+        choice = _open_encoders(library, bundle, backend, device, also_fp32, remote)
+        report = _index_into(library, paths, choice, options, language_neutral, as_json, err)
+        _print_report(err, library, report, choice, remote, as_json)
     except BaseException as e:
         if not existed and not library.document_count() and not library.space_names():
             library.close()
@@ -216,6 +186,94 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     finally:
         library.close()
     sys.exit(EXIT_PARTIAL if report.partial else EXIT_OK)
+
+
+def _check_before_creating(paths, existed: bool, folder, bundle) -> None:
+    """What can be refused before a library exists: missing folders, no folders for a new
+    library, no bundle anywhere."""
+    from hefsearch.index.encoders import choose_bundle
+    from hefsearch.index.sync import check_roots
+
+    if paths:
+        check_roots(paths)
+    elif not existed:
+        raise click.UsageError(f"No folders given, and there is no library at {folder} yet: name the "
+                               "folders to index, e.g. hefsearch index ~/Documents")
+    if not existed:
+        choose_bundle(None, bundle)  # no bundle anywhere: say so before creating anything
+
+
+def _open_encoders(library, bundle, backend, device, also_fp32, remote):
+    """The run's encoders (the Ray pool first when there is one, closed again if opening fails)."""
+    from hefsearch.index.encoders import open_sync_encoders
+
+    try:
+        return open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32, first=remote,
+                                  **({"device_id": device} if device else {}))
+    except BaseException:
+        if remote is not None:
+            remote.close()
+        raise
+
+
+def _index_into(library, paths, choice, options, language_neutral, as_json, err):
+    """One sync run with the live progress bar; its report. Ctrl+C and a full disk end the
+    process here with their exit codes (the report so far printed)."""
+    from hefsearch.app.reindex import reindex
+    from hefsearch.index.encoders import remember_default_bundle
+    from hefsearch.index.sync import DiskFull, SyncReport
+
+    from .main import report_error
+    from .progress import SyncProgress
+    from .render import print_interrupted
+
+    try:
+        _say_encoders(err, choice)
+        try:
+            with SyncProgress(err) as progress:
+                run = reindex(library, paths, choice=choice, progress=progress.update,
+                              language_neutral=language_neutral, options=options)
+        except KeyboardInterrupt as e:
+            done = getattr(e, "sync_report", None) or SyncReport()
+            if as_json:
+                echo_json(sync_summary_dict(done, library.path, choice.skipped_spaces, interrupted=True))
+            print_interrupted(err, done)
+            sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))  # 143 for SIGTERM in a --ray run
+        except DiskFull as e:
+            report_error(e)
+            sys.exit(EXIT_DISK_FULL)
+        for line in run.notes:
+            err.print(f"[dim]{line}[/]")
+    finally:
+        choice.close()
+    if choice.bundle_source in ("given", "env"):
+        remember_default_bundle(choice.bundle)  # the next new library needs no --bundle
+    return run.report
+
+
+def _say_encoders(err, choice) -> None:
+    """Which bundle and encoders the run uses, and the spaces it leaves as they are."""
+    if choice.bundle_source == "default":
+        err.print(f"[dim]bundle: {shown(choice.bundle)} (the last bundle 'hefsearch index' was given; "
+                  "--bundle picks another)[/]", highlight=False)
+    for enc in choice.encoders:
+        err.print(f"[dim]encoder: {enc.backend_reason} -> space {enc.space_name}[/]")
+    for name, why in choice.skipped_spaces:
+        err.print(f"[yellow]space {name} is not updated by this run: {why}[/]")
+
+
+def _print_report(err, library, report, choice, remote, as_json) -> None:
+    """The run's summary: JSON on stdout with --json, the table on stderr, the Ray actors."""
+    from .render import print_sync_summary
+
+    if as_json:
+        summary = sync_summary_dict(report, library.path, choice.skipped_spaces)
+        if remote is not None:
+            summary["ray_actors"] = remote.summary()
+        echo_json(summary)
+    print_sync_summary(err, report, library.path)
+    if remote is not None:
+        _print_actors(err, remote.summary())
 
 
 def _recorded_roots(library, err) -> list[str]:

@@ -40,8 +40,6 @@ import json
 import logging
 import os
 import shutil
-import re
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -53,9 +51,11 @@ import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
 
-from . import store
+from . import documents, store
+from .documents import ChunkRecord  # noqa: F401  (part of the library's API)
 from .crawl import FAILED_SKIPS
 from .errors import LibraryBusy, LibraryError, SpaceError
+from .lockfile import acquire_before, flock_before, flock_held, read_holder, write_holder
 from .spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, MAX_THRESHOLD, Space, SpaceInfo,
                      check_fingerprint, factory_problem, read_index_stats, sorted_ids)
 
@@ -76,7 +76,6 @@ LOCK_FILE = "library.lock"
 DEFAULT_NAME = "library"
 #: seconds a writer waits for another writer before giving up (interactive: a few seconds)
 LOCK_WAIT_S = 5.0
-_LOCK_POLL_S = 0.05
 
 
 def data_dir() -> Path:
@@ -133,23 +132,6 @@ def utc_now() -> str:
 
 
 @dataclass
-class ChunkRecord:
-    id: int
-    doc_id: int
-    path: str
-    ordinal: int
-    text: str
-    start: int
-    end: int
-    page: int | None
-    line: int
-    tokens: int
-    cut: bool
-    doc_kind: str
-    doc_sha256: str | None = None
-
-
-@dataclass
 class LibraryStatus:
     documents: int
     chunks: int
@@ -171,17 +153,6 @@ class LibraryStatus:
     interrupted: str | None = None
     #: a process is writing the library now
     writing: bool = False
-
-
-_CHUNK_SELECT = (
-    'SELECT c.id, c.doc_id, d.path, c.ordinal, c.text, c.start, c."end", c.page, c.line, '
-    "c.tokens, c.cut, d.kind, d.sha256 FROM chunks c JOIN documents d ON d.id = c.doc_id"
-)
-
-
-def _chunk_record(row) -> ChunkRecord:
-    return ChunkRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-                       row[9], bool(row[10]), row[11] or "", row[12])
 
 
 class Library:
@@ -322,7 +293,7 @@ class Library:
         """
         self.require_writable()
         deadline = time.monotonic() + _wait_seconds(wait)
-        if not _acquire_before(self._wlock, deadline):
+        if not acquire_before(self._wlock, deadline):
             raise LibraryBusy(
                 f"Another task of this program (re-index or FP32 back-fill) is writing to the "
                 f"library {self.path}.", "Try again when it has finished.")
@@ -369,9 +340,9 @@ class Library:
         f = open(self.path / LOCK_FILE, "a+")
         if fcntl is not None:
             try:
-                _flock_before(f, deadline)
+                flock_before(f, deadline)
             except BlockingIOError:
-                holder = _read_holder(f)
+                holder = read_holder(f)
                 f.close()
                 raise LibraryBusy(
                     f"Another process{' (' + holder + ')' if holder else ''} is writing to the "
@@ -381,7 +352,7 @@ class Library:
             except BaseException:
                 f.close()
                 raise
-        _write_holder(f)
+        write_holder(f)
         self._lockfile = f
 
     def _release_file_lock(self) -> None:
@@ -611,39 +582,21 @@ class Library:
     def chunks(self, ids: Sequence[int]) -> list[ChunkRecord]:
         """Chunk records in the order given; ids that no longer exist are left out."""
         ids = [int(i) for i in ids]
-        found: dict[int, ChunkRecord] = {}
         with self._dblock:
-            for i in range(0, len(ids), 900):
-                part = ids[i : i + 900]
-                rows = self.db.execute(
-                    f"{_CHUNK_SELECT} WHERE c.id IN ({','.join('?' * len(part))})", part)
-                for row in rows:
-                    found[row[0]] = _chunk_record(row)
+            found = documents.chunk_records(self.db.execute, ids)
         return [found[i] for i in ids if i in found]
 
     def neighbours(self, chunk_id: int, before: int = 1, after: int = 1) -> list[ChunkRecord]:
         """The chunk with up to ``before``/``after`` chunks of the same document around it."""
         with self.snapshot():
-            row = self.db.execute("SELECT doc_id, ordinal FROM chunks WHERE id = ?", [chunk_id]).fetchone()
-            if row is None:
-                return []
-            rows = self.db.execute(
-                f"{_CHUNK_SELECT} WHERE c.doc_id = ? AND c.ordinal BETWEEN ? AND ? ORDER BY c.ordinal",
-                [row[0], row[1] - before, row[1] + after]).fetchall()
-        return [_chunk_record(r) for r in rows]
+            return documents.neighbours(self.db.execute, chunk_id, before, after)
 
     def status(self) -> LibraryStatus:
         with self.snapshot():
             q = self.db.execute
-            docs = q("SELECT COUNT(*) FROM documents WHERE status IN ('ok', 'stale')").fetchone()[0]
-            stale = q("SELECT COUNT(*) FROM documents WHERE status = 'stale'").fetchone()[0]
-            chunks = q("SELECT COUNT(*) FROM chunks").fetchone()[0]
-            cut = q("SELECT COUNT(*) FROM chunks WHERE cut").fetchone()[0]
-            failures = [
-                (p, e if s == "failed" else f"{e} (the previously indexed version is kept)")
-                for p, s, e in q("SELECT path, status, error FROM documents "
-                                 "WHERE status != 'ok' ORDER BY path")
-            ]
+            docs, stale, chunks, cut = documents.counts(q)
+            failures = [(p, e if s == "failed" else f"{e} (the previously indexed version is kept)")
+                        for p, s, e in documents.not_ok(q)]
             notes = []
             for p, r, kind in q("SELECT path, reason, counted_as FROM failures ORDER BY path"):
                 (failures if kind in FAILED_SKIPS else notes).append((p, r))
@@ -673,13 +626,12 @@ class Library:
         return [str(r) for r in roots or []]
 
     def document_count(self) -> int:
-        return self.query("SELECT COUNT(*) FROM documents WHERE status IN ('ok', 'stale')")[0][0]
+        return documents.document_count(self.query)
 
     def chunk_ids(self) -> np.ndarray:
         """Every chunk id, sorted (read as :meth:`member_ids` reads)."""
         with self._dblock:
-            return np.fromiter((r[0] for r in self.db.execute("SELECT id FROM chunks ORDER BY id")),
-                               np.int64)
+            return np.fromiter(documents.all_chunk_ids(self.db.execute), np.int64)
 
 
 # -- opening and locking helpers -----------------------------------------------------------
@@ -719,26 +671,6 @@ def _writer_active(folder: Path) -> bool:
     return flock_held(folder / LOCK_FILE, unknown=True)
 
 
-def flock_held(path: Path, *, unknown: bool = True) -> bool:
-    """Whether a process holds an exclusive ``flock`` on ``path`` (probed with a shared lock,
-    released at once); ``unknown`` when the file cannot be opened for another reason."""
-    if fcntl is None:
-        return False  # no cross-process lock here: single writer assumed
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return unknown  # cannot tell
-    with f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-        return False
-
-
 def _writable(folder: Path) -> bool:
     """Whether this process may write the library's files (a writer needs all three)."""
     files = [folder, folder / DB_FILE, folder / LOCK_FILE]
@@ -749,49 +681,3 @@ def _wait_seconds(wait: bool | float) -> float:
     if wait is True:
         return LOCK_WAIT_S
     return max(0.0, float(wait or 0))
-
-
-def _acquire_before(lock: threading.RLock, deadline: float) -> bool:
-    left = deadline - time.monotonic()
-    return lock.acquire(timeout=left) if left > 0 else lock.acquire(blocking=False)
-
-
-def _flock_before(f, deadline: float) -> None:
-    """``flock`` the file, polling until ``deadline`` (flock itself cannot time out);
-    raises BlockingIOError when another process still holds it then."""
-    while True:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(_LOCK_POLL_S)
-
-
-def _command_name() -> str:
-    """'hefsearch index': the program and its verb, never its arguments (they may hold a
-    private query)."""
-    argv = sys.argv or [""]
-    prog = Path(argv[0]).stem
-    name = "hefsearch" if prog == "__main__" else prog  # python -m hefsearch
-    verb = next((a for a in argv[1:] if not a.startswith("-")), "")
-    return f"{name} {verb}".strip() if re.fullmatch(r"[a-z][a-z-]*", verb) else name
-
-
-def _write_holder(f) -> None:
-    """Record who writes, for the LibraryBusy message of others (best effort: a full disk
-    must not stop the lock)."""
-    since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    with contextlib.suppress(OSError):
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()}, {_command_name() or 'hefsearch'}, since {since}")
-        f.flush()
-
-
-def _read_holder(f) -> str:
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        f.seek(0)
-        return f.read(200).strip()
-    return ""

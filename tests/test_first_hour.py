@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from hefsearch.cli.main import main
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
-from hefsearch.index.sync import sync
+from hefsearch.index.sync import SyncOptions, sync
 from tests.library_helpers import ctrl_c_on_batch, write_corpus
 from tests.tui_support import noisy_encoder
 
@@ -163,7 +163,7 @@ def test_a_gzip_bomb_is_reported_with_bounded_memory(tmp_path, bert_encoder):
     (docs / "NEWS.gz").write_bytes(bomb)
     (docs / "ok.txt").write_text("A normal note.")
     lib = Library.open(tmp_path / "lib")
-    r = sync(lib, [docs], [bert_encoder], max_bytes=1 << 20)
+    r = sync(lib, [docs], [bert_encoder], SyncOptions(max_bytes=1 << 20))
     assert r.added == 1 and [Path(p).name for p, _ in r.failed] == ["NEWS.gz"]
     assert "unpacks to more than 1.0 MiB" in r.failed[0][1] and "--max-size" in r.failed[0][1]
     lib.close()
@@ -193,7 +193,9 @@ def test_ext_adds_a_suffix_the_library_keeps(tmp_path, tiny_bert_bundle):
 
 # -- 8. the ETA counts text, not files ------------------------------------------------------
 def test_eta_comes_from_the_text_still_to_embed():
-    from hefsearch.index.sync import SyncReport, _Job, _Progress
+    from hefsearch.index.sync import SyncReport
+    from hefsearch.index.sync_types import Job as _Job
+    from hefsearch.index.sync_progress import Progress as _Progress
 
     class Chunk:
         def __init__(self, n):

@@ -21,12 +21,13 @@ from rich.console import Console
 
 from hefsearch.embed import Encoder
 from hefsearch.index import sync as sync_module
+from hefsearch.index import sync_prepare as prepare_module  # the extraction thread's module
 from hefsearch.index.crawl import FoundFile, SkippedFile, crawl, printable
 from hefsearch.index.errors import LibraryError
 from hefsearch.index.extract import ExtractionError, docx_to_text, extract, pdf_to_text
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import RawVectors
-from hefsearch.index.sync import DiskFull, sync
+from hefsearch.index.sync import DiskFull, SyncOptions, sync
 from tests.document_builders import docx_with_body, make_docx, make_pdf
 from tests.library_helpers import assert_consistent, write_corpus
 
@@ -159,7 +160,7 @@ def test_sync_lists_links_not_followed_and_removes_what_they_leaked(tmp_path, en
     assert "Symlinks not followed" in out.getvalue() and "passwd.txt" in out.getvalue()
     assert sync_summary_dict(r, lib.path)["links_not_followed"][0]["path"] == str(docs / "passwd.txt")
 
-    r = sync(lib, [docs], [encoder], follow_links=True)
+    r = sync(lib, [docs], [encoder], SyncOptions(follow_links=True))
     assert r.added == 1 and lib.query("SELECT 1 FROM chunks WHERE text LIKE '%leaked%'")
     r = sync(lib, [docs], [encoder])  # the default again: what the link leaked is removed
     assert r.removed == 1 and not lib.query("SELECT 1 FROM chunks WHERE text LIKE '%leaked%'")
@@ -175,14 +176,14 @@ def test_ctrl_c_stops_within_a_second_and_the_next_run_continues(tmp_path, encod
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=60, paragraphs=1)
     slow_file = sorted(docs.iterdir())[40]
-    prepare = sync_module._prepare
+    prepare = prepare_module.prepare
 
     def slow_prepare(job, *args):
         if job.path == str(slow_file):
             time.sleep(5)  # the worker is busy with one slow file when Ctrl+C comes
         return prepare(job, *args)
 
-    monkeypatch.setattr(sync_module, "_prepare", slow_prepare)
+    monkeypatch.setattr(prepare_module, "prepare", slow_prepare)
     pressed: list[float] = []
 
     def progress(ev):
@@ -192,15 +193,15 @@ def test_ctrl_c_stops_within_a_second_and_the_next_run_continues(tmp_path, encod
 
     lib = Library.open(tmp_path / "lib")
     with pytest.raises(KeyboardInterrupt):
-        sync(lib, [docs], [encoder], batch_chunks=4, progress=progress)
+        sync(lib, [docs], [encoder], SyncOptions(batch_chunks=4), progress=progress)
     assert time.monotonic() - pressed[0] < 1.0
     kept = lib.document_count()
     assert 0 < kept < 60
     lib.close()
 
-    monkeypatch.setattr(sync_module, "_prepare", prepare)
+    monkeypatch.setattr(prepare_module, "prepare", prepare)
     lib = Library.open(tmp_path / "lib")
-    r = sync(lib, [docs], [encoder], batch_chunks=4)
+    r = sync(lib, [docs], [encoder], SyncOptions(batch_chunks=4))
     assert r.added == 60 - kept and r.unchanged == kept and lib.document_count() == 60
     assert_consistent(lib)
     lib.close()
@@ -296,7 +297,7 @@ def test_full_disk_is_one_clear_error_and_the_next_run_continues(tmp_path, encod
     fill_disk_after(monkeypatch, 3)
     lib = Library.open(tmp_path / "lib")
     with pytest.raises(DiskFull) as info:
-        sync(lib, [docs], [encoder], batch_chunks=2)
+        sync(lib, [docs], [encoder], SyncOptions(batch_chunks=2))
     assert "Disk full" in info.value.message and str(lib.path) in info.value.message
     assert "run the same command again" in info.value.hint
     kept = lib.document_count()
@@ -305,7 +306,7 @@ def test_full_disk_is_one_clear_error_and_the_next_run_continues(tmp_path, encod
 
     monkeypatch.undo()
     lib = Library.open(tmp_path / "lib")
-    r = sync(lib, [docs], [encoder], batch_chunks=2)
+    r = sync(lib, [docs], [encoder], SyncOptions(batch_chunks=2))
     assert r.added == 12 - kept and lib.document_count() == 12
     assert_consistent(lib)
     lib.close()
@@ -344,7 +345,7 @@ def test_a_mistyped_max_size_keeps_the_library(tmp_path, encoder):
     lib = Library.open(tmp_path / "lib")
     sync(lib, [docs], [encoder])
     chunks = len(lib.chunk_ids())
-    r = sync(lib, [docs], [encoder], max_bytes=10)  # "--max-size 0.00001"
+    r = sync(lib, [docs], [encoder], SyncOptions(max_bytes=10))  # "--max-size 0.00001"
     assert r.removed == 0 and r.partial and len(r.stale) == 4 and r.failed == []
     assert "too large" in r.stale[0][1] and "--max-size" in r.stale[0][1]
     assert lib.document_count() == 4 and len(lib.chunk_ids()) == chunks
@@ -356,7 +357,7 @@ def test_a_mistyped_max_size_keeps_the_library(tmp_path, encoder):
     # a file that never indexed and is now too large is only a failure, listed once
     (docs / "empty.pdf").write_bytes(b"not a pdf")
     sync(lib, [docs], [encoder])
-    sync(lib, [docs], [encoder], max_bytes=5)
+    sync(lib, [docs], [encoder], SyncOptions(max_bytes=5))
     assert [p for p, _ in lib.status().failures].count(str(docs / "empty.pdf")) == 1
     assert_consistent(lib)
     lib.close()
@@ -412,7 +413,7 @@ def test_docx_bomb_in_a_sync_is_a_failure_not_a_flood(tmp_path, encoder):
     (docs / "bomb.docx").write_bytes(
         docx_with_body("<w:p><w:r><w:t>lorem ipsum dolor sit amet </w:t></w:r></w:p>", 100_000))
     lib = Library.open(tmp_path / "lib")
-    r = sync(lib, [docs], [encoder], max_bytes=512 * 1024)
+    r = sync(lib, [docs], [encoder], SyncOptions(max_bytes=512 * 1024))
     assert r.added == 1 and len(r.failed) == 1 and "DOCX unpacks to more than" in r.failed[0][1]
     assert lib.document_count() == 1
     lib.close()
@@ -436,7 +437,7 @@ def test_worker_thread_is_not_left_blocked(tmp_path, encoder):
 
     with Library.open(tmp_path / "lib") as lib:
         with pytest.raises(KeyboardInterrupt):
-            sync(lib, [docs], [encoder], batch_chunks=2, progress=progress)
+            sync(lib, [docs], [encoder], SyncOptions(batch_chunks=2), progress=progress)
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline and ours():
         time.sleep(0.05)

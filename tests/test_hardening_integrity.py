@@ -23,7 +23,7 @@ from hefsearch.embed.errors import BundleError
 from hefsearch.index.errors import SpaceError
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import INDEX_FILE, make_index
-from hefsearch.index.sync import sync
+from hefsearch.index.sync import SyncOptions, sync
 from hefsearch.diagnose.doctor import FAIL, OK, WARN, check_sqlite, run_doctor
 from hefsearch.cli.main import main
 from tests.library_helpers import assert_consistent, write_corpus
@@ -59,7 +59,7 @@ def library_with_docs(tmp_path, tiny_bert_bundle):
     path = tmp_path / "lib"
     with Library.open(path) as lib, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
         lib.set_settings(bundle=str(tiny_bert_bundle))
-        sync(lib, [docs], [enc], batch_chunks=4)
+        sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))
     return path
 
 
@@ -81,7 +81,7 @@ def test_a_batch_with_nan_commits_nothing_of_it_and_names_the_space(tmp_path, ti
 
         enc.encode_passages = third_batch_has_a_nan
         with pytest.raises(SpaceError) as err:
-            sync(lib, [docs], [enc], batch_chunks=4)
+            sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))
         assert "'cpu-fp32'" in err.value.message and "NaN" in err.value.message
         assert "Nothing of this batch was stored" in err.value.message
         assert "hefsearch doctor --verify" in err.value.hint and "re-export" in err.value.hint
@@ -92,7 +92,7 @@ def test_a_batch_with_nan_commits_nothing_of_it_and_names_the_space(tmp_path, ti
         assert_consistent(lib)
         # the run can be repeated once the encoder is fine again
         enc.encode_passages = real
-        sync(lib, [docs], [enc], batch_chunks=4)
+        sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))
         assert lib.document_count() == 8
         assert_consistent(lib)
 

@@ -28,6 +28,7 @@ import json, random, sys, time
 from hefsearch.embed import Encoder
 from hefsearch.index import spaces as S
 from hefsearch.index import sync as syncmod
+from hefsearch.index import sync_batches  # the batch stage's module: its commit
 from hefsearch.index.library import Library
 
 bundle, docs, libpath, delay, log, batch = sys.argv[1:7]
@@ -42,7 +43,7 @@ def slow_stage(self, ids, vecs):
     return seg
 
 S.Space.stage = slow_stage
-original_commit = syncmod._commit
+original_commit = sync_batches.commit
 
 def logged_commit(*a, **kw):
     ids, removed = original_commit(*a, **kw)
@@ -51,13 +52,13 @@ def logged_commit(*a, **kw):
     time.sleep(delay * rng.random())
     return ids, removed
 
-syncmod._commit = logged_commit
+sync_batches.commit = logged_commit
 lib = Library.open(libpath)
 enc = Encoder.open(bundle, backend="cpu", threads=1)
 alt = Encoder.open(bundle, backend="cpu", threads=1)
 alt.backend.space_name = "alt"
 print("ready", flush=True)
-report = syncmod.sync(lib, [docs], [enc, alt], batch_chunks=int(batch))
+report = syncmod.sync(lib, [docs], [enc, alt], syncmod.SyncOptions(batch_chunks=int(batch)))
 lib.close()
 print("done", report.chunks_embedded, flush=True)
 """

@@ -11,7 +11,7 @@ import pytest
 
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
-from hefsearch.index.sync import sync
+from hefsearch.index.sync import SyncOptions, sync
 from tests.library_helpers import assert_consistent, chunk_rows, count_passages, write_corpus
 
 
@@ -32,7 +32,7 @@ def test_incremental_embeds_only_what_changed(tmp_path, encoder):
     files = write_corpus(docs, n_files=8)
     lib = Library.open(tmp_path / "lib")
     seen = count_passages(encoder)
-    r = sync(lib, [docs], [encoder], batch_chunks=8)
+    r = sync(lib, [docs], [encoder], SyncOptions(batch_chunks=8))
     assert (r.added, r.changed, r.removed, r.unchanged, r.failed) == (8, 0, 0, 0, [])
     total = len(lib.chunk_ids())
     assert r.chunks_embedded == total == len(seen) > 8
@@ -41,7 +41,7 @@ def test_incremental_embeds_only_what_changed(tmp_path, encoder):
     # unchanged folder: nothing embedded; a touched file is hashed and found unchanged
     seen.clear()
     os.utime(files[0], ns=(1, 1))
-    r = sync(lib, [docs], [encoder], batch_chunks=8)
+    r = sync(lib, [docs], [encoder], SyncOptions(batch_chunks=8))
     assert seen == [] and r.chunks_embedded == 0 and r.unchanged == 8
 
     # modify one, delete one, add one
@@ -53,7 +53,7 @@ def test_incremental_embeds_only_what_changed(tmp_path, encoder):
     new.parent.mkdir()
     new.write_text("# Heading\n\nA new markdown note about sailing boats.\n")
     seen.clear()
-    r = sync(lib, [docs], [encoder], batch_chunks=8)
+    r = sync(lib, [docs], [encoder], SyncOptions(batch_chunks=8))
     assert (r.added, r.changed, r.removed, r.unchanged) == (1, 1, 1, 6)
     assert sorted(seen) == sorted(texts_of(lib, files[1]) + texts_of(lib, new))
     assert texts_of(lib, files[2]) == []
@@ -154,7 +154,7 @@ def test_progress_events(tmp_path, encoder):
     write_corpus(docs, n_files=6)
     lib = Library.open(tmp_path / "lib")
     events = []
-    r = sync(lib, [docs], [encoder], progress=events.append, batch_chunks=4)
+    r = sync(lib, [docs], [encoder], SyncOptions(batch_chunks=4), progress=events.append)
     phases = [e.phase for e in events]
     assert phases[0] == "scan" and phases[-1] == "done"
     done = [e.files_done for e in events if e.phase == "index"]

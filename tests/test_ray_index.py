@@ -26,7 +26,7 @@ from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.errors import BackendUnavailable
 from hefsearch.index.ray_pool import RayEncoder, RayPoolError, _placement
 from hefsearch.index.ray_worker import device_for_rank, open_bundle_encoder, ranks_on_nodes
-from hefsearch.index.sync import sync
+from hefsearch.index.sync import SyncOptions, sync
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle
 from tests.hailo_fixtures import FAKES
 from tests.library_helpers import assert_consistent, chunk_rows, write_corpus
@@ -86,7 +86,7 @@ def assert_same_library(lib: Library, reference: Library) -> None:
 def local_library(path, docs, bundle, batch_chunks: int) -> Library:
     lib = Library.open(path)
     with Encoder.open(bundle, backend="cpu", threads=1) as enc:
-        sync(lib, [docs], [enc], batch_chunks=batch_chunks)
+        sync(lib, [docs], [enc], SyncOptions(batch_chunks=batch_chunks))
     return lib
 
 
@@ -124,7 +124,7 @@ def test_a_killed_actor_hands_its_batches_to_the_other(ray_cluster, tiny_bert_bu
             killed.append(ev.chunks_done)
 
     try:
-        report = sync(lib, [docs], [enc], batch_chunks=4, progress=kill_after_first_commit)
+        report = sync(lib, [docs], [enc], SyncOptions(batch_chunks=4), progress=kill_after_first_commit)
     finally:
         enc.close()
     assert killed and killed[0] < report.chunks_embedded  # it died mid-run
@@ -148,10 +148,10 @@ def test_a_driver_stopped_mid_run_continues_where_the_last_commit_ended(ray_clus
     enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu", actors=2)
     try:
         with pytest.raises(KeyboardInterrupt):
-            sync(lib, [docs], [enc], batch_chunks=4, progress=stop_after_first_commit)
+            sync(lib, [docs], [enc], SyncOptions(batch_chunks=4), progress=stop_after_first_commit)
         kept = len(lib.chunk_ids())
         assert 0 < kept and lib.member_ids("cpu-fp32").tolist() == lib.chunk_ids().tolist()
-        report = sync(lib, [docs], [enc], batch_chunks=4)  # batches that were out are simply redone
+        report = sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))  # batches that were out are simply redone
     finally:
         enc.close()
     assert report.chunks_embedded == len(lib.chunk_ids()) - kept
@@ -339,7 +339,7 @@ def test_hailo_actors_each_open_their_own_chip(ray_cluster, tiny_bert_bundle, tm
     try:
         assert sorted(a.identity["label"].split(" on ")[-1] for a in enc.live) == [CHIP_A, CHIP_B]
         assert sorted(a.identity["device"] for a in enc.live) == [CHIP_A, CHIP_B]
-        sync(lib, [docs], [enc], batch_chunks=4)
+        sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))
     finally:
         enc.close()
     mine, ref = vectors_by_chunk(lib, "hef"), vectors_by_chunk(local_library(tmp_path / "local", docs, bundle, 4))

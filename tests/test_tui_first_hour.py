@@ -12,7 +12,7 @@ pytest.importorskip("textual")
 from textual.widgets import Static  # noqa: E402
 
 from hefsearch.index.library import Library  # noqa: E402
-from hefsearch.index.sync import sync  # noqa: E402
+from hefsearch.index.sync import SyncOptions, sync  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
 from hefsearch.tui.widgets import ResultsList  # noqa: E402
 from tests.library_helpers import ctrl_c_on_batch  # noqa: E402
@@ -105,7 +105,7 @@ async def test_library_screen_says_a_run_was_interrupted(tiny_bert_bundle, tmp_p
     enc = cpu_encoder(tiny_bert_bundle)
     restore = ctrl_c_on_batch(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
-        sync(library, [root], [enc], batch_chunks=4)
+        sync(library, [root], [enc], SyncOptions(batch_chunks=4))
     restore()
     try:
         app = build_app(library, {"cpu-fp32": enc})

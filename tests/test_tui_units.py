@@ -210,7 +210,7 @@ def test_session_reindex_closes_the_encoders_it_opened(monkeypatch, tmp_path):
         opened.extend([Closing(), Closing()])
         return opened
 
-    def fake_sync(library, roots, encoders, *, progress):
+    def fake_sync(library, roots, encoders, options=None, *, progress):
         seen.append((roots, encoders))
         if len(seen) > 1:
             raise OSError("disk gone")

@@ -208,10 +208,12 @@ def test_network_mounts_are_polled_and_the_unit_runs_this_watch(monkeypatch, tmp
 def test_changed_paths_follow_the_crawl_options_of_the_last_index_run(tiny_bert_bundle, tmp_path):
     """hefsearch index --exclude/--max-size are remembered: a watcher's run skips the same files."""
     from hefsearch.app.reindex import reindex
+    from hefsearch.index.sync import SyncOptions
 
     docs = write_docs(tmp_path / "docs")
     with Library.open(tmp_path / "lib") as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
-        reindex(library, [docs], open_encoders=lambda: [enc], close=False, excludes=("drafts/",), max_bytes=200)
+        reindex(library, [docs], open_encoders=lambda: [enc], close=False,
+                options=SyncOptions(excludes=("drafts/",), max_bytes=200))
         assert library.settings()["crawl_options"]["excludes"] == ["drafts/"]
         (docs / "drafts").mkdir()
         (docs / "drafts/plan.md").write_text("A draft about the capybara.\n")

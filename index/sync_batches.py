@@ -1,0 +1,189 @@
+"""The sync's index stage: prepared files are gathered into batches of about ``batch_chunks``
+chunks (documents whole), embedded by every encoder and committed in one transaction each
+(vectors first as segments, then the rows that make them real: the crash-safety protocol of
+:mod:`hefsearch.index.library`). With a :class:`~hefsearch.index.sync_types.BatchSubmitter`
+first encoder (a Ray pool) up to ``max_in_flight`` batches are out at once, committed in the
+order sent."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+
+from . import documents, sync_prepare
+from .library import Library, utc_now
+from .sync_progress import Progress
+from .sync_types import BatchSubmitter, Job, SyncReport, path_bytes
+
+def index_files(library, spaces, encoders, todo, report, state, *, overlap_tokens, batch_chunks,
+                 max_bytes, old_sha) -> None:
+    """Consumes the files that need work; embeds and commits them in batches of about
+    ``batch_chunks`` chunks, documents whole. A :class:`BatchSubmitter` first encoder (a Ray
+    pool) gets up to ``max_in_flight`` batches at once; they are committed in the order sent."""
+    ahead = sync_prepare.Prefetch(todo, encoders[0], overlap_tokens, max_bytes, old_sha)
+    remote = encoders[0] if isinstance(encoders[0], BatchSubmitter) else None
+    sent: deque = deque()  # (jobs, ticket) out at the remote encoder, oldest first
+    pending: list[Job] = []
+    pending_chunks = 0
+
+    def send(jobs: list[Job]) -> None:
+        if remote is None:
+            flush(library, spaces, encoders, jobs, report, state)
+            return
+        while len(sent) >= remote.max_in_flight:  # back-pressure: commit the oldest first
+            land(library, spaces, encoders, sent.popleft(), report, state)
+        texts = [c.text for job in jobs for c, _ in job.chunks]
+        sent.append((jobs, remote.submit_passages(texts) if texts else None))
+
+    try:
+        while True:
+            job = ahead.jobs.get()
+            if job is None:
+                break
+            state.path = job.shown
+            state.read(job)
+            pending.append(job)
+            pending_chunks += len(job.chunks)
+            if pending_chunks >= batch_chunks:
+                send(pending)
+                pending, pending_chunks = [], 0
+            elif not job.chunks:
+                state.tick()
+        if pending:
+            send(pending)
+        while sent:
+            land(library, spaces, encoders, sent.popleft(), report, state)
+    finally:
+        ahead.stop()
+
+
+def land(library: Library, spaces, encoders, sent: tuple, report: SyncReport, state: Progress) -> None:
+    """Collect one batch from the remote first encoder, then embed the other spaces and commit."""
+    jobs, ticket = sent
+    t = time.perf_counter()
+    ready = encoders[0].collect(ticket) if ticket is not None else {}  # no texts: nothing to embed
+    report.encode_seconds += time.perf_counter() - t
+    flush(library, spaces, encoders, jobs, report, state, ready=ready)
+
+
+def flush(library: Library, spaces, encoders, jobs: list[Job], report: SyncReport, state: Progress,
+           ready: dict[str, np.ndarray] | None = None) -> None:
+    """Embed one batch (``ready``: vectors already computed, by space name) and commit it."""
+    texts = [c.text for job in jobs for c, _ in job.chunks]
+    vectors = []
+    for i, enc in enumerate(encoders):
+        if ready and enc.space_name in ready:
+            vectors.append(ready[enc.space_name])
+            continue
+        derived = derived_vectors(enc, encoders[:i], vectors, texts)
+        if derived is not None:
+            vectors.append(derived)
+            continue
+        if i == 0:
+            state.embedding(jobs)
+            enc.on_batch = lambda n: state.tick(extra_chunks=n)
+        try:
+            t = time.perf_counter()
+            vectors.append(enc.encode_passages(texts) if texts else np.empty((0, enc.dim), np.float32))
+            report.encode_seconds += time.perf_counter() - t
+        finally:
+            enc.on_batch = None
+    added, removed = commit(library, spaces, jobs, vectors)
+    for sp, vecs in zip(spaces, vectors):
+        sp.committed(added, vecs, removed)
+    for job in jobs:
+        if job.error is not None:
+            if job.old_status in ("ok", "stale"):
+                report.stale.append((job.shown, job.error))
+            else:
+                report.failed.append((job.shown, job.error))
+        elif job.same_content:
+            report.unchanged += 1
+        elif job.doc_id is None or job.old_status == "failed":
+            report.added += 1
+        else:
+            report.changed += 1
+        report.chunks_cut += sum(1 for c, _ in job.chunks if c.cut)
+    report.chunks_embedded += len(texts)
+    state.embedded(jobs)
+    state.chunks += len(texts)
+    state.files_done += len(jobs)
+    state.todo_done += len(jobs)
+    state.tick(force=True)
+
+
+def derived_vectors(enc, earlier, vectors: list[np.ndarray], texts: list[str]) -> np.ndarray | None:
+    """A post-transformed space's vectors (the language-neutral one) made from the vectors of its
+    base encoder already computed for this batch, or None. The encoder itself would run the
+    whole model again on the same texts and then apply the same transform (embed/encoder.py):
+    deriving halves the CPU time of indexing a multilingual library, and with Ray it uses the
+    FP32 vectors the actors sent."""
+    pt = getattr(enc, "post_transform", None)
+    if pt is None:
+        return None
+    # the base encoder's fingerprint parts are its own without the post-transform: equal parts,
+    # equal raw vectors (embed/encoder.py Encoder.fingerprint_parts)
+    base = {**enc.fingerprint_parts(), "post_transform": None}
+    for other, vecs in zip(earlier, vectors):
+        if other.fingerprint_parts() == base:
+            return enc.transformed(vecs, texts)
+    return None
+
+
+def commit(library: Library, spaces, jobs: list[Job], vectors: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:
+    """One transaction for a batch of whole documents; returns (new chunk ids, removed ids)."""
+    now = utc_now()
+    conn = library.db.conn
+    staged: list[tuple] = []
+    removed: list[int] = []
+    new_ids: list[int] = []
+    try:
+        with library.transaction():
+            for job in jobs:
+                gone, added = write_job(conn, job, now)
+                removed += gone
+                new_ids += added
+            ids = np.asarray(new_ids, np.int64)
+            if len(ids):
+                # vectors first (durable), then the members that make them real, in this transaction
+                for sp, vecs in zip(spaces, vectors):
+                    staged.append((sp, sp.stage(ids, vecs)))
+                for sp in spaces:
+                    conn.executemany("INSERT INTO space_members(space, chunk_id) VALUES (?, ?)",
+                                     [(sp.info.name, int(i)) for i in ids])
+    except BaseException:
+        for sp, seg in staged:
+            try:
+                sp.unstage(seg)
+            except Exception:  # pragma: no cover - reconcile removes it at the next open
+                pass
+        raise
+    return ids, removed
+
+
+def write_job(conn, job: Job, now: str) -> tuple[list[int], list[int]]:
+    """One document's rows, inside the batch's transaction; returns (removed chunk ids, new
+    chunk ids in ordinal order). A failing file keeps its indexed version, marked stale."""
+    if job.error is not None:
+        if job.old_status in ("ok", "stale"):  # keep the indexed version, say why
+            documents.keep_stale(conn, job.doc_id, job.error, job.size, job.mtime_ns)
+        else:
+            upsert_document(conn, job, "failed", 0, 0, now)
+        return [], []
+    if job.same_content:
+        documents.touch(conn, job.doc_id, job.size, job.mtime_ns)
+        return [], []
+    removed = documents.drop_chunks(conn, job.doc_id) if job.doc_id is not None else []
+    cut = sum(1 for c, _ in job.chunks if c.cut)
+    doc_id = upsert_document(conn, job, "ok", len(job.chunks), cut, now)
+    langs = job.langs if len(job.langs) == len(job.chunks) else [None] * len(job.chunks)
+    return removed, documents.insert_chunks(conn, doc_id, [
+        (c.ordinal, c.text, c.start, c.end, c.page, ln, c.tokens, int(c.cut), lang)
+        for (c, ln), lang in zip(job.chunks, langs)])
+
+
+def upsert_document(conn, job: Job, status: str, nchunks: int, cut: int, now: str) -> int:
+    return documents.upsert_document(conn, (job.shown, path_bytes(job.path), job.size, job.mtime_ns, job.sha256,
+                                            job.kind, status, job.error, nchunks, cut, job.encoding, now))
