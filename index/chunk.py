@@ -278,39 +278,13 @@ class _Chunker:
                 return chunks
             start = head[0] if head else buf[0].start
             total = self.base + (head[1] if head else 0)
-            sums: list[int] = []
-            j = 0
-            while True:
-                if j == len(buf):
-                    nxt = None if exhausted else next(source, None)
-                    if nxt is None:
-                        exhausted = True
-                        buf[-1].level = END
-                        break
-                    buf.append(nxt)
-                atom = buf[j]
-                if total + atom.tokens <= self.max and atom.end - start <= self.max_chars:
-                    total += atom.tokens
-                    sums.append(total)
-                    j += 1
-                    continue
-                if atom.refinable and (j == 0 or sums[-1] < enough):
-                    # The chunk has to end inside this paragraph: count its sentences now.
-                    atom.refinable = False
-                    buf[j:j + 1] = self.sentences(atom.start, atom.end, atom.level)
-                    continue
-                break
+            j, sums, exhausted = self._fill(buf, source, exhausted, start, total, enough)
             if j == 0:  # the overlap leaves no room for the next atom: drop the overlap
                 if head is None:  # cannot happen: every atom fits alone by construction
                     raise AssertionError("atom does not fit the window")
                 head = None
                 continue
-            k = self._choose_end(buf, 0, j - 1, sums)
-            while True:  # verify the estimate; the real count decides
-                tokens = self.count(self.text[start:buf[k].end])
-                if tokens <= self.max or k == 0:
-                    break
-                k -= 1
+            k, tokens = self._verified_end(buf, start, self._choose_end(buf, 0, j - 1, sums))
             if tokens > self.max:
                 if head is not None:
                     head = None
@@ -331,6 +305,44 @@ class _Chunker:
             )
             head = self._overlap(buf, k, start) if level < PARAGRAPH else None
             del buf[:k + 1]
+
+    def _fill(self, buf: list[_Atom], source, exhausted: bool, start: int, total: int,
+              enough: float) -> tuple[int, list[int], bool]:
+        """How many atoms of ``buf`` (taking more from ``source`` as needed, splitting a
+        paragraph into sentences where the chunk must end inside it) fit the window from
+        ``start``: (that number, the running token totals, whether ``source`` is exhausted)."""
+        sums: list[int] = []
+        j = 0
+        while True:
+            if j == len(buf):
+                nxt = None if exhausted else next(source, None)
+                if nxt is None:
+                    exhausted = True
+                    buf[-1].level = END
+                    break
+                buf.append(nxt)
+            atom = buf[j]
+            if total + atom.tokens <= self.max and atom.end - start <= self.max_chars:
+                total += atom.tokens
+                sums.append(total)
+                j += 1
+                continue
+            if atom.refinable and (j == 0 or sums[-1] < enough):
+                # The chunk has to end inside this paragraph: count its sentences now.
+                atom.refinable = False
+                buf[j:j + 1] = self.sentences(atom.start, atom.end, atom.level)
+                continue
+            break
+        return j, sums, exhausted
+
+    def _verified_end(self, buf: list[_Atom], start: int, k: int) -> tuple[int, int]:
+        """(k, tokens): the estimate checked by the real count, stepping back while it does
+        not fit (the real count decides)."""
+        while True:
+            tokens = self.count(self.text[start:buf[k].end])
+            if tokens <= self.max or k == 0:
+                return k, tokens
+            k -= 1
 
     def _choose_end(self, atoms: list[_Atom], i: int, last: int, sums: list[int]) -> int:
         if atoms[last].level == END:

@@ -61,6 +61,14 @@ NO_SPACE_SCRIPTS_GLOB = "*[\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\
 
 
 def _migration_1(db: sqlite_utils.Database) -> None:
+    """The first schema: documents and chunks, their full-text tables, spaces, settings,
+    failures (three parts, run in this order: the statements of the first release)."""
+    _migration_1_documents(db)
+    _migration_1_text_search(db)
+    _migration_1_spaces(db)
+
+
+def _migration_1_documents(db: sqlite_utils.Database) -> None:
     db.execute(
         """CREATE TABLE documents (
             id INTEGER PRIMARY KEY,
@@ -92,6 +100,11 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         )"""
     )
     db.execute("CREATE UNIQUE INDEX chunks_doc_ordinal ON chunks(doc_id, ordinal)")
+
+
+def _migration_1_text_search(db: sqlite_utils.Database) -> None:
+    """FTS5 over chunk text (every chunk) and a trigram table for scripts without spaces,
+    kept in step by triggers."""
     db.execute(
         "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
         "tokenize='unicode61 remove_diacritics 2')"
@@ -136,6 +149,9 @@ def _migration_1(db: sqlite_utils.Database) -> None:
             INSERT INTO chunks_cjk(rowid, text) VALUES (new.id, new.text);
         END"""
     )
+
+
+def _migration_1_spaces(db: sqlite_utils.Database) -> None:
     db.execute(
         """CREATE TABLE spaces (
             name TEXT PRIMARY KEY,

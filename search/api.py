@@ -469,11 +469,10 @@ class Searcher:
         """The chunk ids the filters let through (None: every chunk)."""
         if filters.empty:
             return None
+        from hefsearch.index import documents
+
         where, params = filters.sql()
-        # documents first (far fewer rows), then their chunks through the (doc_id, ordinal) index
-        rows = self.library.query(
-            f"SELECT c.id FROM documents d CROSS JOIN chunks c ON c.doc_id = d.id WHERE {where}", params)
-        return {r[0] for r in rows}
+        return documents.filtered_chunk_ids(self.library.query, where, params)
 
     def _rerank(self, query, space, ids, scores, n, timings):
         try:

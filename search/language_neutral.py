@@ -85,14 +85,10 @@ def chunk_languages(library: "Library", ids: Sequence[int]) -> list[str | None]:
     indexing (``chunks.lang``), detected here only for chunks stored without one."""
     from hefsearch.embed.language import identify_all
 
+    from hefsearch.index import documents
+
     ids = [int(i) for i in ids]
-    stored: dict[int, tuple[str | None, str]] = {}
-    for i in range(0, len(ids), 900):
-        part = ids[i : i + 900]
-        for cid, lang, text in library.query(
-                f"SELECT id, lang, CASE WHEN lang IS NULL THEN text END FROM chunks "
-                f"WHERE id IN ({','.join('?' * len(part))})", part):
-            stored[cid] = (lang, text or "")
+    stored = documents.stored_languages(library.query, ids)
     missing = [i for i in ids if stored.get(i, (None, ""))[0] is None]
     found = dict(zip(missing, identify_all(stored.get(i, (None, ""))[1] for i in missing)))
     return [found[i] if i in found else (stored[i][0] or None) for i in ids]

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hefsearch.index import documents
+
 from .api import Hit, SearchError, SearchResult, _ms
 from .filters import Filters
 from .snippets import window
@@ -31,18 +33,16 @@ def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | 
         raise SearchError("Say which chunk or which document to find similar ones for.",
                           "Give a chunk id (or PATH:CHUNK), or a document.")
     if chunk_id is not None:
-        rows = library.query("SELECT c.doc_id, d.path, c.ordinal FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                             "WHERE c.id = ?", [int(chunk_id)])
-        if not rows:
+        place = documents.chunk_place(library.query, chunk_id)
+        if place is None:
             raise SearchError(f"The library has no chunk {chunk_id}.", "Take an id from a search result.")
-        doc_id, path, ordinal = rows[0]
+        doc_id, path, ordinal = place
         ids, what = [int(chunk_id)], f"{path} chunk {ordinal + 1}"
     else:
-        rows = library.query("SELECT path FROM documents WHERE id = ?", [int(doc_id)])
-        if not rows:
+        what = documents.document_path(library.query, doc_id)
+        if what is None:
             raise SearchError(f"The library has no document {doc_id}.", "Take an id from a search result.")
-        ids = [r[0] for r in library.query("SELECT id FROM chunks WHERE doc_id = ? ORDER BY ordinal", [int(doc_id)])]
-        what = rows[0][0]
+        ids = documents.chunk_ids_of(library.query, doc_id)
         if not ids:
             raise SearchError(f"{what} has no text in the library (nothing to compare).")
     name = space or searcher.default_space()
@@ -59,7 +59,7 @@ def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | 
     query = (query / max(float(np.linalg.norm(query)), 1e-12)).astype(np.float32)[None, :]
     filters = filters or Filters()
     allowed = searcher._allowed(filters)
-    own = {r[0] for r in library.query("SELECT id FROM chunks WHERE doc_id = ?", [doc_id])}
+    own = set(documents.chunk_ids_of(library.query, doc_id))
     if allowed is not None:
         allowed -= own
     t = time.perf_counter()
