@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def run(docs: Path, bundle: str, work: Path, derive: bool) -> tuple[float, int]:
     import hefsearch.index.sync as sync_module
+    import hefsearch.index.sync_batches as sync_batches  # the batch stage: flush derives vectors there
     from hefsearch.embed.encoder import Encoder
     from hefsearch.index.encoders import open_sync_encoders
     from hefsearch.index.library import Library
@@ -43,16 +44,16 @@ def run(docs: Path, bundle: str, work: Path, derive: bool) -> tuple[float, int]:
             derive_neutral_space(lib, "cpu-fp32", enc, alpha=0.5, min_chunks=1)
         for p in files[len(files) // 2 :]:
             shutil.copy(p, folder / p.name)
-        real = sync_module._derived_vectors
+        real = sync_batches.derived_vectors
         if not derive:  # the peer: every space runs its own encoder
-            sync_module._derived_vectors = lambda *a: None
+            sync_batches.derived_vectors = lambda *a: None
         choice = open_sync_encoders(lib, backend="cpu")
         try:
             t = time.perf_counter()
             report = sync_module.sync(lib, [folder], choice.encoders)
             return time.perf_counter() - t, report.chunks_embedded
         finally:
-            sync_module._derived_vectors = real
+            sync_batches.derived_vectors = real
             choice.close()
 
 

@@ -14,7 +14,8 @@ _EXPORTS = {
     "Space": "spaces", "SpaceInfo": "spaces",
     "LibraryError": "errors", "SpaceError": "errors", "FingerprintMismatch": "errors",
     "LibraryBusy": "errors",
-    "SyncReport": "sync", "ProgressEvent": "sync",  # the function: hefsearch.index.sync.sync
+    "SyncReport": "sync", "ProgressEvent": "sync", "SyncOptions": "sync",  # the function: hefsearch.index.sync.sync
+    "Format": "formats", "FORMATS": "formats",
 }
 
 __all__ = sorted(_EXPORTS)

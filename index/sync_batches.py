@@ -18,7 +18,7 @@ from .sync_progress import Progress
 from .sync_types import BatchSubmitter, Job, SyncReport, path_bytes
 
 def index_files(library, spaces, encoders, todo, report, state, *, overlap_tokens, batch_chunks,
-                 max_bytes, old_sha) -> None:
+                max_bytes, old_sha) -> None:
     """Consumes the files that need work; embeds and commits them in batches of about
     ``batch_chunks`` chunks, documents whole. A :class:`BatchSubmitter` first encoder (a Ray
     pool) gets up to ``max_in_flight`` batches at once; they are committed in the order sent."""
@@ -69,7 +69,7 @@ def land(library: Library, spaces, encoders, sent: tuple, report: SyncReport, st
 
 
 def flush(library: Library, spaces, encoders, jobs: list[Job], report: SyncReport, state: Progress,
-           ready: dict[str, np.ndarray] | None = None) -> None:
+          ready: dict[str, np.ndarray] | None = None) -> None:
     """Embed one batch (``ready``: vectors already computed, by space name) and commit it."""
     texts = [c.text for job in jobs for c, _ in job.chunks]
     vectors = []

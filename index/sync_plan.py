@@ -44,7 +44,7 @@ class Plan:
     found: list  # crawl.FoundFile, name clashes dropped
     todo: list[Job]  # new or changed files
     gone: list[str]  # real paths whose rows (and vectors) are removed
-    existing: dict[str, tuple]  # see _stored_documents
+    existing: dict[str, tuple]  # real path -> stored row (sync._stored_documents)
     crawl_failures: list[tuple[str, str, str]]  # rows for the failures table
 
 
@@ -68,7 +68,7 @@ def compare(crawled: Crawled, existing: dict[str, tuple], report: SyncReport) ->
                 report.unchanged += 1
             continue
         todo.append(Job(path, f.size, f.mtime_ns, f.kind, None if old is None else old[0],
-                         None if old is None else old[4]))
+                        None if old is None else old[4]))
     gone = [p for p in existing if p not in found_paths and not _is_protected(p, existing[p][4], protected)]
     return Plan(found, todo, gone, existing, crawl_failures)
 
