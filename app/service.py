@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.index import documents
 from hefsearch.search.api import MAX_QUERY_CHARS, MODES, prepare_query
 from hefsearch.search.filters import Filters, make_filters
 
@@ -91,9 +92,7 @@ def status_json(st: "LibraryStatus", fresh: "Freshness | None" = None) -> dict:
     return d
 
 
-_CHUNK_SQL = ('SELECT c.id, c.doc_id, d.path, d.kind, c.ordinal, c.page, c.line, c.start, c."end", c.lang, '
-              "c.tokens, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id")
-_CHUNK_KEYS = ("id", "doc_id", "path", "kind", "ordinal", "page", "line", "start", "end", "lang", "tokens", "text")
+_CHUNK_KEYS = documents.CHUNK_ROW_KEYS
 
 
 def chunk_json(row: tuple) -> dict:
@@ -200,19 +199,17 @@ class LibraryService:
         return {"items": items, "library": self.session.freshness().to_dict()}
 
     def chunk(self, chunk_id: int) -> dict:
-        rows = self.session.library.query(f"{_CHUNK_SQL} WHERE c.id = ?", [int(chunk_id)])
-        if not rows or not self._visible(rows[0][2]):
+        row = documents.chunk_row(self.session.library.query, chunk_id)
+        if row is None or not self._visible(row[2]):
             raise _not_found("chunk", chunk_id)
-        return {"type": "chunk", **chunk_json(rows[0])}
+        return {"type": "chunk", **chunk_json(row)}
 
     def document(self, doc_id: int) -> dict:
         lib = self.session.library
-        rows = lib.query("SELECT id, path, kind, size, mtime_ns, status, chunks, indexed_at FROM documents "
-                         "WHERE id = ?", [int(doc_id)])
-        if not rows or not self._visible(rows[0][1]):
+        r = documents.document_row(lib.query, doc_id)
+        if r is None or not self._visible(r[1]):
             raise _not_found("document", doc_id)
-        r = rows[0]
-        chunks = [chunk_json(c) for c in lib.query(f"{_CHUNK_SQL} WHERE c.doc_id = ? ORDER BY c.ordinal", [r[0]])]
+        chunks = [chunk_json(c) for c in documents.chunk_rows_of(lib.query, r[0])]
         text, cut = join_chunks(chunks, self.limits.max_text_chars)
         from hefsearch.search.filters import iso
 
@@ -251,15 +248,13 @@ class LibraryService:
     def _check_visible(self, *, chunk_id=None, doc_id=None) -> None:
         lib = self.session.library
         if chunk_id is not None:
-            rows = lib.query("SELECT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?",
-                             [_int(chunk_id)])
-            what, n = "chunk", chunk_id
+            place = documents.chunk_place(lib.query, _int(chunk_id))
+            path, what, n = (place[1] if place else None), "chunk", chunk_id
         elif doc_id is not None:
-            rows = lib.query("SELECT path FROM documents WHERE id = ?", [_int(doc_id)])
-            what, n = "document", doc_id
+            path, what, n = documents.document_path(lib.query, _int(doc_id)), "document", doc_id
         else:
             raise ServiceError("Say which chunk (id) or document (doc) to find similar ones for.")
-        if not rows or not self._visible(rows[0][0]):
+        if path is None or not self._visible(path):
             raise _not_found(what, n)
 
 

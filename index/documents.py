@@ -94,6 +94,30 @@ def document_path(q: Query, doc_id: int) -> str | None:
     return rows[0][0] if rows else None
 
 
+#: a chunk as the JSON answers show it (``app.service.chunk_json``): these columns, in this order
+CHUNK_ROW_KEYS = ("id", "doc_id", "path", "kind", "ordinal", "page", "line", "start", "end", "lang", "tokens", "text")
+_CHUNK_ROW = ('SELECT c.id, c.doc_id, d.path, d.kind, c.ordinal, c.page, c.line, c.start, c."end", c.lang, '
+              "c.tokens, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id")
+
+
+def chunk_row(q: Query, chunk_id: int) -> tuple | None:
+    """One chunk's :data:`CHUNK_ROW_KEYS` values, or None."""
+    rows = list(q(f"{_CHUNK_ROW} WHERE c.id = ?", [int(chunk_id)]))
+    return tuple(rows[0]) if rows else None
+
+
+def chunk_rows_of(q: Query, doc_id: int) -> list[tuple]:
+    """A document's chunks as :data:`CHUNK_ROW_KEYS` values, in reading order."""
+    return [tuple(r) for r in q(f"{_CHUNK_ROW} WHERE c.doc_id = ? ORDER BY c.ordinal", [int(doc_id)])]
+
+
+def document_row(q: Query, doc_id: int) -> tuple | None:
+    """(id, path, kind, size, mtime_ns, status, chunks, indexed_at) of a document, or None."""
+    rows = list(q("SELECT id, path, kind, size, mtime_ns, status, chunks, indexed_at FROM documents "
+                  "WHERE id = ?", [int(doc_id)]))
+    return tuple(rows[0]) if rows else None
+
+
 def chunk_ids_of(q: Query, doc_id: int) -> list[int]:
     """A document's chunk ids in reading order."""
     return [r[0] for r in q("SELECT id FROM chunks WHERE doc_id = ? ORDER BY ordinal", [int(doc_id)])]
