@@ -243,13 +243,13 @@ def test_nprobe_is_tuned_to_near_the_smallest_value_reaching_the_target():
 def test_a_big_scan_uses_every_core_with_the_same_results(library, monkeypatch):
     import faiss
 
-    from hefsearch.index import spaces
+    from hefsearch.index import faiss_index, spaces
 
     lib, _ids, _vecs = library
     sp = lib.space("cpu-fp32")
     one_core = sp.search(QUERIES[:5], 10)
     used = []
-    monkeypatch.setattr(spaces, "PARALLEL_SCAN_CODES", 1)  # every query counts as a big scan
+    monkeypatch.setattr(faiss_index, "PARALLEL_SCAN_CODES", 1)  # every query counts as a big scan
     real_search = sp.index.search
 
     def spy(*a, **kw):

@@ -161,9 +161,9 @@ def test_a_reader_opened_before_the_merges_still_searches_after_them(tmp_path):
 def test_maintain_merges_a_big_spaces_full_tiers_instead_of_rewriting_it(lib, monkeypatch):
     # above FULL_COMPACT_ROWS, too many segments at the end of a sync merge by tier; rewriting a
     # 10M space (15 GB) because its tiers hold 15 segments each would cost a re-index every run
-    from hefsearch.index import spaces
+    from hefsearch.index import segments
 
-    monkeypatch.setattr(spaces, "FULL_COMPACT_ROWS", 500)
+    monkeypatch.setattr(segments, "FULL_COMPACT_ROWS", 500)
     sp = lib.ensure_space(Encoder8())
     ids = add_chunks(lib, 40 * 20)
     vecs = vectors(len(ids), seed=3)
@@ -176,6 +176,6 @@ def test_maintain_merges_a_big_spaces_full_tiers_instead_of_rewriting_it(lib, mo
     assert max(rows) == MERGE_FANIN * 20 and sum(rows) == len(ids)  # no single whole-space copy
     np.testing.assert_array_equal(sp.vectors(ids), vecs)
     assert_consistent(lib)
-    monkeypatch.setattr(spaces, "FULL_COMPACT_ROWS", 10_000)  # a small space: one segment
+    monkeypatch.setattr(segments, "FULL_COMPACT_ROWS", 10_000)  # a small space: one segment
     with lib.write_lock():
         assert sp.maintain(hnsw_threshold=10**9, factory_override=None) is False  # 10 segments now

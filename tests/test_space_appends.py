@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hefsearch.index import spaces
+from hefsearch.index import faiss_index, spaces
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import IdSet, RawVectors, describe_index
 from tests.library_helpers import assert_consistent
@@ -212,7 +212,7 @@ def test_a_flat_factory_and_hnsw_never_count_as_untrained(lib, monkeypatch):
 def test_a_small_compressed_space_is_compressed_once_big_enough(lib, monkeypatch):
     """A regression guard for the compressed factory (this case was already handled before
     user factories were): Flat under MIN_COMPRESSED (lowered here to keep the test fast)."""
-    monkeypatch.setattr(spaces, "MIN_COMPRESSED", 1500)
+    monkeypatch.setattr(faiss_index, "MIN_COMPRESSED", 1500)
     lib.set_settings(compress_threshold=500)
     ids = add_chunks(lib, 2000)
     vecs = unit(2000, seed=5)

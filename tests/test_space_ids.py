@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hefsearch.index import spaces
+from hefsearch.index import segments, spaces
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import IDS_SUFFIX, SEGMENT_RE, IdSet, RawVectors, ids_file
 from tests.library_helpers import assert_consistent
@@ -205,14 +205,14 @@ def test_a_sidecar_that_cannot_be_written_is_skipped_silently(tmp_path, monkeypa
     """Root may write into read-only folders: the refusal is simulated at the write."""
     ids, vecs, folder = one_segment_library(tmp_path / "lib", 6)
     delete_sidecars(folder)
-    real = spaces.write_atomic
+    real = segments.write_atomic
 
     def refuse_sidecars(path, write):
         if str(path).endswith(IDS_SUFFIX):
             raise OSError(errno.EROFS, "Read-only file system", str(path))
         return real(path, write)
 
-    monkeypatch.setattr(spaces, "write_atomic", refuse_sidecars)
+    monkeypatch.setattr(segments, "write_atomic", refuse_sidecars)
     with Library.open(tmp_path / "lib") as lib:
         sp = lib.space("cpu-fp32")
         assert list(sp._members) == ids
