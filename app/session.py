@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest  # noqa: F401  (re-exported: front ends build requests)
 
 from . import reindex as reindex_mod
 
@@ -29,29 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .freshness import Freshness
 
 log = logging.getLogger("hefsearch.app")
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """One query as the user asked it; ``seq`` orders requests so stale answers are dropped."""
-
-    seq: int
-    query: str
-    mode: str = "hybrid"
-    k: int = 10
-    path_glob: str | None = None
-    kinds: tuple[str, ...] | None = None
-    compare: bool = False
-    #: compare view only: let the search API re-rank the NPU top-N with FP32 vectors
-    rerank: bool = False
-    #: dates, file types, languages (the TUI's filter line); merged with path_glob and kinds
-    filters: Filters = field(default_factory=Filters)
-    space: str | None = None
-    #: every chunk as ranked, not one hit per file
-    all_chunks: bool = False
-
-    def all_filters(self) -> Filters:
-        return Filters.of(self.filters, path_glob=self.path_glob, kinds=self.kinds)
 
 
 def open_sync_encoders(library: "Library") -> list["Encoder"]:
@@ -109,9 +86,7 @@ class LibrarySession:
         meaning (what ``hefsearch search`` and the server print; the TUI asks for them per
         visible hit instead)."""
         with self._engine:
-            result = self.searcher.search(request.query, k=request.k, mode=request.mode,
-                                          space=request.space, filters=request.all_filters(),
-                                          all_chunks=request.all_chunks)
+            result = self.searcher.search(request)
             if semantic_snippets and result.pending_snippets:
                 import time
 

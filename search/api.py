@@ -51,6 +51,7 @@ from hefsearch.embed.space_names import FP32_SPACE
 from .filters import Filters
 from .fusion import rrf
 from .grouping import Group, group, tidy_snippet
+from .request import SearchRequest, SearchRun
 from .keyword import clean_text, code_terms, has_surrogates, keyword_search, parse_query
 from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
 
@@ -267,124 +268,153 @@ class Searcher:
         self._snippet_encoder = self._semantic = None
 
     # -- searching -----------------------------------------------------------------------
-    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
-               path_glob: str | None = None, kinds: Sequence[str] | None = None,
-               rerank: int | None = None, fallback: bool = True, all_chunks: bool = False,
-               filters: Filters | None = None) -> SearchResult:
+    def search(self, query: "str | SearchRequest", *, k: int = 10, mode: str = "hybrid",
+               space: str | None = None, path_glob: str | None = None,
+               kinds: Sequence[str] | None = None, rerank: int | None = None, fallback: bool = True,
+               all_chunks: bool = False, filters: Filters | None = None) -> SearchResult:
         """The top ``k`` hits: one per document, copies folded (:mod:`.grouping`), unless
         ``all_chunks`` (the ``k`` best chunks, as the retrievers rank them). ``filters``
         (dates, types, languages, ...: :mod:`hefsearch.search.filters`) combine with
-        ``path_glob`` and ``kinds``."""
-        t_start = time.perf_counter()
-        filters = Filters.of(filters, path_glob=path_glob, kinds=kinds)
-        if mode not in MODES:
-            raise SearchError(f"Unknown search mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
-        if space is not None:
-            self.check_space(space)
-        query, notices = prepare_query(query)
-        if not query or (mode == "keyword" and not parse_query(query)):
-            notices.append(NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE)
-            return SearchResult(query=query, mode=mode, space=None, hits=[],
-                                timings={"total": _ms(t_start)}, notice=" ".join(notices))
-        k = max(1, int(k))
-        timings: dict[str, float] = {}
-        notice = label = None
-        used_space = None
-        query_vec = None
-        encoder = None
-        vec_ids: list[int] = []
-        vec_scores: dict[int, float] = {}
-        kw: list[tuple[int, float, str]] = []
-        depth = max(FUSION_DEPTH, 3 * k) if mode == "hybrid" else k
-        if not all_chunks:  # candidates enough for k documents after grouping
+        ``path_glob`` and ``kinds``. ``query`` may be a whole :class:`SearchRequest` (then its
+        fields replace the keyword arguments but ``rerank`` and ``fallback``).
+
+        Stage by stage (each a method filling one :class:`SearchRun`): check, vector, keyword,
+        rank, fetch (and group), snippets, hits. ``rerank``: FP32 re-rank depth (None: the
+        default for the space searched)."""
+        request = query if isinstance(query, SearchRequest) else SearchRequest(
+            seq=0, query=query, mode=mode, k=k, path_glob=path_glob, kinds=kinds,
+            filters=filters or Filters(), space=space, all_chunks=all_chunks)
+        run = self._start(request, rerank, fallback)
+        if run.notice is not None:  # nothing to search for
+            return SearchResult(query=run.query, mode=request.mode, space=None, hits=[],
+                                timings={"total": _ms(run.started)}, notice=run.notice)
+        if request.mode in ("vector", "hybrid"):
+            self._vector_stage(run)
+        if request.mode in ("keyword", "hybrid"):
+            self._keyword_stage(run)
+        self._rank_stage(run)
+        self._fetch_stage(run)
+        self._snippet_stage(run)
+        return self._result(run)
+
+    def _start(self, request: SearchRequest, rerank: int | None, fallback: bool) -> SearchRun:
+        """The request checked and the query cleaned; ``notice`` set when nothing is left."""
+        started = time.perf_counter()
+        filters = request.all_filters()
+        if request.mode not in MODES:
+            raise SearchError(f"Unknown search mode {request.mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+        if request.space is not None:
+            self.check_space(request.space)
+        query, notices = prepare_query(request.query)
+        k = max(1, int(request.k))
+        depth = max(FUSION_DEPTH, 3 * k) if request.mode == "hybrid" else k
+        if not request.all_chunks:  # candidates enough for k documents after grouping
             depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k)
+        run = SearchRun(request=request, query=query, filters=filters, k=k, depth=depth,
+                        rerank=rerank, fallback=fallback, started=started, notices=notices)
+        if not query or (request.mode == "keyword" and not parse_query(query)):
+            run.notice = " ".join([*notices, NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE])
+        return run
 
-        if mode in ("vector", "hybrid"):
-            used_space = space or self.default_space()
-            if used_space is None:
-                raise SearchError(f"The library {self.library.path} has no vector space yet.",
-                                  "Index some folders first: hefsearch index FOLDER --bundle BUNDLE")
-            encoder, query_vec, used_space, notice = self._encode(query, used_space, timings, fallback)
-            label = encoder.label
-            if rerank is None:  # default: on when FP32 vectors are available (search/rerank.py)
-                from .rerank import default_depth
+    def _vector_stage(self, run: SearchRun) -> None:
+        """Encode the query in the space searched, FAISS top-``depth``, FP32 re-rank."""
+        run.space = run.request.space or self.default_space()
+        if run.space is None:
+            raise SearchError(f"The library {self.library.path} has no vector space yet.",
+                              "Index some folders first: hefsearch index FOLDER --bundle BUNDLE")
+        run.encoder, run.query_vec, run.space, run.notice = self._encode(
+            run.query, run.space, run.timings, run.fallback)
+        run.label = run.encoder.label
+        if run.rerank is None:  # default: on when FP32 vectors are available (search/rerank.py)
+            from .rerank import default_depth
 
-                rerank = default_depth(self.library, used_space)
-            t = time.perf_counter()
-            allowed = self._allowed(filters)
-            sp = self.library.space(used_space)
-            scores, ids = sp.search(query_vec, max(depth, rerank or 0), allowed=allowed)
-            timings["search"] = _ms(t)
-            vec_ids = [int(i) for i in ids[0] if i >= 0]
-            vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}
-            if rerank:
-                vec_ids, vec_scores = self._rerank(query, used_space, vec_ids, vec_scores, rerank, timings)
+            run.rerank = default_depth(self.library, run.space)
+        t = time.perf_counter()
+        allowed = self._allowed(run.filters)
+        sp = self.library.space(run.space)
+        scores, ids = sp.search(run.query_vec, max(run.depth, run.rerank or 0), allowed=allowed)
+        run.timings["search"] = _ms(t)
+        run.vec_ids = [int(i) for i in ids[0] if i >= 0]
+        run.vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}
+        if run.rerank:
+            run.vec_ids, run.vec_scores = self._rerank(run.query, run.space, run.vec_ids, run.vec_scores,
+                                                       run.rerank, run.timings)
 
-        if mode in ("keyword", "hybrid"):
-            t = time.perf_counter()
-            with self.library.snapshot():
-                strength = "all" if mode == "keyword" else self.keyword_strength
-                kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
-                if mode == "hybrid" and not kw and self.keyword_strength == "all":
-                    codes = code_terms(query)  # no chunk has every word: do the codes match?
-                    if codes:
-                        kw = keyword_search(self.library.db, query, depth, strength="all",
-                                            filters=filters, terms=codes)
-                if mode == "keyword" and len(kw) < k:
-                    have = {c for c, _, _ in kw}
-                    more = keyword_search(self.library.db, query, k + len(kw), strength="any",
-                                          filters=filters)
-                    kw += [m for m in more if m[0] not in have][: k - len(kw)]
-            timings["keyword"] = _ms(t)
+    def _keyword_stage(self, run: SearchRun) -> None:
+        """FTS5: every word (keyword mode tops up with some words), or in hybrid mode the codes
+        of the query when no chunk has every word."""
+        t = time.perf_counter()
+        mode, query, depth, filters, k = run.mode, run.query, run.depth, run.filters, run.k
+        with self.library.snapshot():
+            strength = "all" if mode == "keyword" else self.keyword_strength
+            kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
+            if mode == "hybrid" and not kw and self.keyword_strength == "all":
+                codes = code_terms(query)  # no chunk has every word: do the codes match?
+                if codes:
+                    kw = keyword_search(self.library.db, query, depth, strength="all",
+                                        filters=filters, terms=codes)
+            if mode == "keyword" and len(kw) < k:
+                have = {c for c, _, _ in kw}
+                more = keyword_search(self.library.db, query, k + len(kw), strength="any",
+                                      filters=filters)
+                kw += [m for m in more if m[0] not in have][: k - len(kw)]
+        run.kw = kw
+        run.timings["keyword"] = _ms(t)
 
-        # ranking
-        if mode == "vector":
-            ranked = [(i, vec_scores[i], {"vector": r}) for r, i in enumerate(vec_ids, 1)]
-        elif mode == "keyword":
-            ranked = [(c, s, {"keyword": r}) for r, (c, s, _) in enumerate(kw, 1)]
+    def _rank_stage(self, run: SearchRun) -> None:
+        if run.mode == "vector":
+            run.ranked = [(i, run.vec_scores[i], {"vector": r}) for r, i in enumerate(run.vec_ids, 1)]
+        elif run.mode == "keyword":
+            run.ranked = [(c, s, {"keyword": r}) for r, (c, s, _) in enumerate(run.kw, 1)]
         else:
-            ranked = rrf({"vector": vec_ids, "keyword": [c for c, _, _ in kw]},
-                         {"keyword": self.keyword_weight})
+            run.ranked = rrf({"vector": run.vec_ids, "keyword": [c for c, _, _ in run.kw]},
+                             {"keyword": self.keyword_weight})
 
-        # fetch, one hit per document, snippets
+    def _fetch_stage(self, run: SearchRun) -> None:
+        """The candidates' records in one ``IN`` query; one hit per document unless all_chunks;
+        chunks deleted meanwhile dropped."""
         t = time.perf_counter()
-        groups: dict[int, Group] = {}
-        if all_chunks:
-            ranked = ranked[:k]
-        records = {r.id: r for r in self.library.chunks([i for i, _, _ in ranked])}
-        if not all_chunks:
-            groups = {g.chunk_id: g for g in group([i for i, _, _ in ranked], records, k)}
-            ranked = [r for r in ranked if r[0] in groups]
-        timings["fetch"] = _ms(t)
+        if run.request.all_chunks:
+            run.ranked = run.ranked[: run.k]
+        run.records = {r.id: r for r in self.library.chunks([i for i, _, _ in run.ranked])}
+        if not run.request.all_chunks:
+            run.groups = {g.chunk_id: g for g in group([i for i, _, _ in run.ranked], run.records, run.k)}
+            run.ranked = [r for r in run.ranked if r[0] in run.groups]
+        run.timings["fetch"] = _ms(t)
+
+    def _snippet_stage(self, run: SearchRun) -> None:
+        """Vector hits' snippets from the query's words now; those that need the meaning are
+        left pending (``snippets="inline"``: embedded now, the old path)."""
         t = time.perf_counter()
-        kw_snip = {c: s for c, _, s in kw}
-        live = [(i, s, src) for i, s, src in ranked if i in records]  # deleted meanwhile: dropped
-        need_vec = [i for i, _, _ in live if i not in kw_snip]
-        texts = [records[i].text for i in need_vec]
-        pending: set[int] = set()
+        run.ranked = [r for r in run.ranked if r[0] in run.records]  # deleted meanwhile: dropped
+        kw_snip = {c: s for c, _, s in run.kw}
+        need_vec = [i for i, _, _ in run.ranked if i not in kw_snip]
+        texts = [run.records[i].text for i in need_vec]
         if self.snippets == "inline":
-            snippets = dict(zip(need_vec, vector_snippets(
-                query, texts, query_vec, encoder.encode_passages if encoder is not None else None)))
+            encode = run.encoder.encode_passages if run.encoder is not None else None
+            run.snippets = dict(zip(need_vec, vector_snippets(run.query, texts, run.query_vec, encode)))
         else:
-            quick = quick_snippets(query, texts)
-            snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
-            pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
-        timings["snippet"] = _ms(t)
-        similarity = self._similarities([i for i, _, _ in live], vec_scores, used_space, query_vec)
+            quick = quick_snippets(run.query, texts)
+            run.snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
+            run.pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
+        run.snippets.update(kw_snip)
+        run.timings["snippet"] = _ms(t)
+
+    def _result(self, run: SearchRun) -> SearchResult:
+        similarity = self._similarities([i for i, _, _ in run.ranked], run.vec_scores, run.space, run.query_vec)
         hits = []
-        for rank, (i, s, src) in enumerate(live, 1):
-            rec = records[i]
-            snip = tidy_snippet(kw_snip.get(i) or snippets.get(i) or window(rec.text, (0, 0)))
-            g = groups.get(i)
+        for rank, (i, s, src) in enumerate(run.ranked, 1):
+            rec, g = run.records[i], run.groups.get(i)
+            snip = tidy_snippet(run.snippets.get(i) or window(rec.text, (0, 0)))
             hits.append(Hit(rank=rank, chunk_id=i, score=float(s), path=rec.path, page=rec.page,
                             line=rec.line, start=rec.start, end=rec.end, snippet=snip, text=rec.text,
                             doc_kind=rec.doc_kind, sources=dict(src), similarity=similarity.get(i),
                             more_in_file=len(g.more) if g else 0, also_in=list(g.also_in) if g else []))
-        timings["total"] = _ms(t_start)
-        notice = " ".join([*notices, notice] if notice else notices) or None
-        return SearchResult(query=query, mode=mode, space=used_space, hits=hits, timings=timings,
-                            notice=notice, backend_label=label, pending_snippets=pending,
-                            all_chunks=all_chunks)
+        run.timings["total"] = _ms(run.started)
+        notice = " ".join([*run.notices, run.notice] if run.notice else run.notices) or None
+        return SearchResult(query=run.query, mode=run.mode, space=run.space, hits=hits, timings=run.timings,
+                            notice=notice, backend_label=run.label, pending_snippets=run.pending,
+                            all_chunks=run.request.all_chunks)
 
     def _similarities(self, ids: list[int], vec_scores: dict[int, float], space: str | None,
                       query_vec) -> dict[int, float]:

@@ -1,0 +1,76 @@
+"""One query as a user asked it (:class:`SearchRequest`), and the working state of its search
+(:class:`SearchRun`) that the stages of :meth:`~hefsearch.search.api.Searcher.run` fill in turn."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .filters import Filters
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hefsearch.embed.encoder import Encoder
+
+    from .grouping import Group
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One query as the user asked it; ``seq`` orders requests so stale answers are dropped."""
+
+    seq: int
+    query: str
+    mode: str = "hybrid"
+    k: int = 10
+    path_glob: str | None = None
+    kinds: tuple[str, ...] | None = None
+    compare: bool = False
+    #: compare view only: let the search API re-rank the NPU top-N with FP32 vectors
+    rerank: bool = False
+    #: dates, file types, languages (the TUI's filter line); merged with path_glob and kinds
+    filters: Filters = field(default_factory=Filters)
+    space: str | None = None
+    #: every chunk as ranked, not one hit per file
+    all_chunks: bool = False
+
+    def all_filters(self) -> Filters:
+        return Filters.of(self.filters, path_glob=self.path_glob, kinds=self.kinds)
+
+
+@dataclass
+class SearchRun:
+    """What one search has found so far: each stage reads the earlier stages' fields and sets
+    its own (timings in ms per stage)."""
+
+    request: SearchRequest
+    query: str
+    filters: Filters
+    k: int
+    #: candidates each retriever returns (enough for k documents after grouping)
+    depth: int
+    #: re-rank depth (None: the default for the space searched, 0: off)
+    rerank: int | None = None
+    fallback: bool = True
+    started: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    notice: str | None = None
+    label: str | None = None
+    space: str | None = None
+    encoder: "Encoder | None" = None
+    query_vec: Any = None
+    vec_ids: list[int] = field(default_factory=list)
+    vec_scores: dict[int, float] = field(default_factory=dict)
+    #: keyword hits: (chunk id, BM25, snippet)
+    kw: list[tuple[int, float, str]] = field(default_factory=list)
+    #: (chunk id, score, {retriever: rank}), best first
+    ranked: list[tuple[int, float, dict]] = field(default_factory=list)
+    records: dict = field(default_factory=dict)
+    groups: "dict[int, Group]" = field(default_factory=dict)
+    snippets: dict[int, str] = field(default_factory=dict)
+    pending: set[int] = field(default_factory=set)
+
+    @property
+    def mode(self) -> str:
+        return self.request.mode
