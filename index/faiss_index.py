@@ -72,6 +72,21 @@ INDEX_META_FILE = "index.json"
 #: ``hnsw_threshold`` overrides; ``index_factory`` forces a factory string)
 DEFAULT_HNSW_THRESHOLD = 200_000
 DEFAULT_HNSW_FACTORY = "HNSW32"
+#: chunk count from which a space below ``hnsw_threshold`` scans 8-bit scalar codes instead of
+#: float32 (a quarter of the memory traffic), re-scoring the best candidates exactly from the raw
+#: vectors. Measured (bench/index_choice.py, dim 384, 1 thread, candidates for top 50, load ~2-3):
+#: at 10k flat and SQ8 both take 0.25-0.33 ms; at 25k 1.6 vs 0.8 ms, at 100k 7.0 vs 2.2-3.2 ms,
+#: recall@10 1.000 against exact on both random and document-like vectors
+DEFAULT_SQ8_THRESHOLD = 20_000
+SQ8_FACTORY = "SQ8"
+#: candidates an SQ8 index returns per query at least (twice the asked k if more), re-scored
+#: exactly from the raw vectors: 64 kept recall@10 at 1.000 in the measurement above
+SQ8_RESCORE_CANDIDATES = 64
+#: recall@10 an HNSW index's efSearch is tuned to at build (doubling from HNSW_EF_START up to
+#: HNSW_EF_MAX; stored vectors as queries, their own document left out)
+HNSW_TARGET_RECALL = 0.99
+HNSW_EF_START = 64
+HNSW_EF_MAX = 1024
 #: filtered searches over at most this many candidate chunks are answered exactly
 EXACT_FILTER_LIMIT = 50_000
 #: vectors compared between the FAISS index and the raw vectors when a space is loaded
@@ -110,7 +125,7 @@ TARGET_RECALL = 0.97
 MIN_COMPRESSED = 1_000
 #: factories hefsearch itself picks (size rules); any other string is the user's and goes
 #: through the child-process check before it is built (:mod:`~hefsearch.index.factory_check`)
-OWN_FACTORIES = frozenset({"Flat", "FlatIP", "", DEFAULT_HNSW_FACTORY, COMPRESSED_FACTORY})
+OWN_FACTORIES = frozenset({"Flat", "FlatIP", "", SQ8_FACTORY, DEFAULT_HNSW_FACTORY, COMPRESSED_FACTORY})
 #: largest hnsw_threshold / compress_threshold a library accepts (more chunks than any holds)
 MAX_THRESHOLD = 10**12
 
@@ -221,6 +236,8 @@ def describe_index(index) -> str:
     inner = inner_index(index)
     if isinstance(inner, faiss.IndexFlat):
         return "Flat"
+    if isinstance(inner, faiss.IndexScalarQuantizer):
+        return f"SQ{inner.sq.code_size * 8 // max(inner.d, 1)}"
     if hasattr(inner, "hnsw"):
         return f"HNSW{inner.hnsw.nb_neighbors(1)}"
     ivf = ivf_of(index)
@@ -246,18 +263,28 @@ def read_index_stats(folder: Path) -> dict:
         stats.pop("bytes", None)
     return stats
 
-def ann_search(index, raw, q: np.ndarray, k: int, sel=None) -> tuple[np.ndarray, np.ndarray]:
+def is_scalar_codes(index) -> bool:
+    """Whether the index scans scalar codes without lists (``SQ8``): lossy, re-scored."""
+    return index is not None and isinstance(inner_index(index), _faiss().IndexScalarQuantizer)
+
+
+def ann_search(index, raw, q: np.ndarray, k: int, sel=None, *,
+               ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The index's top-k (``sel``: an id selector). A compressed (IVF) index returns
-    :data:`RESCORE_CANDIDATES` candidates, re-scored exactly from the raw vectors."""
+    :data:`RESCORE_CANDIDATES` candidates, an SQ8 one :data:`SQ8_RESCORE_CANDIDATES` (or 2k),
+    re-scored exactly from the raw vectors. ``ef_search``: an HNSW index's tuned efSearch."""
     faiss = _faiss()
     inner = inner_index(index)
     ivf = ivf_of(index)
-    fetch = min(max(k, RESCORE_CANDIDATES), index.ntotal) if ivf is not None else k
+    codes = isinstance(inner, faiss.IndexScalarQuantizer)
+    fetch = (min(max(k, RESCORE_CANDIDATES), index.ntotal) if ivf is not None else
+             min(max(2 * k, SQ8_RESCORE_CANDIDATES), index.ntotal) if codes else k)
     if hasattr(inner, "hnsw"):
+        ef = max(ef_search or HNSW_EF_START, 2 * k)
         if sel is None:
-            inner.hnsw.efSearch, params = max(64, 2 * k), None
+            inner.hnsw.efSearch, params = ef, None
         else:  # filtered: a wider search, for this call only
-            params = faiss.SearchParametersHNSW(sel=sel, efSearch=max(256, 4 * k))
+            params = faiss.SearchParametersHNSW(sel=sel, efSearch=max(256, 4 * k, ef))
     elif ivf is not None:
         params = faiss.SearchParametersIVF(sel=sel, nprobe=ivf.nprobe) if sel is not None else None
     else:
@@ -267,7 +294,18 @@ def ann_search(index, raw, q: np.ndarray, k: int, sel=None) -> tuple[np.ndarray,
         ivf.parallel_mode = 1 if len(q) < max(2, os.cpu_count() or 1) else 0
     with _threads() if big else contextlib.nullcontext():
         d, i = index.search(q, fetch, params=params)
-    return (d, i) if ivf is None else rescore(raw, q, i, k)
+    return (d, i) if ivf is None and not codes else rescore(raw, q, i, k)
+
+
+def tune_ef_search(hnsw, recall) -> tuple[int, float]:
+    """The smallest efSearch of a doubling from :data:`HNSW_EF_START` whose ``recall(ef)``
+    reaches :data:`HNSW_TARGET_RECALL` (else :data:`HNSW_EF_MAX`), and that recall."""
+    r = 0.0
+    for ef in _doubling(HNSW_EF_START, HNSW_EF_MAX):
+        r = recall(ef)
+        if r >= HNSW_TARGET_RECALL:
+            return ef, r
+    return HNSW_EF_MAX, r
 
 
 def rescore(raw, q: np.ndarray, found: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

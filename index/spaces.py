@@ -33,6 +33,7 @@ from hefsearch.embed.fingerprint import describe_difference
 from .errors import FingerprintMismatch, SpaceError
 from .factory_check import check_factory
 from .faiss_index import (  # noqa: F401  (re-exported: the Space API's names)
+    DEFAULT_SQ8_THRESHOLD, HNSW_TARGET_RECALL, SQ8_FACTORY, tune_ef_search,
     COMPRESSED_CODES, COMPRESSED_FACTORY, DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_FACTORY,
     DEFAULT_HNSW_THRESHOLD, EXACT_FILTER_LIMIT, INDEX_FILE, INDEX_META_FILE, LOAD_CHECK_SAMPLE,
     MAX_THRESHOLD, MIN_COMPRESSED, OWN_FACTORIES, PARALLEL_SCAN_CODES, RECALL_LEAVE_OUT,
@@ -319,9 +320,11 @@ class Space:
         self.library._set_space_factory(self.info.name, fallback)
 
     def size_rule(self, n: int, hnsw_threshold: int) -> str:
-        """The factory the size rules give a space of ``n`` vectors (flat, HNSW, compressed)."""
+        """The factory the size rules give a space of ``n`` vectors (flat, SQ8, HNSW, compressed;
+        measured in :mod:`~hefsearch.index.faiss_index`)."""
         return (COMPRESSED_FACTORY if n >= self.library.compress_threshold() else
-                DEFAULT_HNSW_FACTORY if n >= hnsw_threshold else "Flat")
+                DEFAULT_HNSW_FACTORY if n >= hnsw_threshold else
+                SQ8_FACTORY if n >= DEFAULT_SQ8_THRESHOLD else "Flat")
 
     def measure_recall(self, queries: int = RECALL_QUERIES, k: int = 10) -> dict:
         """recall@k of this space's search (re-scoring included) against exact search, with
@@ -329,7 +332,9 @@ class Space:
         of both lists (ids within :data:`RECALL_LEAVE_OUT` of its own id; reads every raw
         vector once). An IVF index first gets the smallest
         ``nprobe`` reaching :data:`TARGET_RECALL` (:func:`_tune_nprobe`): how far neighbours
-        spread over the lists depends on the data, not only on its size."""
+        spread over the lists depends on the data, not only on its size; an HNSW index the
+        smallest efSearch of a doubling reaching :data:`HNSW_TARGET_RECALL`
+        (:func:`tune_ef_search`, kept in ``index.json`` as ``ef_search``)."""
         with self._lock:
             ids = (self._members & self._in_index).ids  # sorted
             if len(ids) <= k:
@@ -340,18 +345,23 @@ class Space:
             wide = k + 2 * RECALL_LEAVE_OUT + 1  # enough to keep k after leaving out
             truth = exact_top_k(q, ids, self.raw.get, wide)
 
-            def recall() -> float:
-                found = self._ann(q, wide)[1]
+            def recall(ef: int | None = None) -> float:
+                found = ann_search(self.index, self.raw, q, wide, ef_search=ef or self._ef_search())[1]
                 hits = [len(_without(f, own, k) & _without(t, own, k)) / k
                         for f, t, own in zip(found, truth, q_ids)]
                 return float(np.mean(hits))
 
             ivf = ivf_of(self.index)
-            r = recall() if ivf is None else _tune_nprobe(ivf, recall)
-            out = {"recall_at_10": round(r, 4), "recall_queries": len(q), "recall_vectors": int(len(ids))}
+            out = {"recall_queries": len(q), "recall_vectors": int(len(ids))}
             if ivf is not None:
+                r = _tune_nprobe(ivf, recall)
                 out["nprobe"] = int(ivf.nprobe)
-            return out
+            elif hasattr(inner_index(self.index), "hnsw"):
+                out["ef_search"], r = tune_ef_search(inner_index(self.index), recall)
+                self.index_stats["ef_search"] = out["ef_search"]
+            else:
+                r = recall()
+            return {"recall_at_10": round(r, 4), **out}
 
     def save(self) -> None:
         """Persist the FAISS index atomically (a cache: reconcile repairs a stale one)."""
@@ -569,7 +579,12 @@ class Space:
             return scores, ids
 
     def _ann(self, q: np.ndarray, k: int, sel=None) -> tuple[np.ndarray, np.ndarray]:
-        return ann_search(self.index, self.raw, q, k, sel)
+        return ann_search(self.index, self.raw, q, k, sel, ef_search=self._ef_search())
+
+    def _ef_search(self) -> int | None:
+        """An HNSW index's efSearch tuned at build (``index.json``; None: the default)."""
+        ef = self.index_stats.get("ef_search")
+        return int(ef) if isinstance(ef, int) and ef > 0 else None
 
     def removable(self) -> bool:
         """Whether the FAISS index can delete ids (flat, IVF: yes; HNSW: no, tombstones)."""
