@@ -21,6 +21,7 @@ from hefsearch.embed.errors import HefsearchError
 from hefsearch.index import documents
 from hefsearch.search.api import MAX_QUERY_CHARS, MODES, prepare_query
 from hefsearch.search.filters import Filters, make_filters
+from hefsearch.search.snippets import SEMANTIC_BUDGET_MS
 
 from .reindex import library_roots, under_roots
 
@@ -46,6 +47,8 @@ class Limits:
     max_text_chars: int = 200_000
     #: bytes of a request body (the server refuses larger ones before reading them)
     max_body_bytes: int = 64 * 1024
+    #: ms that meaning-based snippets may add to an answer (the rest keep their stand-in)
+    snippet_budget_ms: float = SEMANTIC_BUDGET_MS
 
 
 #: how hit snippets are chosen (see LibraryService.search)
@@ -153,8 +156,9 @@ class LibraryService:
                path: str | None = None, type: Iterable[str] | None = None, kind: Iterable[str] | None = None,
                lang: Iterable[str] | None = None, since=None, until=None, snippets: str = "meaning") -> dict:
         """``snippets``: "meaning" (the sentence closest in meaning, as ``hefsearch search``
-        prints; costs sentence encodings on the CPU, cached per chunk) or "quick" (from the
-        query's words only, as ``--quick-snippets``)."""
+        prints; sentence encodings on the CPU, cached per chunk, within
+        ``Limits.snippet_budget_ms``: hits that do not fit keep the quick one) or "quick" (from
+        the query's words only, as ``--quick-snippets``)."""
         from .session import SearchRequest
 
         if not isinstance(query, str) or not prepare_query(query)[0]:
@@ -170,7 +174,7 @@ class LibraryService:
         with self._busy():
             result = self._call(self.session.search, SearchRequest(
                 seq=0, query=query, mode=mode, k=self._k(k), filters=filters, space=space),
-                semantic_snippets=snippets == "meaning")
+                semantic_snippets=snippets == "meaning", snippet_budget_ms=self.limits.snippet_budget_ms)
         return search_json(self._inside(result), self.session.freshness(), filters)
 
     def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, k: int = 10,

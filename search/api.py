@@ -197,6 +197,9 @@ class Searcher:
         self._semantic: SemanticSnippets | None = None
         self._snippet_encoder: Encoder | None = None  # opened here only when no FP32 space has one
         self._semantic_unavailable = False
+        #: (space, query, vector) of the last vector search: the snippets' query vector when
+        #: that space is the FP32 one (encoded once, not twice)
+        self._last_query: tuple | None = None
 
     # -- spaces and encoders -------------------------------------------------------------
     def space_names(self) -> list[str]:
@@ -411,6 +414,8 @@ class Searcher:
                             doc_kind=rec.doc_kind, sources=dict(src), similarity=similarity.get(i),
                             more_in_file=len(g.more) if g else 0, also_in=list(g.also_in) if g else []))
         run.timings["total"] = _ms(run.started)
+        if run.query_vec is not None:
+            self._last_query = (run.space, run.query, run.query_vec[0])
         notice = " ".join([*run.notices, run.notice] if run.notice else run.notices) or None
         return SearchResult(query=run.query, mode=run.mode, space=run.space, hits=hits, timings=run.timings,
                             notice=notice, backend_label=run.label, pending_snippets=run.pending,
@@ -434,11 +439,13 @@ class Searcher:
         return {i: float(v) for i, v in out.items()}
 
     # -- semantic snippets, after the results ---------------------------------------------
-    def semantic_snippets(self, result: SearchResult, hits: Sequence[Hit] | None = None,
-                          ) -> dict[int, str]:
+    def semantic_snippets(self, result: SearchResult, hits: Sequence[Hit] | None = None, *,
+                          budget_ms: float | None = None) -> dict[int, str]:
         """{chunk id: snippet around the sentence closest in meaning to the query} for the
         ``hits`` (default: all of ``result``'s) whose snippet is pending. Apply it with
-        :meth:`SearchResult.apply_snippets`.
+        :meth:`SearchResult.apply_snippets`. ``budget_ms``: only the hits whose snippets fit
+        that time (cached ones always; :data:`~hefsearch.search.snippets.SEMANTIC_BUDGET_MS`),
+        the others stay pending.
 
         Embeds on the CPU in FP32: the FP32 space's encoder, else a CPU encoder of the bundle
         opened once; never the NPU. Sentence vectors are cached per chunk. Returns ``{}`` when
@@ -449,7 +456,11 @@ class Searcher:
         engine = self._semantic_engine()
         if engine is None:
             return {}
-        return engine.snippets(result.query, [(h.chunk_id, h.text) for h in todo])
+        last = self._last_query
+        if last is not None and last[:2] == (result.space, result.query) and result.space == FP32_SPACE \
+                and engine.encoder is self._encoders.get(FP32_SPACE):
+            engine.prime(result.query, last[2])  # the search encoded it with this very encoder
+        return engine.snippets(result.query, [(h.chunk_id, h.text) for h in todo], budget_ms=budget_ms)
 
     def _semantic_engine(self) -> SemanticSnippets | None:
         if self._semantic is None and not self._semantic_unavailable:

@@ -21,6 +21,7 @@ in the background (less once their sentences are cached).
 from __future__ import annotations
 
 import re
+import time
 from collections import OrderedDict
 from typing import Callable, Sequence
 
@@ -132,6 +133,14 @@ def vector_snippets(query: str, texts: Sequence[str], query_vector: np.ndarray |
 
 #: chunks whose sentence vectors are kept (12 x 384 float32 = 18 kB each: about 5 MB)
 SENTENCE_CACHE_CHUNKS = 256
+#: how long meaning-based snippets may hold up an answer that carries them (the server's): hits
+#: whose sentences are cached are always done; the others in rank order while their predicted
+#: cost (sentences x the measured time per sentence) fits, the rest keep the stand-in. Measured
+#: before (bench/query_latency.py, 100k chunks, MiniLM on 2 loaded cores): ~7 ms p50 but 260 ms
+#: p95 unbounded, which set the API's p95 at 291 ms
+SEMANTIC_BUDGET_MS = 10.0
+#: weight of the newest measurement in the time-per-sentence estimate
+_RATE_WEIGHT = 0.5
 
 
 class SemanticSnippets:
@@ -140,27 +149,62 @@ class SemanticSnippets:
 
     Not thread-safe: one caller at a time (the searcher's owner serialises queries)."""
 
-    def __init__(self, encoder, cache_chunks: int = SENTENCE_CACHE_CHUNKS):
+    def __init__(self, encoder, cache_chunks: int = SENTENCE_CACHE_CHUNKS, clock=time.perf_counter):
         self.encoder = encoder
         self.cache_chunks = cache_chunks
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._query: tuple[str, np.ndarray] | None = None
         #: sentences embedded so far (tests and the bench read it)
         self.sentences_embedded = 0
+        #: seconds, as a budget is counted (tests give a fake clock)
+        self.clock = clock
+        #: measured ms per embedded sentence (None: nothing measured yet)
+        self.ms_per_sentence: float | None = None
 
     def query_vector(self, query: str) -> np.ndarray:
         if self._query is None or self._query[0] != query:
+            t = self.clock()
             self._query = (query, np.asarray(self.encoder.encode_queries([query]), np.float32)[0])
+            self._measured((self.clock() - t) * 1000.0, 1, first_only=True)
         return self._query[1]
+
+    def prime(self, query: str, vector: np.ndarray) -> None:
+        """The query's vector, already encoded by this same encoder (the FP32 space searched)."""
+        self._query = (query, np.asarray(vector, np.float32).ravel())
+
+    def _measured(self, ms: float, sentences: int, *, first_only: bool = False) -> None:
+        if sentences <= 0 or (first_only and self.ms_per_sentence is not None):
+            return
+        rate = ms / sentences
+        old = self.ms_per_sentence
+        self.ms_per_sentence = rate if old is None else (1 - _RATE_WEIGHT) * old + _RATE_WEIGHT * rate
+
+    def affordable(self, chunks: Sequence[tuple[int, str]], budget_ms: float) -> list[tuple[int, str]]:
+        """The chunks whose snippets fit ``budget_ms``: every cached one, then uncached ones in
+        the order given while their predicted cost fits (none before a time was measured)."""
+        left, out = budget_ms, []
+        for cid, text in chunks:
+            if cid in self._cache:
+                out.append((cid, text))
+                continue
+            cost = None if self.ms_per_sentence is None else self.ms_per_sentence * len(sentences_of(text))
+            if cost is None or cost > left:
+                left = -1.0  # keep rank order: nothing after the first that does not fit
+                continue
+            left -= cost
+            out.append((cid, text))
+        return out
 
     def sentence_vectors(self, chunks: Sequence[tuple[int, str]]) -> list[np.ndarray]:
         """Sentence vectors of each (chunk id, text); the uncached ones in one batch."""
         missing = [(cid, text) for cid, text in chunks if cid not in self._cache]
         if missing:
+            t, before = self.clock(), self.sentences_embedded
             for (cid, _), vecs in zip(missing, embed_sentences(self.encoder.encode_passages,
                                                                [text for _, text in missing])):
                 self._cache[cid] = vecs
                 self.sentences_embedded += len(vecs)
+            self._measured((self.clock() - t) * 1000.0, self.sentences_embedded - before)
         out = []
         for cid, _ in chunks:
             self._cache.move_to_end(cid)
@@ -169,10 +213,18 @@ class SemanticSnippets:
             self._cache.popitem(last=False)
         return out
 
-    def snippets(self, query: str, chunks: Sequence[tuple[int, str]]) -> dict[int, str]:
-        """{chunk id: snippet around the sentence closest to ``query``} for (chunk id, text)."""
+    def snippets(self, query: str, chunks: Sequence[tuple[int, str]], *,
+                 budget_ms: float | None = None) -> dict[int, str]:
+        """{chunk id: snippet around the sentence closest to ``query``} for (chunk id, text);
+        with ``budget_ms`` only for the chunks that fit it (:meth:`affordable`, counted from
+        the call, the query's own encoding included)."""
         if not chunks:
             return {}
+        start = self.clock()
         q = self.query_vector(query)
+        if budget_ms is not None:
+            chunks = self.affordable(chunks, budget_ms - (self.clock() - start) * 1000.0)
+            if not chunks:
+                return {}
         return {cid: closest_sentence(text, vecs, q)
                 for (cid, text), vecs in zip(chunks, self.sentence_vectors(chunks))}
