@@ -26,7 +26,7 @@ from typing import Optional
 
 from hefsearch.app.service import LibraryService, ServiceError
 
-from .schema import ErrorAnswer, GetBody, SearchAnswer, SearchBody
+from .schema import GetBody, SearchAnswer, SearchBody
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
@@ -37,27 +37,23 @@ def _json_response(data: dict, status: int = 200):
     return JSONResponse(data, status_code=status)
 
 
+def _errors() -> dict:
+    """The error answers every route documents in the OpenAPI schema."""
+    from .schema import ErrorAnswer
+
+    return {status: {"model": ErrorAnswer} for status in (400, 401, 404, 413, 503)}
+
+
 def make_http_app(service: LibraryService, *, token: str | None = None, loopback: bool = True,
                   mcp_server=None, host: str = "127.0.0.1"):
     """The ASGI app: the JSON API, ``/mcp`` when ``mcp_server`` is given, and the guard."""
-    from fastapi import Body, FastAPI, Query
-    from fastapi.exceptions import RequestValidationError
+    from fastapi import FastAPI
 
     from hefsearch.embed.versions import hefsearch_version
 
     limits = service.limits
-    mcp_app = None
-    if mcp_server is not None:
-        from mcp.server.transport_security import TransportSecuritySettings
-
-        # a token (any bind but loopback) is the protection there; on loopback the SDK's
-        # own Host/Origin check stays on as well
-        security = None if loopback and token is None else TransportSecuritySettings(
-            enable_dns_rebinding_protection=False)
-        mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
-                                                 transport_security=security,
-                                                 max_request_body_size=limits.max_body_bytes,
-                                                 json_response=True)
+    mcp_app = None if mcp_server is None else _mcp_app(mcp_server, limits, token=token, loopback=loopback,
+                                                       host=host)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -71,9 +67,30 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
                   redoc_url=None,
                   description="Semantic search over your own documents (hefsearch serve). Every route "
                               "answers JSON; /mcp speaks the Model Context Protocol.")
+    _add_error_handlers(app)
+    _add_search_routes(app, service)
+    _add_read_routes(app, service)
+    if mcp_app is not None:
+        app.router.routes.extend(mcp_app.routes)
+    return Guard(app, token=token, loopback=loopback and token is None, max_body=limits.max_body_bytes)
 
-    errors = {400: {"model": ErrorAnswer}, 401: {"model": ErrorAnswer}, 404: {"model": ErrorAnswer},
-              413: {"model": ErrorAnswer}, 503: {"model": ErrorAnswer}}
+
+def _mcp_app(mcp_server, limits, *, token: str | None, loopback: bool, host: str):
+    """The MCP server's streamable HTTP app, mounted at ``/mcp``."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # a token (any bind but loopback) is the protection there; on loopback the SDK's
+    # own Host/Origin check stays on as well
+    security = None if loopback and token is None else TransportSecuritySettings(
+        enable_dns_rebinding_protection=False)
+    return mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
+                                          transport_security=security,
+                                          max_request_body_size=limits.max_body_bytes,
+                                          json_response=True)
+
+
+def _add_error_handlers(app) -> None:
+    from fastapi.exceptions import RequestValidationError
 
     @app.exception_handler(ServiceError)
     async def _service_error(request, e: ServiceError):
@@ -85,6 +102,12 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
                              for err in e.errors()[:5])
         return _json_response(ServiceError(f"Bad request: {problems}.",
                                            "See /openapi.json for the parameters.").to_dict(), 400)
+
+
+def _add_search_routes(app, service: LibraryService) -> None:
+    from fastapi import Body, Query
+
+    errors = _errors()
 
     def do_search(b: SearchBody) -> dict:
         return service.search(b.query, k=b.k, mode=b.mode, space=b.space, path=b.path, type=b.type,
@@ -104,6 +127,12 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
     def search_post(body: SearchBody = Body(...)):
         """Search with a JSON body (same fields as the GET parameters)."""
         return _json_response(do_search(body))
+
+
+def _add_read_routes(app, service: LibraryService) -> None:
+    from fastapi import Body, Query
+
+    errors = _errors()
 
     @app.get("/chunks/{chunk_id}", responses=errors, response_model=None)
     def chunk(chunk_id: int):
@@ -137,10 +166,6 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
     def health():
         """Liveness, the default space and the library's freshness."""
         return _json_response(service.health())
-
-    if mcp_app is not None:
-        app.router.routes.extend(mcp_app.routes)
-    return Guard(app, token=token, loopback=loopback and token is None, max_body=limits.max_body_bytes)
 
 
 class Guard:
