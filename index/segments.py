@@ -95,6 +95,8 @@ class RawVectors:
         self.dim = dim
         self.writable = writable
         self._segments: dict[str, np.ndarray] = {}  # file name -> memmap of records
+        #: file name -> (its memmap, that map's vector column as a plain ndarray): _vectors_of
+        self._plain: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         #: file name -> its ids, read once (segments never change) from the segment's id
         #: sidecar: reading the id column of a memory-mapped segment touches every page of it
         #: (1.5 GB per 1M vectors at dim 384)
@@ -131,6 +133,7 @@ class RawVectors:
         else:  # pragma: no cover
             raise SpaceError(f"The vector files in {self.folder} keep changing under us.")
         self._segments = {n: a for n, a in segs.items() if a is not None}
+        self._plain = {n: c for n, c in self._plain.items() if self._segments.get(n) is c[0]}  # maps let go
         self._segment_ids = {n: self._segment_ids[n] if n in self._segment_ids else self._read_ids(n, a)
                              for n, a in self._segments.items()}
         self.unreadable &= set(names)
@@ -303,8 +306,18 @@ class RawVectors:
         seg, row = self._seg[pos], self._row[pos]
         for s in np.unique(seg):
             sel = np.flatnonzero(seg == s)
-            out[sel] = self._segments[self._order[s]]["v"][row[sel]]
+            out[sel] = self._vectors_of(self._order[s])[row[sel]]
         return out
+
+    def _vectors_of(self, name: str) -> np.ndarray:
+        """The vector column of segment ``name`` as a plain array over its memory map, made
+        once per map: indexing the memmap itself builds a memmap view per call (at 100k
+        chunks in 40 segments that was 1.5 ms of a 64-candidate re-score)."""
+        records = self._segments[name]
+        cached = self._plain.get(name)
+        if cached is None or cached[0] is not records:
+            cached = self._plain[name] = (records, records.view(np.ndarray)["v"])
+        return cached[1]
 
     def segment_ids(self, name: str) -> np.ndarray:
         return self._segment_ids[name]
