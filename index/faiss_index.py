@@ -3,12 +3,14 @@
 In ``spaces/<name>/``:
 
 - ``index.faiss``: the FAISS index, whose ids are chunk ids: an ``IndexIDMap2`` over flat inner
-  product by default, over HNSW above ``hnsw_threshold``, and a compressed IVF index above
+  product below :data:`DEFAULT_SQ8_THRESHOLD`, over 8-bit scalar codes (re-scored exactly from
+  the raw vectors) up to ``hnsw_threshold``, over HNSW (efSearch tuned to recall@10 >=
+  :data:`HNSW_TARGET_RECALL`) above it, and a compressed IVF index above
   ``compress_threshold`` (library settings), or a factory string from the settings. It is a
   cache: it can always be rebuilt from the raw vectors without re-encoding.
 - ``index.json``: what the index is and what it was measured to do (type, bytes, vectors it
-  was trained on, recall@10 against exact search), written with ``index.faiss``; ``status``
-  shows it without loading FAISS.
+  was trained on, recall@10 against exact search, an HNSW index's ``ef_search``), written with
+  ``index.faiss``; ``status`` shows it without loading FAISS.
 
 Compressed spaces (libraries of millions of chunks). Above ``compress_threshold`` the index
 becomes ``IVF<lists>,<codes>`` (:func:`compressed_factory`), trained on the space's own vectors
