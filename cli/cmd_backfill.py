@@ -22,7 +22,7 @@ def backfill_cmd(library_path, bundle, limit, batch):
     rest ahead of time (on the CPU, in batches; safe to interrupt and resume), so re-ranking
     costs only the query's own FP32 encoding. Creates the cpu-fp32 space when missing.
     """
-    from hefsearch.embed.encoder import Encoder
+    from hefsearch.embed.reference import open_reference_encoder
     from hefsearch.index.encoders import resolve_bundle
     from hefsearch.index.library import Library
     from hefsearch.search.rerank import backfill, missing_fp32
@@ -38,7 +38,7 @@ def backfill_cmd(library_path, bundle, limit, batch):
         if todo == 0:
             click.echo(f"Nothing to do: the cpu-fp32 space of {library.path} holds every chunk.")
             return
-        with Encoder.open(resolve_bundle(library, bundle), backend="cpu", bulk=True) as enc, \
+        with open_reference_encoder(resolve_bundle(library, bundle), bulk=True) as enc, \
                 backfill_progress() as bar:
             task = bar.add_task("fill", total=todo)
             report = backfill(library, enc, batch=batch, limit=limit,

@@ -296,9 +296,9 @@ def verify_against_model(bundle_path: Path, hf_model, pooling: str, texts: list[
     """Cosine per text between the bundle's ONNX pipeline and the full torch model."""
     import torch
 
-    from hefsearch.embed.encoder import Encoder
+    from hefsearch.embed.reference import open_reference_encoder
 
-    with Encoder.open(bundle_path, backend="cpu") as enc:
+    with open_reference_encoder(bundle_path) as enc:
         ours = enc.encode(texts)
         tok = enc.host
         batch = tok.tokenize(texts)

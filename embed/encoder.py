@@ -26,6 +26,7 @@ from .backends import open_backend, resolve_backend_name
 from .bundle import Bundle
 from .fingerprint import space_fingerprint
 from .host import POOLERS, HostPipeline, l2_normalize
+from .reference import REFERENCE_BACKEND
 
 
 @dataclass
@@ -60,7 +61,7 @@ class Encoder:
     def open(
         cls,
         bundle: Bundle | str | Path,
-        backend: str | None = "cpu",
+        backend: str | None = REFERENCE_BACKEND,
         *,
         post_transform=None,
         **backend_opts,

@@ -271,12 +271,13 @@ def verify_npu(bundle, backend: str = "hailo", *, texts: list[str] | None = None
     """Encode ``texts`` on ``backend`` and on the CPU and diagnose the difference."""
     from hefsearch.embed.bundle import Bundle
     from hefsearch.embed.encoder import Encoder
+    from hefsearch.embed.reference import open_reference_encoder
 
     if texts is None:
         texts, pairs = builtin_texts()
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
-    with Encoder.open(bundle, backend=backend, **backend_opts) as test, Encoder.open(bundle, backend="cpu") as ref:
+    with Encoder.open(bundle, backend=backend, **backend_opts) as test, open_reference_encoder(bundle) as ref:
         a = test.encode(texts)
         b = ref.encode(texts)
         fits = layout_fits(*collect_tokens(test, ref, texts))

@@ -35,6 +35,7 @@ from hefsearch.embed.errors import HefsearchError
 
 from hefsearch.embed import metrics as M
 from hefsearch.embed import space_names
+from hefsearch.embed.reference import REFERENCE_BACKEND
 from .parallel import ParallelPair, by_language_pair, languages, load_parallel, near_duplicate_rows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +71,7 @@ class SpaceSpec:
 def bundle_spaces(bundle) -> list[SpaceSpec]:
     """Spaces a bundle can produce here without a library: FP32, every NPU simulation, a HEF,
     the int8 CPU encoder."""
-    out = [SpaceSpec(FP32, "cpu")]
+    out = [SpaceSpec(FP32, REFERENCE_BACKEND)]
     for e in bundle.encoder_entries(space_names.NPU_SIM):
         name = e.extra.get("name", e.file)
         out.append(SpaceSpec(space_names.space_name(space_names.NPU_SIM, name), "npu-sim", {"profile": name}))

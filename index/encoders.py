@@ -126,6 +126,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
     :mod:`hefsearch.index.ray_pool`); the spaces it embeds too (its ``companions``: the CPU FP32
     one) come from it, the other spaces' encoders are still opened here."""
     from hefsearch.embed.encoder import Encoder
+    from hefsearch.embed.reference import open_reference_encoder
 
     picked = choose_bundle(library, bundle)
     choice = EncoderChoice(bundle=picked.path, bundle_source=picked.source)
@@ -164,7 +165,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
             choice.encoders.append(enc)
             kinds.add(name)
         if also_fp32 and FP32_SPACE not in kinds:
-            choice.encoders.append(Encoder.open(choice.bundle, backend="cpu", bulk=True))
+            choice.encoders.append(open_reference_encoder(choice.bundle, bulk=True))
     except BaseException:
         choice.close()
         raise

@@ -62,6 +62,7 @@ from hefsearch.embed.backends.base import Backend
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.fingerprint import space_fingerprint
+from hefsearch.embed.reference import REFERENCE_BACKEND
 from hefsearch.embed.space_names import FP32_SPACE
 
 from .errors import FingerprintMismatch
@@ -145,7 +146,7 @@ def choose_backend(library, backend: str | None, cluster: dict) -> tuple[str, di
         resource = ray_resource(name)
         if resource and cluster.get(resource, 0) >= 1:
             return name, {}, f"{name} (auto: the cluster has {int(cluster[resource])} '{resource}' resource(s))"
-    return "cpu", {}, "cpu (auto: no node of the cluster offers the 'hailo' resource)"
+    return REFERENCE_BACKEND, {}, f"{REFERENCE_BACKEND} (auto: no node of the cluster offers the 'hailo' resource)"
 
 
 def ray_resource(backend: str) -> str | None:

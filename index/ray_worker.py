@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.embed.reference import REFERENCE_BACKEND
 from hefsearch.embed.space_names import FP32_SPACE
 from hefsearch.embed.versions import hefsearch_version
 
@@ -161,7 +162,7 @@ class EmbedWorker:
                 opts["device_id"] = self.device
             self.encoders.append(open_encoder(bundle, backend, opts, index))
             if also_fp32 and self.encoders[0].space_name != FP32_SPACE:
-                self.encoders.append(open_encoder(bundle, "cpu", also_opts, index))
+                self.encoders.append(open_encoder(bundle, REFERENCE_BACKEND, also_opts, index))
         except Exception as e:
             self.failure = explain(e)
             self.close()

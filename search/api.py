@@ -468,9 +468,9 @@ class Searcher:
                 if FP32_SPACE in self.space_names():
                     encoder = self.encoder_for(FP32_SPACE)
                 else:
-                    from hefsearch.embed.encoder import Encoder
+                    from hefsearch.embed.reference import open_reference_encoder
 
-                    encoder = self._snippet_encoder = Encoder.open(self.bundle_path(), backend="cpu")
+                    encoder = self._snippet_encoder = open_reference_encoder(self.bundle_path())
             except (HefsearchError, OSError) as e:
                 log.info("semantic snippets unavailable: %s", getattr(e, "message", None) or e)
                 self._semantic_unavailable = True  # asked again on every scroll otherwise

@@ -64,9 +64,9 @@ def _fp32_encoder(searcher) -> "Encoder | None":
     if lib.read_only:
         log.info("re-rank skipped: the library has no FP32 space and is read-only here")
         return None
-    from hefsearch.embed.encoder import Encoder
+    from hefsearch.embed.reference import open_reference_encoder
 
-    enc = Encoder.open(searcher.bundle_path(), backend="cpu")
+    enc = open_reference_encoder(searcher.bundle_path())
     try:
         lib.ensure_space(enc, FP32_SPACE, wait=False)
     except (HefsearchError, OSError) as e:

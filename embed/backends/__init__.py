@@ -7,6 +7,7 @@ import logging
 import os
 
 from ..errors import BackendUnavailable
+from ..reference import REFERENCE_BACKEND
 
 log = logging.getLogger("hefsearch.embed")
 
@@ -35,7 +36,7 @@ def load_backend_class(name: str):
     return getattr(mod, cls)
 
 
-#: accelerator backends that ``auto`` tries, in order, before falling back to ``cpu``
+#: accelerator backends that ``auto`` tries, in order, before falling back to the reference (``REFERENCE_BACKEND``)
 AUTO_ORDER: list[str] = ["hailo"]
 
 
@@ -62,8 +63,8 @@ def resolve_backend_name(name: str | None, bundle) -> tuple[str, str]:
             return cand, f"{cand} (auto: {why})"
         reasons.append(f"{cand}: {why}")
     why = "; ".join(reasons) or "no accelerator backend installed"
-    log.info("backend: cpu (auto: %s)", why)
-    return "cpu", f"cpu (auto: {why})"
+    log.info("backend: %s (auto: %s)", REFERENCE_BACKEND, why)
+    return REFERENCE_BACKEND, f"{REFERENCE_BACKEND} (auto: {why})"
 
 
 def open_backend(name: str, bundle, **opts):

@@ -14,14 +14,16 @@ class CpuBackend(OnnxBodyBackend):
     name = "cpu"
     label = "CPU FP32"
     space_kind = space_names.FP32
+    fusable = True
 
-    def __init__(self, bundle: Bundle, threads: int | None = None, batch_size: int = 32, **_):
+    def __init__(self, bundle: Bundle, threads: int | None = None, batch_size: int = 32,
+                 providers=None, bulk: bool = False, **_):
         entries = bundle.encoder_entries("onnx")
         if not entries:
             raise BackendUnavailable(
                 f"Bundle {bundle.path} has no FP32 ONNX encoder body.", "Re-export the bundle."
             )
-        super().__init__(bundle, entries[0], threads=threads, batch_size=batch_size)
+        super().__init__(bundle, entries[0], threads=threads, batch_size=batch_size, providers=providers, bulk=bulk)
 
     @classmethod
     def available(cls, bundle: Bundle) -> tuple[bool, str]:

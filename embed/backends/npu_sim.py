@@ -59,14 +59,14 @@ class NpuSimBackend(OnnxBodyBackend):
     closed_message = "The NPU simulation was closed."
 
     def __init__(self, bundle: Bundle, profile: str | None = None, threads: int | None = None,
-                 batch_size: int = 32, **_):
+                 batch_size: int = 32, providers=None, **_):
         entry = pick_entry(bundle, profile)
         self.sim_name = entry.extra.get("name", entry.file)
         #: "NPU simulation (a8)": never shown as a HEF
         self.label = entry.extra.get("label") or f"NPU simulation ({self.sim_name})"
         self.precision = entry.extra.get("precision", {})
         self.mask = entry.extra.get("mask", {})
-        super().__init__(bundle, entry, threads=threads, batch_size=batch_size)
+        super().__init__(bundle, entry, threads=threads, batch_size=batch_size, providers=providers)
 
     @property
     def space_opts(self) -> dict:

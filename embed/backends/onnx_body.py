@@ -1,34 +1,19 @@
 """What the ``cpu``, ``cpu-int8`` and ``npu-sim`` backends share: one encoder body of the
-bundle (FP32, int8 weights, or fake-quantised) run on ONNX Runtime's CPU provider."""
+bundle (FP32, int8 weights, or fake-quantised) run on ONNX Runtime (CPU provider by default),
+its session opened through the optimised-model cache of :mod:`hefsearch.embed.ort_session`."""
 
 from __future__ import annotations
 
-import os
+from typing import Sequence
 
 import numpy as np
 
 from ..bundle import Bundle, EncoderEntry
-from ..errors import BackendUnavailable, BundleError
+from ..errors import BackendUnavailable
+from ..ort_session import DEFAULT_PROVIDERS, BodyFile, make_session, open_body_session
 from .base import Backend
 
-
-def make_session(path: str, threads: int | None = None):
-    """An ONNX Runtime CPU session with a bounded thread pool."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    n = threads or int(os.environ.get("HEFSEARCH_THREADS", "0")) or (os.cpu_count() or 1)
-    opts.intra_op_num_threads = n
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    # Spinning worker threads win a little on an idle machine and lose badly when the TUI,
-    # an indexer and other processes share a Pi's cores: block instead.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    try:
-        return ort.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
-    except Exception as e:  # ORT raises its own Fail/InvalidGraph types
-        raise BundleError(f"ONNX Runtime cannot load {path}: {e}", "Re-export the bundle.") from None
+__all__ = ["DEFAULT_PROVIDERS", "OnnxBodyBackend", "make_session"]
 
 
 class OnnxBodyBackend(Backend):
@@ -36,14 +21,21 @@ class OnnxBodyBackend(Backend):
 
     #: the error after close(); None: the session is simply gone
     closed_message: str | None = None
+    #: an FP32 body whose attention ONNX Runtime's transformer optimizer may fuse (``cpu``)
+    fusable: bool = False
 
     def __init__(self, bundle: Bundle, entry: EncoderEntry, *, threads: int | None = None,
-                 batch_size: int = 32):
+                 batch_size: int = 32, providers: Sequence[str] | None = None, bulk: bool = False):
         self.entry = entry
         self.file_sha256 = bundle.file_sha256(entry.file)
         self.batch_size = batch_size
         self.threads = threads
-        self._session = make_session(str(bundle.path / entry.file), threads)
+        #: ONNX Runtime execution providers, in order of preference (default: the CPU's)
+        self.providers = tuple(providers or DEFAULT_PROVIDERS)
+        body = BodyFile(bundle.path / entry.file, self.file_sha256, heads=int(bundle.model.get("heads") or 0),
+                        hidden=bundle.hidden, fusable=self.fusable and bool(bundle.model.get("heads")))
+        #: "fused", "optimised" or "uncached" (see open_body_session), for benches and reports
+        self._session, self.session_kind = open_body_session(body, threads, self.providers, bulk=bulk)
 
     def run(self, embeddings: np.ndarray, mask: np.ndarray) -> np.ndarray:
         if self._session is None:

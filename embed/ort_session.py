@@ -1,0 +1,223 @@
+"""ONNX Runtime sessions for the CPU backends: the options, and a cache of optimised models.
+
+Opening a session on the bundle's body costs ONNX Runtime's graph optimisation every time
+(constant folding, fusions, layout) on a 40 MB graph; a one-shot ``hefsearch search`` paid it
+on every start. :func:`open_body_session` keeps ONNX Runtime's own optimised model
+(``SessionOptions.optimized_model_filepath``) in the user cache dir (``cache_dir()/ort``),
+keyed by the body's sha256 as the manifest records it, the file's size and mtime, the ONNX
+Runtime version, the machine and the rewrite recipe; written atomically (a temp file renamed
+into place), loaded later with optimisation off. A cache file ONNX Runtime cannot load (cut
+short, damaged) is removed and rebuilt; a read-only cache dir only costs the optimisation.
+
+For a bulk encoder (indexing, back-fill, benches) of an FP32 body, the cached model is built
+from a copy with fused attention (:mod:`hefsearch.embed.attention_fusion`, in a child process,
+when the ``onnx`` package is installed), checked against the body on a probe batch (pooled
+cosine >= 0.99999) before it is kept; later opens, queries too, find it. Without ``onnx``, or
+when the check fails, the plain optimised body is cached. ``HEFSEARCH_ORT_CACHE=0`` turns the
+cache off (every open optimises in memory, as before); ``HEFSEARCH_ORT_FUSE=0`` turns fusion off.
+The bundle's body file is never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from .atomic_write import write_atomic
+from .errors import BundleError
+
+log = logging.getLogger("hefsearch.embed")
+
+ENV_CACHE = "HEFSEARCH_ORT_CACHE"
+ENV_FUSE = "HEFSEARCH_ORT_FUSE"
+ENV_THREADS = "HEFSEARCH_THREADS"
+DEFAULT_PROVIDERS: tuple[str, ...] = ("CPUExecutionProvider",)
+#: a fused copy must reproduce the body's pooled vectors at least this closely
+FUSED_MIN_COSINE = 0.99999
+#: the fusion child's wall-clock limit (it imports onnx and the optimizer: a few seconds)
+FUSE_TIMEOUT_S = 300
+
+
+def session_options(threads: int | None = None, *, optimize: bool = True):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+                                     else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    n = threads or int(os.environ.get(ENV_THREADS, "0")) or (os.cpu_count() or 1)
+    opts.intra_op_num_threads = n
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    # Spinning worker threads win a little on an idle machine and lose badly when the TUI,
+    # an indexer and other processes share a Pi's cores: block instead.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return opts
+
+
+def make_session(path, threads: int | None = None, providers: Sequence[str] | None = None, *,
+                 optimize: bool = True, save_to: str | None = None):
+    """An ONNX Runtime session with a bounded thread pool on ``providers`` (default: CPU);
+    ``save_to``: also write ONNX Runtime's optimised model there."""
+    import onnxruntime as ort
+
+    opts = session_options(threads, optimize=optimize)
+    if save_to:
+        opts.optimized_model_filepath = save_to
+    try:
+        return ort.InferenceSession(str(path), sess_options=opts, providers=list(providers or DEFAULT_PROVIDERS))
+    except Exception as e:  # ORT raises its own Fail/InvalidGraph types
+        raise BundleError(f"ONNX Runtime cannot load {path}: {e}", "Re-export the bundle.") from None
+
+
+@dataclass(frozen=True)
+class BodyFile:
+    """The encoder body a CPU backend runs: its path, the sha256 the manifest records, and
+    (for attention fusion) the model's head count and hidden size; ``fusable``: an FP32 body."""
+
+    path: Path
+    sha256: str
+    heads: int = 0
+    hidden: int = 0
+    fusable: bool = False
+
+
+def ort_cache_dir() -> Path:
+    from .bundle import cache_dir
+
+    return cache_dir() / "ort"
+
+
+def cache_key(body: BodyFile, variant: str) -> str:
+    import onnxruntime as ort
+
+    from .attention_fusion import RECIPE
+
+    st = body.path.stat()
+    parts = [body.sha256, st.st_size, st.st_mtime_ns, ort.__version__, platform.machine(), RECIPE, variant]
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32]
+
+
+def _enabled(env: str) -> bool:
+    return os.environ.get(env, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def fusion_available() -> bool:
+    """The fusion child can run here: the onnx package is installed (found, not imported)."""
+    return _enabled(ENV_FUSE) and importlib.util.find_spec("onnx") is not None
+
+
+def open_body_session(body: BodyFile, threads: int | None = None, providers: Sequence[str] | None = None,
+                      *, bulk: bool = False) -> tuple[object, str]:
+    """(session, what it runs) on ``body``, from the optimised-model cache when it holds one (see
+    the module docstring); ``bulk``: build the fused copy on a miss (worth its seconds for a long
+    run). What it runs: "fused", "optimised" (the body, ONNX Runtime's optimisation cached) or
+    "uncached"."""
+    if not _enabled(ENV_CACHE) or (providers and list(providers) != list(DEFAULT_PROVIDERS)):
+        # another provider optimises for its own device: its graph is not the CPU's to cache
+        return make_session(body.path, threads, providers), "uncached"
+    folder = ort_cache_dir()
+    fused, plain = (folder / f"{cache_key(body, v)}.{v}.onnx" for v in ("fused", "plain"))
+    if body.fusable:
+        sess = _load_cached(fused, threads)
+        if sess is not None:
+            return sess, "fused"
+        # a body the optimizer cannot fuse (another attention pattern) is tried once, not per open
+        refused = fused.with_suffix(".refused")
+        if bulk and fusion_available() and not refused.exists():
+            sess = _build_fused(body, fused, threads)
+            if sess is not None:
+                return sess, "fused"
+            _mark(refused)
+    return _load_cached(plain, threads) or _build_cached(body.path, plain, threads), "optimised"
+
+
+def _load_cached(path: Path, threads: int | None):
+    """The cached optimised model at ``path``, None when absent; a damaged one is removed."""
+    if not path.exists():
+        return None
+    try:
+        return make_session(path, threads, optimize=False)
+    except BundleError as e:
+        log.warning("the cached optimised model %s is unusable (%s): rebuilding it", path, e)
+        path.unlink(missing_ok=True)
+        return None
+
+
+def _mark(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        pass
+
+
+def _build_cached(src: Path, target: Path, threads: int | None):
+    """A session on ``src``, ONNX Runtime's optimised model of it saved atomically at ``target``."""
+    box = []
+
+    def write(tmp: str) -> None:
+        box.append(make_session(src, threads, save_to=tmp))
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, write)
+    except OSError as e:  # a read-only or full cache dir: run without keeping it
+        log.info("cannot keep the optimised model in %s: %s", target.parent, e)
+    return box[0] if box else make_session(src, threads)
+
+
+def _build_fused(body: BodyFile, target: Path, threads: int | None):
+    """The fused copy built by the child, checked against the body, cached; None when it cannot be."""
+    with tempfile.TemporaryDirectory(prefix="hefsearch-fuse-") as tmp:
+        fused = Path(tmp) / "fused.onnx"
+        cmd = [sys.executable, "-m", "hefsearch.embed.attention_fusion", str(body.path), str(fused),
+               "--heads", str(body.heads), "--hidden", str(body.hidden)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=FUSE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log.info("attention fusion did not run: %s", e)
+            return None
+        if proc.returncode != 0 or not fused.exists():
+            log.info("attention fusion found nothing to fuse in %s (%s)", body.path.name,
+                     (proc.stderr or proc.stdout).strip()[-300:])
+            return None
+        try:
+            plain = make_session(body.path, 1)
+            candidate = make_session(fused, threads)
+        except BundleError as e:
+            log.info("the fused copy does not load: %s", e)
+            return None
+        cosine = probe_cosine(plain, candidate, body.hidden)
+        if cosine < FUSED_MIN_COSINE:
+            log.warning("the fused copy of %s differs from it (pooled cosine %.6f): not used", body.path, cosine)
+            return None
+        return _build_cached(fused, target, threads)
+
+
+def probe_cosine(a, b, hidden: int, seed: int = 0) -> float:
+    """Lowest pooled cosine between two sessions of the same body on a padded probe batch."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lengths = [3, 17, 40]
+    s = max(lengths)
+    e = (rng.standard_normal((len(lengths), s, hidden)) * 0.5).astype(np.float32)
+    mask = np.zeros((len(lengths), s), dtype=np.int64)
+    for i, k in enumerate(lengths):
+        mask[i, :k] = 1
+        e[i, k:] = 0.0
+    feed = {"embeddings": e, "attention_mask": mask}
+    m = mask[..., None].astype(np.float32)
+    pooled = [(sess.run(["last_hidden_state"], feed)[0] * m).sum(1) / m.sum(1) for sess in (a, b)]
+    num = (pooled[0] * pooled[1]).sum(1)
+    den = np.linalg.norm(pooled[0], axis=1) * np.linalg.norm(pooled[1], axis=1)
+    return float((num / np.clip(den, 1e-12, None)).min())
