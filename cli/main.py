@@ -75,8 +75,17 @@ class TerminalSafeFormatter(logging.Formatter):
         return for_terminal(super().format(record), multiline=True)
 
 
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    """``--version``, the way click's version_option prints it; the version is read only when
+    asked (importlib.metadata costs every other start a few tens of milliseconds)."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"hefsearch, version {hefsearch_version()}")
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(hefsearch_version(), prog_name="hefsearch")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug) on stderr.")
 def main(verbose: int) -> None:
     """Multilingual semantic search over your own document folders.

@@ -266,15 +266,22 @@ class Bundle:
 
     @property
     def tokenizer(self):
+        """The bundle's tokenizer, loaded once and shared (the chunker's)."""
         if self._tokenizer is None:
-            from tokenizers import Tokenizer
-
-            path = self.path / "tokenizer.json"
-            try:
-                self._tokenizer = Tokenizer.from_file(str(path))
-            except Exception as e:  # tokenizers raises a bare Exception on bad JSON
-                raise BundleError(f"Cannot load {path}: {e}", "Re-export the bundle.") from None
+            self._tokenizer = self.fresh_tokenizer()
         return self._tokenizer
+
+    def fresh_tokenizer(self):
+        """A new Tokenizer read from ``tokenizer.json``, for a caller that changes its settings
+        (truncation, padding are per-Tokenizer state). One parse: a 250k vocabulary takes a
+        noticeable part of a one-shot search's start, so no copy goes through ``to_str``."""
+        from tokenizers import Tokenizer
+
+        path = self.path / "tokenizer.json"
+        try:
+            return Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises a bare Exception on bad JSON
+            raise BundleError(f"Cannot load {path}: {e}", "Re-export the bundle.") from None
 
     # -- writing -------------------------------------------------------------------------
     def add_file(self, rel: str) -> None:

@@ -31,12 +31,9 @@ class HostPipeline:
     def __init__(self, bundle: Bundle, max_tokens: int | None = None):
         self.bundle = bundle
         self.max_tokens = int(max_tokens or bundle.seq_len)
-        tok = bundle.tokenizer
-        # A private copy: truncation settings are per-Tokenizer state, and the bundle's
+        # A private tokenizer: truncation settings are per-Tokenizer state, and the bundle's
         # tokenizer is shared with the chunker.
-        from tokenizers import Tokenizer
-
-        self._tok = Tokenizer.from_str(tok.to_str())
+        self._tok = bundle.fresh_tokenizer()
         self._tok.no_padding()
         self._word = bundle.table("word")
         self._pos = bundle.table("position")
@@ -46,9 +43,7 @@ class HostPipeline:
             self.max_tokens = self._pos.shape[0] - self._offset
         # tokenizers truncates the body and keeps the specials, as transformers does.
         self._tok.enable_truncation(max_length=self.max_tokens)
-        self._counter = Tokenizer.from_str(tok.to_str())
-        self._counter.no_padding()
-        self._counter.no_truncation()
+        self._counter = None  # the untruncated one, made when count_tokens is first asked
         # Position rows for 0..max_tokens-1 with the type-0 row folded in: one add per frame.
         self._pos_type = np.ascontiguousarray(
             self._pos[self._offset : self._offset + self.max_tokens] + self._type0, dtype=np.float32
@@ -68,6 +63,11 @@ class HostPipeline:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` including the specials, untruncated."""
+        if self._counter is None:
+            counter = self.bundle.fresh_tokenizer()
+            counter.no_padding()
+            counter.no_truncation()
+            self._counter = counter
         return len(self._counter.encode(text, add_special_tokens=True).ids)
 
     def embed(self, ids: list[np.ndarray], pad_to: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -32,12 +32,14 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from hefsearch.index.formats import SUPPORTED_SUFFIXES
 
 from . import filetypes
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pathspec  # loaded by the first ignore rules, not by a search that only prints paths
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 IGNORE_FILE = ".hefsearchignore"
@@ -260,6 +262,8 @@ class _Rules:
 
     @classmethod
     def from_lines(cls, lines: list[str], origin: str, base: str = "") -> _Rules:
+        import pathspec
+
         return cls(pathspec.GitIgnoreSpec.from_lines(lines), origin, base)
 
     def describe(self, pattern: str) -> str:
