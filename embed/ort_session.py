@@ -47,7 +47,7 @@ FUSED_MIN_COSINE = 0.99999
 FUSE_TIMEOUT_S = 300
 
 
-def session_options(threads: int | None = None, *, optimize: bool = True):
+def session_options(threads: int | None = None, *, optimize: bool = True, spinning: bool = False):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -59,7 +59,7 @@ def session_options(threads: int | None = None, *, optimize: bool = True):
     opts.log_severity_level = 3
     # Spinning worker threads win a little on an idle machine and lose badly when the TUI,
     # an indexer and other processes share a Pi's cores: block instead.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     return opts
 
 
