@@ -20,6 +20,7 @@ The bundle's body file is never written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -43,6 +44,8 @@ ENV_THREADS = "HEFSEARCH_THREADS"
 DEFAULT_PROVIDERS: tuple[str, ...] = ("CPUExecutionProvider",)
 #: a fused copy must reproduce the body's pooled vectors at least this closely
 FUSED_MIN_COSINE = 0.99999
+#: optimised models kept (each about the body's size); the least recently used go first
+CACHE_KEEP = 8
 #: the fusion child's wall-clock limit (it imports onnx and the optimizer: a few seconds)
 FUSE_TIMEOUT_S = 300
 
@@ -145,11 +148,14 @@ def _load_cached(path: Path, threads: int | None):
     if not path.exists():
         return None
     try:
-        return make_session(path, threads, optimize=False)
+        sess = make_session(path, threads, optimize=False)
     except BundleError as e:
         log.warning("the cached optimised model %s is unusable (%s): rebuilding it", path, e)
         path.unlink(missing_ok=True)
         return None
+    with contextlib.suppress(OSError):  # recently used: kept when older ones are pruned
+        os.utime(path)
+    return sess
 
 
 def _mark(path: Path) -> None:
@@ -170,9 +176,17 @@ def _build_cached(src: Path, target: Path, threads: int | None):
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, write)
+        prune(target.parent)
     except OSError as e:  # a read-only or full cache dir: run without keeping it
         log.info("cannot keep the optimised model in %s: %s", target.parent, e)
     return box[0] if box else make_session(src, threads)
+
+
+def prune(folder: Path, keep: int = CACHE_KEEP) -> None:
+    """Remove all but the ``keep`` most recently used optimised models in ``folder``."""
+    models = sorted(folder.glob("*.onnx"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in models[keep:]:
+        old.unlink(missing_ok=True)
 
 
 def _build_fused(body: BodyFile, target: Path, threads: int | None):

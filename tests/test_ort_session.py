@@ -70,7 +70,7 @@ def test_cache_miss_then_hit_then_damaged_file_rebuilt(tiny_bert_bundle, monkeyp
     with Encoder.open(tiny_bert_bundle, threads=1) as enc:  # miss: optimise, keep it
         assert enc.backend.session_kind == "optimised"
     (cached,) = _cached("plain")
-    stamp = cached.stat().st_mtime_ns
+    written = (cached.stat().st_ino, cached.read_bytes())
 
     loaded = []
     real = ort_session.make_session
@@ -79,7 +79,7 @@ def test_cache_miss_then_hit_then_damaged_file_rebuilt(tiny_bert_bundle, monkeyp
     with Encoder.open(tiny_bert_bundle, threads=1) as enc:  # hit: the cached file, not optimised again
         hit = enc.encode_passages(TEXTS)
     assert loaded == [(cached, {"optimize": False})]
-    assert cached.stat().st_mtime_ns == stamp
+    assert (cached.stat().st_ino, cached.read_bytes()) == written  # not rewritten
     assert _min_cosine(hit, ref) >= 0.99999
 
     cached.write_bytes(cached.read_bytes()[:1000])  # cut short
@@ -150,3 +150,14 @@ def test_keyword_only_search_never_opens_an_encoder(tmp_path, tiny_bert_bundle, 
         words = lib.query("SELECT text FROM chunks LIMIT 1")[0][0].split()[:2]
         res = Searcher(lib).search(" ".join(words), k=3, mode="keyword")
         assert res.hits
+
+
+def test_the_cache_keeps_the_most_recently_used_models(tmp_path):
+    import os
+
+    for i in range(5):
+        f = tmp_path / f"k{i}.plain.onnx"
+        f.write_bytes(b"x")
+        os.utime(f, ns=(i * 10**9, i * 10**9))
+    ort_session.prune(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.glob("*.onnx")) == ["k3.plain.onnx", "k4.plain.onnx"]
