@@ -45,7 +45,8 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
     (keyword); JSON has both as 'similarity' and the ranking's own 'score'. An empty QUERY
     is an error (exit code 2); a keyword query with no words (only punctuation) finds
     nothing and says why. Snippets of hits sharing no word with the query are chosen by meaning after the
-    search, on the CPU in FP32 (timed apart as semantic_snippets); --quick-snippets skips that.
+    search, on the CPU in FP32, for as many hits as fit 100 ms (timed apart as semantic_snippets;
+    the others keep their first sentence); --quick-snippets skips that.
 
     \b
     Filters: --path GLOB, --type pdf,docx, --lang de, --since 7d, --until 2024-01-01.
@@ -53,12 +54,14 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
     """
     from hefsearch.app.service import search_json
     from hefsearch.app.session import LibrarySession, SearchRequest
+    from hefsearch.search.snippets import CLI_BUDGET_MS
 
     refuse_blank_query(query)
     with LibrarySession.open(library_path, bundle=bundle) as session:
         result = session.search(SearchRequest(seq=0, query=query, mode=mode, k=k, filters=filters, space=space,
                                               all_chunks=all_chunks),
-                                semantic_snippets=not quick_snippets)
+                                semantic_snippets=not quick_snippets, snippet_budget_ms=CLI_BUDGET_MS,
+                                snippet_probe=True)
         fresh = session.freshness()
     if as_json:
         echo_json(search_json(result, fresh, filters))

@@ -178,10 +178,13 @@ def test_quick_snippets_final_or_pending():
     assert not final and snippet.startswith("First sentence here.")  # a stand-in, pending
 
 
-def test_cli_prints_semantic_snippets_unless_quick_ones_are_asked(two_spaces, tiny_bert_bundle):
+def test_cli_prints_semantic_snippets_unless_quick_ones_are_asked(two_spaces, tiny_bert_bundle, monkeypatch):
     from click.testing import CliRunner
 
     from hefsearch.cli.main import main
+    from hefsearch.search import snippets
+
+    monkeypatch.setattr(snippets, "CLI_BUDGET_MS", 1e9)  # a budget every hit fits (the cap: below)
 
     lib, _ = two_spaces
     s = searcher_over(two_spaces)
@@ -207,3 +210,26 @@ def test_hits_in_view_are_the_rows_on_screen_and_the_highlighted_one():
     assert hits_in_view(hits, scroll_y=0, height=10, highlighted=0, rows_per_hit=2) == list(range(6))
     assert hits_in_view(hits, scroll_y=20, height=10, highlighted=3, rows_per_hit=2) == [*range(10, 16), 3]
     assert hits_in_view(hits[:3], scroll_y=0, height=40, highlighted=None, rows_per_hit=2) == [0, 1, 2]
+
+
+def test_cli_caps_semantic_snippets_at_its_budget(two_spaces, tiny_bert_bundle, monkeypatch):
+    """With the budget spent, the one-shot command still measures on the first pending hit
+    (its snippet is by meaning) and prints every other hit with its stand-in."""
+    from click.testing import CliRunner
+
+    from hefsearch.cli.main import main
+    from hefsearch.search import snippets
+
+    monkeypatch.setattr(snippets, "CLI_BUDGET_MS", 0.0)
+    lib, _ = two_spaces
+    s = searcher_over(two_spaces)
+    expected = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
+    pending = [h for h in expected.hits if h.chunk_id in expected.pending_snippets]
+    assert len(pending) >= 2
+    meaning = s.semantic_snippets(expected, pending[:1])
+    want = [meaning.get(h.chunk_id, h.snippet) for h in expected.hits]
+    args = ["search", FOREIGN_QUERY, "--library", str(lib.path), "--space", "cpu-fp32", "--mode", "vector",
+            "--k", "8", "--all-chunks", "--bundle", str(tiny_bert_bundle), "--json"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert [h["snippet"] for h in json.loads(res.stdout)["hits"]] == want

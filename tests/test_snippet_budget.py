@@ -120,3 +120,21 @@ def test_the_server_answers_with_quick_snippets_when_its_budget_is_spent(library
     assert slow.passages == []  # no sentence embedded on the way to the answer
     assert [h["snippet"] for h in answer["hits"]] == [h.snippet for h in quick.hits]
     assert np.isfinite(answer["timings_ms"]["semantic_snippets"])
+
+
+def test_a_probe_measures_on_the_first_chunk_when_nothing_is_measured_yet(library):
+    """A one-shot command's query vector comes primed from the search, so no time is measured:
+    without a probe nothing would fit; with one, the first chunk is embedded to measure the rate
+    (5 ms a sentence here) and the rest follow while they fit."""
+    _lib, cpu = library
+    clock = FakeClock()
+    slow = SlowEncoder(cpu, clock)
+    chunks = [(i, " ".join(SENTENCES[i : i + 2])) for i in range(5)]  # 2 sentences, 10 ms each
+    quiet = SemanticSnippets(slow, clock=clock)
+    quiet.prime(QUERY, cpu.encode_queries([QUERY])[0])
+    assert quiet.snippets(QUERY, chunks, budget_ms=25) == {} and slow.passages == []
+    probing = SemanticSnippets(slow, clock=clock)
+    probing.prime(QUERY, cpu.encode_queries([QUERY])[0])
+    got = probing.snippets(QUERY, chunks, budget_ms=25, probe=True)
+    # the probe spends 10 ms, which leaves 15 ms: one more chunk (10 ms), not two
+    assert sorted(got) == [0, 1] and probing.ms_per_sentence == pytest.approx(SENTENCE_MS)
