@@ -297,7 +297,7 @@ def robust_cmd(bundle, steps, batch, lr, max_tokens, precision, no_randomise, se
 @click.argument("bundle", type=click.Path(file_okay=False))
 @click.option("--all-int8", is_flag=True,
               help="Quantise each layer's FFN output projection too (kept in FP32 by default): faster "
-                   "(3.1x instead of 2.4x sentence-transformers with all-MiniLM-L6-v2 here), further from "
+                   "(about 1.3x the default's speed with all-MiniLM-L6-v2, measured under load), further from "
                    "FP32 (cosine 0.992 instead of 0.997; e5-small library MRR vs FP32 0.958 instead of 0.974).")
 def int8_cmd(bundle, all_int8):
     """Write an int8 CPU encoder into BUNDLE (encoder.cpu-int8.onnx).

@@ -9,8 +9,9 @@ default, each layer's FFN output projection stay FP32. Measured (``bench/int8_va
 (cosine 0.93), static QDQ with calibrated activation ranges was faster but worse (0.92-0.93),
 keeping the last layer in FP32 bought nothing measurable; keeping the FFN output projections
 in FP32 (whose input, the GELU output, has the most outliers) is what brings ranking within
-reach of FP32 (multilingual-e5-small library MRR vs FP32 0.958 -> 0.974) at 2.4x instead of
-3.1x sentence-transformers' speed (``--all-int8`` for the faster one).
+reach of FP32 (multilingual-e5-small library MRR vs FP32 0.958 -> 0.974) at about 1/1.3 of
+``--all-int8``'s speed (2.38x against 3.12x sentence-transformers, measured under load; 2.61x
+lightly loaded: docs/performance.md).
 
 The result is ``encoder.cpu-int8.onnx``, listed in the manifest with kind ``cpu-int8`` and the
 check against FP32 on the built-in sample texts. Building it needs the compile extra (the
