@@ -205,5 +205,8 @@ def test_the_readme_makes_no_speed_claims_and_the_performance_page_marks_its_fig
     ratios = re.findall(r"\b\d+(?:\.\d+)?x\b|\d+(?:\.\d+)?\s*% of", README.read_text(encoding="utf-8"))
     assert not ratios, f"speed claims in the README: {ratios}"
     text = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
-    marker = text.index("<!-- lead: fresh numbers -->")
-    assert marker < text.index("Measured earlier") < text.index("## Speed and memory")
+    fresh = text.index("## Fresh figures")
+    assert fresh < text.index("Measured earlier") < text.index("## Speed and memory")
+    # every fresh row names its script's load
+    rows = [ln for ln in text[fresh:text.index("Measured earlier")].splitlines() if ln.startswith("| ") and "`" in ln]
+    assert rows and all(re.search(r"\| [\d.]+( ?(->|-) ?[\d.]+)? \|$", ln) for ln in rows), rows
