@@ -60,8 +60,7 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
     with LibrarySession.open(library_path, bundle=bundle) as session:
         result = session.search(SearchRequest(seq=0, query=query, mode=mode, k=k, filters=filters, space=space,
                                               all_chunks=all_chunks),
-                                semantic_snippets=not quick_snippets, snippet_budget_ms=CLI_BUDGET_MS,
-                                snippet_probe=True)
+                                semantic_snippets=not quick_snippets, snippet_budget_ms=CLI_BUDGET_MS)
         fresh = session.freshness()
     if as_json:
         echo_json(search_json(result, fresh, filters))

@@ -440,13 +440,12 @@ class Searcher:
 
     # -- semantic snippets, after the results ---------------------------------------------
     def semantic_snippets(self, result: SearchResult, hits: Sequence[Hit] | None = None, *,
-                          budget_ms: float | None = None, probe: bool = False) -> dict[int, str]:
+                          budget_ms: float | None = None) -> dict[int, str]:
         """{chunk id: snippet around the sentence closest in meaning to the query} for the
         ``hits`` (default: all of ``result``'s) whose snippet is pending. Apply it with
         :meth:`SearchResult.apply_snippets`. ``budget_ms``: only the hits whose snippets fit
         that time (cached ones always; :data:`~hefsearch.search.snippets.SEMANTIC_BUDGET_MS`),
-        the others stay pending; ``probe``: measure on the first pending hit when nothing is
-        measured yet (a one-shot command's :data:`~hefsearch.search.snippets.CLI_BUDGET_MS`).
+        the others stay pending.
 
         Embeds on the CPU in FP32: the FP32 space's encoder, else a CPU encoder of the bundle
         opened once; never the NPU. Sentence vectors are cached per chunk. Returns ``{}`` when
@@ -461,8 +460,7 @@ class Searcher:
         if last is not None and last[:2] == (result.space, result.query) and result.space == FP32_SPACE \
                 and engine.encoder is self._encoders.get(FP32_SPACE):
             engine.prime(result.query, last[2])  # the search encoded it with this very encoder
-        return engine.snippets(result.query, [(h.chunk_id, h.text) for h in todo], budget_ms=budget_ms,
-                               probe=probe)
+        return engine.snippets(result.query, [(h.chunk_id, h.text) for h in todo], budget_ms=budget_ms)
 
     def _semantic_engine(self) -> SemanticSnippets | None:
         if self._semantic is None and not self._semantic_unavailable:

@@ -139,10 +139,8 @@ SENTENCE_CACHE_CHUNKS = 256
 #: before (bench/query_latency.py, 100k chunks, MiniLM on 2 loaded cores): ~7 ms p50 but 260 ms
 #: p95 unbounded, which set the API's p95 at 291 ms
 SEMANTIC_BUDGET_MS = 10.0
-#: the same cap for a one-shot ``hefsearch search``: its process has measured nothing yet, so the
-#: first pending hit is embedded to measure the rate (``probe``), then the rest while they fit.
-#: Unbounded, a query sharing no word with its hits spent 0.4-0.6 s here on MiniLM (10 hits, 2
-#: cores, load ~1), twice the rest of the command
+#: the same cap for a one-shot ``hefsearch search``. Unbounded, a query sharing no word with its
+#: hits spent 0.4-0.6 s here on MiniLM (10 hits, 2 cores, load ~1), twice the rest of the command
 CLI_BUDGET_MS = 100.0
 #: weight of the newest measurement in the time-per-sentence estimate
 _RATE_WEIGHT = 0.5
@@ -219,19 +217,20 @@ class SemanticSnippets:
         return out
 
     def snippets(self, query: str, chunks: Sequence[tuple[int, str]], *,
-                 budget_ms: float | None = None, probe: bool = False) -> dict[int, str]:
+                 budget_ms: float | None = None) -> dict[int, str]:
         """{chunk id: snippet around the sentence closest to ``query``} for (chunk id, text);
         with ``budget_ms`` only for the chunks that fit it (:meth:`affordable`, counted from
-        the call, the query's own encoding included). ``probe``: with no time measured yet,
-        the first uncached chunk is embedded whatever it costs, to measure one."""
+        the call, the query's own encoding included). With no time measured yet (a query vector
+        primed from the search measures none) the first uncached chunk is embedded whatever it
+        costs, once per engine: without a rate nothing would ever fit."""
         if not chunks:
             return {}
         start = self.clock()
         q = self.query_vector(query)
-        if budget_ms is not None and probe and self.ms_per_sentence is None:
+        if budget_ms is not None and self.ms_per_sentence is None:
             first = next(((cid, text) for cid, text in chunks if cid not in self._cache), None)
             if first is not None:
-                self.sentence_vectors([first])  # cached now, so affordable() keeps it
+                self.sentence_vectors([first])  # measures the rate; cached, so affordable() keeps it
         if budget_ms is not None:
             chunks = self.affordable(chunks, budget_ms - (self.clock() - start) * 1000.0)
             if not chunks:

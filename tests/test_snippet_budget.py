@@ -122,19 +122,29 @@ def test_the_server_answers_with_quick_snippets_when_its_budget_is_spent(library
     assert np.isfinite(answer["timings_ms"]["semantic_snippets"])
 
 
-def test_a_probe_measures_on_the_first_chunk_when_nothing_is_measured_yet(library):
-    """A one-shot command's query vector comes primed from the search, so no time is measured:
-    without a probe nothing would fit; with one, the first chunk is embedded to measure the rate
-    (5 ms a sentence here) and the rest follow while they fit."""
+def test_a_primed_engine_measures_on_its_first_chunk(library):
+    """A query vector primed from the search (the FP32 space searched) measures no time: the
+    engine then embeds its first uncached chunk to measure the rate (5 ms a sentence here) and
+    the rest follow while they fit. Without that, a server on the FP32 space never had a rate
+    and never gave a meaning-based snippet."""
     _lib, cpu = library
     clock = FakeClock()
     slow = SlowEncoder(cpu, clock)
     chunks = [(i, " ".join(SENTENCES[i : i + 2])) for i in range(5)]  # 2 sentences, 10 ms each
-    quiet = SemanticSnippets(slow, clock=clock)
-    quiet.prime(QUERY, cpu.encode_queries([QUERY])[0])
-    assert quiet.snippets(QUERY, chunks, budget_ms=25) == {} and slow.passages == []
-    probing = SemanticSnippets(slow, clock=clock)
-    probing.prime(QUERY, cpu.encode_queries([QUERY])[0])
-    got = probing.snippets(QUERY, chunks, budget_ms=25, probe=True)
-    # the probe spends 10 ms, which leaves 15 ms: one more chunk (10 ms), not two
-    assert sorted(got) == [0, 1] and probing.ms_per_sentence == pytest.approx(SENTENCE_MS)
+    engine = SemanticSnippets(slow, clock=clock)
+    engine.prime(QUERY, cpu.encode_queries([QUERY])[0])
+    got = engine.snippets(QUERY, chunks, budget_ms=25)
+    # the first chunk spends 10 ms, which leaves 15 ms: one more chunk (10 ms), not two
+    assert sorted(got) == [0, 1] and engine.ms_per_sentence == pytest.approx(SENTENCE_MS)
+    # measured now: the next call probes nothing, its first uncached chunk must fit
+    slow.passages.clear()
+    assert sorted(engine.snippets(QUERY, chunks, budget_ms=5)) == [0, 1] and slow.passages == []
+
+
+def test_a_server_on_the_fp32_space_gives_meaning_snippets_within_its_budget(library):
+    lib, cpu = library
+    session = LibrarySession(lib, Searcher(lib, encoders={"cpu-fp32": cpu}))
+    request = SearchRequest(seq=0, query=QUERY, mode="vector", k=6, space="cpu-fp32")
+    plain = session.search(request)
+    res = session.search(request, semantic_snippets=True, snippet_budget_ms=1e6)
+    assert plain.pending_snippets and not res.pending_snippets
