@@ -26,6 +26,7 @@ import importlib.util
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -204,9 +205,12 @@ def _build_fused(body: BodyFile, target: Path, threads: int | None):
             log.info("attention fusion found nothing to fuse in %s (%s)", body.path.name,
                      (proc.stderr or proc.stdout).strip()[-300:])
             return None
+        optimised = Path(tmp) / "fused.optimised.onnx"
         try:
             plain = make_session(body.path, 1)
-            candidate = make_session(fused, threads)
+            # ONNX Runtime's optimised model of the copy, written as the session opens: the one
+            # to cache once the check passes (no second session to write it)
+            candidate = make_session(fused, threads, save_to=str(optimised))
         except BundleError as e:
             log.info("the fused copy does not load: %s", e)
             return None
@@ -214,12 +218,21 @@ def _build_fused(body: BodyFile, target: Path, threads: int | None):
         if cosine < FUSED_MIN_COSINE:
             log.warning("the fused copy of %s differs from it (pooled cosine %.6f): not used", body.path, cosine)
             return None
-        return _build_cached(fused, target, threads)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, lambda tmp_path: shutil.copyfile(optimised, tmp_path))
+            prune(target.parent)
+        except OSError as e:  # a read-only or full cache dir: run without keeping it
+            log.info("cannot keep the optimised model in %s: %s", target.parent, e)
+        return candidate
 
 
 def probe_cosine(a, b, hidden: int, seed: int = 0) -> float:
     """Lowest pooled cosine between two sessions of the same body on a padded probe batch."""
     import numpy as np
+
+    from .host import mean_pool
+    from .metrics import paired_cosine
 
     rng = np.random.default_rng(seed)
     lengths = [3, 17, 40]
@@ -230,8 +243,5 @@ def probe_cosine(a, b, hidden: int, seed: int = 0) -> float:
         mask[i, :k] = 1
         e[i, k:] = 0.0
     feed = {"embeddings": e, "attention_mask": mask}
-    m = mask[..., None].astype(np.float32)
-    pooled = [(sess.run(["last_hidden_state"], feed)[0] * m).sum(1) / m.sum(1) for sess in (a, b)]
-    num = (pooled[0] * pooled[1]).sum(1)
-    den = np.linalg.norm(pooled[0], axis=1) * np.linalg.norm(pooled[1], axis=1)
-    return float((num / np.clip(den, 1e-12, None)).min())
+    pooled = [mean_pool(sess.run(["last_hidden_state"], feed)[0], mask) for sess in (a, b)]
+    return float(paired_cosine(*pooled).min())
