@@ -38,13 +38,16 @@ class IndexSetting:
 
 
 def _known() -> dict[str, IndexSetting]:
+    from hefsearch.index.faiss_index import DEFAULT_SQ8_THRESHOLD
     from hefsearch.index.spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_FACTORY,
                                         DEFAULT_HNSW_THRESHOLD, MIN_COMPRESSED)
 
     rows = [
         IndexSetting("hnsw_threshold", DEFAULT_HNSW_THRESHOLD, f"{DEFAULT_HNSW_THRESHOLD:,}",
                      f"chunks from which a space is searched through an {DEFAULT_HNSW_FACTORY} graph "
-                     "(approximate, fast) instead of comparing every vector (exact)"),
+                     "(approximate, fast) instead of scanning every vector (exact under "
+                     f"{DEFAULT_SQ8_THRESHOLD:,} chunks, from there 8-bit codes whose best candidates "
+                     "are re-scored exactly)"),
         IndexSetting("compress_threshold", DEFAULT_COMPRESS_THRESHOLD, f"{DEFAULT_COMPRESS_THRESHOLD:,}",
                      "chunks from which a space's index is compressed (IVF of 4-bit codes, candidates "
                      "re-scored from the raw vectors; wins over hnsw_threshold; spaces under "
