@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest  # noqa: F401  (re-exported: front ends build requests)
 
-from . import reindex as reindex_mod
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -34,7 +33,9 @@ log = logging.getLogger("hefsearch.app")
 def open_sync_encoders(library: "Library") -> list["Encoder"]:
     """Encoders for every space of ``library`` that can be opened here, the default space's
     first (sync chunks with the first one); see :mod:`hefsearch.index.encoders`."""
-    return reindex_mod.open_sync_encoders(library).encoders
+    from .reindex import open_sync_encoders as open_for_sync
+
+    return open_for_sync(library).encoders
 
 
 class LibrarySession:
@@ -50,13 +51,16 @@ class LibrarySession:
         self._engine = threading.Lock()
 
     @classmethod
-    def open(cls, library_path: str | Path | None, *, bundle: str | None = None, **options):
+    def open(cls, library_path: str | Path | None, *, bundle: str | None = None,
+             load_spaces: bool = True, **options):
         """A session over the existing library at ``library_path`` (None: the default one),
-        closed by :meth:`close`."""
+        closed by :meth:`close`. ``load_spaces=False``: each space's index is read when first
+        searched (see :meth:`Library.open <hefsearch.index.library.Library.open>`), for a
+        session that answers one query."""
         from hefsearch.index.library import Library
         from hefsearch.search import Searcher
 
-        library = Library.open(library_path, create=False)
+        library = Library.open(library_path, create=False, load_spaces=load_spaces)
         try:
             return cls(library, Searcher(library, bundle=bundle), **options)
         except BaseException:
@@ -81,6 +85,13 @@ class LibrarySession:
         return Path(self.library.path)
 
     # -- searching -------------------------------------------------------------------------
+    def prefetch(self, request: SearchRequest) -> None:
+        """Start opening the encoder ``request`` will need (vector and hybrid modes) in the
+        background, so it overlaps reading the space's index (:mod:`hefsearch.search.prefetch`)."""
+        if request.mode in ("vector", "hybrid"):
+            with self._engine:
+                self.searcher.prefetch(request.space)
+
     def search(self, request: SearchRequest, *, semantic_snippets: bool = False,
                snippet_budget_ms: float | None = None) -> "SearchResult":
         """The hits of ``request``; ``semantic_snippets`` also fills the snippets chosen by
@@ -154,10 +165,14 @@ class LibrarySession:
     def recorded_roots(self) -> list[Path]:
         """The folders the library indexes (``Library.recorded_roots``, as ``hefsearch index``
         without PATHS uses them), those that are there now."""
-        return [r for r in reindex_mod.library_roots(self.library) if r.exists()]
+        from .reindex import library_roots
+
+        return [r for r in library_roots(self.library) if r.exists()]
 
     def reindex(self, roots: Sequence[Path], progress: Callable[["ProgressEvent"], None]) -> "SyncReport":
         """Sync ``roots`` into the library (new, changed and deleted files); ``progress`` is
         called on this thread with each ``ProgressEvent``."""
-        return reindex_mod.reindex(self.library, roots, open_encoders=self._open_encoders,
+        from .reindex import reindex
+
+        return reindex(self.library, roots, open_encoders=self._open_encoders,
                                    progress=progress).report

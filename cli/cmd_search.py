@@ -6,6 +6,7 @@ import click
 
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
 
+from .main import may_exit_quickly
 from .options import bundle_option, echo_json, filter_options, json_option, library_option
 
 
@@ -52,19 +53,25 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
     Filters: --path GLOB, --type pdf,docx, --lang de, --since 7d, --until 2024-01-01.
     A server keeps the encoder warm between queries: hefsearch serve.
     """
-    from hefsearch.app.service import search_json
     from hefsearch.app.session import LibrarySession, SearchRequest
     from hefsearch.search.snippets import CLI_BUDGET_MS
 
     refuse_blank_query(query)
-    with LibrarySession.open(library_path, bundle=bundle) as session:
-        result = session.search(SearchRequest(seq=0, query=query, mode=mode, k=k, filters=filters, space=space,
-                                              all_chunks=all_chunks),
-                                semantic_snippets=not quick_snippets, snippet_budget_ms=CLI_BUDGET_MS)
+    request = SearchRequest(seq=0, query=query, mode=mode, k=k, filters=filters, space=space,
+                            all_chunks=all_chunks)
+    # One query: only the searched space's index is read, while its encoder opens beside it
+    with LibrarySession.open(library_path, bundle=bundle, load_spaces=False) as session:
+        session.prefetch(request)
+        if not as_json:
+            from . import render  # noqa: F401  (imported while the encoder opens, not after)
+        result = session.search(request, semantic_snippets=not quick_snippets, snippet_budget_ms=CLI_BUDGET_MS)
         fresh = session.freshness()
     if as_json:
-        echo_json(search_json(result, fresh, filters))
-        return
-    from .render import print_search
+        from hefsearch.app.service import search_json
 
-    print_search(result, filters.path_glob, filters.kinds, filters=filters)
+        echo_json(search_json(result, fresh, filters))
+    else:
+        from .render import print_search
+
+        print_search(result, filters.path_glob, filters.kinds, filters=filters)
+    may_exit_quickly()  # the session is closed and all is printed: no teardown needed

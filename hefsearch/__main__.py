@@ -1,5 +1,5 @@
 """``python -m hefsearch``: the same command as ``hefsearch``."""
 
-from hefsearch.cli.main import main
+from hefsearch.cli.main import run
 
-main(prog_name="hefsearch")
+run(prog_name="hefsearch")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import stat
@@ -290,7 +291,11 @@ class _Dir:
     ancestors: dict[tuple[int, int], Path]
 
 
-_SECRET_RULES = _Rules.from_lines(list(SECRET_FILE_PATTERNS), origin=SECRET_RULE_NAME)
+@functools.lru_cache(maxsize=1)
+def _secret_rules() -> _Rules:
+    """The built-in secret-file rule, compiled on first use (not by a search that only prints
+    paths: pathspec costs a cold start ~10 ms)."""
+    return _Rules.from_lines(list(SECRET_FILE_PATTERNS), origin=SECRET_RULE_NAME)
 
 
 @dataclass
@@ -345,7 +350,7 @@ class _CrawlState:
             yield SkippedFile(root, f"already crawled as {self.seen_dirs[key]}", "loop")
             return
         self.seen_dirs[key] = root
-        stack = [_Dir(root, "", (_SECRET_RULES,), {key: root})]
+        stack = [_Dir(root, "", (_secret_rules(),), {key: root})]
         while stack:
             folder = stack.pop()
             subdirs: list[_Dir] = []
@@ -428,7 +433,7 @@ class _CrawlState:
             st = os.stat(root)
         except OSError:
             return
-        folder = _Dir(root, "", (_SECRET_RULES,), {(st.st_dev, st.st_ino): root})
+        folder = _Dir(root, "", (_secret_rules(),), {(st.st_dev, st.st_ino): root})
         for i, name in enumerate(rel_parts):
             if name == IGNORE_FILE or (not self.include_hidden and name.startswith(".")):
                 return
@@ -485,7 +490,7 @@ class _CrawlState:
             what = "folder" if is_dir else "file"
             return SkippedFile(path, f"symlink to {shown}, a {what} outside the folders being indexed; "
                                      "not followed (--follow-links follows it)", "outside_link")
-        hit, pattern = _SECRET_RULES.check(self._relative_to_root(real) + ("/" if is_dir else ""))
+        hit, pattern = _secret_rules().check(self._relative_to_root(real) + ("/" if is_dir else ""))
         if hit:
             return f"symlink to {shown}, a secret file (matches '{pattern}' in {SECRET_RULE_NAME})"
         return None

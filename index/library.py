@@ -168,13 +168,19 @@ class Library:
         self._writer_thread: int | None = None
         self._lockfile = None
         self._spaces: dict[str, Space] = {}
+        self._load_at_open = True
         self.last_reconcile: dict[str, dict] = {}
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path | None = None, *, create: bool = True,
-             read_only: bool | None = None) -> "Library":
+             read_only: bool | None = None, load_spaces: bool = True) -> "Library":
         """Open the library at ``path`` (``create``: make it when missing).
+
+        ``load_spaces=False`` reads each space's FAISS index only when it is first used
+        (:meth:`space`), checked against its members then, without repairing files: what a
+        one-shot search wants (it may use one space of several, and its encoder opens while
+        that index loads). The next writer repairs, as after any reader.
 
         ``read_only=True`` writes nothing (no lock file, repairs or migrations); ``None`` (the
         default) picks it when the folder or ``library.db`` is not writable for this process,
@@ -202,6 +208,7 @@ class Library:
             reason = "the library folder is not writable for this user"
         db, reason = _connect(dbfile, reason)
         lib = cls(folder, db)
+        lib._load_at_open = load_spaces
         try:
             lib._check_version()
             if reason is not None:
@@ -224,10 +231,10 @@ class Library:
         try:
             with self.write_lock(wait=False, reconcile=False):
                 store.migrate(self.db, self._dblock)
-                self._reconcile(repair=True)
+                self._load_spaces(repair=True)
         except LibraryBusy:
             self._check_version(strict=True)
-            self._reconcile(repair=False)
+            self._load_spaces(repair=False)
         except (OSError, LibraryError) as e:
             if not store.refuses_writes(e):
                 raise
@@ -245,7 +252,12 @@ class Library:
                 "upgrades it), then search again.")
         log.info("library %s is read-only here (%s): searching only, repairs skipped",
                  self.path, reason)
-        self._reconcile(repair=False)
+        self._load_spaces(repair=False)
+
+    def _load_spaces(self, repair: bool) -> None:
+        """Every space reconciled at open, unless opened with ``load_spaces=False``."""
+        if self._load_at_open:
+            self._reconcile(repair=repair)
 
     @property
     def read_only(self) -> bool:
@@ -477,14 +489,18 @@ class Library:
         sp = self._spaces.get(name)
         if sp is not None:
             return sp
+        self._reconcile_one(self.space_info(name))
+        return self._spaces[name]
+
+    def space_info(self, name: str) -> SpaceInfo:
+        """What the library records of space ``name`` (no index read); SpaceError when absent."""
         infos = {i.name: i for i in self._space_infos()}
         if name not in infos:
             known = ", ".join(sorted(infos)) or "none yet"
             raise SpaceError(f"The library {self.path} has no vector space {name!r} (spaces: {known}).",
                              "Index with the backend that builds it, e.g. hefsearch index PATH "
                              "--backend cpu, or pick one of the listed spaces.")
-        self._reconcile_one(infos[name])
-        return self._spaces[name]
+        return infos[name]
 
     def _reconcile_one(self, info: SpaceInfo) -> None:
         with self.snapshot():

@@ -304,7 +304,7 @@ class RawVectors:
         pos = np.searchsorted(self._ids, ids)
         out = np.empty((len(ids), self.dim), np.float32)
         seg, row = self._seg[pos], self._row[pos]
-        for s in np.unique(seg):
+        for s in np.flatnonzero(np.bincount(seg)):  # the segments used (np.unique imports numpy.ma)
             sel = np.flatnonzero(seg == s)
             out[sel] = self._vectors_of(self._order[s])[row[sel]]
         return out

@@ -52,6 +52,7 @@ from .filters import Filters
 from .fusion import rrf
 from .grouping import Group, group, tidy_snippet
 from .request import SearchRequest, SearchRun
+from .prefetch import PendingEncoder
 from .keyword import clean_text, code_terms, has_surrogates, keyword_search, parse_query
 from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
 
@@ -187,6 +188,7 @@ class Searcher:
         self.library = library
         self._factory = encoder_factory
         self._encoders: dict[str, Encoder] = dict(encoders or {})
+        self._pending: dict[str, PendingEncoder] = {}  # encoders opening in the background
         self._checked: set[str] = set()
         self._bundle = bundle
         self.keyword_strength = keyword_strength
@@ -214,15 +216,40 @@ class Searcher:
 
     def encoder_for(self, space: str) -> "Encoder":
         """The encoder of ``space`` (opened once); its fingerprint is checked against the space."""
-        sp = self.library.space(space)
+        sp = self.library.space(space)  # its index loads while a prefetched encoder opens
         enc = self._encoders.get(space)
         if enc is None:
-            enc = self._factory(sp.info) if self._factory else self._open_encoder(sp.info)
+            pending = self._pending.pop(space, None)
+            if pending is not None:
+                enc = pending.result()
+            else:
+                enc = self._factory(sp.info) if self._factory else self._open_encoder(sp.info)
             self._encoders[space] = enc
         if space not in self._checked:
             sp.check_encoder(enc)
             self._checked.add(space)
         return enc
+
+    def prefetch(self, space: str | None = None) -> None:
+        """Start opening the encoder of ``space`` (default: the default space) on a background
+        thread, so that it overlaps whatever the caller does before its first vector search
+        (:mod:`.prefetch`). Nothing happens for an unknown space or one already open; errors
+        are raised by the search that uses the encoder, as without the prefetch."""
+        space = space or self.default_space()
+        if space is None or space in self._encoders or space in self._pending:
+            return
+        if space not in self.space_names():
+            return  # the search says so, in its own words
+        info = self.library.space_info(space)
+        if self._factory is not None:
+            factory, info_ = self._factory, info
+            self._pending[space] = PendingEncoder(lambda: factory(info_))
+            return
+        try:
+            bundle = self.bundle_path()  # read here: the library's connection stays on this thread
+        except Exception:
+            return  # the search raises it when it needs the encoder
+        self._pending[space] = PendingEncoder(lambda: self._open_encoder(info, bundle))
 
     def bundle_path(self) -> str:
         """The bundle queries are encoded with: the one given, else ``$HEFSEARCH_BUNDLE``, else
@@ -250,10 +277,10 @@ class Searcher:
         self._encoders[space] = encoder
         self._checked.discard(space)
 
-    def _open_encoder(self, info: "SpaceInfo") -> "Encoder":
+    def _open_encoder(self, info: "SpaceInfo", bundle: str | None = None) -> "Encoder":
         from hefsearch.embed.encoder import Encoder
 
-        return Encoder.open(self.bundle_path(), backend=info.backend, **(info.backend_opts or {}))
+        return Encoder.open(bundle or self.bundle_path(), backend=info.backend, **(info.backend_opts or {}))
 
     def __enter__(self) -> "Searcher":
         return self
@@ -262,6 +289,12 @@ class Searcher:
         self.close()
 
     def close(self) -> None:
+        for pending in self._pending.values():
+            try:
+                pending.discard()
+            except Exception:  # pragma: no cover
+                pass
+        self._pending.clear()
         for enc in [*self._encoders.values(), *filter(None, [self._snippet_encoder])]:
             try:
                 enc.close()

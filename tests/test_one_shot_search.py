@@ -1,0 +1,221 @@
+"""A one-shot ``hefsearch search`` (issue 22, cold start): the library opened without loading
+its spaces, the query's encoder opened on a background thread while the searched space's index
+loads, and the process ending without Python's teardown once all is printed. Each test checks
+that the shortcut gives what the long way gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hefsearch.app.session import LibrarySession, SearchRequest
+from hefsearch.cli.main import main
+from hefsearch.embed.encoder import Encoder
+from hefsearch.index.faiss_index import INDEX_FILE
+from hefsearch.index.library import Library
+from hefsearch.index.spaces import Space
+from hefsearch.index.sync import SyncOptions, sync
+
+from tests.library_helpers import write_corpus
+
+
+@pytest.fixture
+def library_with_docs(tmp_path, tiny_bert_bundle):
+    docs = tmp_path / "docs"
+    write_corpus(docs, n_files=6)
+    path = tmp_path / "lib"
+    with Library.open(path) as lib, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
+        lib.set_settings(bundle=str(tiny_bert_bundle))
+        sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))
+    return path
+
+
+@pytest.fixture
+def index_reads(monkeypatch):
+    """The spaces whose FAISS index was read from disk, in order."""
+    reads: list[str] = []
+    original = Space._read_index
+
+    def counting(self):
+        reads.append(self.info.name)
+        return original(self)
+
+    monkeypatch.setattr(Space, "_read_index", counting)
+    return reads
+
+
+def _query_word(library: Path) -> str:
+    with Library.open(library, read_only=True) as lib:
+        text = lib.query("SELECT text FROM chunks ORDER BY id LIMIT 1")[0][0]
+    return text.split()[0]
+
+
+def test_a_lazy_open_reads_a_space_index_only_when_the_space_is_used(library_with_docs, index_reads):
+    with Library.open(library_with_docs, load_spaces=False) as lib:
+        assert lib.space_names() == ["cpu-fp32"]
+        assert lib.space_info("cpu-fp32").count > 0
+        assert index_reads == []  # nothing read yet: a keyword search never reads it
+        sp = lib.space("cpu-fp32")
+        assert index_reads == ["cpu-fp32"] and sp.index.ntotal == lib.space_info("cpu-fp32").count
+        lib.space("cpu-fp32")
+        assert index_reads == ["cpu-fp32"]  # once
+    with Library.open(library_with_docs):
+        assert index_reads == ["cpu-fp32", "cpu-fp32"]  # the default still loads every space at open
+
+
+def _tamper(folder: Path) -> None:
+    """Replace the space's FAISS index with one holding other vectors under the same ids."""
+    import faiss
+
+    old = faiss.read_index(str(folder / INDEX_FILE))
+    ids = faiss.vector_to_array(old.id_map) if hasattr(old, "id_map") else None
+    fake = faiss.IndexIDMap2(faiss.IndexFlatIP(old.d))
+    fake.add_with_ids(np.random.default_rng(3).standard_normal((len(ids), old.d)).astype(np.float32), ids)
+    faiss.write_index(fake, str(folder / INDEX_FILE))
+
+
+def test_a_lazy_open_answers_from_a_damaged_index_as_the_eager_open_does_and_leaves_the_file_to_a_writer(
+        library_with_docs):
+    with Library.open(library_with_docs) as lib:
+        folder = lib.space("cpu-fp32").folder
+    _tamper(folder)
+    damaged = (folder / INDEX_FILE).read_bytes()
+    with Library.open(library_with_docs, load_spaces=False) as lib:
+        sp = lib.space("cpu-fp32")
+        ids = np.array(sorted(sp._members), np.int64)
+        np.testing.assert_allclose(sp.index.reconstruct_batch(ids), sp.raw.get(ids), atol=1e-6)
+    assert (folder / INDEX_FILE).read_bytes() == damaged  # a reader repairs nothing on disk
+    with Library.open(library_with_docs) as lib:  # the next writer does
+        assert lib.last_reconcile["cpu-fp32"]["rebuilt"]
+    assert (folder / INDEX_FILE).read_bytes() != damaged
+
+
+@pytest.fixture
+def encoder_opens(monkeypatch):
+    """(thread name, backend) of every Encoder.open, and every Encoder.close."""
+    opened, closed = [], []
+    original_open, original_close = Encoder.open.__func__, Encoder.close
+
+    def recording_open(cls, *a, **k):
+        enc = original_open(cls, *a, **k)
+        opened.append(threading.current_thread().name)
+        return enc
+
+    def recording_close(self):
+        closed.append(self)
+        return original_close(self)
+
+    monkeypatch.setattr(Encoder, "open", classmethod(recording_open))
+    monkeypatch.setattr(Encoder, "close", recording_close)
+    return opened, closed
+
+
+def test_a_prefetched_encoder_is_opened_on_another_thread_and_gives_the_same_hits(library_with_docs,
+                                                                                 encoder_opens):
+    opened, _ = encoder_opens
+    word = _query_word(library_with_docs)
+    request = SearchRequest(seq=0, query=word, mode="vector", k=5)
+    with LibrarySession.open(library_with_docs) as session:
+        plain = session.search(request)
+    assert opened == [threading.current_thread().name]
+    with LibrarySession.open(library_with_docs, load_spaces=False) as session:
+        session.prefetch(request)
+        fetched = session.search(request)
+        session.search(request)  # the same encoder again
+    assert opened[1:] == ["hefsearch-encoder-open"]
+    assert [h.chunk_id for h in fetched.hits] == [h.chunk_id for h in plain.hits] and plain.hits
+    assert [h.score for h in fetched.hits] == pytest.approx([h.score for h in plain.hits], abs=1e-6)
+
+
+def test_a_keyword_search_prefetches_no_encoder(library_with_docs, encoder_opens, index_reads):
+    opened, _ = encoder_opens
+    request = SearchRequest(seq=0, query=_query_word(library_with_docs), mode="keyword", k=5)
+    index_reads.clear()  # _query_word's own eager open
+    with LibrarySession.open(library_with_docs, load_spaces=False) as session:
+        session.prefetch(request)
+        assert session.search(request).hits
+    assert opened == [] and index_reads == []
+
+
+def test_a_prefetch_that_fails_raises_the_searchs_own_error_in_the_callers_thread(library_with_docs, tmp_path):
+    own = tmp_path / "own-bundle"  # the session's shared bundle stays where it is
+    with Library.open(library_with_docs) as lib:
+        shutil.copytree(lib.settings()["bundle"], own)
+        lib.set_settings(bundle=str(own))
+    own.rename(tmp_path / "moved-bundle")
+    request = SearchRequest(seq=0, query="anything", mode="vector", k=3)
+    errors = []
+    for prefetch in (False, True):
+        with LibrarySession.open(library_with_docs, load_spaces=False) as session:
+            if prefetch:
+                session.prefetch(request)
+            with pytest.raises(Exception) as e:
+                session.search(request)
+            errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]
+    assert "bundle" in errors[0][1].lower()
+
+
+def test_a_prefetched_encoder_the_search_never_used_is_closed_with_the_session(library_with_docs,
+                                                                              encoder_opens):
+    opened, closed = encoder_opens
+    with LibrarySession.open(library_with_docs, load_spaces=False) as session:
+        session.prefetch(SearchRequest(seq=0, query="x", mode="hybrid"))
+    assert opened == ["hefsearch-encoder-open"] and len(closed) == 1
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": ""}
+    return subprocess.run([sys.executable, "-m", "hefsearch", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_search_in_its_own_process_prints_all_its_output_and_exits_0(library_with_docs):
+    """The quick exit (``os._exit`` after the flush) loses nothing: the JSON is whole, the table
+    has every hit, and the timing line reaches stderr."""
+    word = _query_word(library_with_docs)
+    proc = _run_cli("search", word, "--library", str(library_with_docs), "--json", "-k", "20", "--all-chunks")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["query"] == word and len(doc["hits"]) >= 2
+    table = _run_cli("search", word, "--library", str(library_with_docs), "-k", "20", "--all-chunks")
+    assert table.returncode == 0, table.stderr
+    assert all(Path(r["path"]).name in table.stdout.replace("\n", "") or Path(r["path"]).name[:10] in table.stdout
+               for r in doc["hits"])
+    assert "hybrid · space cpu-fp32" in table.stderr
+
+
+def test_a_search_that_fails_in_its_own_process_exits_2_the_usual_way(library_with_docs):
+    proc = _run_cli("search", "word", "--library", str(library_with_docs), "--space", "nope")
+    assert proc.returncode == 2 and "no vector space 'nope'" in proc.stderr
+
+
+def test_search_invoked_in_process_returns_to_its_caller(library_with_docs):
+    """``main`` (what tests and embedders call) never ends the process: only ``run`` does."""
+    result = CliRunner().invoke(main, ["search", _query_word(library_with_docs), "--library",
+                                       str(library_with_docs), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["hits"]
+
+
+def test_a_search_loads_none_of_what_only_indexing_needs(library_with_docs):
+    """Each of these cost a one-shot search milliseconds at start (measured with
+    ``-X importtime``): the crawler's ignore rules (pathspec), sqlite-utils' plugin scan
+    (importlib.metadata), NumPy's random and masked-array packages."""
+    code = ("import sys, json\nfrom hefsearch.cli.main import main\n"
+            f"main(['search', 'word', '--library', {str(library_with_docs)!r}, '--json'], standalone_mode=False)\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "hefsearch.search.api" in loaded  # it did search
+    needless = {"pathspec", "importlib.metadata", "numpy.random", "numpy.ma"} & loaded
+    assert not needless, f"a search loaded {sorted(needless)}"
