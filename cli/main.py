@@ -117,7 +117,7 @@ _quick_exit = False
 def may_exit_quickly() -> None:
     """Called by a one-shot command (``search``) when it has closed the library and its
     encoders and printed everything: :func:`run` may then end the process without Python's
-    teardown. Unloading numpy, ONNX Runtime, FAISS and sqlite-utils takes ~50 ms, a sixth of
+    teardown. Unloading numpy, ONNX Runtime and FAISS takes ~50 ms, a sixth of
     a cold search, and frees nothing the operating system does not free anyway."""
     global _quick_exit
     _quick_exit = True

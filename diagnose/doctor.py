@@ -36,7 +36,7 @@ OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 #: vectors compared between FAISS and the raw vectors per space (opening compares fewer)
 DOCTOR_SAMPLE = 256
 #: runtime packages hefsearch needs (distribution names)
-RUNTIME_PACKAGES = ("numpy", "tokenizers", "onnxruntime", "faiss-cpu", "sqlite-utils", "click", "rich",
+RUNTIME_PACKAGES = ("numpy", "tokenizers", "onnxruntime", "faiss-cpu", "click", "rich",
                     "platformdirs", "textual")
 #: HailoRT major version and DFC major version per chip (hailo-api.md section 0)
 RUNTIME_MAJOR = {"hailo10h": 5, "hailo8": 4, "hailo8l": 4, "hailo8r": 4}

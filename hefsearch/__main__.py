@@ -1,5 +1,5 @@
 """``python -m hefsearch``: the same command as ``hefsearch``."""
 
-from hefsearch.cli.main import run
+from hefsearch.cli.entry import run
 
 run(prog_name="hefsearch")

@@ -47,8 +47,6 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import sqlite_utils
-
 from hefsearch.embed.errors import HefsearchError
 
 from .errors import LibraryBusy, LibraryError
@@ -60,7 +58,7 @@ BUSY_TIMEOUT_MS = 5_000
 NO_SPACE_SCRIPTS_GLOB = "*[\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]*"
 
 
-def _migration_1(db: sqlite_utils.Database) -> None:
+def _migration_1(db: Database) -> None:
     """The first schema: documents and chunks, their full-text tables, spaces, settings,
     failures (three parts, run in this order: the statements of the first release)."""
     _migration_1_documents(db)
@@ -68,7 +66,7 @@ def _migration_1(db: sqlite_utils.Database) -> None:
     _migration_1_spaces(db)
 
 
-def _migration_1_documents(db: sqlite_utils.Database) -> None:
+def _migration_1_documents(db: Database) -> None:
     db.execute(
         """CREATE TABLE documents (
             id INTEGER PRIMARY KEY,
@@ -102,7 +100,7 @@ def _migration_1_documents(db: sqlite_utils.Database) -> None:
     db.execute("CREATE UNIQUE INDEX chunks_doc_ordinal ON chunks(doc_id, ordinal)")
 
 
-def _migration_1_text_search(db: sqlite_utils.Database) -> None:
+def _migration_1_text_search(db: Database) -> None:
     """FTS5 over chunk text (every chunk) and a trigram table for scripts without spaces,
     kept in step by triggers."""
     db.execute(
@@ -151,7 +149,7 @@ def _migration_1_text_search(db: sqlite_utils.Database) -> None:
     )
 
 
-def _migration_1_spaces(db: sqlite_utils.Database) -> None:
+def _migration_1_spaces(db: Database) -> None:
     db.execute(
         """CREATE TABLE spaces (
             name TEXT PRIMARY KEY,
@@ -185,14 +183,14 @@ def _migration_1_spaces(db: sqlite_utils.Database) -> None:
     )
 
 
-def _migration_2(db: sqlite_utils.Database) -> None:
+def _migration_2(db: Database) -> None:
     """``documents.path_bytes``: the file's real name as bytes when it is not valid UTF-8
     (NULL otherwise). ``path`` then holds a display form with the bad bytes escaped (``\\xff``);
     the bytes reopen the file and match it on the next sync."""
     db.execute("ALTER TABLE documents ADD COLUMN path_bytes BLOB")
 
 
-def _migration_3(db: sqlite_utils.Database) -> None:
+def _migration_3(db: Database) -> None:
     """``chunks.lang``: the chunk's language (ISO 639-1, py3langid), detected once when the chunk
     is stored; ``''`` when the text is too short or mixed to tell, NULL until detected (rows of
     older libraries are filled by the next sync). Searches filter on it (``--lang``) and the
@@ -202,12 +200,32 @@ def _migration_3(db: sqlite_utils.Database) -> None:
 
 
 #: the numbered migrations; never edit a released one, append a new one
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_1, _migration_2, _migration_3]
+class Database:
+    """A library's connection and the few things asked of it beside plain statements.
+
+    sqlite-utils held the connection once; nothing of it was used but ``execute``, and importing
+    it cost ~70 ms of every ``hefsearch`` start (a one-shot search's budget is 400 ms)."""
+
+    def __init__(self, conn: "_Connection"):
+        self.conn = conn
+
+    def execute(self, sql: str, parameters=None) -> sqlite3.Cursor:
+        return self.conn.execute(sql) if parameters is None else self.conn.execute(sql, parameters)
+
+    @property
+    def journal_mode(self) -> str:
+        return self.execute("PRAGMA journal_mode").fetchone()[0]
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [_migration_1, _migration_2, _migration_3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def connect(path: Path, *, read_only: bool = False,
-            writer_active: Callable[[], bool] = lambda: True) -> sqlite_utils.Database:
+            writer_active: Callable[[], bool] = lambda: True) -> Database:
     """Open ``library.db``: WAL, busy timeout, foreign keys, explicit transactions.
 
     ``read_only`` opens it without writing anything (see :func:`_open_read_only`;
@@ -215,14 +233,12 @@ def connect(path: Path, *, read_only: bool = False,
     errors a user can cause (damaged file, full disk...) come out as :class:`LibraryError`.
     """
     path = Path(path)
-    # execute_plugins=False: a library is opened the same whatever sqlite-utils plugins are
-    # installed, and without their entry-point scan (importlib.metadata, ~15 ms every start)
     if read_only:
-        return sqlite_utils.Database(_open_read_only(path, writer_active), execute_plugins=False)
+        return Database(_open_read_only(path, writer_active))
     conn = _open(str(path), path)
-    db = sqlite_utils.Database(conn, execute_plugins=False)
+    db = Database(conn)
     if db.journal_mode != "wal":
-        db.enable_wal()
+        db.execute("PRAGMA journal_mode=wal")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, never corrupt
     return db
@@ -386,11 +402,11 @@ class _Connection(sqlite3.Connection):
         return self.cursor().executescript(*args)
 
 
-def schema_version(db: sqlite_utils.Database) -> int:
+def schema_version(db: Database) -> int:
     return db.execute("PRAGMA user_version").fetchone()[0]
 
 
-def migrate(db: sqlite_utils.Database, lock: threading.RLock | None = None) -> int:
+def migrate(db: Database, lock: threading.RLock | None = None) -> int:
     """Run the pending migrations; returns the number applied."""
     applied = 0
     while True:
@@ -404,7 +420,7 @@ def migrate(db: sqlite_utils.Database, lock: threading.RLock | None = None) -> i
 
 
 @contextlib.contextmanager
-def transaction(db: sqlite_utils.Database, lock: threading.RLock | None = None) -> Iterator[None]:
+def transaction(db: Database, lock: threading.RLock | None = None) -> Iterator[None]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on any exception). Not re-entrant."""
     with lock if lock is not None else contextlib.nullcontext():
         db.conn.execute("BEGIN IMMEDIATE")
@@ -418,7 +434,7 @@ def transaction(db: sqlite_utils.Database, lock: threading.RLock | None = None) 
 
 
 @contextlib.contextmanager
-def snapshot(db: sqlite_utils.Database, lock: threading.RLock | None = None) -> Iterator[None]:
+def snapshot(db: Database, lock: threading.RLock | None = None) -> Iterator[None]:
     """A read transaction: every SELECT inside sees the same committed state."""
     with lock if lock is not None else contextlib.nullcontext():
         if db.conn.in_transaction:  # already inside a transaction of ours: it is the snapshot
@@ -432,16 +448,16 @@ def snapshot(db: sqlite_utils.Database, lock: threading.RLock | None = None) -> 
                 db.conn.execute("COMMIT")
 
 
-def get_setting(db: sqlite_utils.Database, key: str, default: Any = None) -> Any:
+def get_setting(db: Database, key: str, default: Any = None) -> Any:
     row = db.execute("SELECT value FROM settings WHERE key = ?", [key]).fetchone()
     return default if row is None else json.loads(row[0])
 
 
-def all_settings(db: sqlite_utils.Database) -> dict:
+def all_settings(db: Database) -> dict:
     return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM settings")}
 
 
-def put_setting(db: sqlite_utils.Database, key: str, value: Any) -> None:
+def put_setting(db: Database, key: str, value: Any) -> None:
     """Upsert one setting (call inside a transaction, or alone: one statement is atomic)."""
     db.execute(
         "INSERT INTO settings(key, value) VALUES (?, ?) "

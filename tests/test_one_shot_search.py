@@ -209,13 +209,46 @@ def test_search_invoked_in_process_returns_to_its_caller(library_with_docs):
 
 def test_a_search_loads_none_of_what_only_indexing_needs(library_with_docs):
     """Each of these cost a one-shot search milliseconds at start (measured with
-    ``-X importtime``): the crawler's ignore rules (pathspec), sqlite-utils' plugin scan
-    (importlib.metadata), NumPy's random and masked-array packages."""
+    ``-X importtime``): the crawler's ignore rules (pathspec), a plugin scan
+    (importlib.metadata), NumPy's random and masked-array packages, sqlite-utils (~70 ms, once
+    the library's connection holder)."""
     code = ("import sys, json\nfrom hefsearch.cli.main import main\n"
             f"main(['search', 'word', '--library', {str(library_with_docs)!r}, '--json'], standalone_mode=False)\n"
             "print(json.dumps(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert "hefsearch.search.api" in loaded  # it did search
-    needless = {"pathspec", "importlib.metadata", "numpy.random", "numpy.ma"} & loaded
+    needless = {"pathspec", "importlib.metadata", "numpy.random", "numpy.ma", "sqlite_utils"} & loaded
     assert not needless, f"a search loaded {sorted(needless)}"
+
+
+def _blas_threads_seen(*args: str) -> str:
+    """OPENBLAS_NUM_THREADS at the moment numpy is first imported by ``hefsearch ARGS --help``
+    (OpenBLAS reads it as it loads; later changes do nothing)."""
+    code = ("import os, sys\nseen = []\n"
+            "class Hook:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'numpy' and not seen:\n"
+            "            seen.append(os.environ.get('OPENBLAS_NUM_THREADS', '-'))\n"
+            "sys.meta_path.insert(0, Hook())\n"
+            "from hefsearch.cli import entry\n"
+            "assert not seen, 'the entry point loaded numpy'\n"
+            "sys.argv = ['hefsearch', *sys.argv[1:], '--help']\n"
+            "try:\n    entry.run()\nexcept SystemExit:\n    pass\n"
+            "print('SEEN', seen[0] if seen else 'numpy never loaded')\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env.update(dict(a.split("=", 1) for a in args if "=" in a))
+    argv = [a for a in args if "=" not in a]
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True,
+                         env=env, timeout=120).stdout
+    return out.rsplit("SEEN ", 1)[-1].strip()
+
+
+def test_a_one_shot_search_starts_numpy_with_one_blas_thread_and_other_verbs_keep_the_default():
+    """OpenBLAS's idle workers spin as numpy loads and took the core a search's encoder opens
+    on; the entry point sets the variable before anything loads numpy."""
+    assert _blas_threads_seen("search") == "1"
+    assert _blas_threads_seen("-v", "search") == "1"
+    assert _blas_threads_seen("search", "OPENBLAS_NUM_THREADS=2") == "2"  # the user's own wins
+    assert _blas_threads_seen("index") == "-"
+    assert _blas_threads_seen("serve") == "-"

@@ -29,8 +29,9 @@ def _sha(path: Path) -> str:
 
 
 def _cached(kind: str) -> list[Path]:
+    """The cache entries (folders) of ``kind``."""
     folder = ort_session.ort_cache_dir()
-    return sorted(folder.glob(f"*.{kind}.onnx")) if folder.exists() else []
+    return sorted(p for p in folder.glob(f"*.{kind}") if p.is_dir()) if folder.exists() else []
 
 
 def _uncached_vectors(bundle, monkeypatch) -> np.ndarray:
@@ -69,7 +70,14 @@ def test_cache_miss_then_hit_then_damaged_file_rebuilt(tiny_bert_bundle, monkeyp
     assert not _cached("plain")
     with Encoder.open(tiny_bert_bundle, threads=1) as enc:  # miss: optimise, keep it
         assert enc.backend.session_kind == "optimised"
-    (cached,) = _cached("plain")
+    (entry,) = _cached("plain")
+    cached, weights = entry / ort_session.ENTRY_MODEL, entry / ort_session.ENTRY_WEIGHTS
+    # the initializers sit beside the graph as external data (memory-mapped when loaded)
+    onnx = pytest.importorskip("onnx")
+    graph = onnx.load(str(cached), load_external_data=False).graph
+    external = [t for t in graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    assert external and all(len(t.raw_data) < ort_session.EXTERNAL_MIN_BYTES for t in graph.initializer)
+    assert weights.stat().st_size > sum(len(t.raw_data) for t in graph.initializer)
     written = (cached.stat().st_ino, cached.read_bytes())
 
     loaded = []
@@ -89,8 +97,28 @@ def test_cache_miss_then_hit_then_damaged_file_rebuilt(tiny_bert_bundle, monkeyp
     assert [p for p, _ in loaded][0] == cached  # tried, refused, rebuilt from the body
     assert Path(tiny_bert_bundle) / "encoder.onnx" in [p for p, _ in loaded]
     assert cached.stat().st_size > 1000
-    assert not list(cached.parent.glob("*.tmp"))  # written atomically: no temp file left
+    assert not list(entry.parent.glob(".*.tmp"))  # written in a temp folder, renamed: none left
     assert _min_cosine(rebuilt, ref) >= 0.99999
+
+    size = weights.stat().st_size
+    with open(weights, "r+b") as f:  # the weights cut short: refused too, the entry rebuilt
+        f.truncate(size // 2)
+    with Encoder.open(tiny_bert_bundle, threads=1) as enc:
+        again = enc.encode_passages(TEXTS)
+    assert weights.stat().st_size == size
+    assert _min_cosine(again, ref) >= 0.99999
+
+
+def test_a_racing_writer_keeps_the_entry_that_is_there(tiny_bert_bundle):
+    with Encoder.open(tiny_bert_bundle, threads=1):  # the first writer's entry
+        pass
+    (entry,) = _cached("plain")
+    before = (entry / ort_session.ENTRY_MODEL).stat().st_ino
+    body = Path(tiny_bert_bundle) / "encoder.onnx"
+    sess = ort_session._build_cached(body, entry, 1)  # a second writer that lost the race
+    assert sess is not None
+    assert (entry / ort_session.ENTRY_MODEL).stat().st_ino == before
+    assert [p.name for p in entry.parent.iterdir() if p.name.startswith(".")] == []
 
 
 def test_a_body_the_optimizer_cannot_fuse_is_tried_once(tiny_bert_bundle, monkeypatch):
@@ -156,8 +184,14 @@ def test_the_cache_keeps_the_most_recently_used_models(tmp_path):
     import os
 
     for i in range(5):
-        f = tmp_path / f"k{i}.plain.onnx"
-        f.write_bytes(b"x")
-        os.utime(f, ns=(i * 10**9, i * 10**9))
+        entry = tmp_path / f"k{i}.plain"
+        entry.mkdir()
+        (entry / ort_session.ENTRY_MODEL).write_bytes(b"x")
+        os.utime(entry, ns=(i * 10**9, i * 10**9))
+    (tmp_path / "old.plain.onnx").write_bytes(b"x")  # the single-file layout of before
+    crashed, fresh = tmp_path / ".k9.plain.abc.tmp", tmp_path / ".k8.plain.def.tmp"
+    crashed.mkdir()
+    fresh.mkdir()  # another writer's, still at work
+    os.utime(crashed, ns=(0, 0))
     ort_session.prune(tmp_path, keep=2)
-    assert sorted(p.name for p in tmp_path.glob("*.onnx")) == ["k3.plain.onnx", "k4.plain.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name, "k3.plain", "k4.plain"]

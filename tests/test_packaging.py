@@ -27,7 +27,7 @@ def test_wheel_holds_every_package_and_its_data(tmp_path):
     assert "hefsearch/tui/app.tcss" in names
     assert not any(n.startswith(("tests/", "embed/", "index/")) for n in names), "a top-level folder leaked"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "hefsearch = hefsearch.cli.main:run" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "hefsearch = hefsearch.cli.entry:run" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 def test_python_m_hefsearch_runs_the_cli():

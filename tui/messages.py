@@ -3,7 +3,7 @@ and harlequin). Widgets never call the library themselves: they post a request m
 app runs the work in a thread worker, and one of these comes back.
 
 The fields are the search and index APIs' own types, imported for type checking only: importing
-the app loads no index code (sqlite-utils, extractors) before a worker needs it.
+the app loads no index code (FAISS, extractors) before a worker needs it.
 """
 
 from __future__ import annotations
