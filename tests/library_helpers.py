@@ -102,6 +102,21 @@ def sim_library(folder: Path, sim_bundle: Path, *, n_files: int, paragraphs: int
     return lib
 
 
+def small_indexed_library(folder: Path, bundle: Path) -> Path:
+    """``folder/lib``: six files under ``folder/docs`` indexed in FP32 in batches of four
+    chunks, the bundle recorded (so a search finds it); closed."""
+    from hefsearch.embed import Encoder
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import SyncOptions, sync
+
+    docs = folder / "docs"
+    write_corpus(docs, n_files=6)
+    path = folder / "lib"
+    with Library.open(path) as lib, Encoder.open(bundle, backend="cpu", threads=1) as enc:
+        lib.set_settings(bundle=str(bundle))
+        sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))
+    return path
+
 
 def ctrl_c_on_batch(monkeypatch, n: int = 2):
     """Make every Encoder raise KeyboardInterrupt (as Ctrl+C would) in its ``n``-th

@@ -26,7 +26,7 @@ from hefsearch.index.spaces import INDEX_FILE, make_index
 from hefsearch.index.sync import SyncOptions, sync
 from hefsearch.diagnose.doctor import FAIL, OK, WARN, check_sqlite, run_doctor
 from hefsearch.cli.main import main
-from tests.library_helpers import assert_consistent, write_corpus
+from tests.library_helpers import assert_consistent, small_indexed_library, write_corpus
 
 
 def _copy(bundle: Path, tmp_path: Path) -> Path:
@@ -54,13 +54,7 @@ def _nan_into_onnx_weights(onnx_file: Path) -> None:
 
 @pytest.fixture
 def library_with_docs(tmp_path, tiny_bert_bundle):
-    docs = tmp_path / "docs"
-    write_corpus(docs, n_files=6)
-    path = tmp_path / "lib"
-    with Library.open(path) as lib, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
-        lib.set_settings(bundle=str(tiny_bert_bundle))
-        sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))
-    return path
+    return small_indexed_library(tmp_path, tiny_bert_bundle)
 
 
 # -- item 2: nothing corrupt enters a space -----------------------------------------------------------

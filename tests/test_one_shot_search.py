@@ -23,20 +23,13 @@ from hefsearch.embed.encoder import Encoder
 from hefsearch.index.faiss_index import INDEX_FILE
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import Space
-from hefsearch.index.sync import SyncOptions, sync
 
-from tests.library_helpers import write_corpus
+from tests.library_helpers import small_indexed_library
 
 
 @pytest.fixture
 def library_with_docs(tmp_path, tiny_bert_bundle):
-    docs = tmp_path / "docs"
-    write_corpus(docs, n_files=6)
-    path = tmp_path / "lib"
-    with Library.open(path) as lib, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
-        lib.set_settings(bundle=str(tiny_bert_bundle))
-        sync(lib, [docs], [enc], SyncOptions(batch_chunks=4))
-    return path
+    return small_indexed_library(tmp_path, tiny_bert_bundle)
 
 
 @pytest.fixture
