@@ -190,15 +190,26 @@ def _mark(path: Path) -> None:
 
 def _build_cached(src: Path, entry: Path, threads: int | None):
     """A session on ``src``, ONNX Runtime's optimised model of it kept as the cache entry ``entry``."""
+    with _staging(entry) as stage:
+        sess = make_session(src, threads, save_to=str(stage / ENTRY_MODEL) if stage else None)
+        if stage:
+            _commit(stage, entry)
+        return sess
+
+
+@contextlib.contextmanager
+def _staging(entry: Path):
+    """A temp folder beside ``entry`` to write it in, removed afterwards (whatever :func:`_commit`
+    moved out of it stays); None when the cache dir refuses one (read-only, full): the session
+    then runs without being kept."""
     try:
         stage = _stage_dir(entry)
-    except OSError as e:  # a read-only or full cache dir: run without keeping it
+    except OSError as e:
         log.info("cannot keep the optimised model in %s: %s", entry.parent, e)
-        return make_session(src, threads)
+        yield None
+        return
     try:
-        sess = make_session(src, threads, save_to=str(stage / ENTRY_MODEL))
-        _commit(stage, entry)
-        return sess
+        yield stage
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -257,34 +268,24 @@ def _build_fused(body: BodyFile, target: Path, threads: int | None):
             log.info("attention fusion found nothing to fuse in %s (%s)", body.path.name,
                      (proc.stderr or proc.stdout).strip()[-300:])
             return None
-        optimised = Path(tmp) / "optimised"
-        optimised.mkdir()
-        try:
-            plain = make_session(body.path, 1)
-            # ONNX Runtime's optimised model of the copy, written as the session opens: the one
-            # to cache once the check passes (no second session to write it)
-            candidate = make_session(fused, threads, save_to=str(optimised / ENTRY_MODEL))
-        except BundleError as e:
-            log.info("the fused copy does not load: %s", e)
-            return None
-        cosine = probe_cosine(plain, candidate, body.hidden)
-        if cosine < FUSED_MIN_COSINE:
-            log.warning("the fused copy of %s differs from it (pooled cosine %.6f): not used", body.path, cosine)
-            return None
-        try:  # the temp dir may be another file system: copy into a stage beside the entry
-            stage = _stage_dir(target)
-        except OSError as e:  # a read-only or full cache dir: run without keeping it
-            log.info("cannot keep the optimised model in %s: %s", target.parent, e)
+        with _staging(target) as stage:
+            try:
+                plain = make_session(body.path, 1)
+                # ONNX Runtime's optimised model of the copy, written into the stage as the
+                # session opens: renamed into place once the check passes, removed otherwise
+                saved = str(stage / ENTRY_MODEL) if stage else None
+                candidate = make_session(fused, threads, save_to=saved)
+            except BundleError as e:
+                log.info("the fused copy does not load: %s", e)
+                return None
+            cosine = probe_cosine(plain, candidate, body.hidden)
+            if cosine < FUSED_MIN_COSINE:
+                log.warning("the fused copy of %s differs from it (pooled cosine %.6f): not used",
+                            body.path, cosine)
+                return None
+            if stage:
+                _commit(stage, target)
             return candidate
-        try:
-            for name in (ENTRY_MODEL, ENTRY_WEIGHTS):
-                shutil.copyfile(optimised / name, stage / name)
-            _commit(stage, target)
-        except OSError as e:
-            log.info("cannot keep the optimised model in %s: %s", target.parent, e)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-        return candidate
 
 
 def probe_cosine(a, b, hidden: int, seed: int = 0) -> float:

@@ -58,6 +58,26 @@ BUSY_TIMEOUT_MS = 5_000
 NO_SPACE_SCRIPTS_GLOB = "*[\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]*"
 
 
+class Database:
+    """A library's connection and the few things asked of it beside plain statements.
+
+    sqlite-utils held the connection once; nothing of it was used but ``execute``, and importing
+    it cost ~70 ms of every ``hefsearch`` start (a one-shot search's budget is 400 ms)."""
+
+    def __init__(self, conn: "_Connection"):
+        self.conn = conn
+
+    def execute(self, sql: str, parameters=None) -> sqlite3.Cursor:
+        return self.conn.execute(sql) if parameters is None else self.conn.execute(sql, parameters)
+
+    @property
+    def journal_mode(self) -> str:
+        return self.execute("PRAGMA journal_mode").fetchone()[0]
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+
 def _migration_1(db: Database) -> None:
     """The first schema: documents and chunks, their full-text tables, spaces, settings,
     failures (three parts, run in this order: the statements of the first release)."""
@@ -200,26 +220,6 @@ def _migration_3(db: Database) -> None:
 
 
 #: the numbered migrations; never edit a released one, append a new one
-class Database:
-    """A library's connection and the few things asked of it beside plain statements.
-
-    sqlite-utils held the connection once; nothing of it was used but ``execute``, and importing
-    it cost ~70 ms of every ``hefsearch`` start (a one-shot search's budget is 400 ms)."""
-
-    def __init__(self, conn: "_Connection"):
-        self.conn = conn
-
-    def execute(self, sql: str, parameters=None) -> sqlite3.Cursor:
-        return self.conn.execute(sql) if parameters is None else self.conn.execute(sql, parameters)
-
-    @property
-    def journal_mode(self) -> str:
-        return self.execute("PRAGMA journal_mode").fetchone()[0]
-
-    def table_names(self) -> list[str]:
-        return [r[0] for r in self.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-
-
 MIGRATIONS: list[Callable[[Database], None]] = [_migration_1, _migration_2, _migration_3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
