@@ -506,7 +506,7 @@ class Library:
         with self.snapshot():
             members = self.member_ids(info.name)
         sp = Space(self, info)
-        sp.load(members, repair=False)
+        sp.load(members, repair=False, defer_flat=not self._load_at_open)
         self._spaces[info.name] = sp
 
     def drop_space(self, name: str) -> None:

@@ -81,12 +81,15 @@ class Space:
         self.folder = Path(library.path) / "spaces" / info.name
         self.folder.mkdir(parents=True, exist_ok=True)
         self.raw = RawVectors(self.folder, info.dim, writable=not getattr(library, "read_only", False))
-        self.index = None
         self._lock = threading.RLock()
+        #: a flat index not read yet (``load(defer_flat=True)``): searches score the raw vectors
+        #: exactly, as the flat index would, and anything else reads it first
+        self._deferred = False
+        self._index = None
         #: committed members (SQLite ``space_members``) and ids in the FAISS index: sorted
         #: arrays, 8 bytes an id (see IdSet)
         self._members = IdSet()
-        self._in_index = IdSet()
+        self._indexed = IdSet()
         self._seen_version: int | None = None
         self._dirty = False
         #: what the index is and what it was measured to do (saved as ``index.json``)
@@ -100,8 +103,29 @@ class Space:
     def count(self) -> int:
         return len(self._members)
 
+    # -- the FAISS index, read on first use when deferred ---------------------------------
+    @property
+    def index(self):
+        if self._deferred:
+            self._attach_index()
+        return self._index
+
+    @index.setter
+    def index(self, value) -> None:
+        self._index, self._deferred = value, False
+
+    @property
+    def _in_index(self) -> IdSet:
+        if self._deferred:
+            self._attach_index()
+        return self._indexed
+
+    @_in_index.setter
+    def _in_index(self, value: IdSet) -> None:
+        self._indexed = value
+
     # -- loading and reconciling ---------------------------------------------------------
-    def load(self, members: Iterable[int], *, repair: bool) -> dict:
+    def load(self, members: Iterable[int], *, repair: bool, defer_flat: bool = False) -> dict:
         """Bring the in-memory FAISS index to exactly ``members`` (the committed SQLite set:
         an array from :meth:`Library.member_ids` or any iterable of ints).
 
@@ -109,6 +133,11 @@ class Space:
         holding no member (left by a batch that never committed) and id sidecars without a
         segment, removes member rows whose vector is gone, and saves the FAISS file when it
         changed. Returns what it did (``lost_ids``: a sorted array).
+
+        With ``defer_flat`` (a reader, no ``repair``) a space whose saved index is flat is not
+        read: its searches score the raw vectors exactly (what a flat index does; a one-shot
+        search then never imports FAISS, ~50 ms), and the index is read, synced and checked as
+        here the first time anything else needs it.
         """
         with self._lock:
             done = {"orphan_segments": 0, "lost": 0, "added": 0, "removed": 0, "rebuilt": False}
@@ -138,23 +167,35 @@ class Space:
                 done["unreadable_segments"] = len(self.raw.unreadable)
                 self.raw.delete_segments(sorted(self.raw.unreadable))
             self._members = members
-            self.index = self._read_index()
-            if self.index is None:
-                self._rebuild()
-                done["rebuilt"] = True
+            stats = read_index_stats(self.folder) if defer_flat and not repair else {}
+            if stats.get("type") == "Flat":
+                self._index, self._deferred = None, True
+                self.index_stats = stats
             else:
-                self._in_index = IdSet(index_ids(self.index))
-                a, r = self._sync_index()
-                done["added"], done["removed"] = a, r
-                mismatch = self.index_mismatch()
-                if mismatch:
-                    log.warning("space %s: the FAISS index does not match the raw vectors (%s); "
-                                "rebuilding it from them", self.info.name, mismatch)
-                    self._rebuild()
-                    done["rebuilt"], done["index_mismatch"] = True, mismatch
+                done.update(self._attach_index())
             if repair and (done["rebuilt"] or done["added"] or done["removed"] or self._dirty):
                 self.save()
             done["lost_ids"] = lost
+            return done
+
+    def _attach_index(self) -> dict:
+        """Read the saved FAISS index and bring it to the members (rebuilt from the raw vectors
+        when missing, unreadable or not matching them); what it did."""
+        with self._lock:
+            done = {"added": 0, "removed": 0, "rebuilt": False}
+            self.index = self._read_index()  # clears _deferred
+            if self._index is None:
+                self._rebuild()
+                done["rebuilt"] = True
+                return done
+            self._in_index = IdSet(index_ids(self._index))
+            done["added"], done["removed"] = self._sync_index()
+            mismatch = self.index_mismatch()
+            if mismatch:
+                log.warning("space %s: the FAISS index does not match the raw vectors (%s); "
+                            "rebuilding it from them", self.info.name, mismatch)
+                self._rebuild()
+                done["rebuilt"], done["index_mismatch"] = True, mismatch
             return done
 
     def index_mismatch(self, sample: int = LOAD_CHECK_SAMPLE) -> str | None:
@@ -561,6 +602,12 @@ class Space:
         with self._lock:
             if k <= 0 or not self._members:
                 return scores, ids
+            if self._deferred:  # the flat index not read: the same exact scores from the raw vectors
+                cand = self._members.ids
+                if allowed is not None:
+                    cand = sorted_ids(allowed)
+                    cand = cand[self._members.contains(cand)]
+                return self._raw_exact(q, cand, k, scores, ids) if len(cand) else (scores, ids)
             if allowed is not None:
                 cand = sorted_ids(allowed)
                 if not len(cand):
@@ -597,6 +644,14 @@ class Space:
 
     def _exact(self, q, cand, k, scores, ids):
         return exact_scores(q, self.raw.get(cand), cand, k, scores, ids)
+
+    def _raw_exact(self, q, cand, k, scores, ids):
+        """Exact top-k over ``cand`` block by block from the raw vectors (bounded memory)."""
+        top = exact_top_k(q, cand, self.raw.get, k)
+        for r in range(len(q)):
+            scores[r, : top.shape[1]] = self.raw.get(top[r]) @ q[r]
+            ids[r, : top.shape[1]] = top[r]
+        return scores, ids
 
 
 def check_fingerprint(info: SpaceInfo, parts: dict, fingerprint: str) -> None:
