@@ -132,8 +132,10 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
               help="Where stages are saved for resuming. Default: BUNDLE/build/<hw-arch>.s<SEQ>/ (not needed "
                    "on the Pi).")
 @click.option("--restart", is_flag=True, help="Ignore saved stages and start again from the parse.")
-@click.option("--body", type=click.Choice(["original", "robust"]), default="original", show_default=True,
-              help=_BODY_HELP)
+@click.option("--body", type=click.Choice(["auto", "original", "robust"]), default="auto", show_default=True,
+              help=_BODY_HELP + " auto: on hailo10h (whose builds end all-8-bit) the robust body when the "
+                   "measurements 'compile robust' recorded say it helps (held-out 8-bit cosine up by 0.005 or "
+                   "more, its own FP32 vectors at cosine 0.995 or more to the original), else the original.")
 @click.option("--dfc-finetune", is_flag=True,
               help="Add the DFC's own quantisation-aware fine-tuning to the model script "
                    "(post_quantization_optimization(finetune, ...)); wants a GPU and --optimization-level 1+. "
@@ -251,13 +253,20 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
               help="Cut training texts to this many tokens (cost grows with it; 8-bit ranges barely do).")
 @click.option("--precision", default="a8", show_default=True,
               help="The precision profile to train for (a8: every site 8-bit, what Hailo-10H builds have).")
+@click.option("--sink-ratio", type=click.FloatRange(0, None), default=None,
+              help="Damp attention-sink neurons (FFN neurons that fire on a few tokens only, e.g. the "
+                   "special ones, with values far above the rest) to at most this many times their "
+                   "layer's bulk before training; 0: no damping.  [default: 8]")
+@click.option("--fp32-weight", type=click.FloatRange(0, None), default=None,
+              help="How much keeping the body's own FP32 vectors counts against the 8-bit ones.  [default: 10]")
 @click.option("--no-randomise", is_flag=True,
               help="Train with one quantiser (min/max ranges, per-channel weights) instead of random variants.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=click.IntRange(1, 256), default=1, show_default=True,
               help="torch threads (more helps only on an idle machine; on a busy one 2 were 10x slower).")
 @click.option("--restart", is_flag=True, help="Ignore the saved checkpoint and start again.")
-def robust_cmd(bundle, steps, batch, lr, max_tokens, precision, no_randomise, seed, threads, restart):
+def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, precision, no_randomise, seed,
+               threads, restart):
     """Train an 8-bit-robust copy of BUNDLE's encoder body (encoder.robust.onnx).
 
     Quantisation-aware distillation: the FP32 body is the teacher; a copy is trained so that its
@@ -279,14 +288,17 @@ def robust_cmd(bundle, steps, batch, lr, max_tokens, precision, no_randomise, se
     """
     from hefsearch.compile.robust import RobustOptions, build_robust
 
+    given = {k: v for k, v in (("sink_ratio", sink_ratio), ("fp32_weight", fp32_weight)) if v is not None}
     opts = RobustOptions(steps=steps, batch=batch, lr=lr, max_tokens=max_tokens, precision=precision,
-                         randomise=not no_randomise, seed=seed, threads=threads, restart=restart)
+                         randomise=not no_randomise, seed=seed, threads=threads, restart=restart, **given)
     r = build_robust(bundle, opts, progress=lambda m: click.echo(m, err=True))
     c = r.fp32_check
     click.echo(
         f"8-bit-robust body: {r.file} ({r.steps} steps"
         + (f", resumed at {r.resumed_from}" if r.resumed_from else "") + f", {r.seconds / 60:.1f} min)\n"
-        f"  held-out texts, 8-bit vs FP32 teacher: cosine {r.holdout_cos_before:.4f} -> {r.holdout_cos_after:.4f}\n"
+        f"  held-out texts, 8-bit simulation vs the original FP32: cosine {r.holdout_cos_before:.4f} (original), "
+        f"{r.holdout_cos_damped:.4f} (sinks damped), {r.holdout_cos_after:.4f} (trained); "
+        f"its FP32 vectors {r.holdout_fp32_after:.4f}\n"
         f"  its FP32 vectors vs the original on {c['texts']} sample texts: cosine {c['cosine_mean']:.4f} "
         f"(min {c['cosine_min']:.4f}), similarity-matrix correlation {c['similarity_pearson']:.4f}\n"
         f"  next: hefsearch compile sim {bundle} --precision a8 --body robust"

@@ -3,7 +3,9 @@
 
 ``compile sim`` and ``compile hef`` take ``--body original|robust``; both ask
 :func:`resolve_body`, so a build names the body it used and a missing robust body is one clear
-message. The original always stays the FP32 reference (``cpu-fp32``, quality baselines).
+message. ``compile hef`` defaults to ``auto`` (:func:`choose_body`): on a chip whose builds end
+all-8-bit (Hailo-10H) the robust body when its own measurements say it helps, else the original.
+The original always stays the FP32 reference (``cpu-fp32``, quality baselines).
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from hefsearch.embed.errors import HefsearchError
 
 ORIGINAL = "original"
 ROBUST = "robust"
+AUTO = "auto"
 BODIES = (ORIGINAL, ROBUST)
+#: chips whose builds end all-8-bit: every a16 layer crashed DFC 5.3.0's allocator on Hailo-10H
+#: (the public report), so a16 profiles fall back to a8 there
+ALL_8BIT_CHIPS = ("hailo10h",)
+#: what "helps" means for ``auto``: the held-out 8-bit cosine to the original FP32 vectors gained
+#: at least this much, and the robust body's own FP32 vectors kept at least this cosine
+MIN_GAIN = 0.005
+MIN_FP32_COSINE = 0.995
 #: manifest kind of the trained body (the original's kind is "onnx")
 ROBUST_KIND = "onnx-robust"
 ROBUST_FILE = "encoder.robust.onnx"
@@ -55,3 +65,41 @@ def resolve_body(bundle: Bundle, body: str | None = None) -> Body:
         raise BodyError(f"Bundle {bundle.path} has no FP32 encoder body.", "Re-export the bundle.")
     rel = entries[0].file
     return Body(name, rel, bundle.file_sha256(rel))
+
+
+def robust_gain(bundle: Bundle) -> tuple[bool, str]:
+    """Whether the bundle's robust body measurably helps an all-8-bit build, by what
+    ``compile robust`` recorded: (it helps, why in one line)."""
+    entries = bundle.encoder_entries(ROBUST_KIND)
+    if not entries:
+        return False, f"no 8-bit-robust body (train one: hefsearch compile robust {bundle.path})"
+    x = entries[0].extra or {}
+    src = (x.get("source") or {}).get("sha256")
+    if src and src != bundle.file_sha256(bundle.encoder_entries("onnx")[0].file):
+        return False, "the 8-bit-robust body was trained from another encoder.onnx (re-run compile robust)"
+    held = x.get("holdout_cos") or {}
+    before, after = held.get("before"), held.get("after")
+    fp32 = (x.get("fp32_check") or {}).get("cosine_mean")
+    if before is None or after is None or fp32 is None:
+        return False, "the 8-bit-robust body has no recorded measurements (re-run compile robust)"
+    what = (f"held-out 8-bit cosine to FP32 {before:.4f} -> {after:.4f}, "
+            f"its FP32 vectors at cosine {fp32:.4f} to the original")
+    if after - before < MIN_GAIN:
+        return False, f"the 8-bit-robust body does not measurably help ({what})"
+    if fp32 < MIN_FP32_COSINE:
+        return False, f"the 8-bit-robust body moved its FP32 vectors too far ({what})"
+    return True, what
+
+
+def choose_body(bundle: Bundle, body: str | None, hw_arch: str, all_8bit: bool) -> tuple[Body, str]:
+    """The body a HEF build compiles and why. ``auto`` (or None) takes the robust body, when it
+    helps, for a chip whose builds end all-8-bit or a requested all-8-bit profile (``all_8bit``)."""
+    name = (body or AUTO).strip().lower()
+    if name != AUTO:
+        return resolve_body(bundle, name), f"--body {name}"
+    if hw_arch not in ALL_8BIT_CHIPS and not all_8bit:
+        return resolve_body(bundle), f"auto: {hw_arch} builds keep 16-bit layers; the original body"
+    helps, why = robust_gain(bundle)
+    if helps:
+        return resolve_body(bundle, ROBUST), f"auto: the 8-bit-robust body ({why})"
+    return resolve_body(bundle), f"auto: the original body; {why}"

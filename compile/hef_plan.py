@@ -17,7 +17,7 @@ from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.mask_layout import HEF_MASK_MODES, hef_mask_mode
 from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
 
-from .bodies import Body, resolve_body
+from .bodies import Body, choose_body
 from .dfc_errors import CompileError
 from .model_script import (DFC_FINETUNE_LINE, RECIPE_HAILO10H, REPORT_BATCH, REPORT_CALIBSET, read_extra_lines,
                            recipe_for)
@@ -50,7 +50,8 @@ class HefOptions:
     restart: bool = False  # ignore saved stages
     #: a HEF mask mode (keys01, scores01, additive; embed/mask_layout.py) or None: the chip's default
     mask: str | None = None
-    #: which encoder body to compile: "original" (encoder.onnx) or "robust" (compile robust)
+    #: which encoder body to compile: "original" (encoder.onnx), "robust" (compile robust) or
+    #: "auto"/None: the robust one on Hailo-10H when its recorded measurements say it helps
     body: str | None = None
     #: the DFC's own quantisation-aware fine-tuning (QFT) after quantisation; wants a GPU
     dfc_finetune: bool = False
@@ -125,7 +126,9 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
         say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow) "
             "and optimisation level 1+; 'hefsearch compile robust' does the same job on any CPU, before the DFC.")
         extra = [DFC_FINETUNE_LINE, *extra]
+    body, why = choose_body(bundle, opts.body, opts.hw_arch, requested.is_all_8bit)
+    say(f"encoder body: {body.file} ({why})")
     return HefPlan(bundle, seq, requested, ladder, extra, mode.name, bool(opts.mask),
-                   recipe_for(opts.hw_arch), fallback, resolve_body(bundle, opts.body))
+                   recipe_for(opts.hw_arch), fallback, body)
 
 

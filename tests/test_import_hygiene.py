@@ -39,7 +39,7 @@ def _modules(package: str, skip: frozenset[str] = frozenset()) -> list[str]:
 
 # Export builds the PyTorch model (body.py is its graph): torch is their point, on the x86 host.
 #: torch modules of compile steps (export, robust training), imported only inside those steps
-TORCH_BY_DESIGN = frozenset({"export", "body", "onnx_torch", "fake_quant"})
+TORCH_BY_DESIGN = frozenset({"export", "body", "onnx_torch", "fake_quant", "robust_train", "sink_damping"})
 
 
 def test_evaluation_diagnostics_and_compile_import_no_heavy_or_hardware_modules():

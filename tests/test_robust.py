@@ -1,6 +1,7 @@
-"""``hefsearch compile robust``: quantisation-aware distillation of the encoder body, on a tiny
-BERT whose residual stream carries outlier channels (as real BERTs do), so that 8 bits hurt it
-the way they hurt all-MiniLM-L6-v2 and multilingual-e5-small.
+"""``hefsearch compile robust``: sink damping and quantisation-aware distillation of the encoder
+body, on a tiny BERT whose residual stream carries an outlier channel on its special tokens (an
+attention sink, as in multilingual-e5-small and all-MiniLM-L6-v2), so that 8 bits hurt it the
+way they hurt the real encoders.
 
 The 8-bit error is measured with the NPU simulation (``compile sim --precision a8``, mask inside
 softmax), which the training never sees as such: it is calibrated on the bundle's own set with
@@ -20,41 +21,54 @@ from click.testing import CliRunner
 from hefsearch.cli.main import main
 from hefsearch.compile.bodies import ROBUST_FILE, ROBUST_KIND, BodyError, resolve_body
 from hefsearch.embed.bundle import Bundle
-from hefsearch.embed.samples import VERIFY_TEXTS
 from tests.quality_fixtures import make_edited_bundle
 
-OUTLIER_CHANNELS = (3, 17)
+#: the planted sink: FFN neuron 11 of the first layer fires on [CLS] and [SEP] only and writes
+#: 40 x its activation into residual channel 7 (about 200, where the other values stay within 3)
+SINK_NEURON, SINK_CHANNEL, SINK_DIRECTION = 11, 7, 5
 FAST = dict(steps=24, batch=8, max_tokens=32, lr=1e-3, checkpoint_every=6, eval_every=24, holdout=16, seed=1)
 
 
-def _outliers(name: str, p) -> None:
+def _plant_sink(name: str, p) -> None:
+    """What multilingual-e5-small and all-MiniLM-L6-v2 do (one FFN neuron per layer, silent on
+    every token but the special ones, pushing one residual channel to 200-660), in a tiny BERT:
+    [CLS] and [SEP] point along one channel after the embedding LayerNorm, one first-layer FFN
+    neuron reads only that channel with a bias that keeps it off for every other token, and
+    writes into one residual channel."""
     if "query.weight" in name or "key.weight" in name:
-        p.mul_(8)
-    elif "word_embeddings" in name:
+        p.mul_(8)  # peaked attention, as in a trained model
+    elif name.endswith("word_embeddings.weight"):
         p.mul_(6)
-    if "LayerNorm.weight" in name:
-        p[list(OUTLIER_CHANNELS)] *= 50.0
+        p[2, SINK_DIRECTION] += 3.0  # [CLS]
+        p[3, SINK_DIRECTION] += 3.0  # [SEP]
+    elif name == "encoder.layer.0.intermediate.dense.weight":
+        p[SINK_NEURON].zero_()
+        p[SINK_NEURON, SINK_DIRECTION] = 2.0
+    elif name == "encoder.layer.0.intermediate.dense.bias":
+        p[SINK_NEURON] = -6.0
+    elif name == "encoder.layer.0.output.dense.weight":
+        p[:, SINK_NEURON] = 0.0
+        p[SINK_CHANNEL, SINK_NEURON] = 40.0
 
 
-def make_outlier_bundle(tiny_model: Path, corpus: Path, work: Path) -> Path:
-    """The tiny BERT with peaked attention and two residual-stream channels about 50 times the
-    others (every LayerNorm's gamma there x50, as real BERTs' outlier dimensions): per-tensor
-    8-bit steps of the residual adds and LayerNorm internals become coarse."""
+def make_sink_bundle(tiny_model: Path, corpus: Path, work: Path) -> Path:
+    """The tiny BERT with a planted attention sink: an all-8-bit build's residual steps are set
+    by the special tokens' one huge value, as in the real encoders."""
     from hefsearch.compile.calib import build_calibration
 
-    out = make_edited_bundle(tiny_model, work, _outliers, "outlier")
+    out = make_edited_bundle(tiny_model, work, _plant_sink, "sink")
     build_calibration(out, [corpus], n=64, seed=0)
     return out
 
 
 @pytest.fixture(scope="module")
 def outlier_bundle(tiny_bert_model, corpus, tmp_path_factory) -> Path:
-    return make_outlier_bundle(tiny_bert_model, corpus, tmp_path_factory.mktemp("outlier"))
+    return make_sink_bundle(tiny_bert_model, corpus, tmp_path_factory.mktemp("sink"))
 
 
 @pytest.fixture(scope="module")
 def trained(outlier_bundle, tmp_path_factory):
-    """A copy of the outlier bundle with its robust body trained (and the report)."""
+    """A copy of the sink bundle with its robust body trained (and the report)."""
     from hefsearch.compile.robust import RobustOptions, build_robust
 
     path = tmp_path_factory.mktemp("trained") / "bundle"
@@ -67,15 +81,24 @@ def trained(outlier_bundle, tmp_path_factory):
     return path, report, lines, onnx_entry, fp32_sha
 
 
+def _unseen_texts() -> list[str]:
+    """Sentences of the bundled parallel set: neither calibration nor training texts."""
+    from hefsearch.evaluate.parallel import load_parallel
+
+    pairs = load_parallel(None)[::4]
+    return [p.text_a for p in pairs] + [p.text_b for p in pairs]
+
+
 def _sim_error(bundle: Path, body: str) -> float:
-    """1 - mean cosine of the a8 simulation of ``body`` to the *original* FP32 body (sample texts)."""
+    """1 - mean cosine of the a8 simulation of ``body`` to the *original* FP32 body."""
     from hefsearch.compile.npu_sim import build_sim
     from hefsearch.embed.encoder import Encoder
 
     r = build_sim(bundle, "a8", mask="inside", body=body)
     ref = Encoder.open(bundle, backend="cpu")
     sim = Encoder.open(bundle, backend="npu-sim", profile=r.name)
-    a, b = ref.encode_queries(VERIFY_TEXTS), sim.encode_queries(VERIFY_TEXTS)
+    texts = _unseen_texts()
+    a, b = ref.encode_queries(texts), sim.encode_queries(texts)
     ref.close(), sim.close()
     return 1.0 - float(np.mean(np.sum(a * b, axis=1)))
 
@@ -83,13 +106,12 @@ def _sim_error(bundle: Path, body: str) -> float:
 def test_training_lowers_the_8bit_error_of_an_outlier_body(trained):
     path, report, lines, _, _ = trained
     assert report.holdout_cos_after > report.holdout_cos_before, (report.holdout_cos_before, report.holdout_cos_after)
+    # the a8 simulation as 'compile sim' builds it (ranges from the whole calibration set, which
+    # training never used as such), against the original FP32 body, on texts it never saw
     original, robust = _sim_error(path, "original"), _sim_error(path, "robust")
-    # The a8 simulation (set-wide ranges, never used in training) must not find the trained body
-    # broken. That it comes out *closer* to FP32 is issue 20's open goal, not met at 24 steps:
-    # seeds 1-3 gave 1.20x, 0.99x and 0.81x the original body's error on one machine, and which
-    # seed wins differs between CPUs, so a "lower" assertion here only passed by luck.
-    assert original > 5e-4 and robust < 2.0 * original, (original, robust)
+    assert original > 3e-3 and robust < 0.5 * original, (original, robust)
     assert any("ETA" in ln for ln in lines) and any(ln.startswith("step 24/24") for ln in lines)
+    assert any(ln.startswith("sink damping: 1 attention-sink neuron") for ln in lines)
 
 
 def test_robust_body_keeps_the_graph_and_never_replaces_the_fp32_reference(trained):
@@ -246,3 +268,88 @@ def test_site_fake_quant_matches_the_simulation_and_passes_gradients_inside_only
     _SiteQuant.apply(plain, -0.2, 5.0, 255, False).pow(2).sum().backward()
     diff = (x2.grad - plain.grad).abs() > 0
     assert diff[3] and not diff[0] and not diff[1]
+
+
+def test_auto_body_takes_the_robust_one_on_hailo10h_only_when_it_helps(trained, outlier_bundle, tmp_path):
+    from hefsearch.compile.hef_plan import HefOptions, plan_build
+
+    def plan(path, hw_arch="hailo10h", body=None):
+        said: list[str] = []
+        p = plan_build(path, HefOptions(hw_arch=hw_arch, body=body), said.append)
+        return p.body.name, " ".join(said)
+
+    path = tmp_path / "b"
+    shutil.copytree(trained[0], path, ignore=shutil.ignore_patterns("build"))
+    name, said = plan(path)
+    assert name == "robust" and "auto: the 8-bit-robust body (held-out 8-bit cosine" in said
+    assert plan(path, "hailo8")[0] == "original"  # 16-bit layers compile there
+    assert plan(path, body="original")[0] == "original"
+    # no robust body: the original, and what to do
+    name, said = plan(outlier_bundle)
+    assert name == "original" and "hefsearch compile robust" in said
+    # a robust body whose measurements show no gain, or a lost FP32 reference, is not taken
+    b = Bundle.open(path)
+    (entry,) = b.encoder_entries(ROBUST_KIND)
+    held = dict(entry.extra["holdout_cos"])
+    entry.extra["holdout_cos"] = dict(held, after=held["before"] + 0.001)
+    b.upsert_encoder(entry)
+    b.save_manifest()
+    name, said = plan(path)
+    assert name == "original" and "does not measurably help" in said
+    entry.extra["holdout_cos"] = held
+    entry.extra["fp32_check"] = dict(entry.extra["fp32_check"], cosine_mean=0.98)
+    b.upsert_encoder(entry)
+    b.save_manifest()
+    name, said = plan(path)
+    assert name == "original" and "FP32 vectors too far" in said
+    # trained from another encoder.onnx: stale
+    entry.extra["fp32_check"] = dict(entry.extra["fp32_check"], cosine_mean=0.999)
+    entry.extra["source"] = dict(entry.extra["source"], sha256="0" * 64)
+    b.upsert_encoder(entry)
+    b.save_manifest()
+    name, said = plan(path)
+    assert name == "original" and "another encoder.onnx" in said
+
+
+def test_sink_damping_finds_the_planted_neuron_and_leaves_other_tokens_alone(outlier_bundle):
+    import onnx
+    import torch
+
+    from hefsearch.compile.onnx_torch import OnnxBody
+    from hefsearch.compile.sim_ranges import calibration_from_bundle
+    from hefsearch.compile.sink_damping import damp_sinks, find_sinks
+
+    b = Bundle.open(outlier_bundle)
+    cal = calibration_from_bundle(b, None)
+    body = OnnxBody(onnx.load(str(outlier_bundle / "encoder.onnx")))
+    original = {k: v.detach().clone() for k, v in body.state_dict().items()}
+    report = damp_sinks(body, cal.embeddings, cal.mask, ratio=8.0)
+    (n,) = report.neurons
+    assert (n.ffn, n.neuron) == (0, SINK_NEURON) and n.scale < 0.2 and n.fires_on < 0.1
+    assert report.residual_max_before > 100 > 30 > report.residual_max_after
+    # only that neuron's output row changed
+    changed = {k for k, v in body.state_dict().items() if not torch.equal(v, original[k])}
+    assert changed == {f"params.{body.index[n.weight]}"}
+    w = body.param(n.weight).detach()
+    assert torch.allclose(w[n.neuron], original[f"params.{body.index[n.weight]}"][n.neuron] * n.scale)
+    # the first-layer residual sums: [CLS] moved, the other tokens (mostly) not
+    e, m = torch.from_numpy(cal.embeddings[:8]), torch.from_numpy(cal.mask[:8])
+    res = "/encoder/layer.0/output/Add_output_0"
+    got = {}
+    body(e, m, site=lambda name, v: got.setdefault(name, v) if name == res else v)
+    ref = OnnxBody(onnx.load(str(outlier_bundle / "encoder.onnx")))
+    want = {}
+    ref(e, m, site=lambda name, v: want.setdefault(name, v) if name == res else v)
+    ids = m.sum(1)
+    plain = m.bool().clone()
+    plain[:, 0] = False
+    plain[torch.arange(len(ids)), ids - 1] = False
+    moved = (got[res][plain] - want[res][plain]).abs().amax(-1)
+    moved_cls = float((got[res][:, 0] - want[res][:, 0]).abs().max())
+    # most tokens exactly as before; the few that half-fire it (they attend to [CLS]) move a little
+    assert moved_cls > 100 and float(moved.median()) < 1e-4 and float((moved > 0.1).float().mean()) < 0.1
+    # a body without a sink: nothing to damp
+    plain_body = OnnxBody(onnx.load(str(outlier_bundle / "encoder.onnx")))
+    with torch.no_grad():
+        plain_body.param(n.weight)[n.neuron] *= 0.0
+    assert find_sinks(plain_body, cal.embeddings, cal.mask, 8.0)[0] == []
