@@ -1,10 +1,11 @@
 """What the 8-bit-robust body (``compile robust``) buys on an all-8-bit build, against FP32.
 
     python bench/robust.py --bundle BUNDLE [--corpus NAME=DIR[:QUERIES.tsv]]... [--parallel TSV]...
-                           [--json out.json]
+                           [--train STEPS] [--json out.json]
 
 The bundle needs a calibration set (``compile calib``) and, for the robust rows, a robust body
-(``compile robust``). The script builds the 8-bit simulations it measures (skipping any the
+(``compile robust``; ``--train STEPS`` runs it first, in a child process, and prints its wall
+time and peak memory). The script builds the 8-bit simulations it measures (skipping any the
 bundle already has), mask inside softmax as the hailo10h default build does, for each body:
 
 - ``a8``: min/max ranges over 512 rows of the calibration set, per-channel weights: the
@@ -26,8 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -218,6 +222,29 @@ def render(rows: dict) -> str:
     return "\n".join(out)
 
 
+def train(bundle: str, steps: int, threads: int, say) -> dict:
+    """``hefsearch compile robust`` in a child process (fresh start): wall time, peak RSS and
+    what it recorded."""
+    from hefsearch.compile.bodies import ROBUST_KIND
+    from hefsearch.embed.bundle import Bundle
+
+    cmd = [sys.executable, "-m", "hefsearch", "compile", "robust", bundle, "--steps", str(steps),
+           "--threads", str(threads), "--restart"]
+    say("training: " + " ".join(cmd[2:]))
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    seconds = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    entry = Bundle.open(bundle).encoder_entries(ROBUST_KIND)[0].extra
+    out = {"steps": steps, "seconds": round(seconds, 1), "s_per_step": round(seconds / max(1, steps), 2),
+           "peak_rss_mb": round(peak_mb), "threads": threads, "load": [round(x, 2) for x in os.getloadavg()],
+           "holdout_cos": entry.get("holdout_cos"), "fp32_check": entry.get("fp32_check"),
+           "damped": len((entry.get("damping") or {}).get("neurons", []))}
+    say(f"trained in {seconds / 60:.1f} min ({out['s_per_step']} s/step incl. setup), peak RSS {out['peak_rss_mb']} MB, "
+        f"load {out['load']}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bundle", required=True)
@@ -233,8 +260,13 @@ def main(argv=None) -> int:
                     help="calibration rows of the pct and wtensor simulations (default: --calib-limit)")
     ap.add_argument("--variants", default="a8,pct,wtensor,calib32",
                     help="which simulations to measure (comma-separated; a8 is the default quantiser)")
+    ap.add_argument("--train", type=int, default=None, metavar="STEPS",
+                    help="run 'hefsearch compile robust --steps STEPS --restart' first and report its time and memory")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads for --train")
     args = ap.parse_args(argv)
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    say(f"load average at start: {[round(x, 2) for x in os.getloadavg()]}")
+    trained = train(args.bundle, args.train, args.threads, say) if args.train else None
     VARIANTS[""] = {"calib_limit": args.calib_limit}
     vlimit = args.variant_calib_limit or args.calib_limit
     VARIANTS["-pct"] = {"ranges": "percentile:99.99", "calib_limit": vlimit}
@@ -246,8 +278,11 @@ def main(argv=None) -> int:
     rows = measure(args.bundle, args.corpus, args.parallel, not args.no_robust, args.pseudo_queries, args.seed, say,
                    VectorCache(args.cache))
     print(render(rows))
+    if trained:
+        print(f"\ntraining: {json.dumps(trained)}")
+    print(f"load average at the end: {[round(x, 2) for x in os.getloadavg()]}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps({"rows": rows, "training": trained}, indent=1))
     return 0
 
 

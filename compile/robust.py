@@ -239,7 +239,7 @@ def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     write_atomic(b.path / ROBUST_FILE, lambda tmp: onnx.save(m, tmp))
     b.add_file(ROBUST_FILE)
     check = self_check(b, ROBUST_FILE)
-    report = RobustReport(ROBUST_FILE, opts.steps, resumed, time.perf_counter() - t0, len(data.train_rows),
+    report = RobustReport(ROBUST_FILE, max(opts.steps, resumed), resumed, time.perf_counter() - t0, len(data.train_rows),
                           len(data.holdout_rows), round(before, 5), round(damped, 5), round(after, 5),
                           round(fp32_after, 5), check, extra.get("damping", {}), history)
     record_robust(b, opts, data, report)

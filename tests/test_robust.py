@@ -353,3 +353,36 @@ def test_sink_damping_finds_the_planted_neuron_and_leaves_other_tokens_alone(out
     with torch.no_grad():
         plain_body.param(n.weight)[n.neuron] *= 0.0
     assert find_sinks(plain_body, cal.embeddings, cal.mask, 8.0)[0] == []
+
+
+def test_the_robust_bench_measures_every_space_against_the_original(trained, corpus, tmp_path, monkeypatch):
+    """bench/robust.py end to end on the tiny model: the spaces it names exist, FP32 is its own
+    reference, and the robust body's 8-bit space is closer to FP32 than the original's."""
+    from bench import robust as bench
+
+    path = tmp_path / "b"
+    shutil.copytree(trained[0], path, ignore=shutil.ignore_patterns("build"))
+    monkeypatch.setattr(bench, "VARIANTS", {"": {}, "-wtensor": {"weights": "per-tensor"}})
+    rows = bench.measure(path, [f"docs={corpus}"], [], True, 20, 0, lambda m: None)
+    assert set(rows) == {"FP32 original", "FP32 robust", "a8 original", "a8-wtensor original", "a8 robust",
+                         "a8-wtensor robust"}
+    assert rows["FP32 original"]["docs"]["mrr"] == 1.0 and rows["FP32 original"]["parallel"]["sim_corr"] == 1.0
+    for v in ("a8", "a8-wtensor"):
+        assert rows[f"{v} robust"]["parallel"]["sim_corr"] > rows[f"{v} original"]["parallel"]["sim_corr"]
+    assert rows["FP32 robust"]["parallel"]["sim_corr"] > 0.99
+    assert "a8 robust" in bench.render(rows)
+
+
+def test_zero_steps_is_sink_damping_only(outlier_bundle, tmp_path):
+    from hefsearch.compile.robust import RobustOptions, build_robust
+
+    path = tmp_path / "b"
+    shutil.copytree(outlier_bundle, path)
+    r = build_robust(path, RobustOptions(**dict(FAST, steps=0)))
+    assert r.steps == 0 and len(r.damping["neurons"]) == 1
+    assert r.holdout_cos_after == r.holdout_cos_damped > r.holdout_cos_before
+    assert Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra["damping"]["neurons"][0]["neuron"] == SINK_NEURON
+    res = CliRunner().invoke(main, ["compile", "robust", str(path), "--steps", "0", "--sink-ratio", "0", "--restart"])
+    assert res.exit_code == 0, res.output
+    entry = Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra
+    assert entry["damping"]["neurons"] == [] and entry["training"]["sink_ratio"] == 0
