@@ -74,4 +74,4 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
         from .render import print_search
 
         print_search(result, filters.path_glob, filters.kinds, filters=filters)
-    may_exit_quickly()  # the session is closed and all is printed: no teardown needed
+    may_exit_quickly(session)  # the session is closed and all is printed: no teardown needed

@@ -295,13 +295,17 @@ class Searcher:
             except Exception:  # pragma: no cover
                 pass
         self._pending.clear()
-        for enc in [*self._encoders.values(), *filter(None, [self._snippet_encoder])]:
+        closed = [*self._encoders.values(), *filter(None, [self._snippet_encoder])]
+        for enc in closed:
             try:
                 enc.close()
             except Exception:  # pragma: no cover
                 pass
         self._encoders.clear()
         self._snippet_encoder = self._semantic = None
+        # Freed with the searcher, not here: freeing a 250k-piece tokenizer (multilingual-e5)
+        # holds the GIL for ~0.25 s, which a one-shot search leaves to its exit (cli.main)
+        self._closed_encoders = closed
 
     # -- searching -----------------------------------------------------------------------
     def search(self, query: "str | SearchRequest", *, k: int = 10, mode: str = "hybrid",

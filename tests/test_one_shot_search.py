@@ -306,3 +306,45 @@ def test_a_one_shot_search_starts_numpy_with_one_blas_thread_and_other_verbs_kee
     assert _blas_threads_seen("search", "OPENBLAS_NUM_THREADS=2") == "2"  # the user's own wins
     assert _blas_threads_seen("index") == "-"
     assert _blas_threads_seen("serve") == "-"
+
+
+class _Closed:
+    """Stands for a closed session whose encoders are slow to free."""
+
+
+def test_run_keeps_what_a_one_shot_command_leaves_until_its_quick_exit(monkeypatch):
+    """Freeing multilingual-e5's 250k-piece tokenizer takes ~0.25 s with the GIL held: under
+    ``run`` the closed session lives until ``os._exit``; in-process it is let go at once."""
+    import gc
+    import weakref
+
+    import hefsearch.cli.main as cli_main
+
+    monkeypatch.setattr(cli_main, "_quick_exit", False)
+    monkeypatch.setattr(cli_main, "_left_to_exit", None)
+    refs: list[weakref.ref] = []
+
+    def one_shot(prog_name=None):
+        obj = _Closed()
+        refs.append(weakref.ref(obj))
+        cli_main.may_exit_quickly(obj)
+        raise SystemExit(0)
+
+    with pytest.raises(SystemExit):  # in-process (no run): nothing is held
+        one_shot()
+    gc.collect()
+    assert refs[-1]() is None
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(code):
+        assert refs[-1]() is not None, "freed before the exit"
+        raise Exited(code)
+
+    monkeypatch.setattr(cli_main, "main", one_shot)
+    monkeypatch.setattr(cli_main.os, "_exit", fake_exit)
+    with pytest.raises(Exited):
+        cli_main.run()
+    gc.collect()
+    assert refs[-1]() is not None  # still held: the real os._exit would end the process here
