@@ -257,7 +257,7 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
 @click.option("--sink-ratio", type=click.FloatRange(0, None), default=None,
               help="Damp attention-sink neurons (FFN neurons that fire on a few tokens only, e.g. the "
                    "special ones, with values far above the rest) to at most this many times their "
-                   "layer's bulk before training; 0: no damping.  [default: 8]")
+                   "layer's bulk before training; 0: no damping.  [default: 4]")
 @click.option("--fp32-weight", type=click.FloatRange(0, None), default=None,
               help="How much keeping the body's own FP32 vectors counts against the 8-bit ones.  [default: 10]")
 @click.option("--no-randomise", is_flag=True,

@@ -60,8 +60,10 @@ class RobustOptions:
     #: texts are cut to this many tokens for training (the sinks and ranges of longer texts are alike)
     max_tokens: int = 64
     similarity_weight: float = 1.0
-    #: damp attention-sink neurons to at most this many times their layer's bulk (0: no damping)
-    sink_ratio: float = 8.0
+    #: damp attention-sink neurons to at most this many times their layer's bulk (0: no damping);
+    #: 4 beat 8 on held-out 8-bit cosine (MiniLM 0.860 vs 0.830, e5 0.968 vs 0.966) and kept the
+    #: body's own FP32 ranking closer (e5 MRR 0.99 / 0.95 vs 0.98 / 0.92 on two libraries)
+    sink_ratio: float = 4.0
     #: weight of the FP32 pass's distillation against the 8-bit pass's (keeps the FP32 vectors)
     fp32_weight: float = 10.0
     #: weight of the penalty on residual sums above their damped peaks
