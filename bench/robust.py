@@ -49,16 +49,19 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 
 def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
     """{space label: simulation name}, building the missing ones."""
+    from hefsearch.compile.bodies import resolve_body, stale_builds
     from hefsearch.compile.npu_sim import build_sim
     from hefsearch.embed.bundle import Bundle
 
     out = {}
     for body in bodies:
+        b = Bundle.open(bundle)
+        stale = set(stale_builds(b, resolve_body(b, body)))
         for suffix, kw in VARIANTS.items():
             name = "a8" + suffix + ("" if body == "original" else "-" + body)
             have = {e.extra.get("name") for e in Bundle.open(bundle).encoder_entries("npu-sim")}
-            if name not in have:
-                say(f"building simulation {name}")
+            if name not in have or name in stale:
+                say(f"building simulation {name}" + (" (its body was trained again)" if name in stale else ""))
                 build_sim(bundle, "a8", mask="inside", body=body, name=name, **kw)
             out[f"a8{suffix} {body}"] = name
     return out

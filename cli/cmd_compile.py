@@ -304,6 +304,14 @@ def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, pr
         f"(min {c['cosine_min']:.4f}), similarity-matrix correlation {c['similarity_pearson']:.4f}\n"
         f"  next: hefsearch compile sim {bundle} --precision a8 --body robust"
     )
+    from hefsearch.compile.bodies import ROBUST, resolve_body, stale_builds
+    from hefsearch.embed.bundle import Bundle
+
+    b = Bundle.open(bundle)
+    stale = stale_builds(b, resolve_body(b, ROBUST))
+    if stale:
+        click.echo(f"  built from the previous 8-bit-robust body, so they no longer show this one: "
+                   f"{', '.join(stale)}; build them again (compile sim / compile hef --body robust)", err=True)
 
 
 @compile_group.command("cpu-int8")

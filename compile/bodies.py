@@ -67,6 +67,19 @@ def resolve_body(bundle: Bundle, body: str | None = None) -> Body:
     return Body(name, rel, bundle.file_sha256(rel))
 
 
+def stale_builds(bundle: Bundle, body: Body) -> list[str]:
+    """The names of the builds (``npu-sim`` and ``hef`` entries) made from an earlier version of
+    ``body``: their recorded body hash is not the body's hash now (``compile robust`` run again,
+    or longer). They still work, as the body they were built from; they no longer show it."""
+    out = []
+    for kind in ("npu-sim", "hef"):
+        for e in bundle.encoder_entries(kind):
+            rec = (e.extra or {}).get("body") or {}
+            if rec.get("name") == body.name and rec.get("sha256") and rec["sha256"] != body.sha256:
+                out.append(str((e.extra or {}).get("name") or e.file))
+    return out
+
+
 def robust_gain(bundle: Bundle) -> tuple[bool, str]:
     """Whether the bundle's robust body measurably helps an all-8-bit build, by what
     ``compile robust`` recorded: (it helps, why in one line)."""

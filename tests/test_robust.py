@@ -383,7 +383,20 @@ def test_zero_steps_is_sink_damping_only(outlier_bundle, tmp_path):
     assert r.steps == 0 and len(r.damping["neurons"]) == 1
     assert r.holdout_cos_after == r.holdout_cos_damped > r.holdout_cos_before
     assert Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra["damping"]["neurons"][0]["neuron"] == SINK_NEURON
+    from hefsearch.compile.bodies import resolve_body, stale_builds
+    from hefsearch.compile.npu_sim import build_sim
+
+    build_sim(path, "a8", mask="inside", body="robust")
+    build_sim(path, "a8", mask="inside")
     res = CliRunner().invoke(main, ["compile", "robust", str(path), "--steps", "0", "--sink-ratio", "0", "--restart"])
     assert res.exit_code == 0, res.output
-    entry = Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra
+    b = Bundle.open(path)
+    entry = b.encoder_entries(ROBUST_KIND)[0].extra
     assert entry["damping"]["neurons"] == [] and entry["training"]["sink_ratio"] == 0
+    # the simulation of the damped body no longer shows the body now there; the original's does
+    assert stale_builds(b, resolve_body(b, "robust")) == ["a8-robust"]
+    assert stale_builds(b, resolve_body(b)) == []
+    assert "previous 8-bit-robust body" in res.stderr and "a8-robust" in res.stderr
+    build_sim(path, "a8", mask="inside", body="robust")
+    b = Bundle.open(path)
+    assert stale_builds(b, resolve_body(b, "robust")) == []
