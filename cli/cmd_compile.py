@@ -246,7 +246,7 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True))
 @click.option("--steps", type=click.IntRange(0, 1_000_000), default=300, show_default=True,
               help="Training steps (batches). A larger run continues from a smaller one's checkpoint; 0: "
-                   "sink damping only (seconds, no training).")
+                   "sink damping only (a minute or two, no training).")
 @click.option("--batch", type=click.IntRange(2, 1024), default=8, show_default=True, help="Texts per step.")
 @click.option("--lr", type=click.FloatRange(0, 1, min_open=True), default=5e-5, show_default=True,
               help="Peak learning rate (AdamW; short warm-up, linear decay).")
@@ -270,22 +270,27 @@ def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, pr
                threads, restart):
     """Train an 8-bit-robust copy of BUNDLE's encoder body (encoder.robust.onnx).
 
-    Quantisation-aware distillation: the FP32 body is the teacher; a copy is trained so that its
-    sentence vectors under 8-bit fake quantisation (the NPU simulation's sites, ranges and
-    LayerNorm decomposition; the mask inside softmax) match the teacher's, by cosine and by the
-    batch's similarity matrix. Each step draws its quantiser (min/max, widened or percentile
-    ranges; per-channel or per-tensor, nearest or stochastic weight rounding; some steps in
-    FP32) so the result does not fit one quantiser only. Data: the bundle's calibration pool
-    ('hefsearch compile calib BUNDLE --from ~/Documents') plus the built-in multilingual texts.
+    Two stages. Sink damping: the few FFN neurons that fire only on the special tokens and push
+    one residual channel far above the rest (what sets an 8-bit build's steps) get their output
+    rows scaled down to --sink-ratio times their layer's bulk. Then quantisation-aware
+    distillation from the original FP32 body: every step distils the copy in FP32 (token level
+    and at each LayerNorm, weighted by --fp32-weight, so its own FP32 vectors stay the
+    original's) and under 8-bit fake quantisation (the NPU simulation's sites, ranges and
+    LayerNorm decomposition; the mask inside softmax) by cosine and by the batch's similarity
+    matrix. The 8-bit pass draws its quantiser each step (min/max, widened or percentile ranges;
+    per-channel or per-tensor, nearest or stochastic weight rounding) so the result does not fit
+    one quantiser only. Data: the bundle's calibration pool ('hefsearch compile calib BUNDLE
+    --from ~/Documents') plus the built-in multilingual texts.
 
     \b
     Only weight values change: the ops and graph are encoder.onnx's, so 'compile hef' and the
-    runtime treat it as they treat the original. Build from it with --body robust:
+    runtime treat it as they treat the original. Builds from it:
       hefsearch compile sim BUNDLE --precision a8 --body robust     (space npu-sim-a8-robust)
-      hefsearch compile hef BUNDLE --hw-arch hailo10h --precision a8 --body robust
+      hefsearch compile hef BUNDLE --hw-arch hailo10h     (--body auto takes it when it helps)
     encoder.onnx is never changed and stays the FP32 reference. Progress with an ETA; a
     checkpoint under BUNDLE/build/robust/ every 20 steps (and on Ctrl-C): run the same command
-    again to continue. Needs the compile extra (torch, onnx).
+    again to continue. Measured cost and gains: docs/performance.md. Needs the compile extra
+    (torch, onnx).
     """
     from hefsearch.compile.robust import RobustOptions, build_robust
 
