@@ -56,10 +56,10 @@ def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
     out = {}
     for body in bodies:
         b = Bundle.open(bundle)
+        have = {e.extra.get("name") for e in b.encoder_entries("npu-sim")}
         stale = set(stale_builds(b, resolve_body(b, body)))
         for suffix, kw in VARIANTS.items():
             name = "a8" + suffix + ("" if body == "original" else "-" + body)
-            have = {e.extra.get("name") for e in Bundle.open(bundle).encoder_entries("npu-sim")}
             if name not in have or name in stale:
                 say(f"building simulation {name}" + (" (its body was trained again)" if name in stale else ""))
                 build_sim(bundle, "a8", mask="inside", body=body, name=name, **kw)

@@ -133,7 +133,8 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
                    "on the Pi).")
 @click.option("--restart", is_flag=True, help="Ignore saved stages and start again from the parse.")
 @click.option("--body", type=click.Choice(["auto", "original", "robust"]), default="auto", show_default=True,
-              help=_BODY_HELP + " auto: on hailo10h (whose builds end all-8-bit) the robust body when the "
+              help=_BODY_HELP + " auto: on hailo10h (whose builds end all-8-bit) or with an all-8-bit --precision, "
+                   "the robust body when the "
                    "measurements 'compile robust' recorded say it helps (held-out 8-bit cosine up by 0.005 or "
                    "more, its own FP32 vectors at cosine 0.995 or more to the original), else the original.")
 @click.option("--dfc-finetune", is_flag=True,
@@ -309,14 +310,9 @@ def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, pr
         f"(min {c['cosine_min']:.4f}), similarity-matrix correlation {c['similarity_pearson']:.4f}\n"
         f"  next: hefsearch compile sim {bundle} --precision a8 --body robust"
     )
-    from hefsearch.compile.bodies import ROBUST, resolve_body, stale_builds
-    from hefsearch.embed.bundle import Bundle
-
-    b = Bundle.open(bundle)
-    stale = stale_builds(b, resolve_body(b, ROBUST))
-    if stale:
+    if r.stale:
         click.echo(f"  built from the previous 8-bit-robust body, so they no longer show this one: "
-                   f"{', '.join(stale)}; build them again (compile sim / compile hef --body robust)", err=True)
+                   f"{', '.join(r.stale)}; build them again (compile sim / compile hef --body robust)", err=True)
 
 
 @compile_group.command("cpu-int8")

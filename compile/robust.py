@@ -44,7 +44,7 @@ from hefsearch.embed.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry
 from hefsearch.embed.precision import load_profile
 
-from .bodies import ROBUST_FILE, ROBUST_KIND, resolve_body
+from .bodies import ROBUST, ROBUST_FILE, ROBUST_KIND, resolve_body, stale_builds
 from .robust_data import RobustError, TrainData, training_data
 
 WORK_DIR = "build/robust"
@@ -110,6 +110,8 @@ class RobustReport:
     damping: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    #: builds (npu-sim, hef) made from the previous robust body: no longer what this one gives
+    stale: list[str] = field(default_factory=list)
 
 
 # -- writing the trained body ----------------------------------------------------------------------
@@ -145,7 +147,7 @@ def same_graph(a, b) -> None:
 
 
 def record_robust(bundle: Bundle, opts: RobustOptions, data: TrainData, report: RobustReport) -> None:
-    bundle.add_file(ROBUST_FILE)
+    """Lists the written body (already in ``files``: ``add_file`` hashed it) as ``onnx-robust``."""
     src = resolve_body(bundle)
     bundle.upsert_encoder(EncoderEntry(
         kind=ROBUST_KIND, file=ROBUST_FILE, seq_len=None, hw_arch=None,
@@ -217,7 +219,7 @@ def _fresh_start(student, data: TrainData, opts: RobustOptions, say):
 def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     import onnx
 
-    from .robust_train import TrainSettings, holdout_cosines, make_student, train
+    from .robust_train import STATE_FILE, TrainSettings, holdout_cosines, make_student, train
     from .self_check import self_check
 
     b = bundle if isinstance(bundle, Bundle) else Bundle.open(bundle)
@@ -231,7 +233,7 @@ def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     work.mkdir(parents=True, exist_ok=True)
     cfg = TrainSettings(opts.steps, opts.batch, opts.lr, opts.seed, opts.randomise, opts.fp32_weight,
                         opts.similarity_weight, opts.hinge_weight, opts.checkpoint_every, opts.eval_every)
-    resumed, history, extra = train(student, data, cfg, work / "state.pt", opts.key(src.sha256, data.sha),
+    resumed, history, extra = train(student, data, cfg, work / STATE_FILE, opts.key(src.sha256, data.sha),
                                     opts.restart, say, lambda: _fresh_start(student, data, opts, say))
     before, damped = history[0]["holdout_a8_original"], history[0]["holdout_a8"]
     last = history[-1]
@@ -245,6 +247,7 @@ def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
                           len(data.holdout_rows), round(before, 5), round(damped, 5), round(after, 5),
                           round(fp32_after, 5), check, extra.get("damping", {}), history)
     record_robust(b, opts, data, report)
+    report.stale = stale_builds(b, resolve_body(b, ROBUST))
     say(f"held-out 8-bit cosine to FP32: original {before:.4f}, damped {damped:.4f}, trained {after:.4f}; "
         f"its FP32 vectors vs the original: cosine {check['cosine_mean']:.4f} (min {check['cosine_min']:.4f})")
     return report

@@ -13,6 +13,7 @@ import numpy as np
 
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.host import l2_normalize, mean_pool
 
 from .bodies import resolve_body
 
@@ -78,12 +79,6 @@ def fit_tokens(a: np.ndarray, s: int) -> np.ndarray:
     return np.pad(a, pad)
 
 
-def pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    m = mask[..., None].astype(np.float32)
-    v = (hidden * m).sum(1) / np.maximum(m.sum(1), 1.0)
-    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-
-
 def teacher_vectors(bundle: Bundle, emb, mask, lengths, batch: int = 16) -> np.ndarray:
     from hefsearch.embed.backends.cpu import make_session
 
@@ -93,7 +88,7 @@ def teacher_vectors(bundle: Bundle, emb, mask, lengths, batch: int = 16) -> np.n
         sl = slice(i, i + batch)
         s = max(1, int(lengths[sl].max()))
         h = sess.run(["last_hidden_state"], {"embeddings": emb[sl, :s], "attention_mask": mask[sl, :s]})[0]
-        out[sl] = pooled(h, mask[sl, :s])
+        out[sl] = l2_normalize(mean_pool(h, mask[sl, :s]))
     return out
 
 
