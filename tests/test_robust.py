@@ -159,6 +159,7 @@ def test_builds_from_the_robust_body_have_their_own_space(trained):
 
 
 def test_hef_build_from_the_robust_body(trained, fake_dfc, tmp_path):
+    """Verified against the contract fake of the DFC only (tests/fakes): no DFC here."""
     from hefsearch.compile.dfc import build_hef
     from hefsearch.compile.hef_plan import HefOptions
 
