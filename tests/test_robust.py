@@ -401,3 +401,24 @@ def test_zero_steps_is_sink_damping_only(outlier_bundle, tmp_path):
     build_sim(path, "a8", mask="inside", body="robust")
     b = Bundle.open(path)
     assert stale_builds(b, resolve_body(b, "robust")) == []
+
+
+def test_the_site_group_bench_names_every_group_and_sees_the_training(trained, tmp_path):
+    """bench/site_groups.py on the tiny model: every simulated site sits in one group, the
+    original body in FP32 is its own reference, rounding everything costs more than rounding
+    weights only, and the robust body's all-8-bit vectors are closer to FP32 than the
+    original's (the training's effect, measured by another code path than the simulation)."""
+    from bench import site_groups as bench
+
+    texts = _unseen_texts()
+    rows = {body: bench.measure(str(trained[0]), body, texts, 16, lambda m: None) for body in ("original", "robust")}
+    orig, robust = rows["original"], rows["robust"]
+    assert orig["FP32"] == {"cosine": 1.0, "sim_corr": 1.0}
+    assert orig["all 8-bit"]["sim_corr"] < orig["weights only"]["sim_corr"]
+    assert robust["all 8-bit"]["sim_corr"] > orig["all 8-bit"]["sim_corr"]
+    groups = [k for k in orig if "sites" in orig[k]]
+    assert {"residual_add", "ffn_out", "LayerNorm variance"} <= set(groups)
+    for g in groups:
+        assert orig[g]["gain"] == round(orig[g]["all_but"]["sim_corr"] - orig["all 8-bit"]["sim_corr"], 4)
+    text = bench.render(orig, "original", len(texts))
+    assert all(g in text for g in groups)
