@@ -246,7 +246,8 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
 @compile_group.command("robust")
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True))
 @click.option("--steps", type=click.IntRange(0, 1_000_000), default=300, show_default=True,
-              help="Training steps (batches). A larger run continues from a smaller one's checkpoint; 0: "
+              help="Training steps (batches). More steps help, each doubling less (measured in "
+                   "docs/performance.md); a larger run continues from a smaller one's checkpoint; 0: "
                    "sink damping only (a minute or two, no training).")
 @click.option("--batch", type=click.IntRange(2, 1024), default=8, show_default=True, help="Texts per step.")
 @click.option("--lr", type=click.FloatRange(0, 1, min_open=True), default=5e-5, show_default=True,
