@@ -27,6 +27,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -50,7 +51,7 @@ def measure(bundle_path: str, body_name: str, texts: list[str], calib_rows: int,
     from hefsearch.compile.bodies import resolve_body
     from hefsearch.compile.fake_quant import NOMINAL, Quantiser
     from hefsearch.compile.onnx_torch import OnnxBody
-    from hefsearch.compile.robust_train import make_student
+    from hefsearch.compile.robust_train import make_student, set_ranges
     from hefsearch.compile.sim_graph import prepare_graph
     from hefsearch.compile.sim_ranges import calibration_from_bundle, calibration_from_texts
     from hefsearch.embed.bundle import Bundle
@@ -82,14 +83,9 @@ def measure(bundle_path: str, body_name: str, texts: list[str], calib_rows: int,
             s = int(lengths[rows].max())
             yield torch.from_numpy(c.embeddings[rows, :s]), torch.from_numpy(c.mask[rows, :s]), rows
 
-    ranges: dict[str, tuple[float, float]] = {}
-    with torch.no_grad():
-        for e, m, _ in batches(calib):
-            q = Quantiser(student.sites, student.weight_bits, NOMINAL, m.bool())
-            body(e, m, site=q.record)
-            for k, (lo, hi) in q.ranges.items():
-                a, b = ranges.get(k, (np.inf, -np.inf))
-                ranges[k] = (min(a, lo), max(b, hi))
+    student.body = body  # ranges from the measured body, as its build would take them
+    pool = SimpleNamespace(emb=calib.embeddings, mask=calib.mask, lengths=calib.mask.sum(1))  # what set_ranges reads
+    ranges = set_ranges(student, pool, np.arange(len(calib.mask)))
 
     def vectors(net, sites: dict[str, int], weights: bool) -> np.ndarray:
         out = np.zeros((len(evaluation.mask), bundle.hidden), np.float32)
