@@ -30,7 +30,7 @@ import functools
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -506,15 +506,9 @@ class _CrawlState:
     def _file(self, path: Path, st: os.stat_result, rel: str | None) -> FoundFile | SkippedFile:
         if not stat.S_ISREG(st.st_mode):
             return SkippedFile(path, f"special file ({_special_kind(st.st_mode)}); not opened", "special")
-        kind, look = filetypes.kind_by_name(path, self.supported)
-        if kind is None and not look:
-            suffix = path.suffix.lower()
-            return SkippedFile(path, f"unsupported file type '{suffix}' (index --ext {suffix} reads it as "
-                                     "text)", "unsupported")
-        if kind is None and os.access(path, os.R_OK):  # no file-type suffix: the content decides
-            kind = _kind_by_content(path)
-            if kind is None:
-                return SkippedFile(path, "no file-type suffix, and the content is not text", "unsupported")
+        kind, why = document_kind(path, self.supported)
+        if kind is None and why != UNREADABLE:  # an unreadable file is reported below, after its size
+            return SkippedFile(path, why, "unsupported")
         if st.st_size > self.max_bytes:
             return SkippedFile(
                 path,
@@ -560,6 +554,28 @@ class _CrawlState:
         except OSError as e:
             return SkippedFile(path, f"cannot read ignore file: {e.strerror or e}", "unreadable")
         return _Rules.from_lines(lines, origin=str(path), base=rel)
+
+
+UNREADABLE = "permission denied"
+
+
+def document_kind(path: str | os.PathLike, supported: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """Whether ``hefsearch index`` reads the regular file ``path`` as a document: (its kind, "")
+    or (None, why not). The one decision the crawler, ``compile calib --from`` and the watcher
+    share: a known suffix (``supported``: the built-in table plus the library's extra suffixes)
+    gives the kind, ``NAME.gz`` is judged by ``NAME``, and a name without a file-type suffix
+    (``NEWS``, ``Apache-2.0``, ``ls.1.gz``) is text when its first bytes are."""
+    path = Path(path)
+    kind, look = filetypes.kind_by_name(path, SUPPORTED_SUFFIXES if supported is None else supported)
+    if kind is not None:
+        return kind, ""
+    if not look:
+        suffix = path.suffix.lower()
+        return None, f"unsupported file type '{suffix}' (index --ext {suffix} reads it as text)"
+    if not os.access(path, os.R_OK):
+        return None, UNREADABLE
+    kind = _kind_by_content(path)  # no file-type suffix: the content decides
+    return (kind, "") if kind else (None, "no file-type suffix, and the content is not text")
 
 
 def _kind_by_content(path: Path) -> str | None:
