@@ -8,6 +8,8 @@
   evidence only: chunks containing every query word (``keyword_strength="all"``), or, when no
   chunk has them all, chunks containing every *code* of the query (model numbers, form codes,
   versions, acronyms: "XR-3000", "E-52", "K-45"), which are spelled alike in every language.
+  Quantities ("90 days") and codes most chunks hold ("IT" = "it") are not evidence
+  (:func:`~hefsearch.search.keyword.code_terms`, :func:`~hefsearch.search.keyword.rare_terms`).
   Keyword matches of ordinary words rarely cross languages, so fusing weak (some-words)
   matches like vector hits pushes the right foreign-language chunk down behind same-language
   chunks that merely share a word: classic RRF halves recall@5 on the cross-lingual set of
@@ -53,7 +55,8 @@ from .fusion import rrf
 from .grouping import Group, group, tidy_snippet
 from .request import SearchRequest, SearchRun
 from .prefetch import PendingEncoder
-from .keyword import clean_text, code_terms, has_surrogates, keyword_search, parse_query
+from .keyword import (clean_text, code_terms, has_surrogates, keyword_search, needs_trigram, parse_query,
+                      rare_terms)
 from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -389,7 +392,9 @@ class Searcher:
             strength = "all" if mode == "keyword" else self.keyword_strength
             kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
             if mode == "hybrid" and not kw and self.keyword_strength == "all":
-                codes = code_terms(query)  # no chunk has every word: do the codes match?
+                codes = code_terms(query)  # no chunk has every word: do the (rare) codes match?
+                if codes and not needs_trigram(query):
+                    codes = rare_terms(self.library.db, codes)
                 if codes:
                     kw = keyword_search(self.library.db, query, depth, strength="all",
                                         filters=filters, terms=codes)
