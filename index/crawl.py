@@ -579,15 +579,20 @@ def document_kind(path: str | os.PathLike, supported: Mapping[str, str] | None =
 
 
 def _kind_by_content(path: Path) -> str | None:
-    """"text" when the start of the file (decompressed for NEWS.gz) is text, else None."""
+    """"man" when the start of the file (decompressed for ls.1.gz) is a manual page's roff,
+    "text" when it is other text, else None."""
     from hefsearch.index.extract import ExtractionError, looks_like_text, read_regular_file
+    from hefsearch.index.extract_man import looks_like_roff
 
     compression = filetypes.compression_of(path)
     try:  # compressed: enough input for SNIFF_BYTES of output, even at a high ratio
         data = read_regular_file(path, head=filetypes.SNIFF_BYTES * (8 if compression else 1))
     except ExtractionError:
         return None
-    return "text" if looks_like_text(filetypes.head(data, compression)) else None
+    head = filetypes.head(data, compression)
+    if not looks_like_text(head):
+        return None
+    return "man" if looks_like_roff(head) else "text"
 
 
 def _stat_failure(path: Path, e: OSError, *, is_link: bool) -> SkippedFile:
