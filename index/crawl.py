@@ -402,6 +402,8 @@ class _CrawlState:
             if isinstance(ignored, SkippedFile):
                 yield ignored
                 return
+        if not ignored and is_link and not is_dir:
+            ignored = self._indexed_under_own_name(path)
         if ignored:
             yield SkippedFile(path, ignored, "ignored")
             return
@@ -494,6 +496,21 @@ class _CrawlState:
         if hit:
             return f"symlink to {shown}, a secret file (matches '{pattern}' in {SECRET_RULE_NAME})"
         return None
+
+    def _indexed_under_own_name(self, link: Path) -> str | None:
+        """Why a symlink to a file inside the roots is left out (the file is indexed under its
+        own name, so ``similar GPL-3`` finds /usr/share/common-licenses/GPL-3 rather than its
+        alias GPL), or None when the file itself would not be crawled (hidden, excluded)."""
+        real = os.path.realpath(link)
+        root = next((r for r in self.inside if real != r and is_under(real, r)), None)
+        if root is None:
+            return None
+        rel = os.path.relpath(real, root)
+        if not self.include_hidden and any(part.startswith(".") for part in rel.split(os.sep)):
+            return None
+        if self.exclude is not None and self.exclude.check(Path(rel).as_posix())[0]:
+            return None
+        return f"symlink to {printable(real)}, indexed under that name"
 
     def _relative_to_root(self, real: str) -> str:
         """``real`` relative to the root holding it (the secret rule looks below the roots
