@@ -205,6 +205,7 @@ class Searcher:
         #: (space, query, vector) of the last vector search: the snippets' query vector when
         #: that space is the FP32 one (encoded once, not twice)
         self._last_query: tuple | None = None
+        self._last_encode_ms: float | None = None
 
     # -- spaces and encoders -------------------------------------------------------------
     def space_names(self) -> list[str]:
@@ -501,7 +502,7 @@ class Searcher:
         last = self._last_query
         if last is not None and last[:2] == (result.space, result.query) and result.space == FP32_SPACE \
                 and engine.encoder is self._encoders.get(FP32_SPACE):
-            engine.prime(result.query, last[2])  # the search encoded it with this very encoder
+            engine.prime(result.query, last[2], self._last_encode_ms)  # the search encoded it with this encoder
         return engine.snippets(result.query, [(h.chunk_id, h.text) for h in todo], budget_ms=budget_ms)
 
     def _semantic_engine(self) -> SemanticSnippets | None:
@@ -524,7 +525,9 @@ class Searcher:
         t = time.perf_counter()
         try:
             enc = self.encoder_for(space)
+            t_encode = time.perf_counter()  # the encoding alone, not the wait for the encoder's open
             vec = enc.encode_queries([query])
+            self._last_encode_ms = _ms(t_encode)
             timings["encode"] = _ms(t)
             return enc, vec, space, None
         except (DeviceError, BackendUnavailable) as e:
