@@ -5,7 +5,9 @@
 
 The sample corpus (data/sample-corpus: 32 documents in 11 languages) is extracted and chunked as
 ``hefsearch index`` chunks it (``chunk_text`` with the bundle's own token counts, overlap 32) at
-each window up to the bundle's own, keeping the first ``--chars`` characters of text. Then every
+each window up to the bundle's own, keeping the first ``--chars`` characters of text, joined
+into one long text so every chunk fills its window (``--per-document``: each document apart, as
+a folder of short notes is indexed). Then every
 (bundle, window) encodes its chunks as passages with the CPU FP32 encoder opened as indexing
 opens it, the pairs in a shuffled order each round so a loaded machine slows them alike.
 Printed per pair, medians over rounds: chunks, ms per chunk, and ms per 1,000 characters of
@@ -49,9 +51,14 @@ def corpus_docs(chars: int) -> list:
     return docs
 
 
-def chunks_at(enc, docs, window: int) -> list[str]:
+def chunks_at(enc, docs, window: int, joined: bool) -> list[str]:
+    """The chunks ``index`` would cut at ``window``; ``joined``: the documents as one long text,
+    so every chunk fills the window (long documents: manuals, man pages, reports)."""
     from hefsearch.index.chunk import chunk_text
+    from hefsearch.index.extract_base import ExtractedText
 
+    if joined:
+        docs = [ExtractedText(text="\n\n".join(d.text for d in docs))]
     return [c.text for d in docs for c in chunk_text(d, enc.count_tokens, window, 32)]
 
 
@@ -61,6 +68,9 @@ def main() -> None:
     ap.add_argument("--windows", type=int, nargs="+", default=[128, 256, 512])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--chars", type=int, default=60_000)
+    ap.add_argument("--per-document", action="store_true",
+                    help="chunk each document on its own (short ones make chunks shorter than the window) "
+                         "instead of the corpus as one long text")
     args = ap.parse_args()
     from hefsearch.embed.reference import open_reference_encoder
 
@@ -69,7 +79,7 @@ def main() -> None:
     docs = corpus_docs(args.chars)
     text_chars = sum(len(d.text) for d in docs)
     encoders = {name: open_reference_encoder(path, bulk=True) for name, path in bundles.items()}
-    jobs = {(name, w): chunks_at(enc, docs, w) for name, enc in encoders.items()
+    jobs = {(name, w): chunks_at(enc, docs, w, not args.per_document) for name, enc in encoders.items()
             for w in args.windows if w <= enc.max_tokens}
     for (name, _), texts in jobs.items():  # warm each session once
         encoders[name].encode_passages(texts[:8])

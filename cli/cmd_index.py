@@ -59,7 +59,8 @@ _HELP = """Index the documents under PATH... into the library (or bring it up to
     Unchanged files are skipped (size and mtime, then content hash), changed files are
     re-chunked and re-embedded, deleted files are removed. Supported: {suffixes},
     files without a file-type suffix whose content is text (NEWS, README.Debian),
-    the same compressed as .gz/.bz2/.xz, and suffixes added with --ext. Files that cannot be
+    manual pages (ls.1, chsh.1.gz: roff rendered to text), the same compressed as
+    .gz/.bz2/.xz, and suffixes added with --ext. Files that cannot be
     read are reported with the reason and skipped; what was indexed of them before is kept
     until the file is deleted. Symlinks leading outside the PATHs are not followed (see
     --follow-links); secret files (.env, keys, .netrc, .ssh/ ...) are ignored unless
