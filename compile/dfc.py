@@ -224,7 +224,8 @@ def _failed(b: _Build, e: Exception, profile: PrecisionProfile, att: Attempt, st
             seconds: float) -> None:
     """Any failure of optimize() or compile(), whatever its exception: recorded in the attempt
     (stage, exception class, message, seconds, time). Then a step down the ladder (not at the last
-    rung) when it is one of the report's walls, or on Hailo-10H any failure of a 16-bit rung;
+    rung) when it is one of the report's walls, or on Hailo-10H any failure (every rung before
+    the last there is a 16-bit one or your own options; the last is the report's script);
     else the error that stops the build. A failure that stepped down is kept in state.json under
     the optimised model's key, so a re-run does not spend another hour on the same crash."""
     wall = known_wall(e)
@@ -233,7 +234,7 @@ def _failed(b: _Build, e: Exception, profile: PrecisionProfile, att: Attempt, st
     att.failure = {"stage": stage, "exception": type(e).__name__, "message": str(e)[:4000], "seconds": seconds,
                    "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     setattr(att, stage, wall or "failed")
-    steps = not last and (wall is not None or (b.plan.step_down_on_any and not profile.is_all_8bit))
+    steps = not last and (wall is not None or b.plan.step_down_on_any)
     if wall is not None or steps:
         b.state.data.setdefault("walls", {})[key] = {"stage": stage, "wall": wall, "error": att.error[:2000],
                                                       "failure": att.failure}

@@ -79,8 +79,8 @@ class HefPlan:
     #: the last rung writes the public Hailo-10H report's script exactly (no --alls-extra lines,
     #: optimisation and compression level 0, calibration batch 16), whatever the options
     report_rung: bool = False
-    #: any failure of a 16-bit rung, whatever its exception, steps down (Hailo-10H); elsewhere
-    #: only the walls known by name do
+    #: any failure of a rung before the last, whatever its exception, steps down (Hailo-10H, where
+    #: those rungs are 16-bit or carry the user's own options); elsewhere only the known walls do
     step_down_on_any: bool = False
 
     @property
