@@ -309,3 +309,26 @@ def test_fake_hailort_lets_the_host_set_a_format_order(fake_hailo, tiny_bert_bun
         im = vdev.create_infer_model(str(path / "encoder.hailo10h.hef"))
         im.input("encoder/input_layer1").set_format_order(hp.FormatOrder.NHWC)
     assert fake_hailo.stats.set_format_orders == [("encoder/input_layer1", hp.FormatOrder.NHWC)]
+
+
+# -- item 3: one verdict for the emulator report and doctor --verify ------------------------------
+def test_the_reports_working_8bit_numbers_are_degraded_not_broken_in_both_verdicts():
+    """The public Hailo-10H report's working 8-bit HEF: similarity correlation 0.37, top-1 70.8%
+    against FP32's 100%. Both the emulator report and doctor --verify judge by retrieval: degraded,
+    not broken. A space that lost retrieval is broken in both."""
+    from hefsearch.compile.emulator_report import _verdict
+    from hefsearch.evaluate.npu_verify import LayoutFit, diagnose
+
+    def emulator(corr, nn, top1):
+        fp = {"similarity_pearson": 1.0, "neighbour_agreement": 1.0}
+        return _verdict({"fp32_vs_onnx": fp, "quantized_vs_onnx": {"similarity_pearson": corr,
+                                                                  "neighbour_agreement": nn},
+                         "top1_onnx": 1.0, "top1_quantized": top1})[0]
+
+    def verify(corr, nn, top1):
+        comp = {"similarity_pearson": corr, "neighbour_agreement": nn, "top1_ref": 1.0, "top1_test": top1}
+        return diagnose([0.5] * 8, comp, [LayoutFit("as read", 0.5)])[0]
+
+    assert emulator(0.37, 0.4, 0.708) == "degraded"
+    assert verify(0.37, 0.4, 0.708) != "broken"
+    assert emulator(0.37, 0.1, 0.1) == "broken" and verify(0.37, 0.1, 0.1) == "broken"
