@@ -27,10 +27,12 @@ Defaults per chip (what is on record; docs/hailo-facts.md has the sources):
 - ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report,
   ``shared/reference/seeds/000_0bd7e697973448cf.txt``, DFC 5.3.0): mask mode ``keys01``
   (:mod:`hefsearch.embed.mask_layout`) and that report's model script
-  (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``balanced``
-  (16 bits off the attention path only), and on either wall that report hit it goes straight to
-  the report's 8-bit script, since the report found the mere presence of an a16 layer to crash
-  the allocator (intermediate rungs would cost another optimisation each for the same crash).
+  (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``zoo-a16`` (16
+  bits where the zoo's Hailo-10H text encoders put them, with the zoo's lines), and on *any*
+  failure of it, whatever the exception class, it goes straight to the report's 8-bit script,
+  exactly (the report's author later saw a cascade of failures under classes that are not
+  public; intermediate rungs would cost another optimisation each). docs/compiling.md says why
+  a 16-bit rung comes first at all and what it costs without a GPU.
 - ``hailo8`` / ``hailo8l``: the model zoo's all_minilm_l6_v2 recipe (mask mode ``scores01``,
   the zoo's script) on DFC 3.34+, where the zoo uses ``set_input_mask_to_softmax()``; on other
   DFC 3.x the command is probed on the parsed network and, when it is missing and no ``--mask``
@@ -47,7 +49,9 @@ Known failure modes and what happens:
   exception, or named only in a message): ``NegativeSlopeExponentNonFixable`` in optimize() and
   ``BackendAllocatorException`` in compile() (or optimize()). With the ladder (the default) the
   build steps down, re-optimising only for profiles not optimised before; without it, or at the
-  last rung, the wall is explained. Every attempt is recorded in the work folder's
+  last rung, the wall is explained. On Hailo-10H any other failure steps down too, and a failure
+  of the report's own script stops with its context and what to send upstream. Every attempt
+  (stage, exception class, message, seconds, time) is recorded in the work folder's
   ``build-report.json`` and in the manifest, which also records the profile the HEF finally has.
 """
 

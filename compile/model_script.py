@@ -200,11 +200,16 @@ def _hailo10h_sixteen_bit(lines: list[str], profile: PrecisionProfile, sites: di
                                             "fails in optimize(), NegativeSlopeExponentNonFixable)",))
     for group in profile.sixteen_bit:
         layers = sites[group]
+        if group == "layernorm":  # no a16 line in any public Hailo-10H script: the decomposition line does it
+            lines.append("# layernorm: no quantization_param line; the layer_norm_decomposition(..., "
+                         f"bit_decomposition_mode=uniform_precision) line above ({ZOO_CLIP_TEXT}) is how the "
+                         "zoo's Hailo-10H encoders treat it (own reading: the internals keep the 16 bits of "
+                         "the residual adds feeding them; not verified on a DFC)")
+            continue
         if not layers:
             lines.append(f"# {group}: 16 bits requested, but no layer of the parsed network belongs to it")
             continue
-        source = A16_SOURCES.get(group, "no public Hailo-10H script (hefsearch's own choice, from its 8-bit "
-                                        "simulation, or a user profile)")
+        source = A16_SOURCES.get(group, "no public Hailo-10H script (a user profile's own choice)")
         lines.append(f"# {group}: {SITE_GROUPS[group].description}; follows {source}")
         lines.append(f"quantization_param([{', '.join(layers)}], precision_mode=a16_w16)")
     for line, files in ZOO_A16_TAIL:

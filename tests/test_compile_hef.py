@@ -322,8 +322,8 @@ def test_a_16bit_rung_that_passes_keeps_its_bits(fake_dfc, calib_bundle):
     assert [a.profile for a in result.attempts] == ["zoo-a16"]
     x = result.entry.extra
     assert x["precision"]["name"] == "zoo-a16" and "precision_requested" not in x
-    assert set(x["precision"]["sixteen_bit"]) == {"input", "qkv", "attention_out", "residual_add", "ffn_in",
-                                                  "ffn_out"}
+    assert set(x["precision"]["sixteen_bit"]) == {"input", "layernorm", "qkv", "attention_out", "residual_add",
+                                                  "ffn_in", "ffn_out"}
     cmds = script_commands(result.model_script.read_text())
     assert cmds[:4] == REPORT_SCRIPT
     assert "pre_quantization_optimization(ew_add_fusing, policy=disabled)" in cmds
