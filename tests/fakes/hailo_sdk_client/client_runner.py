@@ -1,8 +1,13 @@
 """Fake ``ClientRunner``: parse an ONNX body, take a model script, "optimise", emulate, compile.
 
 Behaviour copied from the public report behind hefsearch issue 5 (DFC 5.3.0, transformer
-encoders), nothing more:
+encoders), its author's follow-up (community thread 19530) and Hailo's public scripts, nothing
+more:
 
+- start nodes may be graph inputs, ONNX node names (the report's ``/embeddings/Add_1`` and
+  ``/Mul``, the zoo BERT's ``/bert/embeddings/Add_1``) or tensor names (the zoo BERT's
+  ``/bert/Mul_output_0``); a node starts the network at that node (:func:`_cut_at`), and the
+  input layer's ``original_names`` is the start name given;
 - ``translate_onnx_model`` elevates a 3-D NWC input to a 4-D NHWC layer with H=1, so a
   [N,S,H] input becomes ``[-1, 1, S, H]``; a 4-D input with an NHWC format keeps its dims
   (``[N,1,1,S]`` -> ``[-1, 1, 1, S]``); a 4-D input without a format is read as NCHW. A format
