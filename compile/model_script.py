@@ -116,10 +116,14 @@ def layer_group(layer: dict) -> str | None:
 
 
 def site_layers(hn: dict) -> dict[str, list[str]]:
-    """Site group -> parsed layer names (short, in network order); every group is present."""
+    """Site group -> parsed layer names (short, in network order); every group is present. The
+    ``input`` group is the first input layer only, the embeddings (the zoo's ``input_layer1``):
+    the mask input is never put at 16 bits."""
     out: dict[str, list[str]] = {g: [] for g in SITE_GROUPS}
     for name, layer in hn["layers"].items():
         group = layer_group(layer)
+        if group == "input" and out["input"]:
+            continue
         if group:
             out[group].append(short_name(name))
     return out

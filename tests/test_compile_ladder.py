@@ -218,6 +218,7 @@ def test_every_line_of_a_16bit_rung_cites_its_public_source(fake_dfc, calib_bund
         assert line in cmds
     a16 = [c for c in cmds if "a16_w16" in c]
     assert len(a16) == 6  # input, qkv, attention_out, residual_add, ffn_in, ffn_out
+    assert "quantization_param([input_layer1], precision_mode=a16_w16)" in a16  # the mask input stays 8-bit
     raw = script.splitlines()
     for i, line in enumerate(raw):
         if line and not line.startswith("#") and line not in _report_lines(96):
