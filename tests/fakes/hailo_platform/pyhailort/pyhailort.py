@@ -17,8 +17,12 @@ API and stream descriptions (``PYH`` = bindings/python/platform/hailo_platform/p
   feeds them (``<net>/conv41``; own analysis from zoo configs), inputs as folded by the
   allocator's automatic spatial reshape ([1,128,C] -> [16,8,C], zoo all_minilm_l6_v2);
   ``tests/fakes/fake_hef.py`` writes them that way.
-- ``InferModel``: streams with ``shape``, ``format``, ``quant_infos``, ``set_format_type`` (read
-  at ``configure()``; later changes do not affect a configured model: ``infer_model.cpp``);
+- ``InferModel``: streams with ``shape``, ``format``, ``quant_infos`` (``limvals_min/max`` from
+  the HEF's "limvals" or the type's range; input quantisation clips to them before rounding,
+  ``quantization.hpp``), ``set_format_type`` (read at ``configure()``; later changes do not
+  affect a configured model: ``infer_model.cpp``); ``set_format_order`` is allowed and recorded
+  (PYH ``InferStream.set_format_order``). Host buffers of NHCW device streams are NHWC: HailoRT
+  does not use NHCW host-side (``hailort.h``; ``hailort_defaults.cpp`` maps it to NHWC);
   ``set_batch_size`` (default 0 = HAILO_DEFAULT_BATCH_SIZE resolves to 1: ``hef.hpp``,
   ``core_op.cpp``); ``configure()`` refuses a batch above the internal queue size with
   HAILO_INVALID_OPERATION (``infer_model.cpp``; the fake's internal queue is
