@@ -146,3 +146,26 @@ def test_limvals_are_carried_from_hailort_quant_infos():
     stream = SimpleNamespace(name="n/input_layer1", shape=(1, 1, 4), format=fmt, quant_infos=[qi])
     spec = spec_from_infer_stream(stream)
     assert spec.limvals == ((-2.0, 20.0),) and spec.quant == ((0.5, 10.0),)
+
+
+def test_host_quantisation_clips_to_narrow_limvals_like_hailort(fake_hailo, tiny_bert_bundle, tmp_path):
+    """A HEF whose embeddings stream has limvals narrower than its type: the host quantiser
+    (native streams) must clip to them before rounding, as HailoRT does for FLOAT32 buffers
+    (quantization.hpp), so both paths give the same vectors; clipping only to the type's range
+    after rounding lets the out-of-limit values through."""
+    from tests.fakes.fake_hef import edit_fake_hef
+
+    path = _bundle(tiny_bert_bundle, tmp_path)
+
+    def narrow(d):
+        for spec in d["inputs"]:
+            if spec["role"] == "embeddings":
+                scale, zp = spec["quant"][0]
+                spec["limvals"] = [[-zp * scale * 0.3, (255 - zp) * scale * 0.3]]
+
+    edit_fake_hef(path, "encoder.hailo10h.hef", narrow)
+    with Encoder.open(path, backend="hailo", input_type="float32", output_type="float32") as enc:
+        on_device = enc.encode(TEXTS)
+    with Encoder.open(path, backend="hailo", output_type="float32") as enc:
+        on_host = enc.encode(TEXTS)
+    np.testing.assert_allclose(on_host, on_device, atol=1e-5)
