@@ -83,8 +83,12 @@ class HostPipeline:
     def tokenize(self, texts: list[str]) -> Tokenized:
         tok = self._tokenizer(sum(map(len, texts)))
         if tok is None:
-            pairs = self._subset.encode(list(texts))
-            return Tokenized([i for i, _ in pairs], np.fromiter((t for _, t in pairs), dtype=bool, count=len(pairs)))
+            try:
+                pairs = self._subset.encode(list(texts))
+            except Exception:  # a damaged prepared table (sqlite3, tokenizers): the whole tokenizer
+                tok = self._tokenizer(SUBSET_MAX_CHARS + 1)
+            else:
+                return Tokenized([i for i, _ in pairs], np.fromiter((t for _, t in pairs), dtype=bool, count=len(pairs)))
         # encode_batch_fast (tokenizers >= 0.20) skips the character offsets we never use.
         encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
         encs = encode(list(texts), add_special_tokens=True)

@@ -62,3 +62,12 @@ def test_small_or_other_vocabularies_are_not_prepared(tiny_bert_bundle, tiny_xlm
     monkeypatch.setattr(vocab_subset, "MIN_VOCAB", 0)
     assert vocab_subset.prepare(Bundle.open(tiny_bert_bundle)) is None  # WordPiece: not a Unigram
     assert vocab_subset.prepare(Bundle.open(tiny_bert_bundle)) is None  # and remembered as such
+
+
+def test_a_damaged_prepared_table_falls_back_to_the_whole_tokenizer(tiny_xlmr_bundle, small_threshold):
+    bundle = Bundle.open(tiny_xlmr_bundle)
+    folder = vocab_subset.prepare(bundle)
+    (folder / "vocab.sqlite").write_bytes(b"not a database" * 100)
+    got = HostPipeline(bundle, max_tokens=64, few_texts=True).tokenize(TEXTS)
+    want = HostPipeline(bundle, max_tokens=64).tokenize(TEXTS)
+    assert all(np.array_equal(a, b) for a, b in zip(got.ids, want.ids))
