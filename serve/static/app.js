@@ -97,6 +97,7 @@ async function runSearch() {
     if (mine !== seq) return;
     renderHits(list, data, queryTerms(query), (id) => urlFor({ open: String(id) }));
     list.dataset.query = state.like ? `like:${state.like}` : query;
+    if (!performance.getEntriesByName("hefsearch:first-result").length) performance.mark("hefsearch:first-result");
     const n = data.hits.length;
     const what = state.like ? `like the passage ${state.like}` : `for “${query}”`;
     say([`${n} ${n === 1 ? "file" : "files"} ${what}`, data.mode, data.backend,
