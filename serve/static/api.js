@@ -1,5 +1,6 @@
 // The JSON API of hefsearch serve, with the token when the server asks for one. The token lives
-// in this tab's sessionStorage only: never in the URL, a cookie or localStorage.
+// in this tab's sessionStorage only: never in the URL, a cookie or the
+// browser's lasting storage.
 const KEY = "hefsearch.token";
 
 export class ApiError extends Error {
