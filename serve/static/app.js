@@ -220,10 +220,9 @@ function show() {
     $("reader").hidden = true;
     $("main").classList.remove("reading");
   }
-  if (state.view === "status") loadStatus();
-  else if (state.view === "compare") runCompare();
-  else runSearch();
   if (state.open) openReader(state.open, { focus: false });
+  if (state.view === "status") return loadStatus();
+  return state.view === "compare" ? runCompare() : runSearch();
 }
 
 function answer() {
@@ -242,14 +241,14 @@ function bind() {
     clearTimeout(timer);
     timer = setTimeout(() => {
       if (state.view === "status") state.view = "search";
-      go({ like: null }, false);
+      go({ like: null, open: null }, false); // a new query: the old passage no longer answers it
       show();
     }, TYPING_MS);
   });
   $("search").addEventListener("submit", (event) => {
     event.preventDefault();
     clearTimeout(timer);
-    go({ like: null, view: state.view === "status" ? "search" : state.view });
+    go({ like: null, open: null, view: state.view === "status" ? "search" : state.view });
     show();
   });
   for (const f of FIELDS.slice(1)) {
@@ -301,6 +300,7 @@ function keys(event) {
 
 readUrl();
 bind();
-show();
-if (state.view !== "status") loadStatus(); // the type and language choices, freshness
+const first = show();
+// the type and language choices and the freshness, after the first answer (it comes first)
+if (state.view !== "status") Promise.resolve(first).finally(loadStatus);
 if (!state.open) $("q").focus();
