@@ -120,10 +120,10 @@ def first_results(driver, client, url: str, queries: list[str]) -> None:
 
 
 def save_screenshot(driver, url: str, out: Path) -> None:
-    """The page at ``url``, 1100x640, in 64 colours (small enough for the docs)."""
+    """The page at ``url``, 1200x760, in 64 colours (small enough for the docs)."""
     from PIL import Image
 
-    driver.set_window_size(1100, 640)
+    driver.set_window_size(1200, 760)
     driver.get(url)
     time.sleep(1.5)
     png = out.with_suffix(".full.png")

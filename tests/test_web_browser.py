@@ -230,6 +230,14 @@ def test_status_view_shows_folders_freshness_backend_and_counts(browser, web_ser
     assert st["kinds"] == {"text": 10, "markdown": 4, "html": 1} and "markdown" in text
     assert "Nothing is being indexed." in text
     screenshot(browser, "status")
+    # another process writing the library (as hefsearch index does): the page says so
+    from hefsearch.index.library import Library
+
+    with Library.open(web_server.library) as lib, lib.write_lock(wait=10):
+        browser.refresh()
+        progress = wait(browser, lambda: js(browser, "return document.getElementById('status-progress')?.textContent"),
+                        what="the status")
+        assert "is writing the library" in progress and f"{st['documents']} documents" in progress
 
 
 # -- hostile input -----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ export function el(tag, attrs = {}, ...children) {
 const STOPWORDS = new Set(`a an and are as at be but by for from has have how i in is it its of on or
 that the this to was were what when where which who why will with you your do does did can not no der
 die das den dem des ein eine und oder ist sind war wie wo wer was im zu zum zur mit von für auf aus bei
-nicht es ich du sie er wir le la les un une et ou est sont de du au aux en dans pour par sur avec que
+nicht es ich du sie er wir nach vor über um an am als auch so wenn dass noch nur man hat wird kann le la les un une et ou est sont de du au aux en dans pour par sur avec que
 qui ne pas el los las y o es son del al por para con se il lo gli di da che het een van te op met dat`.split(/\s+/));
 
 export function queryTerms(query) {

@@ -112,7 +112,11 @@ function table(caption, head, rows) {
 
 function progress(st) {
   const lines = [];
-  if (st.writing) lines.push("An index run is writing the library now.");
+  if (st.writing) {
+    const started = st.settings?.sync_started?.at;
+    lines.push(`An index run${started ? ` started ${started.replace("T", " ").slice(0, 16)} UTC` : ""} is writing `
+      + `the library: ${st.documents} documents, ${st.chunks} chunks so far.`);
+  }
   if (st.interrupted) lines.push(`The index run started ${st.interrupted} did not finish; run hefsearch index again.`);
   const w = st.freshness && st.freshness.watcher;
   if (w && w.pending) lines.push(`The watcher has ${w.pending} change(s) to index.`);
