@@ -32,11 +32,15 @@ def missing() -> str | None:
     return None
 
 
+def required() -> bool:
+    return bool(os.environ.get("HEFSEARCH_REQUIRE_BROWSER"))
+
+
 def need_browser() -> None:
     reason = missing()
     if reason is None:
         return
-    if os.environ.get("HEFSEARCH_REQUIRE_BROWSER"):
+    if required():
         pytest.fail(f"the browser tests must run here (HEFSEARCH_REQUIRE_BROWSER is set): {reason}")
     pytest.skip(reason)
 
