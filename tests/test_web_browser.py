@@ -281,6 +281,11 @@ def test_phone_width_and_dark_theme(browser, web_server):
         shows(browser, api_names(web_server, query="zanzibar ferry", k=20), "hits on a phone")
         assert js(browser, "return document.documentElement.scrollWidth <= innerWidth"), "scrolls sideways"
         screenshot(browser, "search-phone")
+        js(browser, "document.querySelector('#hits .hit-link').click()")  # the reader takes the screen
+        wait(browser, lambda: js(browser, "return document.getElementById('passage')"), what="the reader")
+        assert js(browser, "return getComputedStyle(document.getElementById('results')).display") == "none"
+        assert js(browser, "return document.documentElement.scrollWidth <= innerWidth"), "scrolls sideways"
+        screenshot(browser, "reader-phone")
     finally:
         set_phone(browser, False)
     unlabelled = js(browser, "return [...document.querySelectorAll('input, select, button')]"
