@@ -189,6 +189,8 @@ def test_more_like_this_lists_other_documents(browser, web_server):
     similar = shows(browser, expected, "the similar passages")
     assert similar and hit["path"].rsplit("/", 1)[1] not in similar
     assert query_of(browser)["like"] == str(hit["chunk_id"])
+    summary = js(browser, "return document.getElementById('summary').textContent")
+    assert f"like {hit['path'].rsplit('/', 1)[1]} (line {hit['line']})" in summary
 
 
 # -- NPU vs FP32 -----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ const state = { view: "search", open: null, like: null };
 let seq = 0;
 let controller = null;
 let timer = null;
+let likeName = null; // the file of the passage "more like this" started from, when known
 
 // -- the URL ------------------------------------------------------------------------------------
 function ensureOption(select, value) {
@@ -99,7 +100,7 @@ async function runSearch() {
     list.dataset.query = state.like ? `like:${state.like}` : query;
     if (!performance.getEntriesByName("hefsearch:first-result").length) performance.mark("hefsearch:first-result");
     const n = data.hits.length;
-    const what = state.like ? `like the passage ${state.like}` : `for “${query}”`;
+    const what = state.like ? `like ${likeName || "passage " + state.like}` : `for “${query}”`;
     say([`${n} ${n === 1 ? "file" : "files"} ${what}`, data.mode, data.backend,
       data.timings_ms?.total != null ? `${Math.round(data.timings_ms.total)} ms` : null, data.notice]
       .filter(Boolean).join(" · "));
@@ -174,7 +175,11 @@ async function openReader(id, { focus = true } = {}) {
     const doc = await api(`/documents/${chunk.doc_id}`);
     if (state.open !== String(id)) return;
     const passage = renderReader(section, chunk, doc, queryTerms($("q").value), {
-      moreLike: () => { go({ like: String(id), open: null, view: "search" }); show(); },
+      moreLike: () => {
+        likeName = `${fileName(doc.path)}${chunk.line ? ` (line ${chunk.line})` : ""}`;
+        go({ like: String(id), open: null, view: "search" });
+        show();
+      },
       close: closeReader,
       link: urlFor({ open: String(id) }),
     });
