@@ -192,14 +192,22 @@ class LibraryService:
         self._check_query(query, mode)
         filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
         infos = {s.name: s for s in self.session.library.spaces()}
-        pair = tuple(spaces) if spaces else pick_compare_spaces(infos.values())
-        if pair is None or len(pair) != 2 or any(name not in infos for name in pair):
-            raise ServiceError("This library has no NPU (or 8-bit) space next to its FP32 space to compare.",
-                               "Give it one: " + compare_fix(list(infos), str(self.session.library_path)))
+        if spaces:
+            pair = tuple(spaces)
+            unknown = [name for name in pair if name not in infos]
+            if len(pair) != 2 or unknown:
+                raise ServiceError(f"Compare needs two of this library's spaces (got {', '.join(pair)}).",
+                                   f"Its spaces: {', '.join(infos) or 'none'}.")
+        else:
+            pair = pick_compare_spaces(infos.values())
+            if pair is None:
+                raise ServiceError("This library has no NPU (or 8-bit) space next to its FP32 space to compare.",
+                                   "Give it one: " + compare_fix(list(infos), str(self.session.library_path)))
         with self._busy():
             result = self._call(self.session.compare, SearchRequest(
                 seq=0, query=query, mode=mode, k=self._k(k), filters=filters, rerank=bool(rerank)), pair)
-        self._inside(result.left), self._inside(result.right)
+        for side in (result.left, result.right):
+            self._inside(side)
         data = result.to_dict()
         data["sides"] = [{"space": name, "label": space_label(infos[name])} for name in pair]
         data["library"] = self.session.freshness().to_dict()

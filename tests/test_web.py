@@ -106,6 +106,9 @@ def test_compare_without_a_second_space_says_how_to_get_one(service):
     assert "no NPU" in e.value.message and "hefsearch" in e.value.hint
     r = client(service).get("/compare", params={"query": "zephyr"})
     assert r.status_code == 400 and r.json()["error"]["hint"]
+    r = client(service).get("/compare", params={"query": "zephyr", "space": ["cpu-fp32", "nope"]})
+    assert r.status_code == 400 and "nope" in r.json()["error"]["message"]
+    assert "cpu-fp32" in r.json()["error"]["hint"]
 
 
 def test_compare_is_the_search_apis_comparison(tiny_bert_bundle, tmp_path):
