@@ -64,9 +64,11 @@ def not_pwned(driver) -> None:
 
 
 def console_problems(driver) -> list[str]:
-    """Console errors (a CSP refusal of inline script or style shows here)."""
-    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"
-            or "Content Security Policy" in e["message"]]
+    """Console errors since the last call (a CSP refusal of inline script or style shows here);
+    the browser's own note on an API answer the server refused on purpose (4xx) is not one."""
+    return [e["message"] for e in driver.get_log("browser")
+            if (e["level"] == "SEVERE" or "Content Security Policy" in e["message"])
+            and "the server responded with a status of 4" not in e["message"]]
 
 
 # -- searching ---------------------------------------------------------------------------------
@@ -122,6 +124,13 @@ def test_mode_and_filters_change_the_answer(browser, web_server):
                 "u.dispatchEvent(new Event('change'))")
     shows(browser, [OLD_FILE.rsplit("/", 1)[1]], "the date filter")
     assert query_of(browser)["until"] == "2021-01-01"
+    # a filter the server refuses: its message, and no hits left over from before
+    js(browser, "const s = document.getElementById('since'); s.value = '2024-01-01';"
+                "s.dispatchEvent(new Event('change'))")
+    wait(browser, lambda: js(browser, "return document.getElementById('summary').classList.contains('error')"),
+         what="the refusal")
+    assert "is not before" in js(browser, "return document.getElementById('summary').textContent")
+    assert names(browser) == []
 
 
 def test_the_url_reloads_the_same_search(browser, web_server):

@@ -106,7 +106,10 @@ async function runSearch() {
       .filter(Boolean).join(" · "));
     showFreshness(data.library);
   } catch (e) {
-    if (mine === seq) fail(e);
+    if (mine !== seq || e.name === "AbortError") return;
+    list.replaceChildren(); // hits of an earlier search would pass for this one's
+    list.removeAttribute("data-query");
+    fail(e);
   } finally {
     if (mine === seq) document.body.classList.remove("busy");
   }
