@@ -272,6 +272,11 @@ def test_hostile_names_and_documents_render_as_inert_text(browser, web_server):
     js(browser, "document.querySelector(`.hit-link[data-chunk]`).focus()")
     not_pwned(browser)
     assert not console_problems(browser)
+    # and were text ever to become markup, the policy would stop it: an inline script added now
+    js(browser, "const s = document.createElement('script'); s.textContent = 'window.__pwned = 7';"
+                "document.head.append(s)")
+    not_pwned(browser)
+    assert any("Content Security Policy" in m for m in console_problems(browser))
 
 
 # -- looks -----------------------------------------------------------------------------------------------------
