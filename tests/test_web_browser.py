@@ -207,7 +207,7 @@ def test_compare_view_sets_the_two_rankings_side_by_side(browser, web_server):
     browser.get(f"{web_server.url}/?q=invoice+garden&view=compare")
     data = httpx.get(f"{web_server.url}/compare", params={"query": "invoice garden", "k": 10, "mode": "hybrid"}).json()
     assert [s["label"] for s in data["sides"]] == ["NPU simulation (a8)", "CPU FP32"]
-    wait(browser, lambda: js(browser, "return document.getElementById('compare').dataset.query") == "invoice garden",
+    wait(browser, lambda: js(browser, "return document.getElementById('compare-body').dataset.query") == "invoice garden",
          what="the comparison")
     headings = js(browser, "return [...document.querySelectorAll('#compare h3')].map(h => h.firstChild.textContent)")
     assert headings == ["NPU simulation (a8)", "CPU FP32"]
@@ -227,6 +227,16 @@ def test_compare_view_sets_the_two_rankings_side_by_side(browser, web_server):
     summary = js(browser, "return document.querySelector('#compare .agreement').textContent")
     assert f"{data['overlap_at_k']:.2f}" in summary and f"{data['rbo']:.2f}" in summary
     screenshot(browser, "compare")
+    # the TUI's other view: the NPU's candidates re-ranked with FP32 vectors
+    reranked = httpx.get(f"{web_server.url}/compare", params={"query": "invoice garden", "k": 10, "mode": "hybrid",
+                                                              "rerank": "true"}).json()
+    js(browser, "document.getElementById('rerank').click()")
+    wanted = [h["chunk_id"] for h in reranked["left"]["hits"]]
+    assert wanted != [h["chunk_id"] for h in data["left"]["hits"]], "re-ranking changed nothing here"
+    wait(browser, lambda: js(browser, "return [...document.querySelectorAll('#compare .side')[0]"
+                                      ".querySelectorAll('.hit-link')].map(a => Number(a.dataset.chunk))") == wanted,
+         what="the re-ranked NPU side")
+    assert query_of(browser)["rerank"] == "1" and "re-ranked" in js(browser, "return document.getElementById('summary').textContent")
 
 
 # -- library status ----------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ function readUrl() {
     $(f).value = value || DEFAULTS[f] || "";
   }
   state.view = VIEWS.includes(p.get("view")) ? p.get("view") : "search";
+  $("rerank").checked = p.get("rerank") === "1";
   state.open = p.get("open");
   state.like = p.get("like");
 }
@@ -42,6 +43,7 @@ function urlFor(change = {}) {
     if (value && value !== DEFAULTS[f]) p.set(f, value);
   }
   if (s.view !== "search") p.set("view", s.view);
+  if (s.view === "compare" && $("rerank").checked) p.set("rerank", "1");
   if (s.like) p.set("like", s.like);
   if (s.open) p.set("open", s.open);
   const query = p.toString();
@@ -118,7 +120,7 @@ async function runSearch() {
 async function runCompare() {
   const { mine, signal } = begin();
   const query = $("q").value.trim();
-  const section = $("compare");
+  const section = $("compare-body");
   if (!query) {
     section.replaceChildren(el("p", {}, "Type a query: the NPU's answer and FP32's appear side by side."));
     say("");
@@ -126,12 +128,14 @@ async function runCompare() {
   }
   const p = params({ query, k: 10 });
   if (p.get("mode") === "keyword") p.set("mode", "vector"); // keyword search involves no encoder
+  if ($("rerank").checked) p.set("rerank", "true");
   try {
     const data = await api("/compare", p, { signal });
     if (mine !== seq) return;
     renderCompare(section, data, queryTerms(query), (id) => urlFor({ open: String(id) }));
     section.dataset.query = query;
-    say(`${data.sides[0].label} and ${data.sides[1].label} for “${query}” (${p.get("mode")})`);
+    say(`${data.sides[0].label}${$("rerank").checked ? " re-ranked with FP32" : ""} and ${data.sides[1].label} `
+      + `for “${query}” (${p.get("mode")})`);
   } catch (e) {
     if (mine !== seq) return;
     section.replaceChildren(el("p", { class: "error" }, e.message), e.hint ? el("p", {}, e.hint) : "");
@@ -240,7 +244,7 @@ function answer() {
 
 // -- events -------------------------------------------------------------------------------------------
 function hitLinks() {
-  const visible = state.view === "compare" ? $("compare") : $("hits");
+  const visible = state.view === "compare" ? $("compare-body") : $("hits");
   return [...visible.querySelectorAll(".hit-link")];
 }
 
@@ -259,7 +263,7 @@ function bind() {
     go({ like: null, open: null, view: state.view === "status" ? "search" : state.view });
     show();
   });
-  for (const f of FIELDS.slice(1)) {
+  for (const f of [...FIELDS.slice(1), "rerank"]) {
     $(f).addEventListener("change", () => { go({}, false); answer(); });
   }
   document.querySelector("nav").addEventListener("click", (event) => {
