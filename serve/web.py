@@ -9,9 +9,10 @@ On a loopback bind the guard's Host check holds for them as for the API.
 
 :class:`SecurityHeaders` wraps the whole app (the guard's refusals included): a strict
 Content-Security-Policy (scripts and styles from this server only, nothing inline, no frames),
-``nosniff``, no referrer, frame denial; and it refuses a request whose ``Origin`` is not the
-server's own (another site's page in the same browser), except ``/mcp``, where the MCP SDK
-checks origins itself.
+``nosniff``, no referrer, frame denial; and it refuses an API request whose ``Origin`` is not
+the server's own (another site's page in the same browser), except ``/mcp``, where the MCP SDK
+checks origins itself. The page's own files pass (they hold no data; Chromium sends ``Origin``
+with module scripts, and a proxy that rewrites ``Host`` would otherwise break the page).
 """
 
 import functools
@@ -94,7 +95,7 @@ class SecurityHeaders:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
         origin = headers.get("origin")
-        if origin is not None and not scope.get("path", "").startswith("/mcp") \
+        if origin is not None and not scope.get("path", "").startswith("/mcp") and not is_page(scope) \
                 and _origin_host(origin) != headers.get("host", "").strip().lower():
             return await _refuse(send, "A page of another site may not use this server.",
                                  "Open the page this server serves at / instead.")
