@@ -307,6 +307,11 @@ def test_phone_width_and_dark_theme(browser, web_server):
         shows(browser, api_names(web_server, query="zanzibar ferry", k=20), "hits on a phone")
         assert js(browser, "return document.documentElement.scrollWidth <= innerWidth"), "scrolls sideways"
         screenshot(browser, "search-phone")
+        visible = "return getComputedStyle(document.getElementById('filters')).display !== 'none'"
+        assert not js(browser, visible)  # folded away on a phone, a button away
+        js(browser, "document.getElementById('filters-toggle').click()")
+        assert js(browser, visible) and js(browser, "return document.getElementById('filters-toggle')"
+                                                    ".getAttribute('aria-expanded')") == "true"
         js(browser, "document.querySelector('#hits .hit-link').click()")  # the reader takes the screen
         wait(browser, lambda: js(browser, "return document.getElementById('passage')"), what="the reader")
         assert js(browser, "return getComputedStyle(document.getElementById('results')).display") == "none"

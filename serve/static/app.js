@@ -280,8 +280,15 @@ function bind() {
     go({ open: a.dataset.chunk });
     openReader(a.dataset.chunk);
   });
+  $("filters-toggle").addEventListener("click", () => showFilters(!$("search").classList.contains("show-filters")));
   document.addEventListener("keydown", keys);
   window.addEventListener("popstate", () => { readUrl(); show(); });
+}
+
+// narrow screens fold the filters away behind a button (open when the URL sets one)
+function showFilters(open) {
+  $("search").classList.toggle("show-filters", open);
+  $("filters-toggle").setAttribute("aria-expanded", String(open));
 }
 
 function keys(event) {
@@ -312,6 +319,7 @@ function keys(event) {
 
 readUrl();
 bind();
+showFilters(FIELDS.slice(1).some((f) => $(f).value && $(f).value !== DEFAULTS[f]));
 const first = show();
 // the type and language choices and the freshness, after the first answer (it comes first)
 if (state.view !== "status") Promise.resolve(first).finally(loadStatus);
