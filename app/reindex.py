@@ -117,10 +117,14 @@ def crawl_options(library: "Library", given: dict, *, forget: bool = False,
 def remembered_text(library: "Library", given=()) -> str:
     """The crawl options the library remembers that differ from the defaults and are not among
     ``given``, as flags ("--exclude 'changelog*' --max-size 0.03"); "" when none."""
-    stored = _remembered(_settings(library).get(CRAWL_SETTING) or {})
+    settings = _settings(library)
+    stored = _remembered(settings.get(CRAWL_SETTING) or {})
     defaults = _remembered({})
-    return " ".join(option_flag(k, getattr(stored, k)) for k in CRAWL_OPTIONS
-                    if k not in given and _plain(getattr(stored, k)) != _plain(getattr(defaults, k)))
+    flags = [option_flag(k, getattr(stored, k)) for k in CRAWL_OPTIONS
+             if k not in given and _plain(getattr(stored, k)) != _plain(getattr(defaults, k))]
+    extra = settings.get("extra_suffixes") or {}  # every run adds them (index.sync); said here too
+    flags += [f"--ext {s}" + ("" if kind == "text" else f"={kind}") for s, kind in sorted(extra.items())]
+    return " ".join(flags)
 
 
 def option_text(key: str, value) -> str:

@@ -225,8 +225,8 @@ def _run_options(library, given, other, forget, err):
     kept = "" if forget else remembered_text(library, given)
     options, changes = crawl_options(library, given, forget=forget, **other)
     if kept:
-        err.print(f"[dim]options remembered by the library: {shown(kept)} (--forget-options drops them)[/]",
-                  highlight=False)
+        err.print(f"[dim]options remembered by the library: {shown(kept)} (--forget-options drops them; "
+                  "the --ext suffixes: hefsearch settings extra_suffixes default)[/]", highlight=False)
     if changes and library.document_count():
         err.print("[yellow]crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
                   + shown("; ".join(changes)) + "[/]", highlight=False)

@@ -46,9 +46,16 @@ def test_a_run_without_folders_keeps_the_excludes_and_limits_of_the_run_before(t
     assert "--exclude 'changelog*'" in said  # kept, and said so
     assert indexed_names(lib) == {"guide.txt", "notes.txt", "big.txt"}
 
+    (docs / "server.log").write_text("The backup job rotated the server logs.", encoding="utf-8")
+    res = run("index", docs, "--ext", ".log", library=lib)
+    assert "server.log" in indexed_names(lib)
+    res = run("index", library=lib)  # the suffix is kept and said, with the other options
+    assert "--exclude 'changelog*' --max-size 1 --ext .log" in " ".join(res.output.split())
+
     res = run("index", "--forget-options", library=lib)
     assert res.exit_code == 0, res.output
     assert "--exclude: 'changelog*' -> none" in " ".join(res.output.split())
-    assert indexed_names(lib) == {"guide.txt", "notes.txt", "big.txt", "changelog.txt", "changelog-2.txt"}
+    assert indexed_names(lib) == {"guide.txt", "notes.txt", "big.txt", "changelog.txt", "changelog-2.txt",
+                                  "server.log"}
     with Library.open(lib, create=False, read_only=True) as library:
         assert library.settings()["crawl_options"]["excludes"] == []
