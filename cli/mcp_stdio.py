@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 
 
 @contextlib.contextmanager
@@ -22,3 +24,41 @@ def run_stdio(service) -> None:
     from hefsearch.serve.mcp import make_mcp
 
     anyio.run(make_mcp(service).run_stdio_async)
+
+
+def mcp_token(token_file: str | None, say) -> str | None:
+    """The token from this user's own configuration: ``--token-file``, else ``HEFSEARCH_TOKEN``,
+    else the default token file when there is one (never a path a server record names)."""
+    from hefsearch.serve.server import default_token_file, read_token, token_file_warning
+
+    if token_file:
+        path = Path(token_file).expanduser()
+    elif os.environ.get("HEFSEARCH_TOKEN"):
+        return os.environ["HEFSEARCH_TOKEN"].strip()
+    else:
+        path = default_token_file()
+        if not (path.exists() or path.is_symlink()):
+            return None
+    warning = token_file_warning(path)
+    if warning:
+        say(warning)
+    return read_token(path)
+
+
+def recorded_server(library_path, token: str | None) -> tuple[str | None, str | None]:
+    """(URL of the library's running server, None) when its record checks out
+    (:mod:`hefsearch.serve.trust`); (None, why not) when a record is there but not used;
+    (None, None) when there is none."""
+    from hefsearch.index.library import resolve_library_path
+    from hefsearch.serve.trust import Untrusted, trusted_server
+
+    try:
+        found = trusted_server(resolve_library_path(library_path))
+    except Untrusted as e:
+        return None, f"{e} This process opens the library itself."
+    if found is None:
+        return None, None
+    if found.state.get("token_required") and not token:
+        return None, (f"the server at {found.url} needs a token and none is configured here (--token-file, "
+                      "HEFSEARCH_TOKEN, or the default token file). This process opens the library itself.")
+    return found.url, None
