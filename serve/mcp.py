@@ -36,36 +36,16 @@ age such as 7d)."""
 
 def make_mcp(service, *, name: str = "hefsearch"):
     """An ``MCPServer`` whose tools call ``service`` (``search``, ``similar``, ``get``, ``status``)."""
-    import anyio
     from mcp.server.mcpserver import MCPServer
-    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from mcp.types import ToolAnnotations
 
-    from hefsearch.app.service import ServiceError
     from hefsearch.embed.versions import hefsearch_version
 
     server = MCPServer(name, instructions=INSTRUCTIONS, version=hefsearch_version(), log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 
-    def failed(error: ServiceError) -> CallToolResult:
-        return CallToolResult(content=[TextContent(type="text", text=json.dumps(error.to_dict()))], is_error=True)
-
-    async def call(method, *args, **kwargs) -> str | CallToolResult:
-        """The service's answer as JSON text (one text block: the answers are JSON already, and
-        structured output would serialise and validate each answer twice), or its error."""
-        try:
-            answer = await anyio.to_thread.run_sync(functools.partial(method, *args, **kwargs))
-        except ServiceError as e:
-            return failed(e)
-        except HefsearchError as e:
-            return failed(ServiceError(e.message, e.hint, status=getattr(e, "status", 400)))
-        except Exception:
-            log.exception("an MCP tool call failed")
-            return failed(ServiceError("The server failed to answer this call (its log has the details).",
-                                       "This is a fault of the server, not of the call: please report it.",
-                                       status=500))
-        return json.dumps(answer, ensure_ascii=False)
-
+    call = _tool_call
     @server.tool(annotations=read_only, structured_output=False)
     async def search(query: str, k: WholeNumber = 10, mode: str = "hybrid", path: str | None = None,
                      type: list[str] | str | None = None, lang: list[str] | str | None = None,
@@ -101,3 +81,29 @@ def make_mcp(service, *, name: str = "hefsearch"):
         return await call(service.status)
 
     return server
+
+
+async def _tool_call(method, *args, **kwargs):
+    """The service's answer as JSON text (one text block: the answers are JSON already, and
+    structured output would serialise and validate each answer twice), or a tool error whose
+    text is the error JSON."""
+    import anyio
+    from mcp.types import CallToolResult, TextContent
+
+    from hefsearch.app.service import ServiceError
+
+    def failed(error: ServiceError) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=json.dumps(error.to_dict()))], is_error=True)
+
+    try:
+        answer = await anyio.to_thread.run_sync(functools.partial(method, *args, **kwargs))
+    except ServiceError as e:
+        return failed(e)
+    except HefsearchError as e:
+        return failed(ServiceError(e.message, e.hint, status=getattr(e, "status", 400)))
+    except Exception:
+        log.exception("an MCP tool call failed")
+        return failed(ServiceError("The server failed to answer this call (its log has the details).",
+                                   "This is a fault of the server, not of the call: please report it.",
+                                   status=500))
+    return json.dumps(answer, ensure_ascii=False)

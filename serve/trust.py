@@ -27,6 +27,8 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from hefsearch.embed.errors import HefsearchError
+
 from .server import SERVE_STATE
 
 
@@ -38,8 +40,10 @@ class Recorded:
     state: dict
 
 
-class Untrusted(Exception):
+class Untrusted(HefsearchError):
     """The record exists but is not believed; the message says why."""
+
+    title = "serve.json not trusted"
 
 
 def trusted_server(folder) -> Recorded | None:
