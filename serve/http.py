@@ -84,10 +84,16 @@ def _mcp_app(mcp_server, limits, *, token: str | None, loopback: bool, host: str
     """The MCP server's streamable HTTP app, mounted at ``/mcp``."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    # a token (any bind but loopback) is the protection there; on loopback the SDK's
-    # own Host/Origin check stays on as well
-    security = None if loopback and token is None else TransportSecuritySettings(
-        enable_dns_rebinding_protection=False)
+    # a token (any bind but loopback) is the protection there; on loopback the SDK's own
+    # Host/Origin check stays on as well, for every loopback address (127.0.0.2 too)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if loopback and token is None:
+        names = ["127.0.0.1", "localhost", "[::1]"]
+        bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        names += [bound] if bound not in names else []
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                             allowed_hosts=[f"{n}:*" for n in names],
+                                             allowed_origins=[f"http://{n}:*" for n in names])
     return mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
                                           transport_security=security,
                                           max_request_body_size=limits.max_body_bytes,
