@@ -110,7 +110,7 @@ def mcp_cmd(library_path, url, token_file, bundle):
 
     from .mcp_stdio import local_service, mcp_token, recorded_server, run_stdio
 
-    token = mcp_token(token_file, say=lambda line: click.echo(line, err=True))
+    token = mcp_token(token_file, say=lambda line: click.echo(line, err=True), default=url is None)
     local = False
     if url is None:
         url, why = recorded_server(library_path, token)

@@ -26,15 +26,18 @@ def run_stdio(service) -> None:
     anyio.run(make_mcp(service).run_stdio_async)
 
 
-def mcp_token(token_file: str | None, say) -> str | None:
+def mcp_token(token_file: str | None, say, *, default: bool = True) -> str | None:
     """The token from this user's own configuration: ``--token-file``, else ``HEFSEARCH_TOKEN``,
-    else the default token file when there is one (never a path a server record names)."""
+    else (``default``: for this machine's own server, not a ``--url`` elsewhere) the default
+    token file when there is one; never a path a server record names."""
     from hefsearch.serve.server import default_token_file, read_token, token_file_warning
 
     if token_file:
         path = Path(token_file).expanduser()
     elif os.environ.get("HEFSEARCH_TOKEN"):
         return os.environ["HEFSEARCH_TOKEN"].strip()
+    elif not default:
+        return None
     else:
         path = default_token_file()
         if not (path.exists() or path.is_symlink()):

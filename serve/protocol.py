@@ -21,8 +21,10 @@ Verified against uvicorn 0.55's ``H11Protocol`` (``cycle``, ``connections``,
 
 from __future__ import annotations
 
+import json
 import logging
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("hefsearch.serve")
@@ -58,6 +60,21 @@ class HardenedH11Protocol(H11Protocol):
         self._cancel_timer()
         self._waiting_since = None
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not HTTP/1.1 (or a head over the size cap), in the
+        server's one error shape instead of plain text."""
+        body = json.dumps({"error": {"status": 400, "message": "The request is not valid HTTP/1.1, or its head is "
+                                     "over 16 KiB.", "hint": "Send a well-formed request with shorter headers."}})
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]
+        try:
+            for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                          h11.Data(data=body.encode()), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event))
+        except h11.LocalProtocolError:  # too early or too late in the exchange to answer
+            pass
+        self._close()
 
     # -- waiting for a request head ----------------------------------------------------------
     def _track(self) -> None:

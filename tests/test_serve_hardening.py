@@ -225,11 +225,6 @@ def test_the_host_header_of_any_loopback_address_is_answered(hardened):
 
 
 # -- MCP ------------------------------------------------------------------------------------
-def _mcp_call(session, name: str, args: dict):
-    result = session.call_tool(name, args)
-    return result
-
-
 def test_mcp_tool_errors_are_the_json_error(hardened):
     import anyio
     from mcp import ClientSession
@@ -298,3 +293,17 @@ def test_a_signal_stops_the_server_cleanly(tiny_bert_bundle, tmp_path, sig):
     lock = WatchLock(lib)  # the watcher let its lock go: another watcher may start
     lock.acquire()
     lock.release()
+
+
+@pytest.mark.parametrize("head", [b"GARBAGE\r\n\r\n", b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+                                  + b"a" * 20_000])
+def test_a_request_that_is_not_http_gets_the_json_error(hardened, head):
+    with _connect(hardened.url) as s:
+        s.sendall(head)  # the second: a head over 16 KiB still incomplete
+        time.sleep(0.2)
+        try:
+            s.sendall(b"\r\n\r\n")
+        except OSError:
+            pass
+        status, body = _status_and_json(_answer(s, 3))
+    assert status == 400 and body["error"]["status"] == 400 and "not valid HTTP/1.1" in body["error"]["message"]

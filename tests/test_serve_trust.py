@@ -172,6 +172,7 @@ def test_the_token_comes_from_local_configuration_not_from_the_record(tmp_path, 
     (tmp_path / "home/serve-token").chmod(0o644)
     assert mcp_token(None, said.append) == "default-token-0123456789"
     assert said and "chmod 600" in said[0]
+    assert mcp_token(None, said.append, default=False) is None  # --url elsewhere: not this machine's token
     monkeypatch.setenv("HEFSEARCH_TOKEN", "env-token-0123456789")
     assert mcp_token(None, said.append) == "env-token-0123456789"
 
