@@ -104,12 +104,8 @@ def _mcp_app(mcp_server, limits, *, token: str | None, loopback: bool, host: str
 def _add_error_handlers(app) -> None:
     """Every error one JSON shape, ``{"error": {"status", "message", "hint"}}``: 4xx for what
     the request got wrong, 5xx for what the server did (logged with its traceback)."""
-    import logging
-
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
-
-    log = logging.getLogger("hefsearch.serve")
 
     @app.exception_handler(ServiceError)
     async def _service_error(request, e: ServiceError):
@@ -136,8 +132,7 @@ def _add_error_handlers(app) -> None:
         return _json_response(ServiceError(message, hint, status=status).to_dict(), status)
 
     @app.exception_handler(Exception)
-    async def _server_error(request, e: Exception):
-        log.error("%s %s failed", request.method, request.url.path[:200], exc_info=e)
+    async def _server_error(request, e: Exception):  # the framework logs it with its traceback
         return _json_response(ServiceError("The server failed to answer this request (its log has the details).",
                                            "This is a fault of the server, not of the request: please report it.",
                                            status=500).to_dict(), 500)

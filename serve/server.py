@@ -143,7 +143,7 @@ class ServeConfig:
     ready: threading.Event = field(default_factory=threading.Event)
     #: (host, port) listened on, once known
     address: tuple | None = None
-    #: seconds a connection may take to send a request head (just opened, or after an answer)
+    #: seconds a request head may take (from the opening, or from a later request's first byte)
     head_timeout_s: float = 10.0
     #: seconds a kept-alive connection may stay quiet between requests
     idle_timeout_s: float = 15.0

@@ -307,3 +307,26 @@ def test_a_request_that_is_not_http_gets_the_json_error(hardened, head):
             pass
         status, body = _status_and_json(_answer(s, 3))
     assert status == 400 and body["error"]["status"] == 400 and "not valid HTTP/1.1" in body["error"]["message"]
+
+
+def test_a_fault_of_the_server_is_a_500_in_the_same_shape():
+    """In process (no socket): a handler that crashes answers 500 JSON, without its internals."""
+    import anyio
+
+    from hefsearch.app.service import Limits
+    from hefsearch.serve.http import make_http_app
+
+    class Broken:
+        limits = Limits()
+
+        def status(self):
+            raise RuntimeError("internal detail")
+
+    async def get():
+        transport = httpx.ASGITransport(app=make_http_app(Broken()), raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return await client.get("/status")
+
+    r = anyio.run(get)
+    assert r.status_code == 500 and r.json()["error"]["status"] == 500
+    assert "internal detail" not in r.text and "fault of the server" in r.json()["error"]["hint"]
