@@ -110,10 +110,11 @@ def mcp_cmd(library_path, url, token_file, bundle):
 
     from .mcp_stdio import local_service, mcp_token, recorded_server, run_stdio
 
-    token = mcp_token(token_file, say=lambda line: click.echo(line, err=True), default=url is None)
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    token = mcp_token(token_file, say)
     local = False
     if url is None:
-        url, why = recorded_server(library_path, token)
+        url, token, why = recorded_server(library_path, token, say)
         local = url is not None
         if why:
             click.echo(f"hefsearch mcp: not using the recorded server: {why}", err=True)

@@ -166,22 +166,28 @@ def test_the_token_comes_from_local_configuration_not_from_the_record(tmp_path, 
     monkeypatch.setenv("HEFSEARCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HEFSEARCH_TOKEN", raising=False)
     said = []
-    assert mcp_token(None, said.append) is None  # nothing configured here
+    assert mcp_token(None, said.append, default=True) is None  # nothing configured here
+    lib = tmp_path / "lib"
+    recorded = tmp_path / "recorded-token"
+    recorded.write_text("recorded-token-0123456789\n")
+    _record(lib, token_required=True, token_file=str(recorded))
+    monkeypatch.setattr(trust, "_check_process", lambda *a: None)
+    url, token, why = recorded_server(lib, None)
+    assert url is None and token is None and "needs a token" in why  # the record's token file is not read
+
     (tmp_path / "home").mkdir()
     (tmp_path / "home/serve-token").write_text("default-token-0123456789\n")
     (tmp_path / "home/serve-token").chmod(0o644)
-    assert mcp_token(None, said.append) == "default-token-0123456789"
+    assert mcp_token(None, said.append) is None  # --url elsewhere: not this machine's token
+    assert recorded_server(lib, None, said.append) == ("http://127.0.0.1:9", "default-token-0123456789", None)
     assert said and "chmod 600" in said[0]
-    assert mcp_token(None, said.append, default=False) is None  # --url elsewhere: not this machine's token
+    assert recorded_server(lib, "given-token-0123456789")[1] == "given-token-0123456789"
     monkeypatch.setenv("HEFSEARCH_TOKEN", "env-token-0123456789")
     assert mcp_token(None, said.append) == "env-token-0123456789"
-
-    lib = tmp_path / "lib"
-    _record(lib, token_required=True, token_file=str(tmp_path / "home/serve-token"))
-    monkeypatch.setattr(trust, "_check_process", lambda *a: None)
-    assert recorded_server(lib, "a-token") == ("http://127.0.0.1:9", None)
-    url, why = recorded_server(lib, None)
-    assert url is None and "needs a token" in why
+    monkeypatch.delenv("HEFSEARCH_TOKEN")
+    (tmp_path / "home/serve-token").write_bytes(b"\xff\xfe")  # broken, and needed: mcp answers itself
+    url, token, why = recorded_server(lib, None)
+    assert url is None and "not UTF-8" in why
 
 
 # -- the token file ------------------------------------------------------------------------
