@@ -7,9 +7,10 @@ has no timeout for the request head itself (a connection that sends nothing, or 
 and then, stays open for ever), and its ``limit_concurrency`` counts *connections*, so 256
 silent connections turned every other request into a 503. This protocol adds:
 
-- a **head timeout**: from the moment a connection waits for a request (just opened, or a
-  response sent) the complete request head must arrive within ``head_timeout_s``, else the
-  connection is closed (no answer: nothing was asked);
+- a **head timeout**: a request head must be complete within ``head_timeout_s`` of the
+  connection's opening, or of the first byte of a later request on a kept-alive connection
+  (quiet between requests is uvicorn's keep-alive timeout), else the connection is closed (no
+  answer: nothing was asked);
 - a **connection cap** that favours work: at ``max_connections`` a new connection closes the
   connection that has waited longest for a request head; only when every connection is busy
   answering is the new one closed.
@@ -50,7 +51,7 @@ class HardenedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        self._track()
+        self._track(data_came=True)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -77,8 +78,10 @@ class HardenedH11Protocol(H11Protocol):
         self._close()
 
     # -- waiting for a request head ----------------------------------------------------------
-    def _track(self) -> None:
-        """Arm the head timer while the connection waits for a request, disarm it once one came."""
+    def _track(self, data_came: bool = False) -> None:
+        """Note when the connection began to wait for a request (the cap closes the longest
+        waiting), arm the head timer when a request is due (a new connection, or bytes of the
+        next one), disarm it once a request head is complete."""
         if self.transport is None or self.transport.is_closing():
             return self._cancel_timer()
         waiting = self.cycle is None or self.cycle.response_complete
@@ -87,7 +90,7 @@ class HardenedH11Protocol(H11Protocol):
             return self._cancel_timer()
         if self._waiting_since is None:
             self._waiting_since = self.loop.time()
-            self._cancel_timer()
+        if self._head_timer is None and (data_came or self.cycle is None):
             self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
 
     def _cancel_timer(self) -> None:

@@ -173,6 +173,30 @@ def test_a_request_head_trickled_in_is_cut_off(hardened):
         assert closed and time.monotonic() - t < 5
 
 
+def test_a_kept_alive_connection_that_trickles_its_next_request_is_cut_off(hardened):
+    with _connect(hardened.url) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = b""
+        while not first.endswith(b"}"):
+            first += s.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        s.settimeout(0.2)
+        t = time.monotonic()
+        closed = False
+        for byte in b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200:
+            try:
+                s.sendall(bytes([byte]))
+                if s.recv(1) == b"":
+                    closed = True
+                    break
+            except socket.timeout:
+                continue
+            except OSError:
+                closed = True
+                break
+        assert closed and time.monotonic() - t < 5
+
+
 def test_the_token_is_checked_before_the_body_and_the_connection_closed(hardened, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
