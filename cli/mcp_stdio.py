@@ -48,7 +48,8 @@ def mcp_token(token_file: str | None, say, *, default: bool = False) -> str | No
     return read_token(path)
 
 
-def recorded_server(library_path, token: str | None, say=lambda line: None) -> tuple[str | None, str | None, str | None]:
+def recorded_server(library_path, token: str | None,
+                    say=lambda line: None) -> tuple[str | None, str | None, str | None]:
     """(URL of the library's running server, the token to send it, None) when its record checks
     out (:mod:`hefsearch.serve.trust`); (None, None, why not) when a record is there but not
     used; (None, None, None) when there is none. A server that needs a token and was given none

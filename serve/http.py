@@ -16,8 +16,8 @@ but loopback must), refuses a ``Host`` that is not loopback on a loopback bind w
 limit: by their Content-Length before anything is read, and by the bytes that actually
 arrive (whatever the framing; both framings at once are refused), within a deadline.
 Every error, the framework's own included, is one JSON shape with a status that says whose
-fault it is (4xx: the request's, 5xx: the server's). Handlers are plain functions: FastAPI runs them in its thread
-pool, and the service caps how many run or wait at once (503 beyond).
+fault it is (4xx: the request's, 5xx: the server's). Handlers are plain functions: FastAPI
+runs them in its thread pool, and the service caps how many run or wait at once (503 beyond).
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ def make_mcp(service, *, name: str = "hefsearch"):
         return await call(service.get, ids)
 
     @server.tool(annotations=read_only, structured_output=False)
-    async def similar(chunk_id: WholeNumber, k: WholeNumber = 10, path: str | None = None, type: list[str] | str | None = None,
+    async def similar(chunk_id: WholeNumber, k: WholeNumber = 10, path: str | None = None,
+                      type: list[str] | str | None = None,
                       lang: list[str] | str | None = None, since: str | None = None,
                       until: str | None = None) -> str:
         """Passages of other documents most like the chunk chunk_id (from a search hit): "more

@@ -180,7 +180,8 @@ def serve(config: ServeConfig) -> None:
     """Open the library, warm the encoder, listen, answer until SIGINT/SIGTERM (then clean up
     and return: the process exits 0)."""
     if needs_token(config.host) and not config.token:
-        raise ServeError(f"Listening on {config.host} needs a token.", "Pass --token-file FILE (or let serve make one).")
+        raise ServeError(f"Listening on {config.host} needs a token.",
+                         "Pass --token-file FILE (or let serve make one).")
     stop = _Signals()
     with stop.installed():
         _serve(config, stop)
