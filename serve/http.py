@@ -14,7 +14,8 @@ request without the right ``Authorization: Bearer`` token when the server has on
 but loopback must), refuses a ``Host`` that is not loopback on a loopback bind without a token
 (so a web page cannot reach the server through DNS rebinding), and refuses bodies over the
 limit: by their Content-Length before anything is read, and by the bytes that actually
-arrive (whatever the framing; both framings at once are refused), within a deadline.
+arrive (whatever the framing; both framings at once are refused), within a deadline; and
+refuses an MCP request whose JSON-RPC id is still in flight in its session (409).
 Every error, the framework's own included, is one JSON shape with a status that says whose
 fault it is (4xx: the request's, 5xx: the server's). Handlers are plain functions: FastAPI
 runs them in its thread pool, and the service caps how many run or wait at once (503 beyond).
@@ -217,6 +218,8 @@ class Guard:
         self.loopback = loopback
         self.max_body = max_body
         self.body_timeout_s = body_timeout_s
+        #: (MCP session, JSON-RPC id) of the MCP requests being answered
+        self._in_flight: set[tuple[str, str]] = set()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -251,7 +254,23 @@ class Guard:
             if body is None:
                 return
             receive = _replay(body, receive)
+            key = _rpc_request(scope, first("mcp-session-id"), body)
+            if key is not None:
+                return await self._once(key, scope, receive, send)
         return await self.app(scope, receive, send)
+
+    async def _once(self, key: tuple, scope, receive, send):
+        """One MCP request per JSON-RPC id and session at a time: the SDK keys its answers by id,
+        so a second request with an id still in flight took the first one's answer stream and
+        left one of them unanswered for ever."""
+        if key in self._in_flight:
+            return await _refuse(send, 409, "A request with this JSON-RPC id is still being answered in this "
+                                            "MCP session.", "Give every request of a session its own id.")
+        self._in_flight.add(key)
+        try:
+            return await self.app(scope, receive, send)
+        finally:
+            self._in_flight.discard(key)
 
     async def _read_body(self, receive, send) -> bytes | None:
         """The whole body, counted as it arrives (whatever the framing said): None once refused
@@ -277,6 +296,20 @@ class Guard:
             await _refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
                           "Send the whole body at once (the server's --body-timeout).", close=True)
         return None
+
+
+def _rpc_request(scope, session: str, body: bytes) -> tuple[str, str] | None:
+    """(session, id) of a JSON-RPC request POSTed to /mcp within a session; None otherwise
+    (notifications, answers, batches, the initialize without a session, anything unreadable)."""
+    if scope.get("method") != "POST" or scope.get("path") != "/mcp" or not session:
+        return None
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" not in message or message.get("id") is None:
+        return None
+    return session, json.dumps(message["id"])
 
 
 def _replay(body: bytes, receive):

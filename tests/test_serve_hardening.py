@@ -286,6 +286,32 @@ def test_mcp_sessions_are_capped_and_expire(hardened):
     assert again.status_code == 200, again.text
 
 
+def test_mcp_calls_reusing_one_id_are_all_answered(hardened):
+    """Concurrent calls with the same JSON-RPC id in one session: the first is answered, the
+    others refused at once (409), none left waiting."""
+    import asyncio
+
+    r = _initialize(hardened.url)
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+               "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+    httpx.post(f"{hardened.url}/mcp", headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "status", "arguments": {}}}
+
+    async def all_at_once():
+        async with httpx.AsyncClient(timeout=8) as client:
+            async def one():
+                try:
+                    return (await client.post(f"{hardened.url}/mcp", headers=headers, json=call)).status_code
+                except httpx.TimeoutException:
+                    return "no answer"
+            return await asyncio.gather(*[one() for _ in range(20)])
+
+    statuses = asyncio.run(all_at_once())
+    assert set(statuses) <= {200, 409} and 200 in statuses, statuses
+    again = httpx.post(f"{hardened.url}/mcp", headers=headers, json=call, timeout=8)  # the id is free again
+    assert again.status_code == 200 and json.loads(again.text)["id"] == 7
+
+
 # -- signals --------------------------------------------------------------------------------
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_the_server_cleanly(tiny_bert_bundle, tmp_path, sig):
