@@ -506,11 +506,11 @@ class _CrawlState:
     def _file(self, path: Path, st: os.stat_result, rel: str | None) -> FoundFile | SkippedFile:
         if not stat.S_ISREG(st.st_mode):
             return SkippedFile(path, f"special file ({_special_kind(st.st_mode)}); not opened", "special")
-        kind, look = filetypes.kind_by_name(path, self.supported)
-        if kind is None and not look:
+        if not filetypes.may_be_indexed(path, self.supported):  # the watcher asks the same
             suffix = path.suffix.lower()
             return SkippedFile(path, f"unsupported file type '{suffix}' (index --ext {suffix} reads it as "
                                      "text)", "unsupported")
+        kind = filetypes.kind_by_name(path, self.supported)[0]
         if kind is None and os.access(path, os.R_OK):  # no file-type suffix: the content decides
             kind = _kind_by_content(path)
             if kind is None:
