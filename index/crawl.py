@@ -319,7 +319,7 @@ class _CrawlState:
         exclude = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
         return cls(include_hidden=include_hidden, exclude=exclude, max_bytes=max_bytes, follow_links=follow_links,
                    inside=[os.path.realpath(r) for r in roots],
-                   supported={**SUPPORTED_SUFFIXES, **(extra_suffixes or {})})
+                   supported=filetypes.indexed_suffixes(extra_suffixes))
 
     def crawl_root(self, root: Path) -> Iterator[FoundFile | SkippedFile]:
         try:

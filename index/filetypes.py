@@ -95,6 +95,24 @@ def kind_by_name(path, supported: Mapping[str, str]) -> tuple[str | None, bool]:
     return None, bool(name) and not has_type_suffix(name)
 
 
+def indexed_suffixes(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """suffix -> kind of every suffix ``index`` reads: the formats table plus ``extra`` (the
+    library's ``extra_suffixes`` setting and ``index --ext``)."""
+    from .formats import SUPPORTED_SUFFIXES
+
+    return {**SUPPORTED_SUFFIXES, **(extra or {})}
+
+
+def may_be_indexed(path, suffixes: Mapping[str, str]) -> bool:
+    """Whether a file of this name can be a document under ``suffixes``
+    (:func:`indexed_suffixes`): a known suffix, a compressed file of one (``x.log.gz``), or a
+    name without a file-type suffix, whose content decides (``NEWS``, ``NEWS.gz``). The
+    name stage of ``crawl.document_kind`` (the whole decision), and the watcher's test of a
+    changed path."""
+    kind, look = kind_by_name(path, suffixes)
+    return kind is not None or look
+
+
 def decompress(data: bytes, suffix: str, max_bytes: int | None) -> bytes:
     """All of ``data`` decompressed (members of a multi-member gzip joined); raises
     :class:`CompressionBomb` as soon as the output passes ``max_bytes`` (memory stays bounded
