@@ -24,8 +24,8 @@ public scripts and a public user report); no real Dataflow Compiler has run this
 
 Defaults per chip (what is on record; docs/hailo-facts.md has the sources):
 
-- ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report,
-  ``shared/reference/seeds/000_0bd7e697973448cf.txt``, DFC 5.3.0): mask mode ``keys01``
+- ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report on
+  the Hailo Community forum, community.hailo.ai, DFC 5.3.0): mask mode ``keys01``
   (:mod:`hefsearch.embed.mask_layout`) and that report's model script
   (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``zoo-a16`` (16
   bits where the zoo's Hailo-10H text encoders put them, with the zoo's lines), and on *any*

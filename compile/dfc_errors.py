@@ -107,7 +107,8 @@ SIXTEEN_BIT_COST = (
     "conv, DFC 5.3.0). If it fails, whatever the error, the build steps down to the public Hailo-10H report's "
     "8-bit script; --precision a8 goes straight to that script, the one build on record for this chip.")
 
-#: the one sentence-encoder build on record for Hailo-10H (shared/reference/seeds/000_0bd7e697973448cf.txt)
+#: the one sentence-encoder build on record for Hailo-10H (a user report on the Hailo Community forum,
+#: community.hailo.ai; model_script.REPORT_SOURCE)
 REPORT_CONTEXT = (
     "The public Hailo-10H report built exactly this script: paraphrase-multilingual-MiniLM-L12-v2 (12 layers, "
     "hidden 384) at SEQ 256, DFC 5.3.0 on a CPU-only x86_64 host, HailoRT 5.3.0; 13 contexts, about 19.4 MB.")
