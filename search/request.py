@@ -51,6 +51,10 @@ class SearchRun:
     depth: int
     #: re-rank depth (None: the default for the space searched, 0: off)
     rerank: int | None = None
+    #: the depth the caller asked for (None: the default)
+    asked_rerank: int | None = None
+    #: what re-ranking did (RerankInfo as a dict), for the answer
+    rerank_info: dict | None = None
     fallback: bool = True
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
