@@ -93,8 +93,20 @@ def search_footer(result) -> Text:
                 + (f" · space {result.space} ({result.backend_label})" if result.space else "")
                 + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
                   f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})"
-                + (f" + {later:.0f} ms semantic snippets" if later is not None else ""),
+                + (f" + {later:.0f} ms semantic snippets" if later is not None else "")
+                + (f"\n{rerank_text(result.rerank, t.get('rerank'))}" if result.rerank else ""),
                 style="dim")
+
+
+def rerank_text(info: dict, ms: float | None) -> str:
+    """'re-ranked 30 of the top 30 in cpu-fp32-neutral · 41 ms (budget 250 ms)', or why not."""
+    from hefsearch.search.rerank import RerankInfo
+
+    r = RerankInfo(**info)
+    out = r.describe()
+    if ms is not None:
+        out += f" · {ms:.0f} ms" + (f" (budget {r.budget_ms:.0f} ms)" if r.budget_ms is not None else "")
+    return out
 
 
 def print_search(result, path_glob=None, kinds=(), filters=None) -> None:

@@ -33,6 +33,8 @@ class SearchRequest:
     space: str | None = None
     #: every chunk as ranked, not one hit per file
     all_chunks: bool = False
+    #: FP32 re-rank depth of a search (None: the default for the space searched, 0: off)
+    rerank_depth: int | None = None
 
     def all_filters(self) -> Filters:
         return Filters.of(self.filters, path_glob=self.path_glob, kinds=self.kinds)

@@ -48,6 +48,29 @@ BACKFILL_BATCH = 64
 BACKFILL_WINDOW_S = 20.0
 
 
+class RerankError(HefsearchError):
+    title = "re-rank setting"
+
+
+def parse_depth(value) -> int | None:
+    """A re-rank setting as people write it: a depth (0-1000), ``off`` (0), or None / ``auto``
+    / empty (the default for the space searched)."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else (DEFAULT_DEPTH if value else 0)
+    text = str(value).strip().lower()
+    if text in ("", "auto", "default"):
+        return None
+    if text in ("off", "no", "none", "false"):
+        return 0
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 1000:
+        raise RerankError(f"Re-rank {value!r} is not a depth.", "Give a number of candidates (0-1000) or 'off'.")
+    return n
+
+
 def neutral_fp32_space() -> str:
     from .language_neutral import neutral_space_name
 

@@ -212,3 +212,47 @@ def test_cli_backfill(npu_only_library, tmp_path):
     assert res.exit_code == 0 and f"0 of {total} chunks still without one" in res.output
     res = runner.invoke(main, ["backfill", "--library", path])
     assert "Nothing to do" in res.output
+
+
+def test_cli_search_rerank_switch_and_what_the_answer_says(npu_only_library):
+    """`hefsearch search --rerank N|off` on a library whose FP32 space is empty: the answer
+    says the depth asked, that nothing was re-scored and how many candidates were left; off
+    says off; a bad value is a usage error."""
+    import json
+
+    from click.testing import CliRunner
+
+    from hefsearch.cli.main import main
+
+    path = str(npu_only_library.path)
+    npu_only_library.close()
+    run = CliRunner().invoke
+    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "20", "--json"])
+    assert res.exit_code == 0, res.output
+    rr = json.loads(res.stdout)["rerank"]
+    assert rr["depth"] == 20 and rr["rescored"] == 0 and rr["deferred"] == 20 and rr["budget_ms"] == R.DEFAULT_BUDGET_MS
+    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "off", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["rerank"]["note"] == "off"
+    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "20"])
+    assert res.exit_code == 0 and "not re-ranked (top 20 asked" in res.stderr
+    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "deep"])
+    assert res.exit_code == 2 and "not a depth" in res.output
+
+
+def test_server_and_mcp_take_the_rerank_argument(npu_only_library, sim_bundle):
+    from hefsearch.app.service import LibraryService
+    from hefsearch.app.session import LibrarySession
+    from hefsearch.embed.errors import HefsearchError
+
+    with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
+        R.backfill(npu_only_library, cpu)
+    path = npu_only_library.path
+    npu_only_library.close()
+    with LibrarySession.open(path) as session:
+        service = LibraryService(session)
+        on = service.search(QUERIES[2], k=3, mode="vector", rerank=7)
+        assert on["rerank"]["depth"] == 7 and on["rerank"]["rescored"] == 7
+        assert service.search(QUERIES[2], k=3, mode="vector")["rerank"]["depth"] == R.DEFAULT_DEPTH
+        assert service.search(QUERIES[2], k=3, mode="vector", rerank="off")["rerank"]["depth"] == 0
+        with pytest.raises(HefsearchError, match="not a depth"):
+            service.search(QUERIES[2], rerank="many")
