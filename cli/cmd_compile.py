@@ -11,8 +11,14 @@ from hefsearch.embed.precision import PROFILES
 
 
 _BODY_HELP = ("Which encoder body to build from: original (encoder.onnx, the FP32 export) or robust "
-              "(encoder.robust.onnx, trained for 8 bits by 'hefsearch compile robust'). Builds from the "
-              "robust body get their own names and vector spaces; the original stays the FP32 reference.")
+              "(encoder.robust.onnx, damped or trained for 8 bits by 'hefsearch compile robust'). Builds from "
+              "the robust body get their own names and vector spaces; the original stays the FP32 reference.")
+_AUTO_HELP = (" auto: for an all-8-bit build, the robust body when the measurements 'compile robust' "
+              "recorded say it helps (held-out 8-bit cosine up by 0.005 or more, and its own FP32 vectors "
+              "at cosine 0.995 or more to the original or ranking the bundled parallel set at least as "
+              "well), else the original. A multilingual bundle without a robust body gets the damped one "
+              "first ('compile robust --steps 0': sink damping, no training; about 2 minutes for "
+              "multilingual-e5-small on a loaded laptop).")
 
 
 @click.group("compile")
@@ -133,10 +139,7 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
                    "on the Pi).")
 @click.option("--restart", is_flag=True, help="Ignore saved stages and start again from the parse.")
 @click.option("--body", type=click.Choice(["auto", "original", "robust"]), default="auto", show_default=True,
-              help=_BODY_HELP + " auto: on hailo10h (whose builds end all-8-bit) or with an all-8-bit --precision, "
-                   "the robust body when the "
-                   "measurements 'compile robust' recorded say it helps (held-out 8-bit cosine up by 0.005 or "
-                   "more, its own FP32 vectors at cosine 0.995 or more to the original), else the original.")
+              help=_BODY_HELP + " All-8-bit: hailo10h builds, or an all-8-bit --precision." + _AUTO_HELP)
 @click.option("--dfc-finetune", is_flag=True,
               help="Add the DFC's own quantisation-aware fine-tuning to the model script "
                    "(post_quantization_optimization(finetune, ...)); wants a GPU and --optimization-level 1+. "
@@ -198,8 +201,8 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
                    "calibration set (from 'hefsearch compile calib'); added to the built-in samples.")
 @click.option("--calib-limit", type=click.IntRange(8, 100_000), default=512, show_default=True,
               help="Use at most this many rows of the bundle's calibration set (spread evenly).")
-@click.option("--body", type=click.Choice(["original", "robust"]), default="original", show_default=True,
-              help=_BODY_HELP)
+@click.option("--body", type=click.Choice(["auto", "original", "robust"]), default="auto", show_default=True,
+              help=_BODY_HELP + " All-8-bit: a --precision without 16-bit groups (a8)." + _AUTO_HELP)
 @click.option("--ranges", "ranges", default="minmax", show_default=True, metavar="minmax|percentile:P",
               help="How activation ranges are estimated from the calibration set: min/max (as the DFC's "
                    "default), or clipped at the P-th percentile of each site's values (e.g. percentile:99.99), "

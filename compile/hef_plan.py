@@ -126,7 +126,9 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
         say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow) "
             "and optimisation level 1+; 'hefsearch compile robust' does the same job on any CPU, before the DFC.")
         extra = [DFC_FINETUNE_LINE, *extra]
-    body, why = choose_body(bundle, opts.body, opts.hw_arch, requested.is_all_8bit)
+    from .robust import damped_body_maker
+
+    body, why = choose_body(bundle, opts.body, opts.hw_arch, requested.is_all_8bit, damped_body_maker(say))
     say(f"encoder body: {body.file} ({why})")
     return HefPlan(bundle, seq, requested, ladder, extra, mode.name, bool(opts.mask),
                    recipe_for(opts.hw_arch), fallback, body)
