@@ -271,8 +271,12 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
 @click.option("--threads", type=click.IntRange(1, 256), default=1, show_default=True,
               help="torch threads (more helps only on an idle machine; on a busy one 2 were 10x slower).")
 @click.option("--restart", is_flag=True, help="Ignore the saved checkpoint and start again.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+              help="Where torch trains: auto takes CUDA when torch sees an NVIDIA GPU (a DFC compile host "
+                   "usually has one), else the CPU; cuda without one stops with a message. Same body on "
+                   "either, to float tolerance.")
 def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, precision, no_randomise, seed,
-               threads, restart):
+               threads, restart, device):
     """Train an 8-bit-robust copy of BUNDLE's encoder body (encoder.robust.onnx).
 
     Two stages. Sink damping: the few FFN neurons that fire only on the special tokens and push
@@ -294,19 +298,28 @@ def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, pr
       hefsearch compile hef BUNDLE --hw-arch hailo10h     (--body auto takes it when it helps)
     encoder.onnx is never changed and stays the FP32 reference. Progress with an ETA; a
     checkpoint under BUNDLE/build/robust/ every 20 steps (and on Ctrl-C): run the same command
-    again to continue. Measured cost and gains: docs/performance.md. Needs the compile extra
-    (torch, onnx).
+    again to continue. --steps 0 damps only (no training: minutes, not an hour; what --body auto
+    makes for a multilingual bundle). Measured cost and gains: docs/compiling.md. Needs the
+    compile extra (torch, onnx).
     """
     from hefsearch.compile.robust import RobustOptions, build_robust
 
     given = {k: v for k, v in (("sink_ratio", sink_ratio), ("fp32_weight", fp32_weight)) if v is not None}
     opts = RobustOptions(steps=steps, batch=batch, lr=lr, max_tokens=max_tokens, precision=precision,
-                         randomise=not no_randomise, seed=seed, threads=threads, restart=restart, **given)
+                         randomise=not no_randomise, seed=seed, threads=threads, restart=restart, device=device,
+                         **given)
     r = build_robust(bundle, opts, progress=lambda m: click.echo(m, err=True))
     c = r.fp32_check
+    try:
+        import resource
+
+        peak = f", peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2:.1f} GiB"  # Linux: KiB
+    except ImportError:  # Windows
+        peak = ""
     click.echo(
         f"8-bit-robust body: {r.file} ({r.steps} steps"
-        + (f", resumed at {r.resumed_from}" if r.resumed_from else "") + f", {r.seconds / 60:.1f} min)\n"
+        + (f", resumed at {r.resumed_from}" if r.resumed_from else "")
+        + f", {r.seconds / 60:.1f} min{peak})\n"
         f"  held-out texts, 8-bit simulation vs the original FP32: cosine {r.holdout_cos_before:.4f} (original), "
         f"{r.holdout_cos_damped:.4f} (sinks damped), {r.holdout_cos_after:.4f} (trained); "
         f"its FP32 vectors {r.holdout_fp32_after:.4f}\n"
