@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from hefsearch.compile.devices import DEVICES
 from hefsearch.embed.precision import PROFILES
 
 
@@ -271,7 +272,7 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
 @click.option("--threads", type=click.IntRange(1, 256), default=1, show_default=True,
               help="torch threads (more helps only on an idle machine; on a busy one 2 were 10x slower).")
 @click.option("--restart", is_flag=True, help="Ignore the saved checkpoint and start again.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True,
               help="Where torch trains: auto takes CUDA when torch sees an NVIDIA GPU (a DFC compile host "
                    "usually has one), else the CPU; cuda without one stops with a message. Same body on "
                    "either, to float tolerance.")

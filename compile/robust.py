@@ -45,6 +45,7 @@ from hefsearch.embed.bundle import Bundle, EncoderEntry
 from hefsearch.embed.precision import load_profile
 
 from .bodies import ROBUST, ROBUST_FILE, ROBUST_KIND, resolve_body, stale_builds
+from .devices import AUTO, describe, resolve_device
 from .robust_data import RobustError, TrainData, training_data
 
 WORK_DIR = "build/robust"
@@ -83,7 +84,7 @@ class RobustOptions:
     #: torch device: "auto" (CUDA when torch sees a GPU, else the CPU), "cuda" or "cpu"; the
     #: same run gives the same body on either, to float tolerance (the random draws are made
     #: on the CPU)
-    device: str = "auto"
+    device: str = AUTO
 
     def key(self, source_sha: str, data_sha: str) -> str:
         """What a checkpoint depends on (not the number of steps: a run can be extended)."""
@@ -205,25 +206,6 @@ def build_robust(bundle: Bundle | str | Path, opts: RobustOptions | None = None,
         torch.set_num_threads(threads)
 
 
-def resolve_device(spec: str | None) -> str:
-    """``auto`` -> "cuda" when torch sees a CUDA device, else "cpu"; ``cuda`` without one is an
-    error that says why (a CPU-only torch build, or no GPU visible)."""
-    import torch
-
-    want = (spec or "auto").strip().lower()
-    if want not in ("auto", "cuda", "cpu"):
-        raise RobustError(f"Unknown device {spec!r}.", "Use auto, cuda or cpu.")
-    has_cuda = bool(torch.cuda.is_available())
-    if want == "auto":
-        return "cuda" if has_cuda else "cpu"
-    if want == "cuda" and not has_cuda:
-        why = ("this torch is a CPU-only build" if torch.version.cuda is None
-               else "torch sees no CUDA device (driver, CUDA_VISIBLE_DEVICES?)")
-        raise RobustError(f"--device cuda: {why} (torch {torch.__version__}).",
-                          "Run with --device cpu (or auto), or on a host with an NVIDIA GPU and a CUDA build of torch.")
-    return want
-
-
 def damped_body_maker(say: Callable[[str], None] | None = None):
     """For ``choose_body``: writes the damped body (``compile robust --steps 0``: sink damping,
     no training; ~25 s for multilingual-e5-small on an idle x86 core, 2 min loaded) into a
@@ -238,14 +220,6 @@ def damped_body_maker(say: Callable[[str], None] | None = None):
             say(f"  the damped body could not be made ({e.message}); building from the original")
 
     return make
-
-
-def _device_text(device: str, threads: int) -> str:
-    import torch
-
-    if device == "cuda":
-        return f"CUDA ({torch.cuda.get_device_name(0)})"
-    return f"the CPU ({max(1, threads)} thread{'s' if threads > 1 else ''})"
 
 
 def _fresh_start(student, data: TrainData, opts: RobustOptions, say):
@@ -280,7 +254,7 @@ def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     data = training_data(b, opts.max_tokens, opts.holdout, opts.seed, opts.calib_limit, say)
     student = make_student(b, profile, device)
     say(f"student: {len(student.sites)} activation sites, {len(student.weight_bits)} weights "
-        f"({profile.describe()}); {opts.steps} steps of {opts.batch} on {_device_text(device, opts.threads)}")
+        f"({profile.describe()}); {opts.steps} steps of {opts.batch} on {describe(device, opts.threads)}")
     work = b.path / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
     cfg = TrainSettings(opts.steps, opts.batch, opts.lr, opts.seed, opts.randomise, opts.fp32_weight,

@@ -42,6 +42,7 @@ from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.precision import PrecisionProfile, classify_onnx_node
 
 from .bodies import resolve_body
+from .devices import CPU
 from .fake_quant import NOMINAL, Quantiser, Variant, draw_variant
 from .robust_data import TrainData, length_buckets
 
@@ -77,15 +78,15 @@ class Student:
     stream: tuple[str, ...]
     #: the residual sums (inputs of the LayerNorms after each sublayer): the hinge's tensors
     residuals: tuple[str, ...]
-    #: torch device the body and teacher run on ("cpu", "cuda")
-    device: str = "cpu"
+    #: torch device the body and teacher run on (compile/devices.py)
+    device: str = CPU
 
     def tensor(self, a: np.ndarray) -> torch.Tensor:
         """A batch of the training data on the student's device."""
         return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
 
-def make_student(bundle: Bundle, profile: PrecisionProfile, device: str = "cpu") -> Student:
+def make_student(bundle: Bundle, profile: PrecisionProfile, device: str = CPU) -> Student:
     """The FP32 body as a trainable torch module, with the 8-bit simulation's site list."""
     import onnx
 
@@ -240,7 +241,7 @@ def load_state(path: Path, key: str):
     if not path.is_file():
         return None
     try:
-        state = torch.load(path, weights_only=False, map_location="cpu")
+        state = torch.load(path, weights_only=False, map_location=CPU)
     except Exception as e:  # a torn or foreign file: start over, saying so
         log.warning("ignoring unreadable checkpoint %s (%s)", path, e)
         return None

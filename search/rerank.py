@@ -250,21 +250,26 @@ def rerank_candidates(searcher, *, query: str, space: str, ids: Sequence[int], s
     vecs.update(computed)
     info.space, info.computed = target, len(computed)
     info.deferred = len(missing) - len(computed)
-    slots = [j for j, i in enumerate(head) if i in vecs]
-    info.rescored = len(slots)
-    new_scores = dict(scores)
-    if slots:
-        chosen = [head[j] for j in slots]
-        s = np.stack([vecs[i] for i in chosen]) @ q
-        order = np.argsort(-s, kind="stable")
-        new_head = list(head)
-        for slot, j in zip(slots, order):
-            new_head[slot] = chosen[j]
-            new_scores[chosen[j]] = float(s[j])
-        head = new_head
+    head, new_scores, info.rescored = _reorder_in_place(head, vecs, q, scores)
     if computed:
         log.info("re-rank: computed %d of %d candidates' FP32 vectors on the CPU", len(computed), len(missing))
     return head + rest, new_scores, info
+
+
+def _reorder_in_place(head: list[int], vecs: dict, q: np.ndarray, scores: dict) -> tuple[list[int], dict, int]:
+    """The candidates with an FP32 vector re-ordered by FP32 cosine among the places they
+    held; the others stay in place with their own scores. Returns (head, scores, re-scored)."""
+    slots = [j for j, i in enumerate(head) if i in vecs]
+    new_scores = dict(scores)
+    if not slots:
+        return head, new_scores, 0
+    chosen = [head[j] for j in slots]
+    s = np.stack([vecs[i] for i in chosen]) @ q
+    new_head = list(head)
+    for slot, j in zip(slots, np.argsort(-s, kind="stable")):
+        new_head[slot] = chosen[j]
+        new_scores[chosen[j]] = float(s[j])
+    return new_head, new_scores, len(slots)
 
 
 def _compute_within(library, encoder, space, missing: list[int], budget_ms: float | None, t0: float) -> dict:

@@ -476,9 +476,9 @@ def test_cuda_device_is_refused_plainly_where_torch_sees_none(outlier_bundle, tm
 
     if torch.cuda.is_available():
         pytest.skip("this host has CUDA: the CPU/CUDA comparison below runs instead")
-    from hefsearch.compile.robust import resolve_device
+    from hefsearch.compile.devices import CPU, resolve_device
 
-    assert resolve_device("auto") == "cpu" and resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == CPU and resolve_device(CPU) == CPU
     path = tmp_path / "b"
     shutil.copytree(outlier_bundle, path)
     res = CliRunner().invoke(main, ["compile", "robust", str(path), "--steps", "0", "--device", "cuda"])
