@@ -301,7 +301,8 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     labelled = info.get("labelled")
     src = "queries from your file" if info["query_source"] == "file" else "pseudo-queries cut from random chunks"
     t = Table(title=f"Your library: {info['queries']} {src}, {info['chunks']} chunks; "
-                    "ground truth = FP32's top-1", title_justify="left")
+                    "ground truth = FP32's top-1 (a -neutral space: cpu-fp32-neutral's, when there)",
+              title_justify="left")
     cols = ["space", "R@1", "R@5", "R@10", "MRR"]
     if depth:
         cols.append(f"in top {depth}")
@@ -322,7 +323,8 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
 
     for s in lib:
         r = s.library
-        row(escape(s.name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
+        name = s.name + (f" (vs {r.reference})" if r.reference != "cpu-fp32" and r.reference != s.name else "")
+        row(escape(name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
             num(r.ms_per_query, 1), r.source_found)
         if r.reranked:
             rr = r.reranked
