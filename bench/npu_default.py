@@ -97,6 +97,9 @@ def index(folder: Path, library: Path, bundle: str, backend: str, sim: str | Non
     try:
         main(["index", str(folder), "--bundle", bundle, "--backend", backend, "--library", str(library)],
              standalone_mode=False)
+    except SystemExit as e:  # the index command exits with its status (0: all indexed)
+        if e.code not in (0, None):
+            raise
     finally:
         os.environ.pop("HEFSEARCH_SIM", None)
     return time.perf_counter() - t
