@@ -1,5 +1,5 @@
 """A labelled multilingual set written for the NPU-default bench (bench/npu_default.py), held out
-from every fit and choice made with the other sets: 30 short documents in 10 languages on
+from every fit and choice made with the other sets: 30 short documents in 11 languages on
 everyday topics, several topics present twice in different languages with different facts
 (hard negatives across languages), and 45 queries: 30 cross-lingual (the query's language is
 not its document's), 15 same-language. Each query has one relevant document.

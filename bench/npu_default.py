@@ -11,7 +11,7 @@ one hit per document. MRR@10 and success@10 per query kind, on two labelled sets
 - ``mixed``: data/sample-corpus, one side of each pair of the bundled parallel set (one file a
   sentence) and the documents of bench/retrieval_sets.py; queries: the sample queries, the other
   side of each pair and the retrieval sets' queries (as bench/crosslingual.py's ``mixed``).
-- ``heldout``: bench/multilingual_heldout.py (30 documents, 10 languages, 45 queries).
+- ``heldout``: bench/multilingual_heldout.py (30 documents, 11 languages, 45 queries).
 
 A query is cross-lingual when its language (py3langid) is not its document's. Rows: the CPU
 library's default, each simulation's library default (``--sim``: the bundle's simulations to
