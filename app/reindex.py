@@ -95,6 +95,64 @@ def reindex(library: "Library", roots: Sequence[str | Path], *,
             choice.close()
 
 
+#: how each crawl option reads in a message (the ``hefsearch index`` flag that sets it)
+_FLAGS = {"excludes": "--exclude", "max_bytes": "--max-size", "include_hidden": "--include-hidden",
+          "follow_links": "--follow-links", "overlap_tokens": "--overlap"}
+
+
+def crawl_options(library: "Library", given: dict, *, forget: bool = False,
+                  **other) -> tuple["SyncOptions", list[str]]:
+    """The options of a run that was ``given`` some crawl options (SyncOptions field -> value):
+    those given, every other one as the library remembers it (the defaults with ``forget``),
+    plus ``other`` (batch size, --ext); and what the run changes against the remembered ones,
+    one line each ("--exclude: 'changelog*' -> none"), for the run to say so."""
+    stored = _settings(library).get(CRAWL_SETTING) or {}
+    before = _remembered(stored)
+    opts = dataclasses.replace(_remembered({}) if forget else before, **given, **other)
+    changes = [f"{_FLAGS[k]}: {option_text(k, getattr(before, k))} -> {option_text(k, getattr(opts, k))}"
+               for k in CRAWL_OPTIONS if _plain(getattr(before, k)) != _plain(getattr(opts, k))]
+    return opts, changes
+
+
+def remembered_text(library: "Library", given=()) -> str:
+    """The crawl options the library remembers that differ from the defaults and are not among
+    ``given``, as flags ("--exclude 'changelog*' --max-size 0.03"); "" when none."""
+    settings = _settings(library)
+    stored = _remembered(settings.get(CRAWL_SETTING) or {})
+    defaults = _remembered({})
+    flags = [option_flag(k, getattr(stored, k)) for k in CRAWL_OPTIONS
+             if k not in given and _plain(getattr(stored, k)) != _plain(getattr(defaults, k))]
+    extra = settings.get("extra_suffixes") or {}  # every run adds them (index.sync); said here too
+    flags += [f"--ext {s}" + ("" if kind == "text" else f"={kind}") for s, kind in sorted(extra.items())]
+    return " ".join(flags)
+
+
+def option_text(key: str, value) -> str:
+    """One crawl option's value for a person: excludes quoted, sizes in MiB, flags on/off."""
+    if key == "excludes":
+        return " ".join(f"'{p}'" for p in value) or "none"
+    if key == "max_bytes":
+        return f"{round(value / (1024 * 1024), 4):g} MiB"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def option_flag(key: str, value) -> str:
+    """One crawl option as the flags that give it ("--exclude 'a' --exclude 'b'")."""
+    if key == "excludes":
+        return " ".join(f"--exclude '{p}'" for p in value)
+    if key == "max_bytes":
+        return f"--max-size {round(value / (1024 * 1024), 4):g}"
+    if isinstance(value, bool):
+        return _FLAGS[key] if value else f"--no-{_FLAGS[key][2:]}"
+    return f"{_FLAGS[key]} {value}"
+
+
+def _plain(value):
+    return list(value) if isinstance(value, (tuple, list)) else value
+
+
 def _remembered(stored: dict) -> "SyncOptions":
     """The default options with the crawl options the last full run recorded."""
     from hefsearch.index.sync import SyncOptions

@@ -354,13 +354,17 @@ def _utc() -> str:
 
 SYSTEMD_UNIT = """\
 # hefsearch watch as a systemd user service: keeps the library current while you work.
-# Install:  hefsearch watch --print-systemd-unit > ~/.config/systemd/user/hefsearch-watch.service
+# Install:  mkdir -p ~/.config/systemd/user
+#           hefsearch watch --print-systemd-unit > ~/.config/systemd/user/hefsearch-watch.service
 #           systemctl --user daemon-reload && systemctl --user enable --now hefsearch-watch
 #           loginctl enable-linger "$USER"    # keep it running when you are logged out (a Pi)
 # Logs:     journalctl --user -u hefsearch-watch -f
+# Hailo:    the service runs as you, so the NPU must be yours to open: 'ls -l /dev/hailo0' shows
+#           crw-rw-rw- once the driver's udev rule (51-hailo-udev.rules) is installed; else
+#           'hefsearch doctor' says what is missing.
 [Unit]
 Description=hefsearch: keep the document library current
-After=local-fs.target network-online.target
+After=local-fs.target
 
 [Service]
 Type=simple

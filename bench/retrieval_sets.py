@@ -9,6 +9,9 @@ tests/test_search_quality.py).
   Spanish, in a corpus that also holds English *distractors* sharing some of the query's words
   while being about something else — the case where keyword evidence can push the right
   foreign-language document down.
+- ``NUMBERS``: queries holding bare numbers ("after 90 days") or a two-letter acronym, next to
+  tables and lists full of the same numbers; and exact codes (0x80070005, 4.2.1, order 48213)
+  that must still pick one of two near-identical documents.
 """
 
 from __future__ import annotations
@@ -124,9 +127,60 @@ CROSS_QUERIES = [
     ("flu vaccination at the clinic without appointment", "fr-vaccine"),
 ]
 
+# Queries holding bare numbers and other low-information tokens (quantities, a two-letter
+# acronym that FTS5 reads as a common word), next to documents full of the same numbers (tables,
+# lists) about something else; and exact codes (hex error codes, versions, model numbers) that
+# must still decide between near-identical documents.
+NUMBER_DOCS = {
+    "password-ageing": "Account passwords can be set to lapse: chage -M sets how many days a password "
+                       "stays valid before its owner has to choose a new one at the next login.",
+    "screen-blank": "The display switches itself off when nobody has touched the keyboard or the mouse for "
+                    "a while; the idle delay is set in the power settings.",
+    "log-rotation": "logrotate keeps older log files for as many days as the rotate line says and "
+                    "compresses every file but the newest one.",
+    "tech-budget": "The information technology department's spending plan for next year was approved "
+                   "by the board on Monday.",
+    "disk-quota": "A quota limits how much disk space each user may fill; the soft limit may be passed for "
+                  "a grace period.",
+    "update-error-5": "Windows Update fails with 0x80070005 when the account lacks the right to write the "
+                      "update folder: run it as an administrator.",
+    "update-error-2": "Windows Update fails with 0x80070002 when downloaded update files are missing: "
+                      "clear the SoftwareDistribution folder and try again.",
+    "firmware-421": "Firmware 4.2.1 fixes the Wi-Fi dropouts of the access point after a reboot.",
+    "firmware-420": "Firmware 4.2.0 adds a guest network with its own password to the access point.",
+    "order-48213": "Order 48213 shipped on Tuesday: two chairs and a table, delivery expected next week.",
+    "order-48219": "Order 48219 was cancelled at the customer's request and the payment refunded.",
+    # distractors: the same numbers, about something else
+    "font-coverage": "Glyph coverage: Latin 90 92 98 100, Greek 90 60 30 10, Cyrillic 90 88 30 10, "
+                     "Arabic 10 30 60 90 days of work per script.",
+    "speed-table": "Speed limits: 30 in town, 50 on main roads, 90 on country roads, 10 in play streets, "
+                   "130 on motorways.",
+    "football": "The match lasts 90 minutes plus stoppage time; each half is 45 minutes and the break 15.",
+    "calendar": "Months have 30 or 31 days, February 28 or 29; a year has 365 days and 52 weeks.",
+    "shop-hours": "The shop is open 10 to 6 on weekdays and 10 to 4 on Saturday; it is closed on Sunday "
+                  "and it opens late when it snows.",
+    "it-story": "It was late, and it was raining; it seemed nobody would come, but it all went well in "
+                "the end.",
+}
+
+NUMBER_QUERIES = [
+    ("make a user's password expire after 90 days", "password-ageing"),
+    ("turn the screen off after 10 minutes idle", "screen-blank"),
+    ("keep 30 days of old logs", "log-rotation"),
+    ("IT department budget for next year", "tech-budget"),
+    ("limit each user to 10 GB of disk", "disk-quota"),
+    ("update error 0x80070005", "update-error-5"),
+    ("0x80070002 update fails", "update-error-2"),
+    ("what does firmware 4.2.1 fix", "firmware-421"),
+    ("4.2.0 release notes", "firmware-420"),
+    ("where is order 48213", "order-48213"),
+    ("order 48219 status", "order-48219"),
+]
+
 SETS = {
     "same-language (English)": (ENGLISH_DOCS, ENGLISH_QUERIES),
     "cross-lingual (English queries, de/fr/es documents)": (CROSS_DOCS, CROSS_QUERIES),
+    "numbers and codes (English)": (NUMBER_DOCS, NUMBER_QUERIES),
 }
 
 

@@ -190,11 +190,12 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
 
 @compile_group.command("sim")
 @click.argument("bundle", type=click.Path(file_okay=False))
-@click.option("--precision", "precision", default="balanced", show_default=True,
-              help="Precision profile, as for 'compile hef': a8 (everything 8-bit), balanced (16 bits on "
-                   "residual adds, LayerNorm internals and FFN output projections), zoo-a16 (the hailo10h first "
-                   "rung: the input, every projection, the residual adds and LayerNorm internals) or a JSON/TOML file "
-                   "mapping site groups to 8/16 bits.")
+@click.option("--precision", "precision", default="a8", show_default=True,
+              help="Precision profile, as for 'compile hef': a8 (everything 8-bit: what a Hailo-10H build "
+                   "ends up as when its 16-bit rungs meet the allocator crash of the one public report), "
+                   "balanced (16 bits on residual adds, LayerNorm internals and FFN output projections), "
+                   "zoo-a16 (the hailo10h first rung: the input, every projection, the residual adds and "
+                   "LayerNorm internals) or a JSON/TOML file mapping site groups to 8/16 bits.")
 @click.option("--mask", "mask", default=None, metavar="inside|keys01|scores01|additive[:VALUE]",
               help="How the attention mask meets the 8-bit scores. inside (also keys01, scores01: the HEF "
                    "mask modes that use it, keys01 being the hailo10h default build): applied inside softmax "

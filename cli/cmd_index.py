@@ -59,7 +59,8 @@ _HELP = """Index the documents under PATH... into the library (or bring it up to
     Unchanged files are skipped (size and mtime, then content hash), changed files are
     re-chunked and re-embedded, deleted files are removed. Supported: {suffixes},
     files without a file-type suffix whose content is text (NEWS, README.Debian),
-    the same compressed as .gz/.bz2/.xz, and suffixes added with --ext. Files that cannot be
+    manual pages (ls.1, chsh.1.gz: roff rendered to text), the same compressed as
+    .gz/.bz2/.xz, and suffixes added with --ext. Files that cannot be
     read are reported with the reason and skipped; what was indexed of them before is kept
     until the file is deleted. Symlinks leading outside the PATHs are not followed (see
     --follow-links); secret files (.env, keys, .netrc, .ssh/ ...) are ignored unless
@@ -83,18 +84,25 @@ def _index_help() -> str:
 
 
 def _as_sync_options(f):
-    """Hands the verb one :class:`~hefsearch.index.sync.SyncOptions` (``options``) instead of
-    the seven crawl and batching flags click declares (--exclude ... --ext)."""
+    """Hands the verb the crawl options given on the command line (``given``: SyncOptions field
+    -> value; an option left out is not there, so the library's remembered value applies), the
+    other run options (``other``: batch size, --ext) and ``forget`` (--forget-options),
+    instead of the flags click declares (--exclude ... --ext)."""
     import functools
 
     @functools.wraps(f)
-    def verb(*args, excludes, include_hidden, follow_links, max_size_mb, overlap, batch_chunks, exts, **kwargs):
-        from hefsearch.index.sync import SyncOptions
+    def verb(*args, excludes, include_hidden, follow_links, max_size_mb, overlap, batch_chunks, exts,
+             forget_options, **kwargs):
+        from click.core import ParameterSource
 
-        options = SyncOptions(include_hidden=include_hidden, excludes=excludes, max_bytes=int(max_size_mb * 1024 * 1024),
-                              overlap_tokens=overlap, batch_chunks=batch_chunks, follow_links=follow_links,
-                              extra_suffixes=parse_ext(exts))
-        return f(*args, options=options, **kwargs)
+        ctx = click.get_current_context()
+        values = {"excludes": ("excludes", tuple(excludes)), "include_hidden": ("include_hidden", include_hidden),
+                  "follow_links": ("follow_links", follow_links),
+                  "max_size_mb": ("max_bytes", int(max_size_mb * 1024 * 1024)), "overlap": ("overlap_tokens", overlap)}
+        given = dict(v for name, v in values.items()
+                     if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None))
+        other = {"batch_chunks": batch_chunks, "extra_suffixes": parse_ext(exts)}
+        return f(*args, given=given, other=other, forget=forget_options, **kwargs)
 
     return verb
 
@@ -114,14 +122,19 @@ def _as_sync_options(f):
 @click.option("--exclude", "excludes", multiple=True, metavar="GLOB",
               help="Skip matching paths (gitignore syntax, relative to each PATH). Repeatable. "
                    "A .hefsearchignore file in any folder works the same way.")
-@click.option("--include-hidden", is_flag=True, help="Also index hidden files and folders (names starting with '.').")
-@click.option("--follow-links", is_flag=True,
+@click.option("--include-hidden/--no-include-hidden", default=False,
+              help="Also index hidden files and folders (names starting with '.').")
+@click.option("--follow-links/--no-follow-links", default=False,
               help="Follow symlinks that lead outside the PATHs given (by default they are listed "
                    "with their target and skipped). /proc, /sys and /dev are never read.")
 @click.option("--max-size", "max_size_mb", type=click.FloatRange(0.001, 10_000), default=20.0, show_default=True,
-              help="Skip (and report) files larger than this many MB.")
+              help="Skip (and report) files larger than this many MiB (1 MiB = 1,048,576 bytes).")
 @click.option("--overlap", "overlap", type=click.IntRange(0, 256), default=32, show_default=True,
               help="Tokens a chunk may repeat from the previous one.")
+@click.option("--forget-options", is_flag=True,
+              help="Start from the default crawl options instead of the ones the library remembers "
+                   "(--exclude, --include-hidden, --follow-links, --max-size, --overlap: each run "
+                   "keeps those not given from the run before, and 'watch' and the TUI use them).")
 @click.option("--batch", "batch_chunks", type=click.IntRange(1, 100_000), default=256, show_default=True,
               help="Chunks embedded per commit.")
 @click.option("--ray", "ray_address", metavar="ADDRESS",
@@ -149,7 +162,7 @@ def _as_sync_options(f):
 @json_option("Print the summary as JSON on stdout.")
 @_as_sync_options
 def index_cmd(paths, library_path, bundle, backend, device, also_fp32, ray_address, ray_actors, language_neutral,
-              options, as_json):
+              given, other, forget, as_json):
     """The ``index`` verb (its help: :data:`_HELP`): checks, then :func:`_index_into`."""
     from hefsearch.index.library import Library, discard_new_library, library_exists, resolve_library_path
 
@@ -171,6 +184,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, ray_addre
     try:
         library.require_writable()  # before loading encoders: a read-only library is refused at once
         paths = paths or _recorded_roots(library, err)
+        options = _run_options(library, given, other, forget, err)
         remote = _start_ray(library, bundle, backend, ray_address, ray_actors, also_fp32) if ray_address else None
         choice = _open_encoders(library, bundle, backend, device, also_fp32, remote)
         report = _index_into(library, paths, choice, options, language_neutral, as_json, err)
@@ -201,6 +215,22 @@ def _check_before_creating(paths, existed: bool, folder, bundle) -> None:
                                "folders to index, e.g. hefsearch index ~/Documents")
     if not existed:
         choose_bundle(None, bundle)  # no bundle anywhere: say so before creating anything
+
+
+def _run_options(library, given, other, forget, err):
+    """The run's SyncOptions (app.reindex.crawl_options: the options given, the rest as the
+    library remembers them), saying which remembered options apply and what the run changes."""
+    from hefsearch.app.reindex import crawl_options, remembered_text
+
+    kept = "" if forget else remembered_text(library, given)
+    options, changes = crawl_options(library, given, forget=forget, **other)
+    if kept:
+        err.print(f"[dim]options remembered by the library: {shown(kept)} (--forget-options drops them; "
+                  "the --ext suffixes: hefsearch settings extra_suffixes default)[/]", highlight=False)
+    if changes and library.document_count():
+        err.print("[yellow]crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
+                  + shown("; ".join(changes)) + "[/]", highlight=False)
+    return options
 
 
 def _open_encoders(library, bundle, backend, device, also_fp32, remote):

@@ -74,6 +74,7 @@ def watch_cmd(folders, library_path, poll, poll_interval, debounce_ms, rescan_mi
 
     \b
     Run it as a service on a Pi:
+      mkdir -p ~/.config/systemd/user
       hefsearch watch --print-systemd-unit > ~/.config/systemd/user/hefsearch-watch.service
       systemctl --user enable --now hefsearch-watch
     'hefsearch status' shows whether a watcher runs and how fresh the library is.
@@ -108,6 +109,8 @@ def _print_unit(folders, library_path, poll, poll_interval, debounce_ms, rescan_
                                  ("--rescan", rescan_min, 60.0)):
         if value != default:
             argv += [flag, f"{value:g}"]
-    env = {k: os.environ[k] for k in ("HEFSEARCH_BUNDLE", "HEFSEARCH_BACKEND", "HEFSEARCH_HAILO_DEVICE")
-           if os.environ.get(k)}
+    # every hefsearch setting of this shell (the home, bundle, backend, device, threads ...), so
+    # the service runs as this command would; not the server's token (a secret in a unit file)
+    env = {k: v for k, v in sorted(os.environ.items())
+           if k.startswith("HEFSEARCH_") and v and k not in ("HEFSEARCH_TOKEN", "HEFSEARCH_LIBRARY")}
     click.echo(systemd_unit(argv, env), nl=False)

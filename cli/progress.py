@@ -1,7 +1,15 @@
 """Live progress bars on stderr: ``hefsearch index`` (files, chunks, chunks/s, ETA) and
-``hefsearch backfill`` (chunks). Static tables are in render.py."""
+``hefsearch backfill`` (chunks). Static tables are in render.py.
+
+When stderr is not a terminal (a file, a pipe, the journal of a service) a live bar cannot be
+drawn, so ``hefsearch index`` prints one plain line at each phase and then every
+``$HEFSEARCH_PROGRESS_SECONDS`` (default 60): a long run is never silent.
+"""
 
 from __future__ import annotations
+
+import os
+import time
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -17,11 +25,37 @@ def _eta(seconds: float | None) -> str:
     return f"ETA {s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"ETA {s // 60}:{s % 60:02d}"
 
 
-class SyncProgress:
-    """Feed it ``ProgressEvent``s (``update``); renders one live line, quiet when not a terminal."""
+ENV_EVERY = "HEFSEARCH_PROGRESS_SECONDS"
+DEFAULT_EVERY_S = 60.0
 
-    def __init__(self, console: Console):
+
+def _every_s() -> float:
+    try:
+        return max(1.0, float(os.environ.get(ENV_EVERY, DEFAULT_EVERY_S)))
+    except ValueError:
+        return DEFAULT_EVERY_S
+
+
+def progress_line(ev, elapsed_s: float) -> str:
+    """'Indexing: 1200/5400 files, 8300 chunks, 42.1 chunks/s, ETA 1:40, 2 failed, 5:00 elapsed'."""
+    s = int(elapsed_s)
+    parts = [f"{PHASES.get(ev.phase, ev.phase)}: {ev.files_done}/{ev.files_total or '?'} files",
+             f"{ev.chunks_done} chunks", f"{ev.chunks_per_s:.1f} chunks/s", _eta(ev.eta_s)]
+    if ev.failed:
+        parts.append(f"{ev.failed} failed")
+    return ", ".join(parts + [f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d} elapsed"])
+
+
+class SyncProgress:
+    """Feed it ``ProgressEvent``s (``update``); renders one live line on a terminal, else a
+    plain line at each phase and every ``every_s`` seconds (see the module doc)."""
+
+    def __init__(self, console: Console, *, every_s: float | None = None, clock=time.monotonic):
         self.console = console
+        self.clock = clock
+        self.every_s = _every_s() if every_s is None else every_s
+        self.started = clock()
+        self.last_line: tuple[float, str] | None = None  # (when, phase) of the last plain line
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -37,6 +71,13 @@ class SyncProgress:
                                            eta=_eta(None), failed="")
 
     def update(self, ev) -> None:
+        if not self.console.is_terminal:
+            now = self.clock()
+            if self.last_line is None or self.last_line[1] != ev.phase or now - self.last_line[0] >= self.every_s:
+                self.last_line = (now, ev.phase)
+                self.console.print(progress_line(ev, now - self.started), markup=False, highlight=False,
+                                   soft_wrap=True)
+            return
         self.progress.update(
             self.task, description=PHASES.get(ev.phase, ev.phase), total=ev.files_total or None,
             completed=ev.files_done, chunks=ev.chunks_done, rate=ev.chunks_per_s, eta=_eta(ev.eta_s),

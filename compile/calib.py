@@ -148,7 +148,7 @@ def collect_chunks(
             break
         f = found[int(i)]
         try:
-            doc = extract(f.path, max_bytes=DEFAULT_MAX_BYTES)
+            doc = extract(f.path, kind=f.kind, max_bytes=DEFAULT_MAX_BYTES)  # the crawl's decision, as index
         except HefsearchError as e:
             failed += 1
             log.info("calibration: skipped %s (%s)", printable(f.path), e.message)

@@ -271,6 +271,9 @@ def check_library(lib, bundle=None) -> list[Check]:
         status = lib.status()
         chunk_ids = lib.chunk_ids()  # sorted
         head = f"{lib.path}: {status.documents} documents, {status.chunks} chunks, {len(status.spaces)} space(s)"
+        if status.writing:  # the differences are the batches an index run has not saved yet
+            head += "; an index run is writing it now (run doctor again after it for a full check)"
+            repaired = {}
         checks.append(Check("library", OK if not repaired else WARN,
                             head + (f"; repaired on open: {repaired}" if repaired else ""),
                             "An earlier write was interrupted; it was repaired. Run 'hefsearch index' to "

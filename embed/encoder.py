@@ -42,14 +42,16 @@ class EncodeStats:
 
 
 class Encoder:
-    def __init__(self, bundle: Bundle, backend, *, backend_reason: str = "", post_transform=None):
+    def __init__(self, bundle: Bundle, backend, *, backend_reason: str = "", post_transform=None,
+                 few_texts: bool = False):
         self.bundle = bundle
         self.backend = backend
         self.backend_reason = backend_reason or backend.name
         limit = bundle.seq_len
         if backend.seq_lens:
             limit = min(limit, max(backend.seq_lens))
-        self.host = HostPipeline(bundle, max_tokens=limit)
+        # few_texts (searching): a large vocabulary is not loaded whole (embed/vocab_subset.py)
+        self.host = HostPipeline(bundle, max_tokens=limit, few_texts=few_texts)
         self._pool = POOLERS[bundle.pooling]
         #: optional space post-transform (e.g. mean-centering); part of the fingerprint
         self.post_transform = post_transform
@@ -74,13 +76,17 @@ class Encoder:
             post_transform = from_spec(post_transform)
         name, reason = resolve_backend_name(backend, bundle)
         be = open_backend(name, bundle, **backend_opts)
-        if backend_opts.get("bulk"):  # indexing: a file damaged in place would store wrong vectors
+        bulk = bool(backend_opts.get("bulk"))
+        if bulk:  # indexing: a file damaged in place would store wrong vectors
             try:
                 bundle.check_unchanged(bundle.encoding_files(be.encoder_entries()))
             except BaseException:
                 be.close()
                 raise
-        return cls(bundle, be, backend_reason=reason, post_transform=post_transform)
+            from .vocab_subset import prepare
+
+            prepare(bundle)  # once per tokenizer: the searches after this index run start faster
+        return cls(bundle, be, backend_reason=reason, post_transform=post_transform, few_texts=not bulk)
 
     # -- identity ------------------------------------------------------------------------
     @property

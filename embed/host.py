@@ -13,6 +13,11 @@ import numpy as np
 from .bundle import Bundle
 
 
+#: the most characters a batch may have to be tokenized through a vocabulary subset (a query,
+#: the sentences of the hits on screen: ~20 ms for 12 sentences); beyond, the whole tokenizer
+SUBSET_MAX_CHARS = 20_000
+
+
 @dataclass
 class Tokenized:
     """Token ids of several texts, unpadded, and which of them were cut to fit."""
@@ -28,21 +33,22 @@ class Tokenized:
 class HostPipeline:
     """Tokenisation, embedding-table gather-sum, padding, pooling for one bundle."""
 
-    def __init__(self, bundle: Bundle, max_tokens: int | None = None):
+    def __init__(self, bundle: Bundle, max_tokens: int | None = None, *, few_texts: bool = False):
         self.bundle = bundle
         self.max_tokens = int(max_tokens or bundle.seq_len)
-        # A private tokenizer: truncation settings are per-Tokenizer state, and the bundle's
-        # tokenizer is shared with the chunker.
-        self._tok = bundle.fresh_tokenizer()
-        self._tok.no_padding()
+        # Searching (few_texts) with a large Unigram vocabulary: a tokenizer of the pieces each
+        # batch needs (embed/vocab_subset.py), same ids, no 250k-piece load. Otherwise a private
+        # tokenizer: truncation settings are per-Tokenizer state, and the bundle's tokenizer is
+        # shared with the chunker.
+        self._few_texts = few_texts
+        self._subset = None
+        self._tok = None
         self._word = bundle.table("word")
         self._pos = bundle.table("position")
         self._type0 = np.asarray(bundle.table("token_type")[0], dtype=np.float32)
         self._offset = bundle.position_offset
         if self._offset + self.max_tokens > self._pos.shape[0]:
             self.max_tokens = self._pos.shape[0] - self._offset
-        # tokenizers truncates the body and keeps the specials, as transformers does.
-        self._tok.enable_truncation(max_length=self.max_tokens)
         self._counter = None  # the untruncated one, made when count_tokens is first asked
         # Position rows for 0..max_tokens-1 with the type-0 row folded in: one add per frame.
         self._pos_type = np.ascontiguousarray(
@@ -53,9 +59,38 @@ class HostPipeline:
     def hidden(self) -> int:
         return self.bundle.hidden
 
+    def _tokenizer(self, chars: int = 0):
+        """The whole tokenizer, or None while a vocabulary subset serves (loaded on first use).
+        A batch of more than :data:`SUBSET_MAX_CHARS` characters (an evaluation, not a search)
+        loads the whole tokenizer once: per text it is the faster of the two."""
+        if self._subset is not None and chars > SUBSET_MAX_CHARS:
+            self._subset.close()
+            self._subset, self._few_texts = None, False
+        if self._tok is None and self._subset is None:
+            from . import vocab_subset
+
+            folder = vocab_subset.prepare(self.bundle) if self._few_texts else None
+            if folder is not None:
+                self._subset = vocab_subset.SubsetTokenizer(folder, self.max_tokens)
+                return None
+            tok = self.bundle.fresh_tokenizer()
+            tok.no_padding()
+            # tokenizers truncates the body and keeps the specials, as transformers does.
+            tok.enable_truncation(max_length=self.max_tokens)
+            self._tok = tok
+        return self._tok
+
     def tokenize(self, texts: list[str]) -> Tokenized:
+        tok = self._tokenizer(sum(map(len, texts)))
+        if tok is None:
+            try:
+                pairs = self._subset.encode(list(texts))
+            except Exception:  # a damaged prepared table (sqlite3, tokenizers): the whole tokenizer
+                tok = self._tokenizer(SUBSET_MAX_CHARS + 1)
+            else:
+                return Tokenized([i for i, _ in pairs], np.fromiter((t for _, t in pairs), dtype=bool, count=len(pairs)))
         # encode_batch_fast (tokenizers >= 0.20) skips the character offsets we never use.
-        encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+        encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
         encs = encode(list(texts), add_special_tokens=True)
         ids = [np.asarray(enc.ids, dtype=np.int64) for enc in encs]
         truncated = np.fromiter((bool(enc.overflowing) for enc in encs), dtype=bool, count=len(encs))

@@ -30,7 +30,7 @@ import functools
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -402,6 +402,8 @@ class _CrawlState:
             if isinstance(ignored, SkippedFile):
                 yield ignored
                 return
+        if not ignored and is_link and not is_dir:
+            ignored = self._indexed_under_own_name(path)
         if ignored:
             yield SkippedFile(path, ignored, "ignored")
             return
@@ -495,6 +497,21 @@ class _CrawlState:
             return f"symlink to {shown}, a secret file (matches '{pattern}' in {SECRET_RULE_NAME})"
         return None
 
+    def _indexed_under_own_name(self, link: Path) -> str | None:
+        """Why a symlink to a file inside the roots is left out (the file is indexed under its
+        own name, so ``similar GPL-3`` finds /usr/share/common-licenses/GPL-3 rather than its
+        alias GPL), or None when the file itself would not be crawled (hidden, excluded)."""
+        real = os.path.realpath(link)
+        root = next((r for r in self.inside if real != r and is_under(real, r)), None)
+        if root is None:
+            return None
+        rel = os.path.relpath(real, root)
+        if not self.include_hidden and any(part.startswith(".") for part in rel.split(os.sep)):
+            return None
+        if self.exclude is not None and self.exclude.check(Path(rel).as_posix())[0]:
+            return None
+        return f"symlink to {printable(real)}, indexed under that name"
+
     def _relative_to_root(self, real: str) -> str:
         """``real`` relative to the root holding it (the secret rule looks below the roots
         only, as for entries reached directly), or the whole path for a followed link."""
@@ -506,15 +523,9 @@ class _CrawlState:
     def _file(self, path: Path, st: os.stat_result, rel: str | None) -> FoundFile | SkippedFile:
         if not stat.S_ISREG(st.st_mode):
             return SkippedFile(path, f"special file ({_special_kind(st.st_mode)}); not opened", "special")
-        kind, look = filetypes.kind_by_name(path, self.supported)
-        if kind is None and not look:
-            suffix = path.suffix.lower()
-            return SkippedFile(path, f"unsupported file type '{suffix}' (index --ext {suffix} reads it as "
-                                     "text)", "unsupported")
-        if kind is None and os.access(path, os.R_OK):  # no file-type suffix: the content decides
-            kind = _kind_by_content(path)
-            if kind is None:
-                return SkippedFile(path, "no file-type suffix, and the content is not text", "unsupported")
+        kind, why = document_kind(path, self.supported)
+        if kind is None and why != UNREADABLE:  # an unreadable file is reported below, after its size
+            return SkippedFile(path, why, "unsupported")
         if st.st_size > self.max_bytes:
             return SkippedFile(
                 path,
@@ -562,16 +573,43 @@ class _CrawlState:
         return _Rules.from_lines(lines, origin=str(path), base=rel)
 
 
+UNREADABLE = "permission denied"
+
+
+def document_kind(path: str | os.PathLike, supported: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """Whether ``hefsearch index`` reads the regular file ``path`` as a document: (its kind, "")
+    or (None, why not). The one decision the crawler, ``compile calib --from`` and the watcher
+    share: a known suffix (``supported``: the built-in table plus the library's extra suffixes)
+    gives the kind, ``NAME.gz`` is judged by ``NAME``, and a name without a file-type suffix
+    (``NEWS``, ``Apache-2.0``, ``ls.1.gz``) is text when its first bytes are."""
+    path = Path(path)
+    kind, look = filetypes.kind_by_name(path, SUPPORTED_SUFFIXES if supported is None else supported)
+    if kind is not None:
+        return kind, ""
+    if not look:
+        suffix = path.suffix.lower()
+        return None, f"unsupported file type '{suffix}' (index --ext {suffix} reads it as text)"
+    if not os.access(path, os.R_OK):
+        return None, UNREADABLE
+    kind = _kind_by_content(path)  # no file-type suffix: the content decides
+    return (kind, "") if kind else (None, "no file-type suffix, and the content is not text")
+
+
 def _kind_by_content(path: Path) -> str | None:
-    """"text" when the start of the file (decompressed for NEWS.gz) is text, else None."""
+    """"man" when the start of the file (decompressed for ls.1.gz) is a manual page's roff,
+    "text" when it is other text, else None."""
     from hefsearch.index.extract import ExtractionError, looks_like_text, read_regular_file
+    from hefsearch.index.extract_man import looks_like_roff
 
     compression = filetypes.compression_of(path)
     try:  # compressed: enough input for SNIFF_BYTES of output, even at a high ratio
         data = read_regular_file(path, head=filetypes.SNIFF_BYTES * (8 if compression else 1))
     except ExtractionError:
         return None
-    return "text" if looks_like_text(filetypes.head(data, compression)) else None
+    head = filetypes.head(data, compression)
+    if not looks_like_text(head):
+        return None
+    return "man" if looks_like_roff(head) else "text"
 
 
 def _stat_failure(path: Path, e: OSError, *, is_link: bool) -> SkippedFile:

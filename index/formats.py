@@ -50,6 +50,8 @@ FORMATS: tuple[Format, ...] = (
     Format("html", (".html", ".htm"), "hefsearch.index.extract_html:extract_html", EDITOR, "html"),
     Format("pdf", (".pdf",), "hefsearch.index.extract_pdf:extract_pdf", OPENER, "pdf"),
     Format("docx", (".docx",), "hefsearch.index.extract_docx:extract_docx", OPENER, "docx"),
+    # manual pages have no suffix of their own (ls.1, chsh.1.gz, printf.3p): found by content
+    Format("man", (), "hefsearch.index.extract_man:extract_man", EDITOR, "text"),
 )
 
 #: kind -> its row

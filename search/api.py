@@ -8,6 +8,8 @@
   evidence only: chunks containing every query word (``keyword_strength="all"``), or, when no
   chunk has them all, chunks containing every *code* of the query (model numbers, form codes,
   versions, acronyms: "XR-3000", "E-52", "K-45"), which are spelled alike in every language.
+  Quantities ("90 days") and codes most chunks hold ("IT" = "it") are not evidence
+  (:func:`~hefsearch.search.keyword.code_terms`, :func:`~hefsearch.search.keyword.rare_terms`).
   Keyword matches of ordinary words rarely cross languages, so fusing weak (some-words)
   matches like vector hits pushes the right foreign-language chunk down behind same-language
   chunks that merely share a word: classic RRF halves recall@5 on the cross-lingual set of
@@ -53,7 +55,8 @@ from .fusion import rrf
 from .grouping import Group, group, tidy_snippet
 from .request import SearchRequest, SearchRun
 from .prefetch import PendingEncoder
-from .keyword import clean_text, code_terms, has_surrogates, keyword_search, parse_query
+from .keyword import (clean_text, code_terms, has_surrogates, keyword_search, needs_trigram, parse_query,
+                      rare_terms)
 from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -209,6 +212,7 @@ class Searcher:
         #: (space, query, vector) of the last vector search: the snippets' query vector when
         #: that space is the FP32 one (encoded once, not twice)
         self._last_query: tuple | None = None
+        self._last_encode_ms: float | None = None
 
     # -- spaces and encoders -------------------------------------------------------------
     def space_names(self) -> list[str]:
@@ -410,7 +414,9 @@ class Searcher:
             strength = "all" if mode == "keyword" else self.keyword_strength
             kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
             if mode == "hybrid" and not kw and self.keyword_strength == "all":
-                codes = code_terms(query)  # no chunk has every word: do the codes match?
+                codes = code_terms(query)  # no chunk has every word: do the (rare) codes match?
+                if codes and not needs_trigram(query):
+                    codes = rare_terms(self.library.db, codes)
                 if codes:
                     kw = keyword_search(self.library.db, query, depth, strength="all",
                                         filters=filters, terms=codes)
@@ -517,7 +523,7 @@ class Searcher:
         last = self._last_query
         if last is not None and last[:2] == (result.space, result.query) and result.space == FP32_SPACE \
                 and engine.encoder is self._encoders.get(FP32_SPACE):
-            engine.prime(result.query, last[2])  # the search encoded it with this very encoder
+            engine.prime(result.query, last[2], self._last_encode_ms)  # the search encoded it with this encoder
         return engine.snippets(result.query, [(h.chunk_id, h.text) for h in todo], budget_ms=budget_ms)
 
     def _semantic_engine(self) -> SemanticSnippets | None:
@@ -540,7 +546,9 @@ class Searcher:
         t = time.perf_counter()
         try:
             enc = self.encoder_for(space)
+            t_encode = time.perf_counter()  # the encoding alone, not the wait for the encoder's open
             vec = enc.encode_queries([query])
+            self._last_encode_ms = _ms(t_encode)
             timings["encode"] = _ms(t)
             return enc, vec, space, None
         except (DeviceError, BackendUnavailable) as e:

@@ -34,7 +34,13 @@ from .keyword import filter_sql
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hdwmy])\s*$", re.IGNORECASE)
 _AGE_SECONDS = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
-_LANG = re.compile(r"^[a-z]{2,3}$")
+#: ISO 639-1, the codes chunks are stored with (py3langid answers in them)
+ISO_639_1 = frozenset("""aa ab ae af ak am an ar as av ay az ba be bg bh bi bm bn bo br bs ca ce ch co cr cs cu
+ cv cy da de dv dz ee el en eo es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu hy hz ia
+ id ie ig ii ik io is it iu ja jv ka kg ki kj kk kl km kn ko kr ks ku kv kw ky la lb lg li ln lo lt lu lv mg
+ mh mi mk ml mn mr ms mt my na nb nd ne ng nl nn no nr nv ny oc oj om or os pa pi pl ps pt qu rm rn ro ru rw
+ sa sc sd se sg si sk sl sm sn so sq sr ss st su sv sw ta te tg th ti tk tl tn to tr ts tt tw ty ug uk ur
+ uz ve vi vo wa wo xh yi yo za zh zu""".split())
 #: keys of the filter line -> Filters field
 LINE_KEYS = {"path": "path_glob", "kind": "kinds", "type": "types", "lang": "langs",
              "since": "since", "until": "until"}
@@ -139,9 +145,9 @@ def _from_iso(s: str) -> float:
 def normalise_types(values: Iterable[str]) -> tuple[str, ...] | None:
     """File types as given (``PDF``, ``.md``, ``markdown``) -> lower case without dots; an
     unknown one is an error that lists the known ones."""
-    from hefsearch.index.formats import SUPPORTED_SUFFIXES
+    from hefsearch.index.formats import KINDS, SUPPORTED_SUFFIXES
 
-    known = {s.lstrip(".") for s in SUPPORTED_SUFFIXES} | set(SUPPORTED_SUFFIXES.values())
+    known = {s.lstrip(".") for s in SUPPORTED_SUFFIXES} | set(KINDS)  # man pages: a kind, no suffix
     out = []
     for v in _split(values):
         t = v.lower().lstrip(".")
@@ -155,8 +161,8 @@ def normalise_langs(values: Iterable[str]) -> tuple[str, ...] | None:
     out = []
     for v in _split(values):
         code = v.lower()
-        if not _LANG.match(code):
-            raise FilterError(f"{v!r} is not a language code.",
+        if code not in ISO_639_1:
+            raise FilterError(f"{v!r} is not an ISO 639-1 language code.",
                               "Use ISO 639-1 codes as 'hefsearch status' lists them: de, en, ja, pt, ...")
         out.append(code)
     return tuple(dict.fromkeys(out)) or None
@@ -165,9 +171,9 @@ def normalise_langs(values: Iterable[str]) -> tuple[str, ...] | None:
 def type_condition(types: Sequence[str]) -> tuple[str, list]:
     """SQL on ``documents d`` for file types: an extension matches the path's suffix (any case),
     a kind name the document's kind."""
-    from hefsearch.index.formats import SUPPORTED_SUFFIXES
+    from hefsearch.index.formats import KINDS
 
-    kinds = set(SUPPORTED_SUFFIXES.values())
+    kinds = set(KINDS)
     conds, params = [], []
     for t in types:
         if t in kinds:

@@ -93,17 +93,46 @@ def parse_query(text: str) -> list[Term]:
 _CODE = re.compile(r"(?<![\w.\-/])(?:(?=[\w.\-/]*\d)\w+(?:[.\-/]\w+)*|[A-Z]{2,10})(?![\w\-/])")
 
 
+#: a bare number shorter than this is a quantity ("90 days", "10 minutes", "2024"), not a code
+MIN_NUMBER_CODE_DIGITS = 5
+#: a code found in more than this share of the library's chunks tells no document from another
+MAX_CODE_SHARE = 0.05
+
+
 def code_terms(text: str) -> list[Term]:
     """The exact codes of a query (model numbers, form codes, versions, acronyms) as phrases.
 
     They are spelled the same in every language, so matching them is safe even when the
-    rest of the query is in another language than the document.
+    rest of the query is in another language than the document. A bare number of fewer than
+    :data:`MIN_NUMBER_CODE_DIGITS` digits is a quantity, not a code: "expire after 90 days"
+    must not pull up every table holding a 90 (an order or postcode number of 5+ digits stays).
     """
     out: list[Term] = []
     for m in _CODE.finditer(text or ""):
-        words = tuple(w.lower() for w in _WORD.findall(m.group(0)))
+        code = m.group(0)
+        if code.isdigit() and len(code) < MIN_NUMBER_CODE_DIGITS:
+            continue
+        words = tuple(w.lower() for w in _WORD.findall(code))
         if words and Term(words) not in out:
             out.append(Term(words))
+    return out
+
+
+def rare_terms(db, terms: list[Term], share: float = MAX_CODE_SHARE) -> list[Term]:
+    """The ``terms`` found in at most ``share`` of the library's chunks (and always those in at
+    most two): a code that most chunks hold ("IT", which FTS5 matches as "it"; a product name
+    in its own manual) is no evidence for one of them. Each count stops at the limit, so the
+    cost does not grow with the library."""
+    if not terms:
+        return []
+    total = db.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0  # O(log n), deleted rows included
+    limit = max(2, int(total * share))
+    out = []
+    for t in terms:
+        (n,) = db.execute("SELECT count(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
+                          [t.fts(), limit + 1]).fetchone()
+        if n <= limit:
+            out.append(t)
     return out
 
 

@@ -161,10 +161,12 @@ def _add_read_routes(app, service: LibraryService) -> None:
     @app.get("/similar", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
     def similar(id: Optional[int] = None, doc: Optional[int] = None, k: int = 10, space: Optional[str] = None,
                 path: Optional[str] = None, type: Optional[list[str]] = Query(None),
-                lang: Optional[list[str]] = Query(None), since: Optional[str] = None, until: Optional[str] = None):
-        """Chunks of other documents most like chunk ``id`` (or document ``doc``)."""
-        return _json_response(service.similar(id, doc_id=doc, k=k, space=space, path=path, type=type, lang=lang,
-                                              since=since, until=until))
+                lang: Optional[list[str]] = Query(None), since: Optional[str] = None, until: Optional[str] = None,
+                chunk_id: Optional[int] = None):
+        """Chunks of other documents most like chunk ``id`` (``chunk_id``, as hits and MCP name
+        it, works too) or document ``doc``."""
+        return _json_response(service.similar(id if id is not None else chunk_id, doc_id=doc, k=k, space=space,
+                                              path=path, type=type, lang=lang, since=since, until=until))
 
     @app.get("/status", responses=errors, response_model=None)
     def status():

@@ -71,13 +71,13 @@ def make_mcp(service, *, name: str = "hefsearch"):
         return await call(service.get, ids)
 
     @server.tool(annotations=read_only, structured_output=False)
-    async def similar(chunk_id: int, k: int = 10, path: str | None = None, type: list[str] | str | None = None,
-                      lang: list[str] | str | None = None, since: str | None = None,
-                      until: str | None = None) -> str:
+    async def similar(chunk_id: int | None = None, k: int = 10, path: str | None = None,
+                      type: list[str] | str | None = None, lang: list[str] | str | None = None,
+                      since: str | None = None, until: str | None = None, id: int | None = None) -> str:
         """Passages of other documents most like the chunk chunk_id (from a search hit): "more
-        like this". Same filters as search."""
-        return await call(service.similar, chunk_id, k=k, path=path, type=type, lang=lang, since=since,
-                          until=until)
+        like this". Same filters as search. ``id`` is accepted too (the HTTP API's name)."""
+        return await call(service.similar, chunk_id if chunk_id is not None else id, k=k, path=path, type=type,
+                          lang=lang, since=since, until=until)
 
     @server.tool(annotations=read_only, structured_output=False)
     async def status() -> str:

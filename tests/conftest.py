@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import isolation
 from tests.models import make_tiny_bert, make_tiny_xlmr, minilm_folder
 
 pytest_plugins = ["tests.hailo_fixtures", "tests.compile_fixtures", "tests.quality_fixtures", "tests.serve_fixtures",
@@ -18,6 +19,32 @@ pytest_plugins = ["tests.hailo_fixtures", "tests.compile_fixtures", "tests.quali
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Isolation starts here, at import, before any fixture of any scope runs (session- and module-scoped
+# fixtures index and remember bundles too) and in every xdist worker (each imports this file):
+# hefsearch's home and the platform's data/cache/config/state folders all point into one temporary
+# root. The user's real folders are recorded first so tests/isolation.py can check, at the end of
+# the session, that nothing was written there.
+REAL_USER_DIRS = isolation.real_user_dirs()
+ISOLATED_ROOT = isolation.isolate_process(REAL_USER_DIRS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _isolated_module_home(tmp_path_factory):
+    """Module-scoped fixtures get a home of their own module (autouse fixtures of a scope run
+    before that scope's other fixtures), so one module's remembered bundle never leaks into
+    another's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HEFSEARCH_HOME", str(tmp_path_factory.mktemp("module-home")))
+        yield
+
+
+def pytest_sessionfinish(session, exitstatus):
+    touched = isolation.touched(REAL_USER_DIRS)
+    if touched:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print("\nThe test suite wrote into the user's own folders (tests must be isolated):\n  "
+              + "\n  ".join(touched))
 
 
 @pytest.fixture(autouse=True)

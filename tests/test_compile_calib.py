@@ -126,3 +126,27 @@ def test_a_changed_calibration_file_is_refused(calib_bundle):
         load_calibration(Bundle.open(calib_bundle), 64)
     with pytest.raises(CalibrationError, match="compile calib"):
         load_calibration(Bundle.open(calib_bundle), 32)
+
+
+def test_calibration_reads_what_index_reads(tiny_bert_bundle, tmp_path):
+    """Licence texts, NEWS.gz and README files have no file-type suffix: index reads them by
+    their content, and so must calibration (it used to say "unsupported file type '.0'")."""
+    import gzip
+
+    from hefsearch.index.crawl import FoundFile, crawl
+    from hefsearch.index.extract import extract
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "Apache-2.0").write_text("Licensed under the Apache License, Version 2.0. " * 5, encoding="utf-8")
+    (docs / "NEWS.gz").write_bytes(gzip.compress(("Version 1.2 fixes the search of long files. " * 5).encode()))
+    (docs / "README.Debian").write_text("Debian notes on the configuration of the package. " * 5, encoding="utf-8")
+    (docs / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
+    found = [f for f in crawl([docs]) if isinstance(f, FoundFile)]
+    assert sorted(f.path.name for f in found) == ["Apache-2.0", "NEWS.gz", "README.Debian"]
+    assert all(extract(f.path, kind=f.kind).text for f in found)  # index reads every one
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bert_bundle, bundle)
+    s = build_calibration(bundle, [docs], n=20, seed=0)
+    assert (s.files_read, s.files_failed) == (3, 0)
+    assert s.user_rows >= 3

@@ -220,13 +220,15 @@ def test_symlinks_followed_once(tmp_path):
     os.symlink(outside, root / "z-outside.md")
     items = list(crawl([root, real], follow_links=True))
     found = [i for i in items if isinstance(i, FoundFile)]
-    # alias.txt is seen first (name order); the same file through the linked folder is a duplicate.
-    assert [f.path for f in found] == [root / "alias.txt", root / "z-outside.md"]
+    # alias.txt links to a file inside the roots: that file is indexed under its own name (here
+    # reached first through the linked folder), the alias is left out and says where it points.
+    assert [f.path for f in found] == [root / "z-outside.md", root / "link-dir" / "doc.txt"]
     dup = [i for i in items if isinstance(i, SkippedFile)]
-    assert {(d.path.name, d.counted_as) for d in dup} == {("doc.txt", "ignored"), ("real", "loop")}
+    assert {(d.path.name, d.counted_as) for d in dup} == {("alias.txt", "ignored"), ("real", "loop")}
+    assert "indexed under that name" in next(d.reason for d in dup if d.path.name == "alias.txt")
     # without --follow-links the link out of the roots is reported with its target, not followed
     items = list(crawl([root, real]))
-    assert [f.path for f in items if isinstance(f, FoundFile)] == [root / "alias.txt"]
+    assert [f.path for f in items if isinstance(f, FoundFile)] == [root / "link-dir" / "doc.txt"]
     (out,) = [i for i in items if isinstance(i, SkippedFile) and i.counted_as == "outside_link"]
     assert out.path == root / "z-outside.md" and str(outside) in out.reason
 
@@ -259,3 +261,17 @@ def test_crawl_order_is_deterministic(tmp_path):
     first = [i.path for i in crawl([tmp_path])]
     assert first == [i.path for i in crawl([tmp_path])]
     assert [p.name for p in first] == ["a.md", "b.txt", "a.txt", "d.txt"]
+
+
+@posix_only
+def test_a_link_to_a_file_inside_the_folders_leaves_the_file_under_its_own_name(tmp_path):
+    """/usr/share/common-licenses: GPL -> GPL-3. The real name is what 'similar GPL-3' asks for;
+    a hidden or excluded target is still indexed through the link (nothing else reaches it)."""
+    (tmp_path / "GPL-3").write_text("GNU GENERAL PUBLIC LICENSE Version 3")
+    os.symlink("GPL-3", tmp_path / "GPL")
+    (tmp_path / ".hidden-notes").write_text("notes kept under a hidden name")
+    os.symlink(".hidden-notes", tmp_path / "notes")
+    items = list(crawl([tmp_path]))
+    assert sorted(f.path.name for f in items if isinstance(f, FoundFile)) == ["GPL-3", "notes"]
+    (gpl,) = [i for i in items if isinstance(i, SkippedFile)]
+    assert gpl.path.name == "GPL" and gpl.counted_as == "ignored" and "GPL-3" in gpl.reason

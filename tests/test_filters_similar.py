@@ -56,8 +56,9 @@ def test_the_filter_line_and_its_errors():
         parse_filter_line("pdf")
     with pytest.raises(FilterError, match="Unknown file type 'exe'"):
         parse_filter_line("type:exe")
-    with pytest.raises(FilterError, match="not a language code"):
-        parse_filter_line("lang:german")
+    for wrong in ("german", "xx", "deu"):  # a word, a made-up code, a 3-letter code: none is stored
+        with pytest.raises(FilterError, match="not an ISO 639-1 language code"):
+            parse_filter_line(f"lang:{wrong}")
 
 
 def test_search_filters_on_the_command_line(small_library):

@@ -140,7 +140,7 @@ def test_text_without_a_suffix_and_gz_are_indexed(tmp_path, bert_encoder):
     kinds = dict(lib.query("SELECT path, kind FROM documents WHERE status = 'ok'"))
     names = {Path(p).name: k for p, k in kinds.items()}
     assert names == {"NEWS": "text", "README.Debian": "text", "copyright": "text", "CHANGES.gz": "text",
-                     "ls.1.gz": "text", "notes.md.gz": "markdown", "THANKS.xz": "text", "TODO.bz2": "text"}
+                     "ls.1.gz": "man", "notes.md.gz": "markdown", "THANKS.xz": "text", "TODO.bz2": "text"}
     assert r.unsupported == {"(none)": 1, ".py": 1, ".gz": 1}
     assert [(Path(p).name, "corrupt gz data" in why) for p, why in r.failed] == [("AUTHORS.gz", True)]
     text = " ".join(t for (t,) in lib.query("SELECT text FROM chunks"))

@@ -55,7 +55,8 @@ def test_the_tui_opens_and_filters_what_the_table_says():
     assert sorted(listed) == sorted(formats.KINDS) and KIND_FILTERS["all"] is None
     env = {"EDITOR": "nano"}
     for f in formats.FORMATS:
-        plan = plan_open(f"/docs/a{f.suffixes[0]}", line=3, env=env, platform="linux")
+        name = f"/docs/a{f.suffixes[0]}" if f.suffixes else "/docs/a.1"  # man pages: found by content
+        plan = plan_open(name, line=3, kind=f.kind, env=env, platform="linux")
         assert (plan.argv[0] == "xdg-open") == (f.opens_with == formats.OPENER), f.kind
 
 

@@ -131,6 +131,15 @@ def test_doctor_checks_the_library(fake_hailo, hef_bundle, tmp_path):
     c = _checks(run_doctor(None, lib_path))
     assert c["library"].status == WARN and "repaired on open" in c["library"].detail
     assert c["space hef"].status == WARN and "1 chunk(s) not embedded yet" in c["space hef"].detail
+    # the same difference while an index run holds the write lock is that run's unsaved work,
+    # not "an earlier write was interrupted"
+    with Library.open(lib_path) as writer, writer.write_lock():
+        with writer.transaction():
+            writer.db.execute("DELETE FROM space_members WHERE space = 'hef' AND chunk_id = ?",
+                              [int(sorted(writer.chunk_ids())[1])])
+        c = _checks(run_doctor(None, lib_path))
+    assert c["library"].status == OK and "an index run is writing it now" in c["library"].detail
+    assert "interrupted" not in (c["library"].fix or "")
 
 
 def test_doctor_cli_prints_fixes_and_exit_codes(fake_hailo, hef_bundle):

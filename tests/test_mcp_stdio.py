@@ -60,6 +60,7 @@ def test_mcp_stdio_lists_tools_searches_and_gets(served_library, tmp_path):
         ("get", {"ids": ["987654"]}),
         ("get", {"ids": ["/etc/passwd"]}),
         ("similar", {"chunk_id": int(ids[0]), "k": 3}),
+        ("similar", {"id": int(ids[0]), "k": 3}),  # the HTTP API's name works too
     ])
     got = json.loads(answers[0][1])
     assert not answers[0][0] and [str(i["id"]) for i in got["items"]] == ids
@@ -68,6 +69,7 @@ def test_mcp_stdio_lists_tools_searches_and_gets(served_library, tmp_path):
     assert answers[2][0] and "not an id of this library" in answers[2][1]
     similar = json.loads(answers[3][1])
     assert not answers[3][0] and all(h["chunk_id"] != int(ids[0]) for h in similar["hits"])
+    assert not answers[4][0] and json.loads(answers[4][1])["hits"] == similar["hits"]
 
 
 def test_mcp_stdio_answers_from_the_running_server(served_library, tmp_path):

@@ -211,6 +211,10 @@ def test_cli_compile_sim(sim_bundle, tmp_path):
     assert (b / "encoder.npu-sim.resid16.onnx").is_file()
     bad = CliRunner().invoke(main, ["compile", "sim", str(b), "--mask", "sideways"])
     assert bad.exit_code == 2 and "sideways" in bad.output
+    # no --precision: the build a Hailo-10H user gets, all 8-bit
+    res = CliRunner().invoke(main, ["compile", "sim", str(b)])
+    assert res.exit_code == 0, res.output
+    assert "NPU simulation (a8)" in res.output and "16-bit groups: none" in res.output
 
 
 def _ranges_all_at_once(model, calib, sites, batch, percentile):

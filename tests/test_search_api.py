@@ -262,3 +262,27 @@ def test_compare_two_spaces(tmp_path, tiny_bert_bundle, flaky):
     json.dumps(c.to_dict())
     s.close()
     lib.close()
+
+
+def test_quantities_are_not_codes_but_long_numbers_versions_and_hex_codes_are():
+    from hefsearch.search.keyword import code_terms
+
+    found = [" ".join(t.words) for t in code_terms("expire after 90 days in 2024, order 48213, v4.2.1, 0x80070005 E-52")]
+    assert found == ["48213", "v4 2 1", "0x80070005", "e 52"]
+
+
+def test_a_code_most_chunks_hold_is_no_evidence(tmp_path):
+    """"IT" is matched by FTS5 as "it": in most chunks, so it must not act as an exact code."""
+    import sqlite3
+
+    from hefsearch.search.keyword import Term, rare_terms
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY)")
+    db.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(text)")
+    texts = [f"it was day {i}" for i in range(40)] + ["error E-52 in the printer", "the XR-2000 manual"]
+    for i, t in enumerate(texts, 1):
+        db.execute("INSERT INTO chunks (id) VALUES (?)", [i])
+        db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", [i, t])
+    kept = rare_terms(db, [Term(("it",)), Term(("e", "52")), Term(("xr", "2000"))])
+    assert kept == [Term(("e", "52")), Term(("xr", "2000"))]

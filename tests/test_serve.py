@@ -85,6 +85,8 @@ def test_similar_returns_chunks_of_other_documents(served_library):
     assert data["mode"] == "similar" and data["hits"]
     assert all(h["path"] != hit["path"] for h in data["hits"])
     assert httpx.get(f"{served_library.url}/similar", params={"id": 987654}).status_code == 404
+    same = httpx.get(f"{served_library.url}/similar", params={"chunk_id": hit["chunk_id"], "k": 5}).json()
+    assert same["hits"] == data["hits"]  # the name hits and MCP use works too
 
 
 def test_bad_input_gets_clear_json_errors(served_library):

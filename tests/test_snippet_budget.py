@@ -148,3 +148,19 @@ def test_a_server_on_the_fp32_space_gives_meaning_snippets_within_its_budget(lib
     plain = session.search(request)
     res = session.search(request, semantic_snippets=True, snippet_budget_ms=1e6)
     assert plain.pending_snippets and not res.pending_snippets
+
+
+def test_a_slow_query_encoding_predicts_that_no_chunk_fits(library):
+    """A one-shot CLI search with a 12-layer model on a loaded machine: the query took 60 ms to
+    encode, so a chunk of two sentences is predicted at ~66 ms and the 25 ms budget embeds
+    nothing (it used to embed the first chunk whatever it cost, 1.5 s against 100 ms); a fast
+    encoder still measures on its first chunk."""
+    _lib, cpu = library
+    chunks = [(i, " ".join(SENTENCES[i : i + 2])) for i in range(5)]
+    for query_ms, expected in ((60.0, []), (2.0, [0, 1])):
+        clock = FakeClock()
+        slow = SlowEncoder(cpu, clock)
+        engine = SemanticSnippets(slow, clock=clock)
+        engine.prime(QUERY, cpu.encode_queries([QUERY])[0], encode_ms=query_ms)
+        assert sorted(engine.snippets(QUERY, chunks, budget_ms=25)) == expected
+        assert (slow.passages == []) == (expected == [])

@@ -237,3 +237,29 @@ def test_sync_progress_line_names_phase_files_rate_and_file():
     assert sync_progress_text(event) == "indexing · 3/9 files · 40 chunks (12/s) · a b.txt"
     assert sync_progress_text(ProgressEvent("scan")) == "scanning"
     assert sync_progress_text(ProgressEvent("backfill", path="/d/x.txt")) == "back-filling spaces"
+
+
+def test_index_progress_without_a_terminal_prints_a_line_per_phase_and_interval():
+    """A long ``index`` writing to a file or the journal is never silent."""
+    import io
+
+    from rich.console import Console
+
+    from hefsearch.cli.progress import SyncProgress
+    from hefsearch.index.sync_types import ProgressEvent
+
+    out = io.StringIO()
+    now = [0.0]
+    progress = SyncProgress(Console(file=out, force_terminal=False, width=200), every_s=60, clock=lambda: now[0])
+    events = [(0, ProgressEvent("scan")), (2, ProgressEvent("index", files_total=50, files_done=1)),
+              *[(t, ProgressEvent("index", files_total=50, files_done=t // 10, chunks_done=t, chunks_per_s=1.0,
+                                  eta_s=300 - t)) for t in range(5, 300, 5)],
+              (300, ProgressEvent("done", files_total=50, files_done=50))]
+    with progress:
+        for t, ev in events:
+            now[0] = t
+            progress.update(ev)
+    lines = out.getvalue().splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["Scanning", "Indexing", "Indexing", "Indexing", "Indexing",
+                                                  "Indexing", "Done"]
+    assert lines[2] == "Indexing: 6/50 files, 65 chunks, 1.0 chunks/s, ETA 3:55, 0:01:05 elapsed"

@@ -202,6 +202,14 @@ def test_network_mounts_are_polled_and_the_unit_runs_this_watch(monkeypatch, tmp
     assert str(tmp_path / "lib") in exec_start and exec_start.endswith(f"{tmp_path} --poll")
     assert "[Install]" in out.output and "WantedBy=default.target" in out.output
     assert watch.filesystem_type("/") is not None  # read from /proc/self/mountinfo
+    # the shell's hefsearch settings go with it (not the server's token); a user unit cannot
+    # wait for network-online.target; the folder the unit goes into may not exist yet
+    out = CliRunner(env={"HEFSEARCH_THREADS": "2", "HEFSEARCH_SIM": "a8", "HEFSEARCH_TOKEN": "s3cret"}).invoke(
+        main, ["watch", "--print-systemd-unit", "--library", str(tmp_path / "lib"), str(tmp_path)])
+    env_lines = [line for line in out.output.splitlines() if line.startswith("Environment=")]
+    assert "Environment=HEFSEARCH_THREADS=2" in env_lines and "Environment=HEFSEARCH_SIM=a8" in env_lines
+    assert "s3cret" not in out.output and "network-online" not in out.output
+    assert "mkdir -p ~/.config/systemd/user" in out.output and "/dev/hailo0" in out.output
 
 
 

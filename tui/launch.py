@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.index.filetypes import compression_of
 from hefsearch.index.formats import OPENER_KINDS, OPENER_SUFFIXES
 
 #: document kinds an editor cannot show as text: handed to the system opener (the table of
@@ -110,12 +111,42 @@ def on_disk_path(path: str) -> str:
 
 def plan_open(path: str, *, line: int | None = None, kind: str | None = None,
               env: Mapping[str, str] | None = None, platform: str | None = None) -> LaunchPlan:
-    """Decide how to open a hit: the editor at ``line`` for text, the system opener otherwise."""
+    """Decide how to open a hit: the editor at ``line`` for text, the system opener otherwise.
+    A compressed file (``NEWS.gz``, ``ls.1.gz``) or a manual page's roff opens as the text the
+    library indexed (:func:`readable_copy`), so the editor shows words and the hit's line."""
     path = on_disk_path(path)
     binary = (kind in BINARY_KINDS) or Path(path).suffix.lower() in BINARY_SUFFIXES
     if binary:
         return LaunchPlan(opener_argv(path, platform), terminal=False)
+    if kind == "man" or compression_of(path):
+        path = readable_copy(path, kind) or path
     return LaunchPlan(editor_argv(editor_command(env), path, line), terminal=True)
+
+
+_copies: list[str] = []
+
+
+def readable_copy(path: str, kind: str | None) -> str | None:
+    """The text hefsearch indexed from ``path`` (decompressed, a manual page rendered), written
+    to a file of this user's only (a private temporary folder, removed when the TUI exits) and
+    named like the document (``chsh.1.txt``); None when the file cannot be read now (the
+    editor then shows it as it is, or says it is gone)."""
+    import atexit
+    import tempfile
+
+    from hefsearch.index.extract import extract
+    from hefsearch.index.filetypes import inner_name
+
+    try:
+        text = extract(Path(path), kind=kind).text
+    except (HefsearchError, OSError):
+        return None
+    if not _copies:
+        _copies.append(tempfile.mkdtemp(prefix="hefsearch-open-"))  # mode 0700
+        atexit.register(shutil.rmtree, _copies[0], True)
+    copy = Path(_copies[0]) / (inner_name(path) + ".txt")
+    copy.write_text(text, encoding="utf-8")
+    return str(copy)
 
 
 def run_argv(argv: list[str], *, terminal: bool) -> None:

@@ -69,10 +69,18 @@ def shown_text(text: str) -> str:
     return for_terminal(text, multiline=True)
 
 
+#: a manual page's section folder (man1, man3p, man8): the folder above it tells languages apart
+_MAN_SECTION = re.compile(r"man[0-9n][a-z0-9]*")
+
+
 def short_path(path: str, parts: int = 2) -> str:
     """The last ``parts`` components: enough to tell files apart in a narrow column; control
-    and bidi characters escaped (:func:`~hefsearch.index.crawl.for_terminal`)."""
+    and bidi characters escaped (:func:`~hefsearch.index.crawl.for_terminal`). A manual page
+    keeps its section and language folder (``de/man1/chsh.1.gz``, not three ``man1/chsh.1.gz``),
+    and the section folder is never cut (``man1/chsh.1.gz`` in the narrowest column)."""
     p = PurePath(path)
+    if len(p.parts) >= 3 and _MAN_SECTION.fullmatch(p.parts[-2]):
+        parts = max(parts, 2) + (p.parts[-3] != "man")  # .../man/de/man1/x: add "de"
     tail = p.parts[-parts:]
     return for_terminal(str(PurePath(*tail)) if tail else path)
 
