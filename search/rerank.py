@@ -216,7 +216,6 @@ def rerank_candidates(searcher, *, query: str, space: str, ids: Sequence[int], s
     FP32 space adds nothing. Returns the new id order, scores (FP32 for the re-scored, the
     space's own for the rest) and what was done.
     """
-    t0 = time.perf_counter()
     ids = [int(i) for i in ids]
     lib = searcher.library
     target = rerank_space(lib)
@@ -246,7 +245,9 @@ def rerank_candidates(searcher, *, query: str, space: str, ids: Sequence[int], s
     known = [i for i, h in zip(head, have) if h]
     vecs = dict(zip(known, sp.vectors(known))) if known else {}
     missing = [i for i, h in zip(head, have) if not h]
-    computed = _compute_within(lib, enc, sp, missing, budget_ms, t0)
+    # the budget is for computing candidates: the model load and the query are paid once a
+    # library has FP32 vectors to use, whatever the budget
+    computed = _compute_within(lib, enc, sp, missing, budget_ms, time.perf_counter())
     vecs.update(computed)
     info.space, info.computed = target, len(computed)
     info.deferred = len(missing) - len(computed)
