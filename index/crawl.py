@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hefsearch.index.formats import SUPPORTED_SUFFIXES
+from hefsearch.index.formats import STREAMED_KINDS, SUPPORTED_SUFFIXES
 
 from . import filetypes
 
@@ -515,7 +515,7 @@ class _CrawlState:
             kind = _kind_by_content(path)
             if kind is None:
                 return SkippedFile(path, "no file-type suffix, and the content is not text", "unsupported")
-        if st.st_size > self.max_bytes:
+        if st.st_size > self.max_bytes and kind not in STREAMED_KINDS:  # an mbox: capped per message
             return SkippedFile(
                 path,
                 f"too large: {human_size(st.st_size)} ({st.st_size} bytes), over the "

@@ -167,6 +167,12 @@ def counts(q: Query) -> tuple[int, int, int, int]:
             one("SELECT COUNT(*) FROM chunks WHERE cut"))
 
 
+def ocr_page_count(q: Query) -> int:
+    """Pages read by OCR in searchable documents (``documents.encoding`` is ``ocr:PAGES`` for them)."""
+    return list(q("SELECT COALESCE(SUM(CAST(substr(encoding, 5) AS INTEGER)), 0) FROM documents "
+                  "WHERE encoding LIKE 'ocr:%' AND status IN ('ok', 'stale')", []))[0][0]
+
+
 def not_ok(q: Query) -> list[tuple[str, str, str]]:
     """(path, status, error) of every document whose latest version failed, by path."""
     return [tuple(r) for r in q("SELECT path, status, error FROM documents WHERE status != 'ok' ORDER BY path", [])]

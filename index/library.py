@@ -153,6 +153,8 @@ class LibraryStatus:
     interrupted: str | None = None
     #: a process is writing the library now
     writing: bool = False
+    #: pages read by OCR (scanned PDF pages, images) among the searchable documents
+    ocr_pages: int = 0
 
 
 class Library:
@@ -611,6 +613,7 @@ class Library:
         with self.snapshot():
             q = self.db.execute
             docs, stale, chunks, cut = documents.counts(q)
+            ocr_pages = documents.ocr_page_count(q)
             failures = [(p, e if s == "failed" else f"{e} (the previously indexed version is kept)")
                         for p, s, e in documents.not_ok(q)]
             notes = []
@@ -628,7 +631,7 @@ class Library:
             documents=docs, chunks=chunks, spaces=spaces, failures=failures, truncated_chunks=cut,
             skipped=dict(last.get("skipped") or {}), last_sync=last.get("at"), stale=stale,
             path=str(self.path), settings=settings, notes=notes, roots=self.recorded_roots(settings),
-            interrupted=interrupted, writing=writing,
+            interrupted=interrupted, writing=writing, ocr_pages=ocr_pages,
         )
 
     def recorded_roots(self, settings: dict | None = None) -> list[str]:
