@@ -27,6 +27,8 @@ log = logging.getLogger("hefsearch.index")
 #: how long an interrupted sync waits for the extraction thread (a daemon: it may be inside
 #: one slow file, and it dies with the process)
 WORKER_JOIN_S = 0.5
+#: kinds whose sections (chapters, slides, sheets) are chunked apart
+SECTIONED_KINDS = frozenset({"epub", "ods", "odp", "pptx", "xlsx"})
 
 
 def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> Job:
@@ -98,10 +100,22 @@ class OcrStart:
 
 
 def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
-    """``doc`` cut into the job's chunks, with their line numbers and languages."""
-    from .chunk import chunk_text
+    """``doc`` cut into the job's chunks, with their line numbers and languages. A book's
+    chapters, a deck's slides and a workbook's sheets are cut apart, so no chunk spans two and
+    a hit's page names its chapter, slide or sheet."""
+    import dataclasses
 
-    chunks = chunk_text(doc, first.count_tokens, first.max_tokens, overlap_tokens)
+    from .chunk import chunk_text
+    from .extract_base import ExtractedText
+
+    if doc.pages and len(doc.pages) > 1 and doc.kind in SECTIONED_KINDS:
+        chunks = []
+        for page, start, end in doc.pages:
+            part = ExtractedText(text=doc.text[start:end], kind=doc.kind, pages=[(page, 0, end - start)])
+            for c in chunk_text(part, first.count_tokens, first.max_tokens, overlap_tokens):
+                chunks.append(dataclasses.replace(c, ordinal=len(chunks), start=c.start + start, end=c.end + start))
+    else:
+        chunks = chunk_text(doc, first.count_tokens, first.max_tokens, overlap_tokens)
     lines = line_numbers(doc.text, [c.start for c in chunks])
     job.chunks = [(c, ln) for c, ln in zip(chunks, lines)]
     job.langs = chunk_languages([c.text for c in chunks])
