@@ -242,7 +242,7 @@ def split_mbox(stream: BinaryIO, max_bytes: int | None) -> Iterator[tuple[int, b
     number, buf, size, too_big = 1, [], 0, False
     while True:
         line = stream.readline(1 << 20)
-        if not line or _FROM_LINE.match(line):
+        if not line or (line[:5] == b"From " and _FROM_LINE.match(line)):
             if too_big:
                 yield number, None, (f"message {number} is larger than {max_bytes / 2**20:.1f} MiB (the --max-size "
                                      "limit); not indexed")

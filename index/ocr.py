@@ -111,10 +111,10 @@ class _pillow_limit:
 def ocr_image(data: bytes, what: str = "image", *, timeout_s: float = PAGE_TIMEOUT_S,
               memory_bytes: int = PAGE_MEMORY_BYTES) -> str:
     """The text OCR reads in an image's bytes (PNG, JPEG, TIFF, WebP: first frame)."""
+    img = checked_image(data, what)  # a bomb is refused whether OCR is installed or not
     exe, langs = _tesseract()
     if exe is None or not langs:
         raise missing_error()
-    img = checked_image(data, what)
     try:
         with _pillow_limit():
             img.seek(0)

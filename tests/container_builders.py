@@ -213,3 +213,83 @@ def make_image_pdf(lines: list[str], **kw) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PDF", resolution=200.0)
     return buf.getvalue()
+
+
+# -- hostile ones ------------------------------------------------------------------------------
+def xlsx_zip_bomb(megabytes: int = 64) -> bytes:
+    """An XLSX whose one sheet inflates to ``megabytes`` MB of rows from a file ~1000x smaller."""
+    good = make_xlsx({"S": [["x"]]})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info in src.infolist():
+            if info.filename != "xl/worksheets/sheet1.xml":
+                zf.writestr(info.filename, src.read(info))
+        with zf.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as f:
+            f.write(b'<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/'
+                    b'main"><sheetData>')
+            row = b'<row><c t="inlineStr"><is><t>lorem</t></is></c></row>' * 20_000
+            for _ in range(megabytes * 2**20 // len(row)):
+                f.write(row)
+            f.write(b"</sheetData></worksheet>")
+    return buf.getvalue()
+
+
+def billion_laughs_odt(levels: int = 10) -> bytes:
+    """An ODT whose content.xml declares nested entities ("billion laughs": 10^levels 'lol')."""
+    ents = ['<!ENTITY lol0 "lol">'] + [f'<!ENTITY lol{i} "{("&lol" + str(i - 1) + ";") * 10}">'
+                                       for i in range(1, levels)]
+    content = (f'<?xml version="1.0"?><!DOCTYPE office:document-content [{"".join(ents)}]>'
+               f'<office:document-content {_ODF_NS}><office:body><office:text><text:p>start &lol{levels - 1}; end'
+               "</text:p></office:text></office:body></office:document-content>")
+    return _zip({"content.xml": content}, ("mimetype", "application/vnd.oasis.opendocument.text"))
+
+
+def nested_mime(depth: int) -> bytes:
+    """A message of ``depth`` multiparts each inside the previous one."""
+    head = b"Subject: deep\r\nFrom: a@example.org\r\nMIME-Version: 1.0\r\n"
+    opening = b"".join(b'Content-Type: multipart/mixed; boundary="b%d"\r\n\r\n--b%d\r\n' % (i, i) for i in range(depth))
+    closing = b"".join(b"\r\n--b%d--\r\n" % i for i in reversed(range(depth)))
+    return head + opening + b"Content-Type: text/plain\r\n\r\ndeep text" + closing
+
+
+def png_bomb(side: int = 100_000) -> bytes:
+    """A valid PNG header claiming ``side`` x ``side`` pixels in a file of a few hundred bytes."""
+    import struct
+    import zlib as _z
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", _z.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", _z.compress(b"\x00" * 1000))
+            + chunk(b"IEND", b""))
+
+
+class LazyMbox:
+    """An mbox of one message with a ``size``-byte base64 attachment, produced line by line as
+    it is read (nothing of that size is ever written or held): ``readline`` as a file has it."""
+
+    def __init__(self, size: int, then: bytes = b""):
+        head = (b"From a@example.org Fri Mar  1 09:30:00 2024\nSubject: huge\nMIME-Version: 1.0\n"
+                b'Content-Type: multipart/mixed; boundary="B"\n\n--B\nContent-Type: text/plain\n\nhello\n--B\n'
+                b'Content-Type: application/pdf\nContent-Transfer-Encoding: base64\n'
+                b'Content-Disposition: attachment; filename="huge.pdf"\n\n')
+        self.lines = [head]
+        self.left = size
+        self.tail = b"\n--B--\n\n" + then
+        self.read_bytes = 0
+
+    def readline(self, limit: int = -1) -> bytes:
+        if self.lines:
+            line = self.lines.pop(0)
+        elif self.left > 0:
+            line = b"QUJD" * 19 + b"\n"
+            self.left -= len(line)
+        elif self.tail:
+            line, _, rest = self.tail.partition(b"\n")
+            line += b"\n" if _ else b""
+            self.tail = rest
+        else:
+            return b""
+        self.read_bytes += len(line)
+        return line
