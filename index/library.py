@@ -153,8 +153,7 @@ class LibraryStatus:
     interrupted: str | None = None
     #: a process is writing the library now
     writing: bool = False
-    #: pages read by OCR (scanned PDF pages, images) among the searchable documents
-    ocr_pages: int = 0
+    ocr_pages: int = 0  #: pages read by OCR (scanned PDF pages, images) in searchable documents
 
 
 class Library:
@@ -612,8 +611,7 @@ class Library:
     def status(self) -> LibraryStatus:
         with self.snapshot():
             q = self.db.execute
-            docs, stale, chunks, cut = documents.counts(q)
-            ocr_pages = documents.ocr_page_count(q)
+            docs, stale, chunks, cut, ocr_pages = documents.counts(q)
             failures = [(p, e if s == "failed" else f"{e} (the previously indexed version is kept)")
                         for p, s, e in documents.not_ok(q)]
             notes = []
