@@ -108,9 +108,10 @@ class _pillow_limit:
         Image.MAX_IMAGE_PIXELS = self.old
 
 
-def ocr_image(data: bytes, what: str = "image", *, timeout_s: float = PAGE_TIMEOUT_S,
-              memory_bytes: int = PAGE_MEMORY_BYTES) -> str:
-    """The text OCR reads in an image's bytes (PNG, JPEG, TIFF, WebP: first frame)."""
+def ocr_image(data: bytes, what: str = "image", *, timeout_s: float | None = None,
+              memory_bytes: int | None = None) -> str:
+    """The text OCR reads in an image's bytes (PNG, JPEG, TIFF, WebP: first frame), within
+    the page's budget (:data:`PAGE_TIMEOUT_S`, :data:`PAGE_MEMORY_BYTES` unless given)."""
     img = checked_image(data, what)  # a bomb is refused whether OCR is installed or not
     exe, langs = _tesseract()
     if exe is None or not langs:
@@ -127,7 +128,8 @@ def ocr_image(data: bytes, what: str = "image", *, timeout_s: float = PAGE_TIMEO
             img.convert("L").save(png, format="PNG")
     except Exception as e:  # noqa: BLE001 - truncated or corrupt pixel data
         raise ExtractionError(f"{what} cannot be decoded: {type(e).__name__}: {e}"[:200]) from None
-    return run_tesseract(exe, langs, png.getvalue(), what, timeout_s, memory_bytes)
+    return run_tesseract(exe, langs, png.getvalue(), what, timeout_s or PAGE_TIMEOUT_S,
+                         memory_bytes or PAGE_MEMORY_BYTES)
 
 
 def run_tesseract(exe: str, langs: tuple[str, ...], png: bytes, what: str, timeout_s: float,

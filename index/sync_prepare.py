@@ -102,13 +102,13 @@ class OcrStart:
 def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
     """``doc`` cut into the job's chunks, with their line numbers and languages. A book's
     chapters, a deck's slides and a workbook's sheets are cut apart, so no chunk spans two and
-    a hit's page names its chapter, slide or sheet."""
+    a hit's page names its chapter, slide or sheet; so are the pages of a PDF read by OCR."""
     import dataclasses
 
     from .chunk import chunk_text
     from .extract_base import ExtractedText
 
-    if doc.pages and len(doc.pages) > 1 and doc.kind in SECTIONED_KINDS:
+    if doc.pages and len(doc.pages) > 1 and (doc.kind in SECTIONED_KINDS or doc.ocr_pages):
         chunks = []
         for page, start, end in doc.pages:
             part = ExtractedText(text=doc.text[start:end], kind=doc.kind, pages=[(page, 0, end - start)])
