@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from pathlib import Path
 from typing import Callable, Iterator
 
 from .crawl import printable
@@ -159,8 +158,3 @@ def _member_job(job: Job, number: int, raw: bytes | None, error: str | None, see
     member.notes = [printable(n) for n in msg.notes]
     return member
 
-
-def container_of(path: str | Path) -> str | None:
-    """The file holding a member document's path, or None when ``path`` is a file."""
-    parent = os.path.dirname(os.fspath(path))
-    return parent if parent and os.path.isfile(parent) else None

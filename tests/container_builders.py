@@ -194,7 +194,7 @@ def render_page(lines: list[str], *, cjk: bool = False, size: int = 34, width: i
     from PIL import Image, ImageDraw, ImageFont
 
     path = font_path(cjk)
-    font = ImageFont.truetype(path, size) if path else ImageFont.load_default()
+    font = ImageFont.truetype(path, size) if path else ImageFont.load_default(size=size)
     height = 160 + len(lines) * int(size * 1.7)
     img = Image.new("L", (width, height), 255)
     draw = ImageDraw.Draw(img)
@@ -205,11 +205,12 @@ def render_page(lines: list[str], *, cjk: bool = False, size: int = 34, width: i
     return buf.getvalue()
 
 
-def make_image_pdf(lines: list[str], **kw) -> bytes:
-    """A scanned page: a PDF holding only an image of printed text (no text layer)."""
+def make_image_pdf(lines: list[str], mode: str = "RGB", **kw) -> bytes:
+    """A scanned page: a PDF holding only an image of printed text (no text layer); ``mode``
+    "RGB" stores a JPEG (a colour scan), "1" a bilevel image (a fax-like scan, a few KB)."""
     from PIL import Image
 
-    img = Image.open(io.BytesIO(render_page(lines, **kw))).convert("RGB")
+    img = Image.open(io.BytesIO(render_page(lines, **kw))).convert(mode)
     buf = io.BytesIO()
     img.save(buf, format="PDF", resolution=200.0)
     return buf.getvalue()

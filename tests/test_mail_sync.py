@@ -114,3 +114,12 @@ def test_mbox_over_max_size_is_read_message_by_message(tmp_path, encoder):
     [(path, reason)] = r.failed
     assert path.endswith("inbox.mbox/message-2") and "larger than" in reason
     lib.close()
+
+
+def test_opening_a_message_opens_its_mailbox(tmp_path):
+    from hefsearch.tui import launch
+
+    box = tmp_path / "inbox.mbox"
+    box.write_bytes(make_mbox([_msg(1, "aardvark")]))
+    plan = launch.plan_open(f"{box}/m1@example.org", line=7, kind="mbox", env={"EDITOR": "vim"})
+    assert plan.argv == ["vim", str(box)]  # the message's line numbers are not the file's
