@@ -11,6 +11,8 @@ A spreadsheet's repeated cells (``number-columns-repeated``, a classic ODS bomb)
 
 from __future__ import annotations
 
+import io
+
 from .extract_base import ExtractedText, ExtractionError, clean_text
 from .extract_zip import iter_xml, joined, open_archive, part_name, read_part, text_blocks, xml_root
 
@@ -195,17 +197,17 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
         name = rels.get(sheet.get(_R))
         if name is None or name not in zf.namelist():
             continue
-        rows: list[str] = []
+        rows = io.StringIO()  # not a list of row strings: ~50 bytes of overhead each
         for _, el in iter_xml(zf, name, what):
             if _local(el) != "row":
                 continue
             cells = [_cell(c, shared) for c in el if _local(c) == "c"]
             line = " | ".join(c for c in cells if c)
             if line:
-                rows.append(line)
+                rows.write(line + "\n")
                 _check(counter, len(line), what, max_chars)
             _clear(el)
-        sections.append((f"Sheet: {sheet.get('name') or len(sections) + 1}", "\n".join(rows)))
+        sections.append((f"Sheet: {sheet.get('name') or len(sections) + 1}", rows.getvalue().rstrip("\n")))
     if not sections:
         raise ExtractionError(f"{what} is corrupt: no sheets listed in xl/workbook.xml")
     text, spans = joined(sections)

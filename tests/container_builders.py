@@ -217,8 +217,9 @@ def make_image_pdf(lines: list[str], mode: str = "RGB", **kw) -> bytes:
 
 
 # -- hostile ones ------------------------------------------------------------------------------
-def xlsx_zip_bomb(megabytes: int = 64) -> bytes:
-    """An XLSX whose one sheet inflates to ``megabytes`` MB of rows from a file ~1000x smaller."""
+def xlsx_zip_bomb(megabytes: int = 64, words: tuple[bytes, ...] = (b"lorem",)) -> bytes:
+    """An XLSX whose one sheet inflates to ``megabytes`` MB of rows: from a file ~300x smaller
+    with one word; with many different ``words``, a big sheet that packs like a real one."""
     good = make_xlsx({"S": [["x"]]})
     buf = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -228,8 +229,9 @@ def xlsx_zip_bomb(megabytes: int = 64) -> bytes:
         with zf.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as f:
             f.write(b'<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/'
                     b'main"><sheetData>')
-            row = b'<row><c t="inlineStr"><is><t>lorem</t></is></c></row>' * 20_000
-            for _ in range(megabytes * 2**20 // len(row)):
+            row = b"".join(b'<row><c t="inlineStr"><is><t>%s</t></is></c></row>' % words[i % len(words)]
+                           for i in range(20_000))
+            for _ in range(max(1, megabytes * 2**20 // len(row))):
                 f.write(row)
             f.write(b"</sheetData></worksheet>")
     return buf.getvalue()
