@@ -18,6 +18,7 @@ mailbox), and members no longer in the file are removed with the file's own job,
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from typing import Callable, Iterator
 
@@ -66,7 +67,7 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
     kept: set[str] = set()
     digest = hashlib.sha256()
     try:
-        with open_regular(job.path) as stream:
+        with _opened(job.path, max_bytes) as stream:
             if job.kind == "mbox":
                 messages = split_mbox(_Hashing(stream, digest), max_bytes)
             else:
@@ -90,9 +91,38 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
         job.error = printable(f"cannot read: {e.strerror or e}")
         yield job
         return
-    job.sha256 = digest.hexdigest()
+    job.sha256 = getattr(stream, "sha256", None) or digest.hexdigest()
     job.drop_ids = [row[0] for path, row in old.items() if path not in kept]
     yield job
+
+
+def _opened(path: str, max_bytes: int | None):
+    """The mail file as a stream: the file itself, or, for ``inbox.mbox.gz``, its bytes
+    decompressed in memory under the --max-size cap (a gzip bomb stops there)."""
+    from .filetypes import CompressionBomb, CorruptCompressed, compression_of, decompress
+    from .extract_base import too_much_text
+    from .extract_mail import open_regular
+
+    suffix = compression_of(path)
+    if suffix is None:
+        return open_regular(path)
+    with open_regular(path) as f:
+        data = f.read()
+    try:
+        return _Unpacked(decompress(data, suffix, max_bytes), hashlib.sha256(data).hexdigest())
+    except CompressionBomb:
+        raise too_much_text(suffix[1:], max_bytes) from None
+    except CorruptCompressed as e:
+        raise ExtractionError(e.message) from None
+
+
+class _Unpacked(io.BytesIO):
+    """Decompressed bytes read as a file, with the sha256 of the compressed file (what
+    :func:`file_sha256` gives, so an unchanged ``.mbox.gz`` is skipped next time)."""
+
+    def __init__(self, data: bytes, sha256: str):
+        super().__init__(data)
+        self.sha256 = sha256
 
 
 def file_sha256(path: str) -> str:

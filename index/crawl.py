@@ -563,7 +563,8 @@ class _CrawlState:
 
 
 def _kind_by_content(path: Path) -> str | None:
-    """"text" when the start of the file (decompressed for NEWS.gz) is text, else None."""
+    """"text" when the start of the file (decompressed for NEWS.gz) is text ("mbox" when it
+    starts as a mailbox does), else None."""
     from hefsearch.index.extract import ExtractionError, looks_like_text, read_regular_file
 
     compression = filetypes.compression_of(path)
@@ -571,7 +572,8 @@ def _kind_by_content(path: Path) -> str | None:
         data = read_regular_file(path, head=filetypes.SNIFF_BYTES * (8 if compression else 1))
     except ExtractionError:
         return None
-    return "text" if looks_like_text(filetypes.head(data, compression)) else None
+    sample = filetypes.head(data, compression)
+    return filetypes.kind_of_text(sample, compression is not None) if looks_like_text(sample) else None
 
 
 def _stat_failure(path: Path, e: OSError, *, is_link: bool) -> SkippedFile:

@@ -179,14 +179,17 @@ def _body_text(part, ctype: str) -> str:
             return ""
     charset = part.get_content_charset() or "utf-8"
     try:
-        return data.decode(charset, errors="replace")
-    except LookupError:  # a charset Python does not know: the text detection decides
+        return data.decode(charset)
+    except (LookupError, UnicodeDecodeError):  # unknown or lying charset: the text detection decides
         from .extract_text import decode_text
 
         try:
             return decode_text(data)[0]
-        except ExtractionError:
-            return data.decode("utf-8", errors="replace")
+        except ExtractionError:  # e.g. UTF-16 with a stray byte: the declared charset, leniently
+            try:
+                return data.decode(charset, errors="replace")
+            except LookupError:
+                return data.decode("utf-8", errors="replace")
 
 
 def _attachment_text(part, name: str, notes: list[str], max_chars) -> str:

@@ -108,6 +108,17 @@ def is_maildir_message(path) -> bool:
     return p.parent.name in ("cur", "new") and bool(_MAILDIR_NAME.fullmatch(p.name))
 
 
+#: the first line of an mbox: "From sender day mon dd hh:mm:ss yyyy"
+_MBOX_START = re.compile(rb"From \S+ +\S.*\d\d?:\d\d")
+
+
+def kind_of_text(sample: bytes, compressed: bool = False) -> str:
+    """The kind of a text file found by its content: ``mbox`` for a mailbox without a
+    suffix (Thunderbird's ``Inbox``, Apple Mail's ``Inbox.mbox/mbox``), else ``text``."""
+    first = sample.split(b"\n", 1)[0]
+    return "mbox" if not compressed and _MBOX_START.match(first) else "text"
+
+
 def decompress(data: bytes, suffix: str, max_bytes: int | None) -> bytes:
     """All of ``data`` decompressed (members of a multi-member gzip joined); raises
     :class:`CompressionBomb` as soon as the output passes ``max_bytes`` (memory stays bounded

@@ -5,6 +5,7 @@ mailbox that fails keeps what was indexed."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 
 import pytest
@@ -123,3 +124,39 @@ def test_opening_a_message_opens_its_mailbox(tmp_path):
     box.write_bytes(make_mbox([_msg(1, "aardvark")]))
     plan = launch.plan_open(f"{box}/m1@example.org", line=7, kind="mbox", env={"EDITOR": "vim"})
     assert plan.argv == ["vim", str(box)]  # the message's line numbers are not the file's
+
+
+def test_mailboxes_without_a_suffix_and_compressed(tmp_path, encoder):
+    """Thunderbird's ``Inbox`` (no suffix: its first line says mbox) and an ``.mbox.gz``."""
+    import gzip
+
+    docs = tmp_path / "docs"
+    (docs / "Mail").mkdir(parents=True)
+    (docs / "Mail" / "Inbox").write_bytes(make_mbox([_msg(1, "aardvark")]))
+    (docs / "old.mbox.gz").write_bytes(gzip.compress(make_mbox([_msg(2, "badger")])))
+    lib = Library.open(tmp_path / "lib")
+    r = sync(lib, [docs], [encoder])
+    assert (r.added, r.failed) == (2, [])
+    assert _paths(lib, "aardvark") == [str(docs / "Mail" / "Inbox" / "m1@example.org")]
+    assert _paths(lib, "badger") == [str(docs / "old.mbox.gz" / "m2@example.org")]
+    assert sync(lib, [docs], [encoder]).unchanged == 2
+    os.utime(docs / "old.mbox.gz", ns=(1, 1))  # touched, same bytes: hashed, found unchanged
+    assert sync(lib, [docs], [encoder]).unchanged == 2
+    lib.close()
+
+
+def test_bodies_are_decoded_whatever_the_charset_says():
+    from hefsearch.index.extract_mail import read_message
+
+    body = "Grüße aus Köln, die Straße ist gesperrt."
+    for charset, cte in (("utf-8", "base64"), ("iso-8859-1", "quoted-printable"), ("windows-1252", "8bit"),
+                         ("utf-16", "base64")):
+        assert body in read_message(make_eml("Köln", body, charset=charset, cte=cte)).text, (charset, cte)
+    lying = make_eml("x", body, charset="iso-8859-1", cte="8bit").replace(b"iso-8859-1", b"utf-8")
+    assert body in read_message(lying).text  # latin-1 bytes labelled UTF-8
+    unknown = make_eml("x", body, charset="utf-8", cte="8bit").replace(b'charset="utf-8"', b'charset="x-nonsense"')
+    assert body in read_message(unknown).text
+    html = make_eml("x", "plain part", html="<p>the <b>html</b> part</p>")
+    assert "plain part" in read_message(html).text and "html part" not in read_message(html).text
+    only_html = make_eml("Wetter", "x").replace(b"Content-Type: text/plain", b"Content-Type: text/html")
+    assert read_message(only_html).subject == "Wetter"
