@@ -184,12 +184,11 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
     counter = [0]
     shared: list[str] = []
     if "xl/sharedStrings.xml" in zf.namelist():
-        for _, el in iter_xml(zf, "xl/sharedStrings.xml", what):
-            if _local(el) == "si":
-                text = "".join(t.text or "" for t in el.iter() if _local(t) == "t")
-                shared.append(text)
-                _check(counter, len(text), what, max_chars)
-                _clear(el)
+        for _, el in iter_xml(zf, "xl/sharedStrings.xml", what, tag="{*}si"):
+            text = "".join(t.text or "" for t in el.iter("{*}t"))
+            shared.append(text)
+            _check(counter, len(text), what, max_chars)
+            _clear(el)
     sections: list[tuple[str, str]] = []
     for sheet in (el for el in book.iter() if _local(el) == "sheet"):
         if len(sections) >= MAX_SECTIONS:
@@ -198,10 +197,8 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
         if name is None or name not in zf.namelist():
             continue
         rows = io.StringIO()  # not a list of row strings: ~50 bytes of overhead each
-        for _, el in iter_xml(zf, name, what):
-            if _local(el) != "row":
-                continue
-            cells = [_cell(c, shared) for c in el if _local(c) == "c"]
+        for _, el in iter_xml(zf, name, what, tag="{*}row"):
+            cells = [_cell(c, shared) for c in el.iterchildren("{*}c")]
             line = " | ".join(c for c in cells if c)
             if line:
                 rows.write(line + "\n")
@@ -218,7 +215,7 @@ def _cell(c, shared: list[str]) -> str:
     kind = c.get("t")
     if kind == "inlineStr":
         return _text(c)
-    value = next((v.text or "" for v in c if _local(v) == "v"), "")
+    value = next((v.text or "" for v in c.iterchildren("{*}v")), "")
     if kind == "s":
         try:
             return " ".join(shared[int(value)].split())

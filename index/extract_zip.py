@@ -87,8 +87,9 @@ def read_part(zf: zipfile.ZipFile, name: str, what: str, cap: int | None = None)
     return data
 
 
-def iter_xml(zf: zipfile.ZipFile, name: str, what: str, events=("end",)) -> Iterator:
+def iter_xml(zf: zipfile.ZipFile, name: str, what: str, events=("end",), tag: str | None = None) -> Iterator:
     """(event, element) of one XML part, streamed; entities are not expanded, DTDs not loaded.
+    ``tag`` ("{namespace}name"): only those elements' events (lxml filters them, not Python).
     Elements are cleared by the caller (or by :func:`text_blocks`)."""
     from lxml import etree
 
@@ -98,7 +99,7 @@ def iter_xml(zf: zipfile.ZipFile, name: str, what: str, events=("end",)) -> Iter
         raise ExtractionError(f"{what} is corrupt: part {name} is missing") from None
     try:
         with zf.open(info) as f:
-            yield from etree.iterparse(f, events=events, resolve_entities=False, no_network=True,
+            yield from etree.iterparse(f, events=events, tag=tag, resolve_entities=False, no_network=True,
                                        load_dtd=False, huge_tree=False, remove_comments=True)
     except ExtractionError:
         raise
