@@ -65,10 +65,6 @@ def available() -> bool:
     return exe is not None and bool(langs)
 
 
-def languages() -> tuple[str, ...]:
-    return _tesseract()[1]
-
-
 def missing_error() -> OcrMissing:
     return OcrMissing("needs OCR, and Tesseract is not installed; not indexed", hint=INSTALL_HINT)
 
