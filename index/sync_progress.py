@@ -31,6 +31,8 @@ class Progress:
         #: bytes of the files not read yet, by (kind, compressed)
         self._unread: dict[tuple, int] = {}
         for job in todo:
+            if job.kind == "image":  # read by OCR after the rest, with an ETA of its own (by pages)
+                continue
             key = size_key(job)
             self._unread[key] = self._unread.get(key, 0) + job.size
         self._ratio: dict[tuple, list[int]] = {}  # key -> [text chars, file bytes] of read files
@@ -53,6 +55,9 @@ class Progress:
         """A file was extracted: its text replaces the estimate from its size."""
         if self.phase == "ocr":
             self.ocr_done += len(job.ocr_pages)
+        if job.kind == "image":  # never in the estimate (see __init__)
+            self.text_read += sum(len(c.text) for c, _ in job.chunks)
+            return
         key = size_key(job)
         self._unread[key] = max(0, self._unread.get(key, 0) - job.size)
         chars = sum(len(c.text) for c, _ in job.chunks)
