@@ -133,6 +133,15 @@ class LibraryService:
             raise ServiceError(f"k must be between 1 and {self.limits.max_k} (got {k}).")
         return k
 
+    def _check_query(self, query, mode: str) -> None:
+        if not isinstance(query, str) or not prepare_query(query)[0]:
+            raise ServiceError("The query is empty.", "Give the words to look for in 'query'.")
+        if len(query) > self.limits.max_query_chars:
+            raise ServiceError(f"The query is {len(query):,} characters long; at most "
+                               f"{self.limits.max_query_chars:,} are allowed.", status=413)
+        if mode not in MODES:
+            raise ServiceError(f"Unknown mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+
     def _filters(self, **given) -> Filters:
         try:
             return make_filters(**given)
@@ -161,13 +170,7 @@ class LibraryService:
         the query's words only, as ``--quick-snippets``)."""
         from .session import SearchRequest
 
-        if not isinstance(query, str) or not prepare_query(query)[0]:
-            raise ServiceError("The query is empty.", "Give the words to look for in 'query'.")
-        if len(query) > self.limits.max_query_chars:
-            raise ServiceError(f"The query is {len(query):,} characters long; at most "
-                               f"{self.limits.max_query_chars:,} are allowed.", status=413)
-        if mode not in MODES:
-            raise ServiceError(f"Unknown mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+        self._check_query(query, mode)
         if snippets not in SNIPPETS:
             raise ServiceError(f"Unknown snippets {snippets!r}.", f"Choose one of: {', '.join(SNIPPETS)}.")
         filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
@@ -176,6 +179,41 @@ class LibraryService:
                 seq=0, query=query, mode=mode, k=self._k(k), filters=filters, space=space),
                 semantic_snippets=snippets == "meaning", snippet_budget_ms=self.limits.snippet_budget_ms)
         return search_json(self._inside(result), self.session.freshness(), filters)
+
+    def compare(self, query: str, *, k: int = 10, mode: str = "vector", spaces=None, path: str | None = None,
+                type=None, kind=None, lang=None, since=None, until=None, rerank: bool = False) -> dict:
+        """The same query in two vector spaces side by side (the TUI's compare view): by default
+        the library's quantised space (NPU, its simulation, or CPU int8) and FP32, each chunk as
+        its encoder ranks it, with overlap@k and RBO. ``rerank``: let the NPU side be re-ranked
+        with FP32 vectors (default: its own ranking, what 8 bits cost)."""
+        from .session import SearchRequest
+        from .spaces import compare_fix, pick_compare_spaces, space_label
+
+        self._check_query(query, mode)
+        filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
+        infos = {s.name: s for s in self.session.library.spaces()}
+        if spaces:
+            pair = tuple(spaces)
+            unknown = [name for name in pair if name not in infos]
+            if len(pair) != 2 or unknown:
+                raise ServiceError(f"Compare needs two of this library's spaces (got {', '.join(pair)}).",
+                                   f"Its spaces: {', '.join(infos) or 'none'}.")
+        else:
+            pair = pick_compare_spaces(infos.values())
+            if pair is None:
+                raise ServiceError("This library has no NPU (or 8-bit) space next to its FP32 space to compare.",
+                                   "Give it one: " + compare_fix(list(infos), str(self.session.library_path)))
+        with self._busy():
+            result = self._call(self.session.compare, SearchRequest(
+                seq=0, query=query, mode=mode, k=self._k(k), filters=filters, rerank=bool(rerank)), pair)
+        for side in (result.left, result.right):
+            self._inside(side)
+        data = result.to_dict()
+        data["sides"] = [{"space": name, "label": space_label(infos[name])} for name in pair]
+        data["library"] = self.session.freshness().to_dict()
+        if not filters.empty:
+            data["filters"] = filters.to_dict()
+        return data
 
     def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, k: int = 10,
                 space: str | None = None, path: str | None = None, type=None, kind=None, lang=None,
@@ -225,8 +263,15 @@ class LibraryService:
                 "text": text, "text_truncated": cut}
 
     def status(self) -> dict:
+        """``status --json`` plus what a front end shows beside it: the default space, the
+        encoder open for it ("backend", None until a query opened one), documents per kind and
+        chunks per language (the web page's filters offer these)."""
         d = status_json(self.session.status(), self.session.freshness())
         d["default_space"] = self.session.default_space()
+        d["backend"] = self.session.backend_label(d["default_space"])
+        q = self.session.library.query
+        d["kinds"] = documents.kind_counts(q)
+        d["langs"] = documents.lang_counts(q)
         return d
 
     def health(self) -> dict:

@@ -142,6 +142,12 @@ class LibrarySession:
         with self._engine:
             self.searcher.search("warm up", k=1, mode="vector", space=space, fallback=False)
 
+    def backend_label(self, space: str | None) -> str | None:
+        """What encodes queries of ``space`` ("CPU FP32", "Hailo-10H", ...), once its encoder is
+        open (None before: asking must not open a device)."""
+        enc = self.searcher.opened_encoder(space) if space else None
+        return None if enc is None else enc.label
+
     def default_space(self) -> str | None:
         try:
             return self.searcher.default_space()

@@ -104,11 +104,12 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
 @click.option("--precision", default=None,
               help=f"Precision profile: {', '.join(PROFILES)}, or a JSON/TOML file mapping site groups to 8/16 "
                    "bits, e.g. {\"bits\": {\"residual_add\": 16, \"layernorm\": 16, \"ffn_out\": 8}}. Default: "
-                   "balanced, with the ladder stepping down to a8 on the known compiler walls. --precision a8 "
-                   "on hailo10h gives exactly the model script of the one public Hailo-10H report.")
+                   "zoo-a16 on hailo10h (the 16 bits of Hailo's own text encoders for that chip; any failure steps "
+                   "down to a8), balanced elsewhere. --precision a8 on hailo10h goes straight to the model script of "
+                   "the one public Hailo-10H report, skipping a 16-bit attempt that may cost an hour of CPU.")
 @click.option("--mask", type=click.Choice(["keys01", "scores01", "additive", "softmax"]), default=None,
               help="How the HEF takes the attention mask. keys01 (default on hailo10h; the public Hailo-10H report, "
-                   "DFC 5.3.0): one 0/1 value per token at the mask Mul, applied inside softmax "
+                   "DFC 5.3.0): one 0/1 value per token, fed to the score adds, applied inside softmax "
                    "(set_input_mask_to_softmax), SEQ bytes per frame. scores01 (default on hailo8/hailo8l; the model "
                    "zoo's all_minilm_l6_v2, DFC 3.34): the same 0/1 mask fed score-shaped, heads x SEQ values per "
                    "token. additive (the zoo's bert_base_uncased, DFC 3.33): one additive value per token, added to "
@@ -123,10 +124,12 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
 @click.option("--calib", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Use this .npz (arrays 'embeddings' and 'mask') instead of the bundle's calibration set.")
 @click.option("--fallback/--no-fallback", default=True, show_default=True,
-              help="On a known compiler wall (BackendAllocatorException, NegativeSlopeExponentNonFixable), step "
-                   "down and try again: on hailo10h straight to a8 (the public report's script), elsewhere one "
-                   "16-bit group at a time (FFN projections, LayerNorm internals, residual adds, then a8). Stages "
-                   "already done are reused; every attempt is recorded in the work folder's build-report.json.")
+              help="Step down and try again: on hailo10h after any failure, whatever the error, straight to a8 "
+                   "(exactly the public report's script); elsewhere on a known compiler wall "
+                   "(BackendAllocatorException, NegativeSlopeExponentNonFixable) one 16-bit group at a time (FFN "
+                   "projections, LayerNorm internals, residual adds, then a8). Stages already done are reused; "
+                   "every attempt (stage, exception, message, time) is recorded in the work folder's "
+                   "build-report.json.")
 @click.option("--no-report", is_flag=True, help="Skip the emulator quality report before compiling.")
 @click.option("--work-dir", type=click.Path(file_okay=False), default=None,
               help="Where stages are saved for resuming. Default: BUNDLE/build/<hw-arch>.s<SEQ>/ (not needed "
@@ -149,13 +152,13 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
     With no options it builds the recipe on record for the chip:
       hailo10h   the public Hailo-10H report (DFC 5.3.0): mask keys01, its model script
                  (calibration 1024/16, equalization, optimisation level 0, mask command);
-                 balanced first, then that report's all-8-bit script on a known wall
+                 zoo-a16 first, then that report's all-8-bit script on any failure
       hailo8/8l  the model zoo's all_minilm_l6_v2 (DFC 3.34): mask scores01, the zoo's script
 
     \b
     Stages (each saved, so a re-run resumes where it stopped):
       parse      the encoder body cut where the recipe cuts it (embeddings NWC; the mask
-                 at the mask Mul, NHWC / NGWC score-shaped / additive per token)
+                 after the mask Mul, NHWC / NGWC score-shaped / additive per token)
       preflight  the calibration arrays against the parsed input layers
       optimize   quantise with the model script written from --precision
       report     FP32 vs quantised emulation on multilingual sentences (basis-independent)
@@ -185,7 +188,8 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
 @click.argument("bundle", type=click.Path(file_okay=False))
 @click.option("--precision", "precision", default="balanced", show_default=True,
               help="Precision profile, as for 'compile hef': a8 (everything 8-bit), balanced (16 bits on "
-                   "residual adds, LayerNorm internals and FFN output projections) or a JSON/TOML file "
+                   "residual adds, LayerNorm internals and FFN output projections), zoo-a16 (the hailo10h first "
+                   "rung: the input, every projection, the residual adds and LayerNorm internals) or a JSON/TOML file "
                    "mapping site groups to 8/16 bits.")
 @click.option("--mask", "mask", default=None, metavar="inside|keys01|scores01|additive[:VALUE]",
               help="How the attention mask meets the 8-bit scores. inside (also keys01, scores01: the HEF "

@@ -30,7 +30,7 @@ from .options import bundle_option, library_option
 @bundle_option()
 def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, debounce_ms, rescan_min,
               no_mcp, max_k, max_concurrent, bundle):
-    """Serve the library over HTTP (JSON API + OpenAPI) and MCP from one warm process.
+    """Serve the library over HTTP (a web page, JSON API + OpenAPI) and MCP from one warm process.
 
     The encoder (NPU or CPU) is opened once, so a query costs its search and its encoding,
     not a process start. Read-only: it answers from the library's database and never reads
@@ -38,6 +38,7 @@ def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, 
 
     \b
     On the Pi:      hefsearch serve --host 0.0.0.0 --watch      (prints the token once)
+    A browser:      http://pi:8765/?q=rent+due  (asks once for the token; or ssh -L 8765:127.0.0.1:8765 pi)
     From a laptop:  curl -H "Authorization: Bearer $TOKEN" "http://pi:8765/search?query=rent+due"
     MCP clients:    http://pi:8765/mcp (same token), or 'hefsearch mcp' over stdio.
     """

@@ -5,7 +5,8 @@
   done: a failed compile never redoes an optimisation that took hours, and a profile that hit a
   wall is not tried again with the same network, script and calibration;
 - ``build-report.json`` (:func:`write_build_report`): what was planned, every rung of the ladder
-  tried (:class:`Attempt`: stage outcomes, the wall, seconds, the model script) and how it ended,
+  tried (:class:`Attempt`: stage outcomes, the failure with its stage, exception class, message
+  and time, the wall, seconds, the model script) and how it ended,
   written after every attempt so an interrupted build leaves what it learned.
 """
 
@@ -35,6 +36,9 @@ class Attempt:
     seconds: dict = field(default_factory=dict)
     model_script: str | None = None  # the file name of the script this attempt optimised with
     wall: str | None = None  # the known wall it hit: "allocator" or "negative_exponent"
+    #: how it failed, if it did: {"stage", "exception" (class name), "message", "seconds" (spent in
+    #: that stage), "at" (UTC time)}; the same for a failure remembered from an earlier run
+    failure: dict | None = None
 
 
 def stage_key(*parts) -> str:

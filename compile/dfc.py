@@ -27,10 +27,12 @@ Defaults per chip (what is on record; docs/hailo-facts.md has the sources):
 - ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report,
   ``shared/reference/seeds/000_0bd7e697973448cf.txt``, DFC 5.3.0): mask mode ``keys01``
   (:mod:`hefsearch.embed.mask_layout`) and that report's model script
-  (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``balanced``
-  (16 bits off the attention path only), and on either wall that report hit it goes straight to
-  the report's 8-bit script, since the report found the mere presence of an a16 layer to crash
-  the allocator (intermediate rungs would cost another optimisation each for the same crash).
+  (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``zoo-a16`` (16
+  bits where the zoo's Hailo-10H text encoders put them, with the zoo's lines), and on *any*
+  failure of it, whatever the exception class, it goes straight to the report's 8-bit script,
+  exactly (the report's author later saw a cascade of failures under classes that are not
+  public; intermediate rungs would cost another optimisation each). docs/compiling.md says why
+  a 16-bit rung comes first at all and what it costs without a GPU.
 - ``hailo8`` / ``hailo8l``: the model zoo's all_minilm_l6_v2 recipe (mask mode ``scores01``,
   the zoo's script) on DFC 3.34+, where the zoo uses ``set_input_mask_to_softmax()``; on other
   DFC 3.x the command is probed on the parsed network and, when it is missing and no ``--mask``
@@ -47,7 +49,9 @@ Known failure modes and what happens:
   exception, or named only in a message): ``NegativeSlopeExponentNonFixable`` in optimize() and
   ``BackendAllocatorException`` in compile() (or optimize()). With the ladder (the default) the
   build steps down, re-optimising only for profiles not optimised before; without it, or at the
-  last rung, the wall is explained. Every attempt is recorded in the work folder's
+  last rung, the wall is explained. On Hailo-10H any other failure steps down too, and a failure
+  of the report's own script stops with its context and what to send upstream. Every attempt
+  (stage, exception class, message, seconds, time) is recorded in the work folder's
   ``build-report.json`` and in the manifest, which also records the profile the HEF finally has.
 """
 
@@ -70,7 +74,8 @@ from hefsearch.embed.precision import PrecisionProfile
 from . import calib as calib_mod
 from .bodies import resolve_body
 from .build_record import Attempt, BuildState, stage_key, write_build_report
-from .dfc_errors import AllocatorCrash, CompileError, MaskCommandMissing, explain_wall, known_wall
+from .dfc_errors import (SIXTEEN_BIT_COST, AllocatorCrash, CompileError, MaskCommandMissing, explain_wall, known_wall,
+                         report_script_failed)
 from .dfc_onnx import EMBEDDINGS, MASK, NET_NAME, OUTPUT, make_dfc_onnx, verify_dfc_onnx
 from .dfc_sdk import Sdk, check_dfc_target, load_sdk, probe_mask_command
 from .hef_plan import HefOptions, HefPlan, plan_build
@@ -219,23 +224,33 @@ def preflight_stage(b: _Build, parsed: Parsed, emb, mask, info: dict) -> Calibra
     return Calibrated(calib, rows, info)
 
 
-def _wall_step(b: _Build, e: BaseException, profile: PrecisionProfile, att: Attempt, stage: str,
-               last: bool, key: str) -> None:
-    """Turn one of the report's walls into a step down the ladder (not at the last rung) or an
-    explanation; anything else is left to the caller. The wall is kept in state.json under the
-    optimised model's key, so a re-run does not spend another hour on the same crash."""
+def _failed(b: _Build, e: Exception, profile: PrecisionProfile, att: Attempt, stage: str, last: bool, key: str,
+            seconds: float) -> None:
+    """Any failure of optimize() or compile(), whatever its exception: recorded in the attempt
+    (stage, exception class, message, seconds, time). Then a step down the ladder (not at the last
+    rung) when it is one of the report's walls, or on Hailo-10H any failure (every rung before
+    the last there is a 16-bit one or your own options; the last is the report's script);
+    else the error that stops the build. A failure that stepped down is kept in state.json under
+    the optimised model's key, so a re-run does not spend another hour on the same crash."""
     wall = known_wall(e)
-    if wall is None:
-        return
     att.wall = wall
     att.error = f"{type(e).__name__}: {e}"
-    setattr(att, stage, wall)
-    b.state.data.setdefault("walls", {})[key] = {"stage": stage, "wall": wall, "error": att.error[:2000]}
-    b.state.save()
-    what = "BackendAllocatorException" if wall == "allocator" else "NegativeSlopeExponentNonFixable"
-    b.say(f"{stage}: {what} with profile {profile.describe()}")
-    if not last:
+    att.failure = {"stage": stage, "exception": type(e).__name__, "message": str(e)[:4000], "seconds": seconds,
+                   "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    setattr(att, stage, wall or "failed")
+    steps = not last and (wall is not None or b.plan.step_down_on_any)
+    if wall is not None or steps:
+        b.state.data.setdefault("walls", {})[key] = {"stage": stage, "wall": wall, "error": att.error[:2000],
+                                                      "failure": att.failure}
+        b.state.save()
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    b.say(f"{stage}: {type(e).__name__} with profile {profile.describe()}: {first}")
+    if steps:
         raise _StepDown from e
+    if last and b.plan.report_rung:
+        raise report_script_failed(stage, e, wall, b.opts.hw_arch, b.seq, b.work, att.model_script, b.sdk.version) from e
+    if wall is None:
+        return
     if wall == "allocator" and profile.is_all_8bit and stage == "compile":
         raise AllocatorCrash(
             f"The Dataflow Compiler's allocator could not place the network on {b.opts.hw_arch} even at "
@@ -250,11 +265,13 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
     """Consumes the parsed network and the calibration; produces optimized-<key>.har for
     ``profile`` (or reuses it). One of the report's walls steps down the ladder unless ``last``."""
     opts, say, state = b.opts, b.say, b.state
-    calibset, batch = b.plan.calibration(cal.rows, opts.calib_batch_size)
+    report = last and b.plan.report_rung  # the report's script exactly, whatever the options
+    calibset, batch = b.plan.calibration(cal.rows, None if report else opts.calib_batch_size)
     script = build_model_script(
         profile, parsed.hn, calibset_size=calibset, batch_size=batch,
-        optimization_level=opts.optimization_level, compression_level=opts.compression_level,
-        extra_lines=b.plan.extra_lines, recipe=b.plan.recipe, mask_command=b.plan.mask_command)
+        optimization_level=0 if report else opts.optimization_level,
+        compression_level=0 if report else opts.compression_level,
+        extra_lines=() if report else b.plan.extra_lines, recipe=b.plan.recipe, mask_command=b.plan.mask_command)
     skey = stage_key(parsed.key, script, cal.info.get("sha256", ""))
     script_path = b.work / f"model-{skey}.alls"
     script_path.write_text(script, encoding="utf-8")
@@ -262,9 +279,10 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
     opt_har = b.work / f"optimized-{skey}.har"
     rec = state.data["optimized"].get(skey)
     seen = state.data.get("walls", {}).get(skey)
-    if seen and not last:  # an earlier run hit a wall with exactly this network, script and calibration
+    if seen and not last:  # an earlier run failed with exactly this network, script and calibration
         att.wall, att.error = seen["wall"], seen["error"]
-        setattr(att, seen["stage"], f"{seen['wall']} (earlier run)")
+        att.failure = {**(seen.get("failure") or {"stage": seen["stage"]}), "earlier_run": True}
+        setattr(att, seen["stage"], f"{seen['wall'] or 'failed'} (earlier run)")
         say(f"{seen['stage']}: profile {profile.name} hit {seen['error'].split(':')[0]} in an earlier run; "
             "stepping down (--restart tries it again)")
         b.skipped.append(f"wall:{profile.name}")
@@ -277,12 +295,14 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
             runner = b.runner(opt_har)
         else:
             n16 = sum(len(sites[g]) for g in profile.sixteen_bit)
+            if n16 and b.plan.step_down_on_any and not last:
+                say(SIXTEEN_BIT_COST)
             say(f"optimize: profile {profile.describe()}, {n16} layers at 16 bits, "
-                f"optimization level {opts.optimization_level} (this can take a long time)")
+                f"optimization level {0 if report else opts.optimization_level} (this can take a long time)")
             t0 = time.perf_counter()
-            runner = b.runner(parsed.har)
-            runner.load_model_script(str(script_path))
             try:
+                runner = b.runner(parsed.har)
+                runner.load_model_script(str(script_path))
                 runner.optimize(cal.calib)
             finally:
                 att.seconds["optimize"] = round(time.perf_counter() - t0, 2)
@@ -293,10 +313,9 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
             state.save()
             say(f"optimize: done in {att.seconds['optimize']:.1f} s -> {opt_har}")
     except Exception as e:
-        _wall_step(b, e, profile, att, "optimize", last, skey)
         if isinstance(e, HefsearchError):
             raise
-        att.optimize, att.error = "failed", f"{type(e).__name__}: {e}"
+        _failed(b, e, profile, att, "optimize", last, skey, att.seconds.get("optimize", 0.0))
         raise CompileError(
             f"optimize() failed with profile {profile.name}: {type(e).__name__}: {e}",
             f"The model script is {script_path}; the parsed model is kept in {parsed.har}.") from e
@@ -347,8 +366,7 @@ def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Att
         hef_bytes = opt.runner.compile()
     except Exception as e:
         att.seconds["compile"] = round(time.perf_counter() - t0, 2)
-        _wall_step(b, e, profile, att, "compile", last, opt.key)
-        att.compile, att.error = "failed", f"{type(e).__name__}: {e}"
+        _failed(b, e, profile, att, "compile", last, opt.key, att.seconds["compile"])
         raise CompileError(
             f"compile() failed: {type(e).__name__}: {e}",
             f"The optimised model is kept in {opt.har}; a re-run resumes at compile.") from e
@@ -396,7 +414,7 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
             raise
         say(f"note: {e.message.splitlines()[0]} Switching to the zoo's BERT recipe (--mask additive).")
         b.plan = plan = replace(plan, mask_mode="additive", requested=replace(plan.requested, mask="additive"),
-                                ladder=[replace(p, mask="additive") for p in plan.ladder])
+                                ladder=[replace(p, mask="additive") for p in plan.ladder], report_rung=False)
         parsed = parse_stage(b)
     cal = preflight_stage(b, parsed, emb, mask, calib_info)
     sites = site_layers(parsed.hn)

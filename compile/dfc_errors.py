@@ -5,6 +5,13 @@ The walls are the two failures the public Hailo-10H report hit (DFC 5.3.0),
 in optimize(). :func:`known_wall` recognises them by name, also wrapped in another exception or
 named only in a message; the build steps down its fallback ladder on them
 (:mod:`hefsearch.compile.hef_plan`), and at the last rung :func:`explain_wall` says what to do.
+
+They are not the only ones: the report's author later saw a cascade on the same chip and DFC
+(community thread 19530: an attention crash, then an a16 conv failing with a "nan exponent", then
+"needs super-defuse"), under exception classes that are not public. So on Hailo-10H any failure
+of a 16-bit rung steps down whatever its class, and a failure of the last rung, the report's own
+8-bit script, stops with :func:`report_script_failed`: the report's context and what to send
+upstream.
 """
 
 from __future__ import annotations
@@ -91,3 +98,37 @@ def _explain_allocator(profile: PrecisionProfile, work: Path, fallback: bool) ->
     return AllocatorCrash(why, hint)
 
 
+
+
+#: said before a 16-bit attempt on Hailo-10H (docs/compiling.md has the reasoning)
+SIXTEEN_BIT_COST = (
+    "note: this 16-bit attempt may cost tens of minutes to an hour of CPU on a compile host without a GPU "
+    "(optimize() and compile() each; community thread 19530 reports 8 min 20 s for compile() alone with one a16 "
+    "conv, DFC 5.3.0). If it fails, whatever the error, the build steps down to the public Hailo-10H report's "
+    "8-bit script; --precision a8 goes straight to that script, the one build on record for this chip.")
+
+#: the one sentence-encoder build on record for Hailo-10H (shared/reference/seeds/000_0bd7e697973448cf.txt)
+REPORT_CONTEXT = (
+    "The public Hailo-10H report built exactly this script: paraphrase-multilingual-MiniLM-L12-v2 (12 layers, "
+    "hidden 384) at SEQ 256, DFC 5.3.0 on a CPU-only x86_64 host, HailoRT 5.3.0; 13 contexts, about 19.4 MB.")
+
+
+def report_script_failed(stage: str, exc: BaseException, wall: str | None, hw_arch: str, seq: int, work: Path,
+                         script: str | None, dfc_version: str) -> CompileError:
+    """The last rung on Hailo-10H, the report's own 8-bit script, failed: nothing lower is on
+    record. Says what failed, the report's context, and what to send upstream."""
+    what = f"{type(exc).__name__}: {str(exc).strip()[:600]}"
+    why = (f"The public Hailo-10H report's 8-bit model script failed in {stage}() for {hw_arch} at SEQ {seq} "
+           f"(DFC {dfc_version}): {what}. {REPORT_CONTEXT} There is no lower rung to step down to.")
+    hint = ""
+    if wall == "allocator":
+        hint = "It may not fit at this SEQ: try a shorter --seq-len (and 'hefsearch compile calib --seq-len'). "
+    hint += (f"Please send upstream (the Hailo community forum, community.hailo.ai, beside thread 19530; and "
+             f"hefsearch's issue tracker): {work / 'build-report.json'} (every attempt: stage, exception, message, "
+             f"time), the model script {work / script if script else 'in ' + str(work)}, the DFC version "
+             f"({dfc_version}; 'hailo --version'), the bundle's manifest.json and the DFC's own log files from the "
+             f"folder you ran in. Finished stages are kept in {work}; a re-run resumes there.")
+    cls = AllocatorCrash if wall == "allocator" else NegativeExponentWall if wall == "negative_exponent" else CompileError
+    if cls is AllocatorCrash:
+        why = why.replace("There is no lower", "The allocator could not place it even at 8 bits. There is no lower")
+    return cls(why, hint)

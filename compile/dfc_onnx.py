@@ -6,11 +6,14 @@ the same thing:
 
 - ``embeddings``      float32 [N, S, H]   (the host's word + position + type sum), parsed NWC;
 - ``attention_mask``, by HEF mask mode (:mod:`hefsearch.embed.mask_layout`), always the tensor
-  the score Adds take, where the mask Mul's output was:
+  the score Adds take, where the mask Mul's output was (the cut is *after* the mask Mul):
 
-  - ``keys01`` (the public Hailo-10H report, start node ``/Mul``): [N, 1, 1, S], parsed NHWC
-    ([1, 1, S]); ``set_input_mask_to_softmax()`` makes the DFC take the raw 0/1 mask there and
-    apply it inside every softmax;
+  - ``keys01`` (the public Hailo-10H report): [N, 1, 1, S], parsed NHWC ([1, 1, S]);
+    ``set_input_mask_to_softmax()`` makes the DFC take the raw 0/1 mask and apply it inside
+    every softmax. The report's start node is the ``/Mul`` itself, so its mask passes that Mul
+    (a constant scale) before the Adds; here it feeds the Adds directly. Neither public source
+    shows a mask fed straight into the score Adds with the command: an open question for
+    hardware (docs/hailo-facts.md);
   - ``scores01`` (the zoo's all_minilm_l6_v2, start node ``masked_fill``): [N, heads, S, S], fed
     straight into each layer's score Add and parsed NGWC ([1, S, heads*S]), with the same
     command and 0/1 values;

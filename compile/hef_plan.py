@@ -26,6 +26,11 @@ from .model_script import (DFC_FINETUNE_LINE, RECIPE_HAILO10H, REPORT_BATCH, REP
 HW_ARCHS = ("hailo10h", "hailo8", "hailo8l")
 #: the precision profile a build starts from when none is asked for (the ladder steps down)
 DEFAULT_PRECISION = "balanced"
+#: per chip: on Hailo-10H the 16 bits of Hailo's own text encoders for that chip (docs/compiling.md
+#: says why a 16-bit rung comes first there at all)
+DEFAULT_PRECISION_FOR = {"hailo10h": "zoo-a16"}
+#: the name of the Hailo-10H ladder's last rung: the public report's 8-bit script, exactly
+REPORT_RUNG = "a8"
 #: the HEF mask mode on record for each chip (compile/dfc.py's docstring has the sources)
 DEFAULT_MASK = {"hailo10h": "keys01", "hailo8": "scores01", "hailo8l": "scores01"}
 
@@ -71,6 +76,12 @@ class HefPlan:
     recipe: str  # model_script.RECIPE_HAILO10H or RECIPE_ZOO
     fallback: bool
     body: Body | None = None  # the encoder body compiled (None: the original)
+    #: the last rung writes the public Hailo-10H report's script exactly (no --alls-extra lines,
+    #: optimisation and compression level 0, calibration batch 16), whatever the options
+    report_rung: bool = False
+    #: any failure of a rung before the last, whatever its exception, steps down (Hailo-10H, where
+    #: those rungs are 16-bit or carry the user's own options); elsewhere only the known walls do
+    step_down_on_any: bool = False
 
     @property
     def mask_command(self) -> bool:
@@ -84,15 +95,21 @@ class HefPlan:
         return min(rows, REPORT_CALIBSET), min(int(batch_size), rows)
 
 
-def build_ladder(requested: PrecisionProfile, hw_arch: str, fallback: bool) -> list[PrecisionProfile]:
-    """The profiles to try in turn. Hailo-10H: the requested one, then straight to a8 (the public
-    report found every a16 build to crash the allocator, whatever the layers); other chips: one
-    site group at a time (embed/precision.py ``fallback_ladder``)."""
+def build_ladder(requested: PrecisionProfile, hw_arch: str, fallback: bool,
+                 own_settings: bool = False) -> list[PrecisionProfile]:
+    """The profiles to try in turn. Hailo-10H: the requested one, then straight to the public
+    report's 8-bit script, the one build on record for that chip (the report and community
+    thread 19530 saw 16-bit builds fail in ways no intermediate rung is known to avoid, and each
+    attempt costs up to an hour of CPU); ``own_settings`` (extra lines, other levels) makes even
+    an all-8-bit request a rung of its own before it. Other chips: one site group at a time
+    (embed/precision.py ``fallback_ladder``)."""
     if not fallback:
         return [requested]
     if hw_arch == "hailo10h":
-        a8 = PrecisionProfile("a8", {}, requested.mask)
-        return [requested] if requested.same_bits(a8) else [requested, a8]
+        a8 = PrecisionProfile(REPORT_RUNG, {}, requested.mask)
+        if not requested.same_bits(a8):
+            return [requested, a8]
+        return [replace(requested, name=f"{requested.name}+options"), a8] if own_settings else [requested]
     return fallback_ladder(requested)
 
 
@@ -107,7 +124,7 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
     if not 8 <= seq <= bundle.seq_len:
         raise CompileError(f"--seq-len {seq} is outside 8..{bundle.seq_len} (the bundle's window).",
                            "Re-export the bundle with a longer --seq-len to compile a longer window.")
-    requested = load_profile(opts.precision or DEFAULT_PRECISION)
+    requested = load_profile(opts.precision or DEFAULT_PRECISION_FOR.get(opts.hw_arch, DEFAULT_PRECISION))
     try:
         mode = hef_mask_mode(opts.mask or DEFAULT_MASK[opts.hw_arch])
     except ValueError:
@@ -117,18 +134,23 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
             f"{opts.hw_arch}'s default ({DEFAULT_MASK[opts.hw_arch]}).")
     requested = replace(requested, mask=mode.profile_mask)
     fallback = True if opts.fallback is None else bool(opts.fallback)
-    ladder = build_ladder(requested, opts.hw_arch, fallback)
-    if requested.attention_sixteen_bit:
-        say(f"warning: profile {requested.name} puts 16 bits on the attention path "
-            f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
     extra = read_extra_lines(opts.alls_extra)
     if opts.dfc_finetune:
         say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow) "
             "and optimisation level 1+; 'hefsearch compile robust' does the same job on any CPU, before the DFC.")
         extra = [DFC_FINETUNE_LINE, *extra]
+    recipe = recipe_for(opts.hw_arch)
+    report_rung = fallback and recipe == RECIPE_HAILO10H and mode.name == "keys01"
+    own = bool([ln for ln in extra if ln.strip()]) or opts.optimization_level != 0 or opts.compression_level != 0 \
+        or (opts.calib_batch_size not in (None, REPORT_BATCH))
+    ladder = build_ladder(requested, opts.hw_arch, fallback, own_settings=own and report_rung)
+    if requested.attention_sixteen_bit:
+        say(f"warning: profile {requested.name} puts 16 bits on the attention path "
+            f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
     body, why = choose_body(bundle, opts.body, opts.hw_arch, requested.is_all_8bit)
     say(f"encoder body: {body.file} ({why})")
-    return HefPlan(bundle, seq, requested, ladder, extra, mode.name, bool(opts.mask),
-                   recipe_for(opts.hw_arch), fallback, body)
+    return HefPlan(bundle, seq, requested, ladder, extra, mode.name, bool(opts.mask), recipe, fallback, body,
+                   report_rung=report_rung,
+                   step_down_on_any=opts.hw_arch == "hailo10h")
 
 

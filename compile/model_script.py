@@ -19,9 +19,12 @@ Two recipes, each the one public record for its chips:
 
   Nothing else: the same report found ``model_optimization_config(negative_exponent, ...,
   rank=0)`` to fail in optimize() with an 8-bit softmax (``NegativeSlopeExponentNonFixable``), so
-  that line is written only when the softmax is 16-bit (the report's fix). A 16-bit rung adds its
-  ``quantization_param`` lines, and ``ew_add_fusing, policy=disabled`` when it puts the residual
-  adds at 16 bits (the zoo's BERT script does so, which keeps the ``ew_add`` layers addressable).
+  that line is written only when the softmax is 16-bit (the report's fix). A 16-bit rung adds
+  the lines Hailo's own 12-layer text encoders for Hailo-10H carry beside their a16 lines
+  (:data:`ZOO_A16_LINES`, each written under a comment naming its file in hailo_model_zoo), then
+  one ``quantization_param`` line per 16-bit site group, each under a comment naming the public
+  line it follows (:data:`A16_SOURCES`). Those zoo encoders have no mask input, so these lines
+  are not shown anywhere together with ``set_input_mask_to_softmax()``; the script says so.
 - ``zoo`` (:data:`RECIPE_ZOO`, Hailo-8/8L): the model zoo's transformer text-encoder scripts
   (all_minilm_l6_v2 and bert_base_uncased): the mask command first when the mask mode uses it,
   calibration, equalization, ``ew_add_fusing`` off, the flavour, ``matmul_correction``
@@ -47,6 +50,37 @@ MASK_COMMAND = "set_input_mask_to_softmax()"
 NEGATIVE_EXPONENT = "model_optimization_config(negative_exponent, layers={*}, rank=0)"
 EW_ADD_UNFUSED = "pre_quantization_optimization(ew_add_fusing, policy=disabled)"
 EQUALIZATION = "pre_quantization_optimization(equalization, policy=enabled)"
+#: Hailo's 12-layer text encoders on Hailo-10H (hailo_model_zoo v5.2; the generic scripts its
+#: core/main_utils.py uses for that chip; on chip 89.5 vs 90.6 float, 49.5 FPS for CLIP ViT-B/32)
+ZOO_CLIP_TEXT = "hailo_model_zoo/cfg/alls/generic/clip_vit_b_32_text_encoder.alls"
+ZOO_SIGLIP_TEXT = "hailo_model_zoo/cfg/alls/generic/siglip2_b_32_256_text_encoder.alls"
+REPORT_SOURCE = "shared/reference/seeds/000_0bd7e697973448cf.txt"
+#: what a Hailo-10H 16-bit rung writes beside its a16 lines: (line, the public files it is in)
+ZOO_A16_LINES = (
+    ("model_optimization_config(globals, multiproc_policy=disabled)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
+    ("pre_quantization_optimization(ew_add_fusing, policy=disabled)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
+    ("pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
+     "bit_decomposition_mode=uniform_precision)", (ZOO_CLIP_TEXT,)),
+)
+#: written after the a16 lines: the feature splitters back to 8 bits, and the allocator's legacy
+#: spatial defuse (perhaps the "super-defuse" community thread 19530 was asked for; unconfirmed)
+ZOO_A16_TAIL = (
+    ("quantization_param({conv_feature_splitter[0-9]*_[2-3]}, precision_mode=a8_w8)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
+    ("allocator_param(spatial_defuse_legacy=True)", (ZOO_CLIP_TEXT,)),
+)
+_ZOO_A16 = f"{ZOO_CLIP_TEXT}, {ZOO_SIGLIP_TEXT}"
+#: site group -> the public a16 line its quantization_param line follows on Hailo-10H
+A16_SOURCES = {
+    "input": f"quantization_param(input_layer1, precision_mode=a16_w16) in {_ZOO_A16}",
+    "residual_add": f"quantization_param({{ew_add*}}, precision_mode=a16_w16) in {_ZOO_A16} "
+                    "(residual adds only: the score adds are on the attention path)",
+    "qkv": f"quantization_param({{conv*}}, precision_mode=a16_w16) in {_ZOO_A16}",
+    "attention_out": f"quantization_param({{conv*}}, precision_mode=a16_w16) in {_ZOO_A16}",
+    "ffn_in": f"quantization_param({{conv*}}, precision_mode=a16_w16) in {_ZOO_A16}",
+    "ffn_out": f"quantization_param({{conv*}}, precision_mode=a16_w16) in {_ZOO_A16}",
+    "softmax": f"the 16-bit softmax of the public Hailo-10H report, section 5 ({REPORT_SOURCE})",
+    "attention_scores": f"16 bits on the score path, tried in the public Hailo-10H report, section 5 ({REPORT_SOURCE})",
+}
 RECIPE_HAILO10H = "hailo10h"
 RECIPE_ZOO = "zoo"
 RECIPES = (RECIPE_HAILO10H, RECIPE_ZOO)
@@ -82,10 +116,14 @@ def layer_group(layer: dict) -> str | None:
 
 
 def site_layers(hn: dict) -> dict[str, list[str]]:
-    """Site group -> parsed layer names (short, in network order); every group is present."""
+    """Site group -> parsed layer names (short, in network order); every group is present. The
+    ``input`` group is the first input layer only, the embeddings (the zoo's ``input_layer1``):
+    the mask input is never put at 16 bits."""
     out: dict[str, list[str]] = {g: [] for g in SITE_GROUPS}
     for name, layer in hn["layers"].items():
         group = layer_group(layer)
+        if group == "input" and out["input"]:
+            continue
         if group:
             out[group].append(short_name(name))
     return out
@@ -123,16 +161,12 @@ def build_model_script(
               f"compression_level={int(compression_level)})")
     lines = [HEADER, f"# precision profile: {profile.describe()}"]
     if recipe == RECIPE_HAILO10H:
-        lines.append("# recipe: the public Hailo-10H report (DFC 5.3.0), shared/reference/seeds/000_0bd7e697973448cf.txt")
+        lines.append(f"# recipe: the public Hailo-10H report (DFC 5.3.0), {REPORT_SOURCE}")
         lines += [calibration, EQUALIZATION, flavor]
         if command:
             lines.append(MASK_COMMAND)
-        if profile.bits_for("residual_add") == 16:
-            lines.append(EW_ADD_UNFUSED)
-        if profile.bits_for("softmax") == 16:
-            lines.append("# negative_exponent only with a 16-bit softmax: at 8 bits it fails in optimize() "
-                         "(NegativeSlopeExponentNonFixable, same report)")
-            lines.append(NEGATIVE_EXPONENT)
+        if profile.sixteen_bit:
+            return _hailo10h_sixteen_bit(lines, profile, sites, extra_lines, command)
     else:
         lines.append("# recipe: the model zoo's transformer text encoders (all_minilm_l6_v2, bert_base_uncased)")
         if command:
@@ -145,6 +179,45 @@ def build_model_script(
             continue
         lines.append(f"# {group}: {SITE_GROUPS[group].description}")
         lines.append(f"quantization_param([{', '.join(layers)}], precision_mode=a16_w16)")
+    extra = [ln.rstrip() for ln in extra_lines if ln.strip()]
+    if extra:
+        lines.append("# user lines (--alls-extra)")
+        lines += extra
+    return "\n".join(lines) + "\n"
+
+
+def _sourced(lines: list[str], line: str, files) -> None:
+    lines.append(f"# from {', '.join(files)}")
+    lines.append(line)
+
+
+def _hailo10h_sixteen_bit(lines: list[str], profile: PrecisionProfile, sites: dict, extra_lines, command: bool) -> str:
+    """The rest of a Hailo-10H 16-bit rung's script after the report's lines: every line under a
+    comment naming its public source."""
+    if command:
+        lines.append("# note: the zoo's Hailo-10H text encoders have no mask input; these lines are not shown "
+                     "together with set_input_mask_to_softmax() in any public script")
+    for line, files in ZOO_A16_LINES:
+        _sourced(lines, line, files)
+    if profile.bits_for("softmax") == 16:
+        _sourced(lines, NEGATIVE_EXPONENT, (f"{REPORT_SOURCE} section 5.1 (with a 16-bit softmax only: at 8 bits it "
+                                            "fails in optimize(), NegativeSlopeExponentNonFixable)",))
+    for group in profile.sixteen_bit:
+        layers = sites[group]
+        if group == "layernorm":  # no a16 line in any public Hailo-10H script: the decomposition line does it
+            lines.append("# layernorm: no quantization_param line; the layer_norm_decomposition(..., "
+                         f"bit_decomposition_mode=uniform_precision) line above ({ZOO_CLIP_TEXT}) is how the "
+                         "zoo's Hailo-10H encoders treat it (own reading: the internals keep the 16 bits of "
+                         "the residual adds feeding them; not verified on a DFC)")
+            continue
+        if not layers:
+            lines.append(f"# {group}: 16 bits requested, but no layer of the parsed network belongs to it")
+            continue
+        source = A16_SOURCES.get(group, "no public Hailo-10H script (a user profile's own choice)")
+        lines.append(f"# {group}: {SITE_GROUPS[group].description}; follows {source}")
+        lines.append(f"quantization_param([{', '.join(layers)}], precision_mode=a16_w16)")
+    for line, files in ZOO_A16_TAIL:
+        _sourced(lines, line, files)
     extra = [ln.rstrip() for ln in extra_lines if ln.strip()]
     if extra:
         lines.append("# user lines (--alls-extra)")

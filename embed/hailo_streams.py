@@ -42,19 +42,27 @@ def exact_quantiser(spec: StreamSpec, values: tuple[float, ...]):
 def stream_quantiser(spec: StreamSpec):
     """A host-side quantiser to the input stream's native type, or None when the stream has no
     single (scale, zero point): HailoRT's own formula (``quantization.hpp`` ``quantize_input``:
-    clip to the type's float limits, ``x / scale + zp``, round half to even), so the device
-    receives the bytes it would have made from FLOAT32 itself."""
+    clip x to the stream's ``limvals`` first, then ``x / scale + zp``, round half to even), so the
+    device receives the bytes it would have made from FLOAT32 itself. Without limvals the clip is
+    to the float range the type spans; the final clip to the type only guards the cast."""
     if spec.type not in QMAX or len(spec.quant) != 1 or not spec.quant[0][0] > 0:
         return None
     scale, zp = (np.float32(v) for v in spec.quant[0])
     qmax = QMAX[spec.type]
     dtype = np.uint8 if spec.type == "UINT8" else np.uint16
+    if scale == 1 and zp == 0:  # HailoRT's identity quant info: rounded only, no limvals clip
+        lo, hi = np.float32(-np.inf), np.float32(np.inf)
+    elif spec.limvals:
+        lo, hi = (np.float32(v) for v in spec.limvals[0])
+    else:
+        lo, hi = (np.float32(0) - zp) * scale, (np.float32(qmax) - zp) * scale
 
     def encode(v: np.ndarray) -> np.ndarray:
-        q = np.asarray(v, dtype=np.float32) / scale
+        q = np.clip(np.asarray(v, dtype=np.float32), lo, hi)
+        q /= scale
         q += zp
         np.rint(q, out=q)  # numpy rounds half to even, as HailoRT's bankers_round
-        np.clip(q, 0, qmax, out=q)  # = clipping x to limvals [(0 - zp) * scale, (qmax - zp) * scale]
+        np.clip(q, 0, qmax, out=q)
         return q.astype(dtype)
 
     return encode

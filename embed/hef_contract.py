@@ -39,10 +39,12 @@ import numpy as np
 from .errors import BackendUnavailable
 from .mask_layout import MaskLayout
 
-#: host-side orders whose buffer is [h, w, c] (HailoRT maps FCR/F8CR to an NHWC host buffer)
-HWC_ORDERS = {"NHWC", "FCR", "F8CR"}
+#: host-side orders whose buffer is [h, w, c]: HailoRT maps FCR/F8CR to an NHWC host buffer, and
+#: NHCW is a device-side order that is not used on the host, where such a stream is NHWC too
+#: (hailort ``hailort/libhailort/include/hailo/hailort.h``, comments on ``HAILO_FORMAT_ORDER_*``)
+HWC_ORDERS = {"NHWC", "FCR", "F8CR", "NHCW"}
 #: every order we know how to read into [tokens, channels]
-SUPPORTED_ORDERS = HWC_ORDERS | {"NHCW", "NCHW", "NC", "NHW"}
+SUPPORTED_ORDERS = HWC_ORDERS | {"NCHW", "NC", "NHW"}
 DTYPES = {"UINT8": np.uint8, "UINT16": np.uint16, "FLOAT32": np.float32}
 
 
@@ -66,6 +68,9 @@ class StreamSpec:
     type: str
     quant: tuple[tuple[float, float], ...] = ()
     flags: str = "NONE"
+    #: (limvals_min, limvals_max) per quant info: the float range HailoRT clips an input to
+    #: before quantising it (``quantization.hpp``); empty when unknown (then the type's range)
+    limvals: tuple[tuple[float, float], ...] = ()
 
     @property
     def transposed(self) -> bool:
@@ -91,7 +96,7 @@ class StreamSpec:
 
     def tokens_channels(self, seq: int, hidden: int) -> tuple[int, int] | None:
         """How many tokens and channels this stream carries per frame, or None if unreadable."""
-        if self.order in HWC_ORDERS or self.order in ("NHCW", "NCHW"):
+        if self.order in HWC_ORDERS or self.order == "NCHW":
             if len(self.shape) != 3:
                 return None
             h, w, c = self.shape
@@ -395,9 +400,6 @@ def to_tokens(buf: np.ndarray, spec: StreamSpec, seq: int, hidden: int) -> np.nd
     o = spec.order
     if o in HWC_ORDERS or o in ("NC", "NHW"):
         x = buf.reshape(n, t, ch)
-    elif o == "NHCW":  # buffer [h, c, w] for a reported (h, w, c)
-        h, w, c = spec.shape
-        x = buf.reshape(n, h, c, w).transpose(0, 1, 3, 2).reshape(n, t, ch)
     elif o == "NCHW":  # buffer [c, h, w] for a reported (h, w, c)
         h, w, c = spec.shape
         x = buf.reshape(n, c, h, w).transpose(0, 2, 3, 1).reshape(n, t, ch)
@@ -435,17 +437,17 @@ def to_stream(frames: np.ndarray, spec: StreamSpec) -> np.ndarray:
     the input buffer [N, *spec.shape] in the stream's format order, C-contiguous.
 
     HWC-like orders (NHWC, FCR, F8CR) and NC/NHW are plain row-major reshapes: this is how the
-    automatic spatial reshape folds [1, 128, C] into [16, 8, C]. NCHW/NHCW buffers are the
-    (h, w, c) frame transposed.
+    automatic spatial reshape folds [1, 128, C] into [16, 8, C]; so is NHCW, which HailoRT does not
+    use host-side (an NHCW device stream has an NHWC host buffer). NCHW buffers are the (h, w, c)
+    frame transposed.
     """
     n = frames.shape[0]
     o = spec.order
     if o in HWC_ORDERS or o in ("NC", "NHW"):
         out = frames.reshape(n, *spec.shape)
-    elif o in ("NHCW", "NCHW"):
+    elif o == "NCHW":
         h, w, c = spec.shape
-        x = frames.reshape(n, h, w, c)
-        out = x.transpose(0, 1, 3, 2) if o == "NHCW" else x.transpose(0, 3, 1, 2)
+        out = frames.reshape(n, h, w, c).transpose(0, 3, 1, 2)
     else:
         raise HefContractError(f"Stream {spec.name}: unsupported format order {o}.")
     return np.ascontiguousarray(out)

@@ -57,6 +57,17 @@ def _quant_pairs(quant_infos) -> tuple[tuple[float, float], ...]:
     return tuple((float(q.qp_scale), float(q.qp_zp)) for q in (quant_infos or []))
 
 
+def _limvals(quant_infos) -> tuple[tuple[float, float], ...]:
+    """(limvals_min, limvals_max) per quant info, or () when HailoRT gives none (or an empty range)."""
+    out = []
+    for q in quant_infos or []:
+        lo, hi = getattr(q, "limvals_min", None), getattr(q, "limvals_max", None)
+        if lo is None or hi is None or not float(hi) > float(lo):
+            return ()
+        out.append((float(lo), float(hi)))
+    return tuple(out)
+
+
 def flags_name(fmt) -> str:
     flags = getattr(fmt, "flags", None)
     if flags is None:
@@ -79,6 +90,7 @@ def spec_from_vstream_info(info) -> StreamSpec:
         type=_enum_name(info.format.type),
         quant=_quant_pairs([q] if q is not None else []),
         flags=flags_name(info.format),
+        limvals=_limvals([q] if q is not None else []),
     )
 
 
@@ -91,6 +103,7 @@ def spec_from_infer_stream(stream) -> StreamSpec:
         type=_enum_name(fmt.type),
         quant=_quant_pairs(stream.quant_infos),
         flags=flags_name(fmt),
+        limvals=_limvals(stream.quant_infos),
     )
 
 

@@ -4,9 +4,11 @@ Three HEF mask modes, each following one public recipe (``HEF_MASK_MODES``; sour
 docs/hailo-facts.md):
 
 - ``keys01`` (the public Hailo-10H report, ``shared/reference/seeds/000_*.txt``: DFC 5.3.0,
-  paraphrase-multilingual-MiniLM-L12-v2): the mask input sits where the mask Mul was, before
-  the score Adds, ONNX [N, 1, 1, S] parsed NHWC, and ``set_input_mask_to_softmax()`` makes
-  the network take the raw 0/1 token mask there, applied inside every softmax. Layout
+  paraphrase-multilingual-MiniLM-L12-v2): ONNX [N, 1, 1, S] parsed NHWC, and
+  ``set_input_mask_to_softmax()`` makes the network take the raw 0/1 token mask, applied inside
+  every softmax. The report's start node is the mask ``/Mul`` itself (its input passes that Mul);
+  hefsearch's body is cut *after* the Mul, so the mask input feeds the score Adds directly. No
+  public source shows that exact cut with the command (docs/hailo-facts.md, open questions). Layout
   ``keys01``: one 0/1 value per key, S values (S bytes in uint8) per frame.
 - ``scores01`` (the model zoo's all_minilm_l6_v2, Hailo-8/8L on DFC 3.34): the tensor that is
   added to the attention scores, parsed from an ONNX input [N, heads, S, S] with format NGWC,
@@ -54,8 +56,9 @@ class HefMaskMode:
 #: every HEF mask mode, by name (``compile hef --mask``)
 HEF_MASK_MODES: dict[str, HefMaskMode] = {m.name: m for m in (
     HefMaskMode("keys01", "keys01", True,
-                "the public Hailo-10H report (shared/reference/seeds/000_0bd7e697973448cf.txt): mask start node "
-                "at the mask Mul, [N,1,1,S] NHWC, raw 0/1 values, set_input_mask_to_softmax()",
+                "the public Hailo-10H report (shared/reference/seeds/000_0bd7e697973448cf.txt): [N,1,1,S] NHWC, raw "
+                "0/1 values, set_input_mask_to_softmax(); the report starts at the mask /Mul itself, hefsearch "
+                "cuts after it (the input feeds the score Adds)",
                 "Hailo-10H, DFC 5.3.0 (one user report; 8-bit, 13 contexts, 19.4 MB)"),
     HefMaskMode("scores01", "scores", True,
                 "hailo_model_zoo all_minilm_l6_v2 (cfg/base/all_minilm.yaml, cfg/alls/generic/all_minilm_l6_v2.alls): "
@@ -141,7 +144,7 @@ class MaskLayout:
                     "(set_input_mask_to_softmax)")
         if self.layout == "keys":
             return f"keys layout: {s} additive values (0 or {self.mask_value:g})"
-        return f"keys01 layout: {s} raw 0/1 values, one per key (set_input_mask_to_softmax at the mask Mul)"
+        return f"keys01 layout: {s} raw 0/1 values, one per key (set_input_mask_to_softmax; fed to the score Adds)"
 
     def to_dict(self) -> dict:
         return {"layout": self.layout, "mode": self.mode, "hef_mode": self.hef_mode, "seq_len": self.seq_len, "heads": self.heads,

@@ -44,7 +44,28 @@ __all__ = [
     "rank_biased_overlap",
     "compare_spaces",
     "SpaceComparison",
+    "ranking_lost",
 ]
+
+
+#: "broken" is judged by retrieval, never by coordinates or by the similarity correlation alone
+#: (the public Hailo-10H report's working 8-bit HEF had a correlation of 0.37 and top-1 70.8% vs
+#: FP32's 100%): where the reference retrieves translations (top-1 from INFORMATIVE_TOP1), the
+#: test space has lost them below LOST_TOP1_SHARE of the reference's top-1; elsewhere (models too
+#: small to retrieve translations) its nearest neighbours agree with the reference's for fewer than
+#: LOST_NEIGHBOURS of the texts and its similarity correlation is below LOST_CORRELATION as well.
+#: One rule for ``doctor --verify`` (evaluate/npu_verify.py) and the emulator report of ``compile hef``.
+INFORMATIVE_TOP1, LOST_TOP1_SHARE, LOST_NEIGHBOURS, LOST_CORRELATION = 0.3, 0.25, 0.25, 0.6
+
+
+def ranking_lost(similarity: float | None, neighbours: float | None, top1_ref: float | None,
+                 top1_test: float | None) -> bool:
+    """True when a quantised space no longer ranks like its reference (the "broken" verdict):
+    see :data:`INFORMATIVE_TOP1` for the rule and why it is about retrieval."""
+    if top1_ref is not None and top1_test is not None and top1_ref >= INFORMATIVE_TOP1:
+        return top1_test < LOST_TOP1_SHARE * top1_ref
+    corr = float("nan") if similarity is None else similarity
+    return neighbours is not None and neighbours < LOST_NEIGHBOURS and corr < LOST_CORRELATION
 
 
 # -- basics ------------------------------------------------------------------------------

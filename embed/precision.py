@@ -21,6 +21,14 @@ Built-in profiles:
   elsewhere. In our fake-quantisation study of MiniLM these three groups took an 8-bit build
   from cosine 0.81 to 0.987 against FP32; 16-bit softmax changed nothing, and 16 bits on the
   attention path is what crashed the DFC 5.3.0 allocator (``BackendAllocatorException``).
+- ``zoo-a16``: 16 bits where Hailo's own 12-layer text encoders for Hailo-10H put them
+  (hailo_model_zoo ``cfg/alls/generic/clip_vit_b_32_text_encoder.alls`` and
+  ``siglip2_b_32_256_text_encoder.alls``: ``input_layer1``, ``{ew_add*}``, ``{conv*}``): the
+  embeddings input, the residual adds and every projection (Q/K/V, attention output, both FFN
+  convs); plus the LayerNorm internals, which those scripts reach not by a16 lines but by
+  ``layer_norm_decomposition(..., bit_decomposition_mode=uniform_precision)`` (own reading, not
+  verified: the decomposed LayerNorm keeps the 16 bits of the residual adds feeding it). The
+  attention path stays 8-bit. The first rung on Hailo-10H.
 
 A user profile is a JSON file (or TOML on Python 3.11+)::
 
@@ -158,8 +166,16 @@ def _balanced() -> PrecisionProfile:
     return PrecisionProfile("balanced", {"residual_add": 16, "layernorm": 16, "ffn_out": 16})
 
 
+def _zoo_a16() -> PrecisionProfile:
+    # the groups the zoo's a16 lines reach in a text encoder: input_layer1, the residual ew_add
+    # layers and the conv layers (projections); the LayerNorm internals through its uniform-
+    # precision decomposition (own reading); the score adds stay 8-bit (attention path)
+    return PrecisionProfile("zoo-a16", {"input": 16, "layernorm": 16, "qkv": 16, "attention_out": 16,
+                                        "residual_add": 16, "ffn_in": 16, "ffn_out": 16})
+
+
 #: built-in profiles by name
-PROFILES: dict[str, PrecisionProfile] = {"a8": _a8(), "balanced": _balanced()}
+PROFILES: dict[str, PrecisionProfile] = {"a8": _a8(), "balanced": _balanced(), "zoo-a16": _zoo_a16()}
 DEFAULT_PROFILE = "balanced"
 
 

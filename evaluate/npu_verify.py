@@ -41,13 +41,9 @@ FIT_GAIN, FIT_MIN = 0.10, 0.90
 MATCH_COSINE = 0.98
 #: basis-invariant metrics count as fine from here
 FINE_CORRELATION = 0.90
-#: "broken" is judged by retrieval, never by coordinates or by the similarity correlation alone
-#: (the public Hailo-10H report's working 8-bit HEF had a correlation of 0.37 and top-1 70.8% vs
-#: FP32's 100%): where FP32 retrieves translations (top-1 from INFORMATIVE_TOP1), the test space
-#: has lost them below this share of FP32's top-1; elsewhere (models too small to retrieve
-#: translations) its nearest neighbours agree with FP32's for fewer than LOST_NEIGHBOURS of the
-#: texts and its similarity correlation is below LOST_CORRELATION as well
-INFORMATIVE_TOP1, LOST_TOP1_SHARE, LOST_NEIGHBOURS, LOST_CORRELATION = 0.3, 0.25, 0.25, 0.6
+#: "broken" is judged by retrieval: embed/metrics.py ``ranking_lost`` (INFORMATIVE_TOP1,
+#: LOST_TOP1_SHARE, LOST_NEIGHBOURS, LOST_CORRELATION), the same rule as the emulator report of
+#: ``compile hef``
 
 
 @dataclass
@@ -196,10 +192,7 @@ def diagnose(cosines: list[float], comparison: dict, fits: list[LayoutFit],
     top_ref, top_test = comparison.get("top1_ref"), comparison.get("top1_test")
     fine = corr >= FINE_CORRELATION and (top_ref is None or top_test is None or top_test >= top_ref - 0.15)
     nn = comparison.get("neighbour_agreement")
-    if top_ref is not None and top_test is not None and top_ref >= INFORMATIVE_TOP1:
-        lost = top_test < LOST_TOP1_SHARE * top_ref
-    else:
-        lost = nn is not None and nn < LOST_NEIGHBOURS and corr < LOST_CORRELATION
+    lost = metrics.ranking_lost(corr, nn, top_ref, top_test)
     ranking = _ranking(comparison, subject)
     direct = fits[0].token_cosine
     tried = [f for f in fits[1:] if np.isfinite(f.token_cosine)]

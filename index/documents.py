@@ -118,6 +118,18 @@ def document_row(q: Query, doc_id: int) -> tuple | None:
     return tuple(rows[0]) if rows else None
 
 
+def kind_counts(q: Query) -> dict[str, int]:
+    """Searchable documents per kind (text, pdf, ...), most first."""
+    return dict(q("SELECT kind, COUNT(*) AS n FROM documents WHERE status IN ('ok', 'stale') "
+                  "GROUP BY kind ORDER BY n DESC, kind", []))
+
+
+def lang_counts(q: Query) -> dict[str, int]:
+    """Chunks per detected language (ISO 639-1), most first; chunks without one are left out."""
+    return dict(q("SELECT lang, COUNT(*) AS n FROM chunks WHERE lang IS NOT NULL AND lang != '' "
+                  "GROUP BY lang ORDER BY n DESC, lang", []))
+
+
 def chunk_ids_of(q: Query, doc_id: int) -> list[int]:
     """A document's chunk ids in reading order."""
     return [r[0] for r in q("SELECT id FROM chunks WHERE doc_id = ? ORDER BY ordinal", [int(doc_id)])]

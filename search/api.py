@@ -230,6 +230,10 @@ class Searcher:
             self._checked.add(space)
         return enc
 
+    def opened_encoder(self, space: str) -> "Encoder | None":
+        """The encoder of ``space`` if one is open (opens nothing)."""
+        return self._encoders.get(space)
+
     def prefetch(self, space: str | None = None) -> None:
         """Start opening the encoder of ``space`` (default: the default space) on a background
         thread, so that it overlaps whatever the caller does before its first vector search

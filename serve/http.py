@@ -7,7 +7,11 @@ Routes (every answer is JSON; errors are ``{"error": {"status", "message", "hint
   with the same fields as a JSON body: the JSON of ``hefsearch search --json``;
 - ``GET /chunks/{id}``, ``GET /documents/{id}``, ``POST /get {"ids": [...]}``: text and location;
 - ``GET /similar?id=CHUNK`` (or ``doc=ID``): chunks of other documents like it;
-- ``GET /status``, ``GET /health``.
+- ``GET /compare?query=...&k=&mode=&space=A&space=B&...filters``: the query in the NPU (or
+  8-bit) space and in FP32 side by side, with overlap@k and RBO (the TUI's compare view);
+- ``GET /status``, ``GET /health``;
+- ``GET /`` and ``/static/...``: the web page (:mod:`.web`), the only routes open without the
+  token (they hold no library data); every answer carries the page's security headers.
 
 The guard (:class:`Guard`, pure ASGI, in front of everything, ``/mcp`` included) refuses a
 request without the right ``Authorization: Bearer`` token when the server has one (any bind
@@ -27,6 +31,7 @@ from typing import Optional
 from hefsearch.app.service import LibraryService, ServiceError
 
 from .schema import GetBody, SearchAnswer, SearchBody
+from .web import SecurityHeaders, add_web_routes, is_page
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
@@ -70,9 +75,12 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
     _add_error_handlers(app)
     _add_search_routes(app, service)
     _add_read_routes(app, service)
+    _add_compare_route(app, service)
+    add_web_routes(app)
     if mcp_app is not None:
         app.router.routes.extend(mcp_app.routes)
-    return Guard(app, token=token, loopback=loopback and token is None, max_body=limits.max_body_bytes)
+    return SecurityHeaders(Guard(app, token=token, loopback=loopback and token is None,
+                                 max_body=limits.max_body_bytes))
 
 
 def _mcp_app(mcp_server, limits, *, token: str | None, loopback: bool, host: str):
@@ -168,6 +176,20 @@ def _add_read_routes(app, service: LibraryService) -> None:
         return _json_response(service.health())
 
 
+def _add_compare_route(app, service: LibraryService) -> None:
+    from fastapi import Query
+
+    @app.get("/compare", responses=_errors(), response_model=None)
+    def compare(query: str = Query(...), k: int = 10, mode: str = "vector",
+                space: Optional[list[str]] = Query(None), path: Optional[str] = None,
+                type: Optional[list[str]] = Query(None), lang: Optional[list[str]] = Query(None),
+                since: Optional[str] = None, until: Optional[str] = None, rerank: bool = False):
+        """The query in two vector spaces side by side (default: the NPU or 8-bit space and
+        FP32): each side's hits, overlap@k, RBO and the chunks only one side found."""
+        return _json_response(service.compare(query, k=k, mode=mode, spaces=space, path=path, type=type,
+                                              lang=lang, since=since, until=until, rerank=rerank))
+
+
 class Guard:
     """Token, Host and body-size checks in front of the whole app (see the module doc)."""
 
@@ -181,7 +203,7 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-        if self.token is not None:
+        if self.token is not None and not is_page(scope):  # the page asks for the token itself
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token):

@@ -143,7 +143,7 @@ def serve(config: ServeConfig) -> None:
         if config.watch:
             watcher = _start_watcher(config, session)
         _write_state(session.library.path, url, config)
-        config.say(f"hefsearch serve: {url}  (JSON API: /search /similar /chunks/ID /documents/ID /status; "
+        config.say(f"hefsearch serve: {url}  (web page: {url}/; JSON API: /search /similar /chunks/ID /documents/ID /status; "
                    f"OpenAPI: /openapi.json{'; MCP: ' + url + '/mcp' if config.mcp else ''})"
                    + ("; token required" if config.token else ""))
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,

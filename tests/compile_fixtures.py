@@ -29,7 +29,8 @@ def _drop_sdk_modules() -> None:
         del sys.modules[name]
 
 
-_SWITCHES = {"FAIL_A16_ON": None, "NEGATIVE_EXPONENT_WALL": None, "WRAP_WALLS": False, "OUTPUT_BASIS": None}
+_SWITCHES = {"FAIL_A16_ON": None, "NEGATIVE_EXPONENT_WALL": None, "NAN_EXPONENT": None, "UNKNOWN_A16_FAILURE": None,
+             "SPATIAL_DEFUSE": None, "WRAP_WALLS": False, "OUTPUT_BASIS": None}
 
 
 def _reset_switches(client_runner) -> None:

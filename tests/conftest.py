@@ -12,7 +12,8 @@ import pytest
 
 from tests.models import make_tiny_bert, make_tiny_xlmr, minilm_folder
 
-pytest_plugins = ["tests.hailo_fixtures", "tests.compile_fixtures", "tests.quality_fixtures", "tests.serve_fixtures"]
+pytest_plugins = ["tests.hailo_fixtures", "tests.compile_fixtures", "tests.quality_fixtures", "tests.serve_fixtures",
+                  "tests.web_fixtures"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

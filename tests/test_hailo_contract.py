@@ -27,11 +27,10 @@ INPUTS = [StreamSpec("n/input_layer1", (1, SEQ, H), "NHWC", "UINT8"),
 
 
 def _host_buffer(x: np.ndarray, order: str) -> tuple[np.ndarray, tuple]:
-    """How HailoRT lays out a [SEQ, H] frame on the host for each order (batch of 1)."""
-    if order in ("NHWC", "FCR", "F8CR"):
+    """How HailoRT lays out a [SEQ, H] frame on the host for each order (batch of 1). NHCW is a
+    device order HailoRT does not use host-side: such a stream's host buffer is NHWC (hailort.h)."""
+    if order in ("NHWC", "FCR", "F8CR", "NHCW"):
         return x.reshape(1, 1, SEQ, H), (1, SEQ, H)
-    if order == "NHCW":
-        return x.reshape(1, SEQ, H).transpose(0, 2, 1).reshape(1, 1, H, SEQ), (1, SEQ, H)
     if order == "NCHW":
         return x.reshape(1, SEQ, H).transpose(2, 0, 1).reshape(1, H, 1, SEQ), (1, SEQ, H)
     if order == "NC":

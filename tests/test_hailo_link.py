@@ -120,3 +120,52 @@ def test_auto_resolves_by_hailort_line():
     assert resolve_stream_types("float32", "5.2.0") == "float32"
     with pytest.raises(ValueError):
         resolve_stream_types("int8", "5.2.0")
+
+
+def test_stream_quantiser_clips_to_the_streams_limvals_before_rounding():
+    """quantization.hpp quantize_input: x is clipped to the stream's limvals_min/max (which may be
+    narrower than the type), then x / scale + zp is rounded. Clipping after rounding, to the type's
+    0..255, lets a value beyond the limits through."""
+    spec = StreamSpec("n/input_layer1", (1, 1, 4), "NHWC", "UINT8", ((0.5, 10.0),), limvals=((-2.0, 20.0),))
+    q = stream_quantiser(spec)
+    x = np.array([[-100.0, -2.2, 19.9, 1e9]], dtype=np.float32)
+    # -2.0 / 0.5 + 10 = 6; 20.0 / 0.5 + 10 = 50; 19.9 -> 49.8 -> 50
+    np.testing.assert_array_equal(q(x), np.array([[6, 6, 50, 50]], dtype=np.uint8))
+    # the identity quant info is rounded only (HailoRT skips the clip)
+    ident = stream_quantiser(StreamSpec("i", (1, 1, 2), "NHWC", "UINT8", ((1.0, 0.0),), limvals=((0.0, 1.0),)))
+    np.testing.assert_array_equal(ident(np.array([[2.4, 7.5]], np.float32)), np.array([[2, 8]], np.uint8))
+
+
+def test_limvals_are_carried_from_hailort_quant_infos():
+    from types import SimpleNamespace
+
+    from hefsearch.embed.hef_file import spec_from_infer_stream
+
+    fmt = SimpleNamespace(type=SimpleNamespace(name="UINT8"), order=SimpleNamespace(name="NHWC"), flags=None)
+    qi = SimpleNamespace(qp_scale=0.5, qp_zp=10.0, limvals_min=-2.0, limvals_max=20.0)
+    stream = SimpleNamespace(name="n/input_layer1", shape=(1, 1, 4), format=fmt, quant_infos=[qi])
+    spec = spec_from_infer_stream(stream)
+    assert spec.limvals == ((-2.0, 20.0),) and spec.quant == ((0.5, 10.0),)
+
+
+def test_host_quantisation_clips_to_narrow_limvals_like_hailort(fake_hailo, tiny_bert_bundle, tmp_path):
+    """A HEF whose embeddings stream has limvals narrower than its type: the host quantiser
+    (native streams) must clip to them before rounding, as HailoRT does for FLOAT32 buffers
+    (quantization.hpp), so both paths give the same vectors; clipping only to the type's range
+    after rounding lets the out-of-limit values through."""
+    from tests.fakes.fake_hef import edit_fake_hef
+
+    path = _bundle(tiny_bert_bundle, tmp_path)
+
+    def narrow(d):
+        for spec in d["inputs"]:
+            if spec["role"] == "embeddings":
+                scale, zp = spec["quant"][0]
+                spec["limvals"] = [[-zp * scale * 0.3, (255 - zp) * scale * 0.3]]
+
+    edit_fake_hef(path, "encoder.hailo10h.hef", narrow)
+    with Encoder.open(path, backend="hailo", input_type="float32", output_type="float32") as enc:
+        on_device = enc.encode(TEXTS)
+    with Encoder.open(path, backend="hailo", output_type="float32") as enc:
+        on_host = enc.encode(TEXTS)
+    np.testing.assert_allclose(on_host, on_device, atol=1e-5)

@@ -25,6 +25,8 @@ def test_wheel_holds_every_package_and_its_data(tmp_path):
     assert "hefsearch/__main__.py" in names  # python -m hefsearch
     assert "hefsearch/evaluate/data/parallel.tsv" in names
     assert "hefsearch/tui/app.tcss" in names
+    for page_file in ("index.html", "app.js", "api.js", "dom.js", "views.js", "style.css"):  # the web page
+        assert f"hefsearch/serve/static/{page_file}" in names, page_file
     assert not any(n.startswith(("tests/", "embed/", "index/")) for n in names), "a top-level folder leaked"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "hefsearch = hefsearch.cli.entry:run" in zipfile.ZipFile(wheel).read(entry).decode()

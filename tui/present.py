@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePath
-from typing import Iterable, Sequence
+from typing import Sequence
 
-from hefsearch.embed import space_names
 from hefsearch.app.session import SearchRequest  # noqa: F401  (the app builds requests)
-from hefsearch.embed.space_names import FP32_SPACE
+# the spaces a comparison sets side by side: app/spaces.py (the server's /compare uses them too)
+from hefsearch.app.spaces import (compare_fix, is_fp32_space, is_quantised_space,  # noqa: F401
+                                  pick_compare_spaces, space_label)
 from hefsearch.index.crawl import for_terminal
 from hefsearch.index.formats import tui_filters
 
@@ -84,16 +85,6 @@ def grouping_tag(hit) -> str:
     return for_terminal(" · ".join(parts + ([also_in_text(hit, names=2)] if getattr(hit, "also_in", None) else [])))
 
 
-def compare_fix(spaces: Sequence[str], library_arg: str | None) -> str:
-    """The command that gives a library what the compare view needs: the FP32 space next to a
-    quantised one, or a quantised space (an 8-bit simulation) next to FP32."""
-    lib = f" --library {library_arg}" if library_arg else ""
-    if FP32_SPACE not in spaces:
-        return f"hefsearch index --also-fp32{lib}"
-    return (f"hefsearch compile calib BUNDLE --from FOLDER && hefsearch compile sim BUNDLE && "
-            f"hefsearch index --backend npu-sim{lib}")
-
-
 def location(hit) -> str:
     """"p.3 l.42" for PDFs, "l.42" otherwise."""
     return hit.location(short=True)
@@ -126,49 +117,6 @@ def fit_name(name: str, room: int) -> str:
 
 
 # -- spaces and devices ----------------------------------------------------------------------
-def _kinds(info) -> tuple[str, str]:
-    """(recorded kind, kind read from the name): a space counts as what either says."""
-    return info.kind or "", space_names.kind_of(info.name or "")
-
-
-def is_quantised_space(info) -> bool:
-    """A space the compare view sets beside FP32: an NPU space or the int8 CPU space."""
-    return any(space_names.is_quantised(k) for k in _kinds(info) if k)
-
-
-def is_fp32_space(info) -> bool:
-    return info.name == FP32_SPACE or info.kind == FP32_SPACE
-
-
-def pick_compare_spaces(spaces: Iterable) -> tuple[str, str] | None:
-    """(quantised space, FP32 space) when the library has both; a real HEF space wins over a
-    simulation, which wins over CPU int8. None when the compare view has nothing to compare."""
-    spaces = list(spaces)
-    fp32 = next((s.name for s in spaces if s.name == FP32_SPACE), None) or next(
-        (s.name for s in spaces if is_fp32_space(s)), None)
-    others = [s for s in spaces if is_quantised_space(s)]
-    others.sort(key=lambda s: (min(space_names.compare_order(k) for k in _kinds(s) if k), s.name))
-    if fp32 is None or not others:
-        return None
-    return others[0].name, fp32
-
-
-def space_label(info) -> str:
-    """What a person calls the device behind a space: "Hailo-10H", "CPU FP32", ..."""
-    if info.label:
-        return info.label
-    if is_fp32_space(info):
-        return "CPU FP32"
-    kind = space_names.kind_of(info.name, info.kind)
-    if kind == space_names.NPU_SIM:
-        return "NPU simulation"
-    if kind == space_names.HEF:
-        return "Hailo NPU"
-    if kind == space_names.CPU_INT8:
-        return "CPU int8"
-    return info.kind or info.name
-
-
 def side_title(info) -> tuple[str, str]:
     """(device label, space name) for a compare-view column: ("Hailo-10H", "hef")."""
     return space_label(info), info.name

@@ -19,6 +19,7 @@ class Stats:
     vdevice_devices: list = field(default_factory=list)  # the device id each VDevice opened on
     infer_models: int = 0
     set_format_types: list = field(default_factory=list)  # (stream name, FormatType, configured_already)
+    set_format_orders: list = field(default_factory=list)  # (stream name, order)
     batch_sizes: list = field(default_factory=list)
     configures: int = 0
     shutdowns: int = 0

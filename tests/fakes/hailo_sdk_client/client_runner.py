@@ -1,8 +1,13 @@
 """Fake ``ClientRunner``: parse an ONNX body, take a model script, "optimise", emulate, compile.
 
 Behaviour copied from the public report behind hefsearch issue 5 (DFC 5.3.0, transformer
-encoders), nothing more:
+encoders), its author's follow-up (community thread 19530) and Hailo's public scripts, nothing
+more:
 
+- start nodes may be graph inputs, ONNX node names (the report's ``/embeddings/Add_1`` and
+  ``/Mul``, the zoo BERT's ``/bert/embeddings/Add_1``) or tensor names (the zoo BERT's
+  ``/bert/Mul_output_0``); a node starts the network at that node (:func:`_cut_at`), and the
+  input layer's ``original_names`` is the start name given;
 - ``translate_onnx_model`` elevates a 3-D NWC input to a 4-D NHWC layer with H=1, so a
   [N,S,H] input becomes ``[-1, 1, S, H]``; a 4-D input with an NHWC format keeps its dims
   (``[N,1,1,S]`` -> ``[-1, 1, 1, S]``); a 4-D input without a format is read as NCHW. A format
@@ -11,14 +16,27 @@ encoders), nothing more:
 - ``optimize`` with 3-D calibration arrays raises ``IndexError`` (the report's crash in
   LayerNorm decomposition); calibration must be a dict keyed by the parsed input-layer names
   (``KeyError`` otherwise) holding ``(N,) + input_shape[1:]`` arrays.
-- The two walls of the public Hailo-10H report (shared/reference/seeds/000_*.txt, DFC 5.3.0),
-  both on by default for DFC 5.3.x building ``hailo10h`` (class switches, None = that default):
+- The walls of the public Hailo-10H report (shared/reference/seeds/000_*.txt, DFC 5.3.0) and of
+  its author's follow-up (community thread 19530, as described in hefsearch issue 36), on by
+  default for DFC 5.3.x building ``hailo10h`` as the follow-up has them (class switches, None =
+  that default):
 
   - ``FAIL_A16_ON``: ``compile`` raises ``BackendAllocatorException`` "after finding valid
-    partitions" when the script puts ``a16_w16`` on a layer the rule names: "any" (the report:
-    every a16 build it tried crashed, softmax only, softmax + ew_add, with compression 4, with
-    optimisation level max), "attention" (matmul, softmax and the ops between them: the fake's
-    rule for other lines), or a set of HN layer types;
+    partitions" when the script puts ``a16_w16`` on a layer the rule names: "attention" (matmul,
+    softmax and the ops between them: the follow-up's first step, "attention crash", and the
+    default everywhere), "any" (the report's first reading, which the follow-up withdrew: every
+    a16 build it tried crashed), or a set of HN layer types;
+  - ``NAN_EXPONENT``: ``optimize`` raises ``AccelerasNanExponentError`` ("nan exponent"; class
+    and wording are the fake's own, the real ones are not public) when the script puts a16 on
+    more than one conv layer (the follow-up: one a16 conv compiled, a16 convs then failed so);
+  - ``UNKNOWN_A16_FAILURE`` (default off): ``optimize`` raises an exception of the class given
+    (``True``: the fake's ``AccelerasNanExponentError``) whenever the script has any a16 layer,
+    for tests with an exception no code can know by name;
+  - ``SPATIAL_DEFUSE`` (default off): ``compile`` with any a16 layer raises
+    ``AllocatorDefuseError`` ("needs super-defuse", the follow-up's third step): "always", or
+    "unless_legacy" (passes when the script has ``allocator_param(spatial_defuse_legacy=True)``,
+    the zoo's line for clip_vit_b_32_text_encoder on Hailo-10H, which may or may not be what the
+    thread needed: unconfirmed);
   - ``NEGATIVE_EXPONENT_WALL``: ``optimize`` raises ``NegativeSlopeExponentNonFixable`` ("...
     ew_sub_softmax ... Desired shift is 8.0, but op has only 8 data bits") when the script has
     ``model_optimization_config(negative_exponent, ...)`` and a softmax layer is not at a16
@@ -40,9 +58,10 @@ encoders), nothing more:
   must not depend on them).
 - A 4-D input with an NGWC format (the zoo's ``masked_fill=NGWC``) parses to [-1, 1, W, G*C].
 - ``set_input_mask_to_softmax()``: the mask input layer must feed the attention-score adds
-  directly (each an ``ew_add`` of the scores, read by a ``softmax``), as in the zoo's MiniLM
-  (``masked_fill``, NGWC) and the report's ``/Mul`` start node ([N,1,1,S], NHWC); any other
-  topology is refused when the script is loaded. With it, the network takes the mask as 0/1
+  (each an ``ew_add`` of the scores, read by a ``softmax``) directly, as the zoo's MiniLM
+  (``masked_fill``, NGWC), or through one Mul by a constant, as the report's ``/Mul`` start node
+  ([N,1,1,S], NHWC: mask -> Mul -> Add); any other topology (e.g. through Sub and Mul) is
+  refused when the script is loaded. With it, the network takes the mask as 0/1
   values applied inside every softmax whatever the ONNX does with that input (the zoo's
   calibration calls it ``multiplicative_mask``; ``tests/fakes/hailo_semantics.py``); emulation
   and the "device" compute that, and calibration of that input must be 0/1. DFC 3.x before 3.34
@@ -70,7 +89,8 @@ import numpy as np
 
 from hailo_semantics import mask_inside_softmax, to_basis
 
-from .exceptions import (AccelerasValueError, BackendAllocatorException, HailoNNException, ModelScriptError,
+from .exceptions import (AccelerasNanExponentError, AccelerasValueError, AllocatorDefuseError,
+                         BackendAllocatorException, HailoNNException, ModelScriptError,
                          NegativeSlopeExponentNonFixable, ParsingException)
 from .exposed_definitions import Dims, InferenceContext
 
@@ -116,6 +136,12 @@ class ClientRunner:
     FAIL_A16_ON: str | set | None = None
     #: negative_exponent with an 8-bit softmax fails in optimize(); None: on the report's line
     NEGATIVE_EXPONENT_WALL: bool | None = None
+    #: a16 on more than one conv fails optimize() with a "nan exponent"; None: on the report's line
+    NAN_EXPONENT: bool | None = None
+    #: any a16 layer fails optimize() with this exception class (True: AccelerasNanExponentError)
+    UNKNOWN_A16_FAILURE: type | bool | None = None
+    #: compile() with a16 layers wants spatial defuse: None/False, "always", "unless_legacy"
+    SPATIAL_DEFUSE: str | bool | None = None
     #: raise the walls wrapped in another exception
     WRAP_WALLS: bool = False
     #: "identity", "permuted", "rotated", or None: "permuted" on the report's line
@@ -126,7 +152,7 @@ class ClientRunner:
         if value is not None:
             return value
         report = _report_line(self.hw_arch)
-        return {"FAIL_A16_ON": "any" if report else "attention", "NEGATIVE_EXPONENT_WALL": report,
+        return {"FAIL_A16_ON": "attention", "NEGATIVE_EXPONENT_WALL": report, "NAN_EXPONENT": report,
                 "OUTPUT_BASIS": "permuted" if report else "identity"}[name]
 
     def _wall(self, exc: Exception) -> Exception:
@@ -167,17 +193,21 @@ class ClientRunner:
 
         m = onnx.load(str(model))
         g = m.graph
+        net_input_shapes = dict(net_input_shapes or {})
+        net_input_format = dict(net_input_format or {})
+        starts: dict[str, str] = {}  # input tensor -> the start name it was asked for
+        if start_node_names and any(s not in {i.name for i in g.input} for s in start_node_names):
+            m, starts = _cut_at(m, list(start_node_names), end_node_names)
+            g = m.graph
+            for tensor, start in starts.items():
+                for d in (net_input_shapes, net_input_format):
+                    if start in d:
+                        d[tensor] = d.pop(start)
         inits = {i.name for i in g.initializer}
         consts = {n.output[0] for n in g.node if n.op_type == "Constant"}
         for n in g.node:  # constant propagation (e.g. Identity of an initializer)
             if n.input and all(t in inits or t in consts for t in n.input if t):
                 consts.update(n.output)
-        net_input_shapes = dict(net_input_shapes or {})
-        net_input_format = dict(net_input_format or {})
-        if start_node_names:
-            unknown = [s for s in start_node_names if s not in {i.name for i in g.input}]
-            if unknown:
-                raise ParsingException(f"Start node names {unknown} are not inputs of the model")
         layers: dict[str, dict] = {}
         counters: dict[str, int] = {}
         producer: dict[str, str] = {}  # onnx tensor -> hn layer
@@ -207,7 +237,8 @@ class ClientRunner:
                 hn_shape, layout = [-1, shape[2], shape[3], shape[1]], "nchw"
             else:
                 raise ParsingException(f"Unsupported input rank {len(shape)} for {inp.name}")
-            name = new_layer("input_layer", [inp.name], input_shapes=[hn_shape], output_shapes=[hn_shape])
+            name = new_layer("input_layer", [starts.get(inp.name, inp.name)], input_shapes=[hn_shape],
+                             output_shapes=[hn_shape])
             self._input_map[name] = {"onnx": inp.name, "layout": layout, "onnx_shape": shape}
             producer[inp.name] = name
 
@@ -328,16 +359,33 @@ class ClientRunner:
     def _negative_exponent(self) -> bool:
         return any(c.startswith("model_optimization_config") and "negative_exponent" in c for c in self._commands())
 
-    def _mask_layer(self) -> str | None:
-        layers = self._hn["layers"]
-        users = {}
-        for name, layer in layers.items():
+    def _users(self) -> dict:
+        users: dict = {}
+        for name, layer in self._hn["layers"].items():
             for src in layer.get("input", []):
                 users.setdefault(src, []).append(name)
+        return users
+
+    def _mask_targets(self, name: str, users: dict) -> list[str]:
+        """The layers an input feeds, looking through one ew_mult by a constant: the public
+        Hailo-10H report starts at the mask ``/Mul`` itself, so its mask input reaches the score
+        adds through that Mul (mask -> Mul -> Add -> softmax); the zoo's MiniLM feeds them directly."""
+        layers = self._hn["layers"]
+        out = []
+        for u in users.get(name, []):
+            if layers[u]["type"] == "ew_mult" and layers[u]["input"] == [name]:
+                out += users.get(u, [])
+            else:
+                out.append(u)
+        return out
+
+    def _mask_layer(self) -> str | None:
+        layers = self._hn["layers"]
+        users = self._users()
         for name, layer in layers.items():
             if layer["type"] == "input_layer" and any(
                     layers[u]["type"] == "ew_add" and any(layers[w]["type"] == "softmax" for w in users.get(u, []))
-                    for u in users.get(name, [])):
+                    for u in self._mask_targets(name, users)):
                 return name
         return None
 
@@ -354,11 +402,11 @@ class ClientRunner:
         if not masks:
             raise ModelScriptError("set_input_mask_to_softmax: the network has no mask input layer")
         for name in masks:
-            outs = users.get(name, [])
+            outs = self._mask_targets(name, users)
             bad = [u for u in outs if layers[u]["type"] != "ew_add"
                    or not any(layers[w]["type"] == "softmax" for w in users.get(u, []))
                    or not any(layers[i]["type"] in ("matmul", "ew_mult", "ew_div") for i in layers[u]["input"]
-                              if i != name)]
+                              if i != name and name not in layers[i]["input"])]
             if bad or not outs:
                 raise ModelScriptError(
                     f"set_input_mask_to_softmax: input layer {name} must feed the attention-score adds directly "
@@ -406,6 +454,13 @@ class ClientRunner:
                 raise self._wall(NegativeSlopeExponentNonFixable(
                     f"Quantization failed in layer {net}/ew_sub_softmax{softmaxes.index(eight[0]) + 1}: "
                     "Desired shift is 8.0, but op has only 8 data bits"))
+        unknown = self.UNKNOWN_A16_FAILURE
+        if unknown and self._a16:
+            cls = unknown if isinstance(unknown, type) else AccelerasNanExponentError
+            raise cls(f"Quantization failed in layer {self._a16[0]}: an exception hefsearch cannot know by name")
+        a16_convs = [n for n in self._a16 if self._hn["layers"].get(n, {}).get("type") == "conv"]
+        if len(a16_convs) > 1 and self._rule("NAN_EXPONENT"):
+            raise AccelerasNanExponentError(f"Quantization failed in layer {a16_convs[1]}: nan exponent")
         sub = {k: np.asarray(calib_data[k])[: min(n_rows, 64)] for k in inputs}
         out = self._run_onnx(sub)
         self._decompose_layer_norms()
@@ -521,6 +576,10 @@ class ClientRunner:
             raise self._wall(BackendAllocatorException(
                 f"Found valid partition to 4 contexts; Failed to produce compiled graph "
                 f"(16-bit layers {bad[:3]}): Compilation failed with unexpected crash"))
+        defuse = self.SPATIAL_DEFUSE
+        legacy = "spatial_defuse_legacy=True" in self._script.replace(" ", "")
+        if self._a16 and (defuse == "always" or (defuse == "unless_legacy" and not legacy)):
+            raise AllocatorDefuseError("Failed to produce compiled graph: needs super-defuse")
         # the same JSON "HEF" the fake HailoRT (tests/fakes/hailo_platform) reads; its device
         # runs the parsed ONNX carried inside
         import base64
@@ -601,6 +660,39 @@ class ClientRunner:
         self._a16 = state["a16"]
         self._optimized = state["optimized"]
         self._ranges = state["ranges"]
+
+
+def _cut_at(model, start_node_names: list[str], end_node_names) -> tuple:
+    """The model cut at its start nodes, as the parser cuts it: a graph input stays; an ONNX node
+    name (the report's ``/embeddings/Add_1`` and ``/Mul``, the zoo BERT's
+    ``/bert/embeddings/Add_1``) starts the network at that node, its first non-constant input
+    becoming a network input; a tensor name (the zoo BERT's ``/bert/Mul_output_0``) becomes an
+    input itself (hailo-api.md section 2). Which input of a node with several becomes the network
+    input is the fake's own choice. Returns the cut model and {input tensor: start name}."""
+    import onnx
+    from onnx.utils import Extractor
+
+    g = model.graph
+    graph_inputs = {i.name for i in g.input}
+    inits = {i.name for i in g.initializer} | {n.output[0] for n in g.node if n.op_type == "Constant"}
+    by_name = {n.name: n for n in g.node}
+    produced = {t for n in g.node for t in n.output}
+    starts: dict[str, str] = {}
+    for start in start_node_names:
+        if start in graph_inputs or start in produced:
+            starts[start] = start
+        elif start in by_name:
+            data = [t for t in by_name[start].input if t and t not in inits]
+            if not data:
+                raise ParsingException(f"Start node {start} has no data input")
+            starts[data[0]] = start
+        else:
+            raise ParsingException(f"Start node {start} was not found in the model")
+    node_outs = {n.name: n.output[0] for n in g.node}
+    ends = [node_outs.get(e, e) for e in (end_node_names or [o.name for o in g.output])]
+    inferred = onnx.shape_inference.infer_shapes(model)
+    cut = Extractor(inferred).extract_model(list(starts), ends)
+    return cut, starts
 
 
 def _fake_quant(x: np.ndarray, lo: float, hi: float, bits: int) -> np.ndarray:

@@ -25,3 +25,14 @@ class ModelScriptError(Exception):
 
 class HailoNNException(Exception):
     pass
+
+
+class AccelerasNanExponentError(Exception):
+    """The "nan exponent" an a16 conv gave on DFC 5.3.0 / Hailo-10H (community thread 19530, the
+    public report's follow-up). The real exception class is not public: this name is the fake's
+    own, and hefsearch must not (and does not) know it."""
+
+
+class AllocatorDefuseError(Exception):
+    """The compile that "needs super-defuse" (community thread 19530). The real class and message
+    are not public: both are the fake's own."""

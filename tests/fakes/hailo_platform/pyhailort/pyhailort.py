@@ -17,8 +17,12 @@ API and stream descriptions (``PYH`` = bindings/python/platform/hailo_platform/p
   feeds them (``<net>/conv41``; own analysis from zoo configs), inputs as folded by the
   allocator's automatic spatial reshape ([1,128,C] -> [16,8,C], zoo all_minilm_l6_v2);
   ``tests/fakes/fake_hef.py`` writes them that way.
-- ``InferModel``: streams with ``shape``, ``format``, ``quant_infos``, ``set_format_type`` (read
-  at ``configure()``; later changes do not affect a configured model: ``infer_model.cpp``);
+- ``InferModel``: streams with ``shape``, ``format``, ``quant_infos`` (``limvals_min/max`` from
+  the HEF's "limvals" or the type's range; input quantisation clips to them before rounding,
+  ``quantization.hpp``), ``set_format_type`` (read at ``configure()``; later changes do not
+  affect a configured model: ``infer_model.cpp``); ``set_format_order`` is allowed and recorded
+  (PYH ``InferStream.set_format_order``). Host buffers of NHCW device streams are NHWC: HailoRT
+  does not use NHCW host-side (``hailort.h``; ``hailort_defaults.cpp`` maps it to NHWC);
   ``set_batch_size`` (default 0 = HAILO_DEFAULT_BATCH_SIZE resolves to 1: ``hef.hpp``,
   ``core_op.cpp``); ``configure()`` refuses a batch above the internal queue size with
   HAILO_INVALID_OPERATION (``infer_model.cpp``; the fake's internal queue is
@@ -256,10 +260,12 @@ class VStreamInfo:
         self.format = HailoFormat(FormatType[d.get("type", "UINT8")], order, FormatFlags[d.get("flags", "NONE")])
         q = (d.get("quant") or [[1.0, 0.0]])
         qmax = _QMAX.get(self.format.type)
-        # limvals: the float range the native type spans (hailo_quant_info_t.limvals_min/max)
-        self.quant_infos = [QuantInfo(qp_zp=float(z), qp_scale=float(s),
-                                      limvals_min=(0 - float(z)) * float(s) if qmax else 0.0,
-                                      limvals_max=(qmax - float(z)) * float(s) if qmax else 0.0) for s, z in q]
+        # limvals (hailo_quant_info_t.limvals_min/max): the HEF's own "limvals" when it has them
+        # (they may be narrower than the type), else the float range the native type spans
+        lims = d.get("limvals") or [[(0 - float(z)) * float(s) if qmax else 0.0,
+                                     (qmax - float(z)) * float(s) if qmax else 0.0] for s, z in q]
+        self.quant_infos = [QuantInfo(qp_zp=float(z), qp_scale=float(s), limvals_min=float(lo), limvals_max=float(hi))
+                            for (s, z), (lo, hi) in zip(q, lims)]
         self.quant_info = self.quant_infos[0]
         self.spec = d
 
@@ -631,7 +637,10 @@ class InferModel:
             self._type = FormatType(type)
 
         def set_format_order(self, order):
-            raise HailoRTInvalidArgumentException("Invalid argument. See hailort.log for more information")
+            """HailoRT lets the host choose its buffer order (PYH ``InferModel.InferStream.set_format_order``);
+            the fake records it (its device writes NHWC-like host buffers, the layout hefsearch uses)."""
+            WORLD.stats.set_format_orders.append((self._info.name, order))
+            self._order = order
 
         @property
         def quant_infos(self):
@@ -965,7 +974,9 @@ class ConfiguredInferModel:
         else:  # HailoRT quantises a FLOAT32 buffer to the stream's type on the host
             t = stream._info.format.type
             if t in _QMAX:
+                # quantization.hpp quantize_input: clip to limvals, then x / scale + zp, round half to even
                 q = stream.quant_infos[0]
+                x = np.clip(x, q.limvals_min, q.limvals_max)
                 x = (np.clip(np.rint(x / q.qp_scale + q.qp_zp), 0, _QMAX[t]) - q.qp_zp) * q.qp_scale
         return x.astype(np.float32)
 
@@ -1019,10 +1030,9 @@ class ConfiguredInferModel:
                 part = q if user != np.float32 else (q - zp) * scale
             hwc = tuple(spec["shape"])
             order = spec.get("order", "NHWC")
-            if order in ("NHWC", "FCR", "F8CR", "NC", "NHW"):
+            # NHCW is a device-side order: HailoRT hands the host an NHWC buffer for it (hailort.h)
+            if order in ("NHWC", "FCR", "F8CR", "NC", "NHW", "NHCW"):
                 host = part.reshape(hwc)
-            elif order == "NHCW":
-                host = part.reshape(hwc).transpose(0, 2, 1)
             elif order == "NCHW":
                 host = part.reshape(hwc).transpose(2, 0, 1)
             else:
