@@ -24,10 +24,8 @@ from typing import Callable, Iterator
 
 from .crawl import printable
 from .extract_base import ExtractedText, ExtractionError
+from .formats import CONTAINER_KINDS  # noqa: F401 - the kinds whose files hold member documents
 from .sync_types import Job
-
-#: kinds whose files hold member documents
-CONTAINER_KINDS = frozenset({"eml", "mbox"})
 
 
 def split_members(existing: dict[str, tuple]) -> tuple[dict[str, tuple], dict[str, dict[str, tuple]]]:

@@ -79,6 +79,8 @@ OPENER_KINDS: frozenset[str] = frozenset(f.kind for f in FORMATS if f.opens_with
 OPENER_SUFFIXES: frozenset[str] = frozenset(s for f in FORMATS if f.opens_with == OPENER for s in f.suffixes)
 #: kinds read as a stream of documents, whatever the file's size (the cap is per document)
 STREAMED_KINDS: frozenset[str] = frozenset(f.kind for f in FORMATS if f.streamed)
+#: kinds whose files hold member documents (each message of a mail file; index/containers.py)
+CONTAINER_KINDS: frozenset[str] = frozenset({"eml", "mbox"})
 
 
 def suffix_list(sep: str = " ") -> str:
