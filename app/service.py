@@ -51,6 +51,9 @@ class Limits:
     snippet_budget_ms: float = SEMANTIC_BUDGET_MS
 
 
+#: the largest id SQLite stores (a larger one is no id of the library)
+MAX_ID = 2**63 - 1
+
 #: how hit snippets are chosen (see LibraryService.search)
 SNIPPETS = ("meaning", "quick")
 
@@ -126,6 +129,8 @@ class LibraryService:
 
     def _k(self, k: Any) -> int:
         try:
+            if isinstance(k, bool) or isinstance(k, float) and not k.is_integer():
+                raise TypeError
             k = int(k)
         except (TypeError, ValueError):
             raise ServiceError(f"k must be a whole number, not {k!r}.") from None
@@ -171,6 +176,8 @@ class LibraryService:
         the query's words only, as ``--quick-snippets``)."""
         from .session import SearchRequest
 
+        check_text(query=query, mode=mode, space=space, path=path, type=type, kind=kind, lang=lang, since=since,
+                   until=until, snippets=snippets)
         self._check_query(query, mode)
         if snippets not in SNIPPETS:
             raise ServiceError(f"Unknown snippets {snippets!r}.", f"Choose one of: {', '.join(SNIPPETS)}.")
@@ -196,6 +203,8 @@ class LibraryService:
         from .session import SearchRequest
         from .spaces import compare_fix, pick_compare_spaces, space_label
 
+        check_text(query=query, mode=mode, spaces=spaces, path=path, type=type, kind=kind, lang=lang, since=since,
+                   until=until)
         self._check_query(query, mode)
         filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
         infos = {s.name: s for s in self.session.library.spaces()}
@@ -225,6 +234,7 @@ class LibraryService:
     def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, k: int = 10,
                 space: str | None = None, path: str | None = None, type=None, kind=None, lang=None,
                 since=None, until=None) -> dict:
+        check_text(space=space, path=path, type=type, kind=kind, lang=lang, since=since, until=until)
         filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
         self._check_visible(chunk_id=chunk_id, doc_id=doc_id)
         with self._busy():
@@ -236,6 +246,7 @@ class LibraryService:
         """The text and location of chunks (``123``) and documents (``"doc:45"``), in the order
         asked. An id the library does not have, or outside its folders, is refused (404)."""
         ids = list(ids if isinstance(ids, (list, tuple)) else [ids])
+        check_text(ids=ids)
         if not ids:
             raise ServiceError("No ids given.", "Pass the chunk_id of search hits, or 'doc:ID' for a document.")
         if len(ids) > self.limits.max_ids:
@@ -321,7 +332,7 @@ def parse_id(raw: Any) -> tuple[str, int]:
     if not sep:
         kind, number = "chunk", text
     kind = {"chunk": "chunk", "c": "chunk", "doc": "doc", "document": "doc", "d": "doc"}.get(kind.lower())
-    if kind is None or not number.isdigit():
+    if kind is None or not (number.isascii() and number.isdigit()) or int(number) > MAX_ID:
         raise ServiceError(f"{text[:80]!r} is not an id of this library.",
                            "Ids are the chunk_id of search hits (e.g. 123) or 'doc:ID' for a whole "
                            "document; paths are never read.", status=404)
@@ -330,9 +341,27 @@ def parse_id(raw: Any) -> tuple[str, int]:
 
 def _int(value) -> int:
     try:
-        return int(value)
+        if isinstance(value, bool):
+            raise TypeError
+        n = int(value)
     except (TypeError, ValueError):
         raise ServiceError(f"{str(value)[:80]!r} is not an id.", status=404) from None
+    if not 0 <= n <= MAX_ID:
+        raise _not_found("chunk or document", n)
+    return n
+
+
+def check_text(**given) -> None:
+    """Refuse text that is not valid Unicode (a lone surrogate, from a JSON escape such as
+    ``\\ud800``): it can be neither searched for nor stored, nor named in an answer."""
+    for name, value in given.items():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, str):
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ServiceError(f"'{name}' is not valid Unicode text (it holds a lone surrogate).",
+                                       "Send text as UTF-8.") from None
 
 
 def _not_found(what: str, n) -> ServiceError:

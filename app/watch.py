@@ -11,7 +11,9 @@ How it works:
    with the same size and mtime are not even read.
 3. **Debounced, batched, changed paths only**: events are gathered until the folders are
    quiet for ``step_ms`` (at most ``debounce_ms``), irrelevant ones dropped (the library's own
-   folder, hidden names, unsupported suffixes of files that never were indexed), and the rest
+   folder, hidden names, and names ``index`` would not read:
+   :func:`hefsearch.index.filetypes.may_be_indexed` with the library's ``--ext`` suffixes,
+   unless documents are stored under them), and the rest
    synced with ``sync(..., paths=...)``: the same rules as ``index`` (roots only, ignore files,
    secret files, size caps) and the same crash-safe batches, without crawling the other files.
    A rename is a deletion and a creation; a changed ``.hefsearchignore`` re-syncs its folder.
@@ -276,8 +278,9 @@ class Watcher:
         """The paths worth a sync: under a root, not hidden below it (unless asked), and a
         folder, a file of a supported type, an ignore file (its folder is synced), or
         something gone under which documents are stored."""
-        from hefsearch.index.formats import SUPPORTED_SUFFIXES
+        from hefsearch.index.filetypes import indexed_suffixes, may_be_indexed
 
+        suffixes = indexed_suffixes(self._extra_suffixes(library))
         out: set[str] = set()
         for p in paths:
             if p in {str(r) for r in roots if not r.is_dir()}:  # a file given to index as a root
@@ -292,11 +295,19 @@ class Watcher:
             name = below[-1]
             if name == IGNORE_FILE:
                 out.add(os.path.dirname(p))
-            elif os.path.isdir(p) or Path(name).suffix.lower() in SUPPORTED_SUFFIXES:
+            elif os.path.isdir(p) or may_be_indexed(p, suffixes):
                 out.add(p)
             elif not os.path.lexists(p) and _has_documents_under(library, p):
                 out.add(p)
         return sorted(out)
+
+    def _extra_suffixes(self, library) -> dict[str, str]:
+        """The suffixes ``index --ext`` added (the library's setting), and this run's own."""
+        try:
+            stored = library.settings().get("extra_suffixes") or {}
+        except Exception:  # a library that cannot be read now: its next run will say why
+            stored = {}
+        return {**stored, **(getattr(self.sync_options, "extra_suffixes", None) or {})}
 
     def _sync(self, library, roots, paths: list[str] | None, lock, verb: str) -> bool:
         """One run; False when it must be tried again later (library busy, a failure)."""

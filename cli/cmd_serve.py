@@ -27,9 +27,23 @@ from .options import bundle_option, library_option
               help="Largest k a request may ask for.")
 @click.option("--max-concurrent", type=click.IntRange(1, 1024), default=16, show_default=True,
               help="Requests answered or waiting at once; more get 503 (busy).")
+@click.option("--max-connections", type=click.IntRange(1, 100_000), default=256, show_default=True,
+              help="Open connections. Beyond, the connection that has waited longest without sending a "
+                   "request is closed to make room.")
+@click.option("--head-timeout", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True, metavar="SECONDS",
+              help="Time a connection has to send a complete request head; else it is closed.")
+@click.option("--idle-timeout", type=click.FloatRange(0.1, 3600), default=15.0, show_default=True, metavar="SECONDS",
+              help="Time a kept-alive connection may stay quiet between requests.")
+@click.option("--body-timeout", type=click.FloatRange(0.1, 3600), default=15.0, show_default=True, metavar="SECONDS",
+              help="Time a request body has to arrive in full; else 408.")
+@click.option("--mcp-sessions", type=click.IntRange(1, 100_000), default=64, show_default=True,
+              help="MCP sessions open at once; a new one beyond gets 503.")
+@click.option("--mcp-session-timeout", type=click.FloatRange(1, 86_400), default=600.0, show_default=True,
+              metavar="SECONDS", help="An MCP session unused this long is closed.")
 @bundle_option()
 def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, debounce_ms, rescan_min,
-              no_mcp, max_k, max_concurrent, bundle):
+              no_mcp, max_k, max_concurrent, max_connections, head_timeout, idle_timeout, body_timeout,
+              mcp_sessions, mcp_session_timeout, bundle):
     """Serve the library over HTTP (a web page, JSON API + OpenAPI) and MCP from one warm process.
 
     The encoder (NPU or CPU) is opened once, so a query costs its search and its encoding,
@@ -45,7 +59,8 @@ def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, 
     from pathlib import Path
 
     from hefsearch.app.service import Limits
-    from hefsearch.serve.server import ServeConfig, default_token_file, load_or_create_token, needs_token, serve
+    from hefsearch.serve.server import (ServeConfig, default_token_file, load_or_create_token, needs_token, serve,
+                                        token_file_warning)
 
     token = None
     path = Path(token_file).expanduser() if token_file else None
@@ -56,10 +71,16 @@ def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, 
             click.secho(f"token (saved in {path}, mode 0600; shown only now): {token}", fg="yellow", err=True)
         else:
             click.echo(f"token: in {path}", err=True)
+            warning = token_file_warning(path)
+            if warning:
+                click.secho(warning, fg="yellow", err=True)
     serve(ServeConfig(library=library_path, host=host, port=port, token=token, token_file=path, bundle=bundle,
                       mcp=not no_mcp, watch=watch,
                       watch_options=watch_settings(poll, poll_interval, debounce_ms, rescan_min),
                       limits=Limits(max_k=max_k, max_pending=max_concurrent),
+                      max_connections=max_connections, head_timeout_s=head_timeout, idle_timeout_s=idle_timeout,
+                      body_timeout_s=body_timeout, mcp_sessions=mcp_sessions,
+                      mcp_session_idle_s=mcp_session_timeout,
                       say=lambda line: click.echo(line, err=True)))
 
 
@@ -68,9 +89,9 @@ def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, 
 @click.option("--url", default=None, metavar="URL",
               help="Answer from the hefsearch server at URL (e.g. http://pi:8765) [default: the running "
                    "server of this library if there is one, else this process opens the library].")
-@click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
-              help="The server's token file (for a server that requires one). Env: HEFSEARCH_TOKEN holds "
-                   "the token itself.")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="The server's token file (for a server that requires one) [default: HEFSEARCH_TOKEN, "
+                   "which holds the token itself, else serve-token in hefsearch's data folder].")
 @bundle_option()
 def mcp_cmd(library_path, url, token_file, bundle):
     """MCP server over stdio, for desktop assistants (tools: search, get, similar, status).
@@ -79,34 +100,28 @@ def mcp_cmd(library_path, url, token_file, bundle):
     Add it to an assistant's MCP configuration, e.g.:
       {"mcpServers": {"hefsearch": {"command": "hefsearch", "args": ["mcp"]}}}
     With 'hefsearch serve' running (here or on a Pi: --url), the answers come from its warm
-    process; otherwise this process opens the library and the encoder itself.
+    process; otherwise this process opens the library and the encoder itself. A server
+    recorded in the library (serve.json) is used only when it checks out (file owned by you
+    and not writable by others, a live 'hefsearch serve' of yours on that port); the token
+    never comes from the record.
     """
-    import os
     import sys
-    from pathlib import Path
 
     from hefsearch.serve.remote import RemoteService
-    from hefsearch.serve.server import running_server
 
-    from .mcp_stdio import local_service, run_stdio
+    from .mcp_stdio import local_service, mcp_token, recorded_server, run_stdio
 
-    token = os.environ.get("HEFSEARCH_TOKEN")
-    if token_file:
-        token = Path(token_file).read_text(encoding="utf-8").strip()
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    token = mcp_token(token_file, say)
+    local = False
     if url is None:
-        from hefsearch.index.library import resolve_library_path
-
-        state = running_server(resolve_library_path(library_path))
-        if state is not None:
-            url = state["url"]
-            if token is None and state.get("token_file"):
-                try:
-                    token = Path(state["token_file"]).read_text(encoding="utf-8").strip()
-                except OSError:
-                    pass  # the server's token file is not readable here: its refusal will say so
+        url, token, why = recorded_server(library_path, token, say)
+        local = url is not None
+        if why:
+            click.echo(f"hefsearch mcp: not using the recorded server: {why}", err=True)
     if url is not None:
         click.echo(f"hefsearch mcp: answering from {url}", err=True)
-        run_stdio(RemoteService(url, token))
+        run_stdio(RemoteService(url, token, local=local))
         return
     with local_service(library_path, bundle) as service:
         click.echo(f"hefsearch mcp: answering from {service.session.library_path} in this process", err=True)

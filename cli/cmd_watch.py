@@ -41,11 +41,13 @@ def print_watch_event(event) -> None:
     """One line per watcher event on stderr (the journal, under systemd)."""
     from datetime import datetime
 
+    from hefsearch.index.crawl import for_terminal
+
     colour = {"error": "red", "busy": "yellow", "mode": "yellow"}.get(event.kind)
-    click.secho(f"{datetime.now():%H:%M:%S} {event.message}", fg=colour, err=True)
+    click.secho(f"{datetime.now():%H:%M:%S} {for_terminal(event.message)}", fg=colour, err=True)
     if event.run is not None:
         for path, reason in event.run.report.failed[:20]:
-            click.secho(f"  not indexed: {path}: {reason}", fg="yellow", err=True)
+            click.secho(f"  not indexed: {for_terminal(path)}: {for_terminal(reason)}", fg="yellow", err=True)
 
 
 def stop_on_signals(watcher) -> None:

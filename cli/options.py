@@ -78,8 +78,9 @@ def filter_options(f):
                      help="Only chunks in this language (ISO 639-1: de, en, ja, ...), as detected when "
                           "they were indexed. Repeatable, or comma-separated."),
         click.option("--since", default=None, metavar="WHEN",
-                     help="Only files modified at or after WHEN: a date (2024-03-01), a date and time "
-                          "(2024-03-01T14:00, local time) or an age (12h, 7d, 2w, 3m, 1y)."),
+                     help="Only files modified at or after WHEN (a mail message: sent at or after): a "
+                          "date (2024-03-01), a date and time (2024-03-01T14:00, local time) or an age "
+                          "(12h, 7d, 2w, 3m, 1y)."),
         click.option("--until", default=None, metavar="WHEN", help="Only files modified before WHEN (as --since)."),
     ]
 

@@ -132,7 +132,8 @@ def print_status(st, limit: int | None, freshness: str | None = None) -> None:
     bundle = st.settings.get("bundle")
     out.print(f"  bundle: {escape(for_terminal(str(bundle))) if bundle else '(none recorded)'}")
     out.print(f"  documents: [bold]{st.documents}[/]   chunks: [bold]{st.chunks}[/]   "
-              f"cut mid-sentence to fit: {st.truncated_chunks}")
+              f"cut mid-sentence to fit: {st.truncated_chunks}"
+              + (f"   pages read by OCR: {st.ocr_pages}" if getattr(st, "ocr_pages", 0) else ""))
     out.print(f"  folders: {escape(for_terminal(', '.join(st.roots))) if st.roots else '(none yet)'}", overflow="fold")
     out.print(f"  last sync: {last_sync_text(st)}"
               + ("   skipped: " + skipped_text(st.skipped) if any(st.skipped.values()) else ""))

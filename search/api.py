@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchError
 from hefsearch.embed.space_names import FP32_SPACE
+from hefsearch.index.formats import CONTAINER_KINDS
 
 from .filters import Filters
 from .fusion import rrf
@@ -106,6 +107,13 @@ class Hit:
     more_in_file: int = 0
     #: files folded under this hit: the same content, or a copy of this passage
     also_in: list[str] = field(default_factory=list)
+    #: the message a hit comes from when its document is a message inside a mail file; ``path``
+    #: is then that file, the one on disk (the library stores the message below it: FILE/KEY)
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.message is None and self.doc_kind in CONTAINER_KINDS and "/" in self.path:
+            self.path, self.message = self.path.rsplit("/", 1)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -117,10 +125,12 @@ class Hit:
 
     def location(self, *, short: bool = False) -> str:
         """Where in its file: 'p. 3 · line 12 · chars 420-910', or short 'p.3 l.12' (the TUI's
-        lists). The page only for PDFs."""
+        lists). The page only for paged formats; the message first for mail."""
+        message = [f"message {self.message}"] if self.message else []
         if short:
-            return " ".join(([f"p.{self.page}"] if self.page else []) + ([f"l.{self.line}"] if self.line else []))
-        return " · ".join(([f"p. {self.page}"] if self.page is not None else [])
+            return " ".join(message + ([f"p.{self.page}"] if self.page else [])
+                            + ([f"l.{self.line}"] if self.line else []))
+        return " · ".join(message + ([f"p. {self.page}"] if self.page is not None else [])
                           + [f"line {self.line}", f"chars {self.start}-{self.end}"])
 
 

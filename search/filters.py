@@ -118,23 +118,36 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
 
 
+#: the dates a filter can hold: modification times are stored as 64-bit nanoseconds (1678-2262)
+MIN_EPOCH, MAX_EPOCH = -9_200_000_000.0, 9_200_000_000.0
+
+
 def parse_when(text: str | float | int | None, *, now: float | None = None, what: str = "date") -> float | None:
     """Epoch seconds from a date, a date and time, an age (``7d``) or a number (epoch seconds).
-    Dates without a zone are local time."""
+    Dates without a zone are local time. A date outside 1678-2262 (what the library can
+    store) is refused like one that cannot be read."""
     if text is None or text == "":
         return None
-    if isinstance(text, (int, float)):
-        return float(text)
     s = str(text).strip()
-    m = _AGE.match(s)
-    if m:
-        return (time.time() if now is None else now) - float(m.group(1)) * _AGE_SECONDS[m.group(2).lower()]
     try:
-        return float(s) if re.fullmatch(r"\d{9,}(\.\d+)?", s) else _from_iso(s)
-    except ValueError:
-        raise FilterError(f"Cannot read {what} {s!r}.",
+        if isinstance(text, (int, float)) and not isinstance(text, bool):
+            value = float(text)
+        elif (m := _AGE.match(s)) is not None:
+            value = (time.time() if now is None else now) - float(m.group(1)) * _AGE_SECONDS[m.group(2).lower()]
+        else:
+            value = float(s) if re.fullmatch(r"\d{9,}(\.\d+)?", s) else _from_iso(s)
+        if not MIN_EPOCH <= value <= MAX_EPOCH:  # also NaN
+            raise OverflowError
+    except (ValueError, OverflowError, OSError):
+        raise FilterError(f"Cannot read {what} {s[:80]!r}" + (" (outside the years 1678-2262)."
+                                                               if _looks_like_when(s) else "."),
                           "Give a date (2024-03-01), a date and time (2024-03-01T14:00) or an age "
                           "such as 12h, 7d, 2w, 3m, 1y.") from None
+    return value
+
+
+def _looks_like_when(s: str) -> bool:
+    return bool(_AGE.match(s) or re.fullmatch(r"[\d.]+", s) or re.match(r"\d{4}-\d\d", s))
 
 
 def _from_iso(s: str) -> float:

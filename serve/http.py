@@ -17,8 +17,12 @@ The guard (:class:`Guard`, pure ASGI, in front of everything, ``/mcp`` included)
 request without the right ``Authorization: Bearer`` token when the server has one (any bind
 but loopback must), refuses a ``Host`` that is not loopback on a loopback bind without a token
 (so a web page cannot reach the server through DNS rebinding), and refuses bodies over the
-limit before they are read. Handlers are plain functions: FastAPI runs them in its thread
-pool, and the service caps how many run or wait at once (503 beyond).
+limit: by their Content-Length before anything is read, and by the bytes that actually
+arrive (whatever the framing; both framings at once are refused), within a deadline; and
+refuses an MCP request whose JSON-RPC id is still in flight in its session (409).
+Every error, the framework's own included, is one JSON shape with a status that says whose
+fault it is (4xx: the request's, 5xx: the server's). Handlers are plain functions: FastAPI
+runs them in its thread pool, and the service caps how many run or wait at once (503 beyond).
 """
 
 from __future__ import annotations
@@ -32,9 +36,6 @@ from hefsearch.app.service import LibraryService, ServiceError
 
 from .schema import GetBody, SearchAnswer, SearchBody
 from .web import SecurityHeaders, add_web_routes, is_page
-
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-
 
 def _json_response(data: dict, status: int = 200):
     from fastapi.responses import JSONResponse
@@ -50,15 +51,19 @@ def _errors() -> dict:
 
 
 def make_http_app(service: LibraryService, *, token: str | None = None, loopback: bool = True,
-                  mcp_server=None, host: str = "127.0.0.1"):
-    """The ASGI app: the JSON API, ``/mcp`` when ``mcp_server`` is given, and the guard."""
+                  mcp_server=None, host: str = "127.0.0.1", body_timeout_s: float = 15.0,
+                  mcp_sessions: int = 64, mcp_session_idle_s: float = 600.0):
+    """The ASGI app: the JSON API, ``/mcp`` when ``mcp_server`` is given, and the guard.
+    ``mcp_sessions`` MCP sessions may be open at once (more get 503); one unused for
+    ``mcp_session_idle_s`` is closed."""
     from fastapi import FastAPI
 
     from hefsearch.embed.versions import hefsearch_version
 
     limits = service.limits
     mcp_app = None if mcp_server is None else _mcp_app(mcp_server, limits, token=token, loopback=loopback,
-                                                       host=host)
+                                                       host=host, sessions=mcp_sessions,
+                                                       idle_s=mcp_session_idle_s)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -80,25 +85,35 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
     if mcp_app is not None:
         app.router.routes.extend(mcp_app.routes)
     return SecurityHeaders(Guard(app, token=token, loopback=loopback and token is None,
-                                 max_body=limits.max_body_bytes))
+                                 max_body=limits.max_body_bytes, body_timeout_s=body_timeout_s))
 
 
-def _mcp_app(mcp_server, limits, *, token: str | None, loopback: bool, host: str):
+def _mcp_app(mcp_server, limits, *, token: str | None, loopback: bool, host: str, sessions: int, idle_s: float):
     """The MCP server's streamable HTTP app, mounted at ``/mcp``."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    # a token (any bind but loopback) is the protection there; on loopback the SDK's
-    # own Host/Origin check stays on as well
-    security = None if loopback and token is None else TransportSecuritySettings(
-        enable_dns_rebinding_protection=False)
+    # a token (any bind but loopback) is the protection there; on loopback the SDK's own
+    # Host/Origin check stays on as well, for every loopback address (127.0.0.2 too)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if loopback and token is None:
+        names = ["127.0.0.1", "localhost", "[::1]"]
+        bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        names += [bound] if bound not in names else []
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                             allowed_hosts=[f"{n}:*" for n in names],
+                                             allowed_origins=[f"http://{n}:*" for n in names])
     return mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
                                           transport_security=security,
                                           max_request_body_size=limits.max_body_bytes,
+                                          max_sessions=sessions, session_idle_timeout=idle_s,
                                           json_response=True)
 
 
 def _add_error_handlers(app) -> None:
+    """Every error one JSON shape, ``{"error": {"status", "message", "hint"}}``: 4xx for what
+    the request got wrong, 5xx for what the server did (logged with its traceback)."""
     from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
 
     @app.exception_handler(ServiceError)
     async def _service_error(request, e: ServiceError):
@@ -106,10 +121,35 @@ def _add_error_handlers(app) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request, e: RequestValidationError):
-        problems = "; ".join(f"{'.'.join(str(p) for p in err.get('loc', ()) if p != 'body')}: {err.get('msg')}"
-                             for err in e.errors()[:5])
+        problems = "; ".join(_problem(err) for err in e.errors()[:5])
         return _json_response(ServiceError(f"Bad request: {problems}.",
                                            "See /openapi.json for the parameters.").to_dict(), 400)
+
+    @app.exception_handler(HTTPException)
+    async def _framework_error(request, e: HTTPException):
+        status = e.status_code
+        if status == 404:
+            message, hint = f"No such route: {request.url.path[:200]}.", "See /openapi.json for the routes."
+        elif status == 405:
+            message, hint = f"{request.method} is not allowed on {request.url.path[:200]}.", "See /openapi.json."
+        elif status == 400 and "parsing the body" in str(e.detail):
+            message, hint = ("The request body is not JSON this server can read (not UTF-8, malformed, or "
+                             "nested too deeply).", "Send a JSON object, e.g. {\"query\": \"...\"}.")
+        else:
+            message, hint = str(e.detail), None
+        return _json_response(ServiceError(message, hint, status=status).to_dict(), status)
+
+    @app.exception_handler(Exception)
+    async def _server_error(request, e: Exception):  # the framework logs it with its traceback
+        return _json_response(ServiceError("The server failed to answer this request (its log has the details).",
+                                           "This is a fault of the server, not of the request: please report it.",
+                                           status=500).to_dict(), 500)
+
+
+def _problem(err: dict) -> str:
+    where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+    # the input is not echoed: it may be huge, or text that does not encode (a lone surrogate)
+    return f"{where}: {err.get('msg')}" if where else str(err.get("msg"))
 
 
 def _add_search_routes(app, service: LibraryService) -> None:
@@ -194,52 +234,127 @@ def _add_compare_route(app, service: LibraryService) -> None:
 
 
 class Guard:
-    """Token, Host and body-size checks in front of the whole app (see the module doc)."""
+    """Token, Host, framing and body checks in front of the whole app (see the module doc)."""
 
-    def __init__(self, app, *, token: str | None, loopback: bool, max_body: int):
+    def __init__(self, app, *, token: str | None, loopback: bool, max_body: int, body_timeout_s: float = 15.0):
         self.app = app
         self.token = token.encode() if token else None
         self.loopback = loopback
         self.max_body = max_body
+        self.body_timeout_s = body_timeout_s
+        #: (MCP session, JSON-RPC id) of the MCP requests being answered
+        self._in_flight: set[tuple[str, str]] = set()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        headers: dict[str, list[str]] = {}
+        for k, v in scope.get("headers", ()):
+            headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        first = lambda name: (headers.get(name) or [""])[0]  # noqa: E731
+        # the token first: nothing of a request without it is read beyond its head
         if self.token is not None and not is_page(scope):  # the page asks for the token itself
-            given = headers.get("authorization", "")
-            scheme, _, value = given.partition(" ")
+            scheme, _, value = first("authorization").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token):
                 return await _refuse(send, 401, "A token is needed: send 'Authorization: Bearer TOKEN'.",
                                      "The token was printed when the server first started and is in its "
                                      "token file (hefsearch serve --help: --token-file).",
-                                     [(b"www-authenticate", b'Bearer realm="hefsearch"')])
-        elif self.loopback and _host_name(headers.get("host", "")) not in LOOPBACK_HOSTS:
+                                     [(b"www-authenticate", b'Bearer realm="hefsearch"')], close=True)
+        elif self.loopback and not _loopback_name(_host_name(first("host"))):
             return await _refuse(send, 403, "This server listens on loopback only and answers requests "
-                                            "addressed to 127.0.0.1 or localhost.",
+                                            "addressed to a loopback address (127.0.0.1, ::1) or localhost.",
                                  "To search from another machine, start it with --host ADDRESS (a token "
-                                 "is then required).")
-        length = headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            return await _refuse(send, 413, f"The request body is over {self.max_body:,} bytes.")
-        if length is None and headers.get("transfer-encoding"):
-            receive = _capped(receive, self.max_body)
+                                 "is then required).", close=True)
+        lengths, chunked = headers.get("content-length"), headers.get("transfer-encoding")
+        if chunked is not None and lengths is not None or lengths is not None and len(set(lengths)) > 1:
+            return await _refuse(send, 400, "The request has both a Content-Length and a Transfer-Encoding "
+                                            "(or two Content-Lengths): its size is ambiguous, so it is refused.",
+                                 "Send one of them.", close=True)
+        length = lengths[0].strip() if lengths else None
+        if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > self.max_body):
+            return await _refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
+        if chunked is not None or (length is not None and int(length) > 0):
+            body = await self._read_body(receive, send)
+            if body is None:
+                return
+            receive = _replay(body, receive)
+            key = _rpc_request(scope, first("mcp-session-id"), body)
+            if key is not None:
+                return await self._once(key, scope, receive, send)
         return await self.app(scope, receive, send)
 
+    async def _once(self, key: tuple, scope, receive, send):
+        """One MCP request per JSON-RPC id and session at a time: the SDK keys its answers by id,
+        so a second request with an id still in flight took the first one's answer stream and
+        left one of them unanswered for ever."""
+        if key in self._in_flight:
+            return await _refuse(send, 409, "A request with this JSON-RPC id is still being answered in this "
+                                            "MCP session.", "Give every request of a session its own id.")
+        self._in_flight.add(key)
+        try:
+            return await self.app(scope, receive, send)
+        finally:
+            self._in_flight.discard(key)
 
-def _capped(receive, limit: int):
-    seen = 0
+    async def _read_body(self, receive, send) -> bytes | None:
+        """The whole body, counted as it arrives (whatever the framing said): None once refused
+        (over ``max_body`` bytes: 413; not all there within ``body_timeout_s``: 408) or when
+        the client left."""
+        import anyio
+
+        parts, seen = [], 0
+        with anyio.move_on_after(self.body_timeout_s) as deadline:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return None
+                part = message.get("body", b"")
+                seen += len(part)
+                if seen > self.max_body:
+                    await _refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
+                    return None
+                parts.append(part)
+                if not message.get("more_body", False):
+                    return b"".join(parts)
+        if deadline.cancelled_caught:
+            await _refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
+                          "Send the whole body at once (the server's --body-timeout).", close=True)
+        return None
+
+
+def _rpc_request(scope, session: str, body: bytes) -> tuple[str, str] | None:
+    """(session, id) of a JSON-RPC request POSTed to /mcp within a session; None otherwise
+    (notifications, answers, batches, the initialize without a session, anything unreadable)."""
+    if scope.get("method") != "POST" or scope.get("path") != "/mcp" or not session:
+        return None
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" not in message or message.get("id") is None:
+        return None
+    return session, json.dumps(message["id"])
+
+
+def _replay(body: bytes, receive):
+    """``receive`` for the app: the body read by the guard, then the client's own messages
+    (the disconnect a streaming answer waits for)."""
+    given = False
 
     async def wrapped():
-        nonlocal seen
-        message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                return {"type": "http.disconnect"}
-        return message
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
 
     return wrapped
+
+
+def _loopback_name(host: str) -> bool:
+    from .server import is_loopback
+
+    return bool(host) and is_loopback(host)
 
 
 def _host_name(host: str) -> str:
@@ -249,9 +364,12 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def _refuse(send, status: int, message: str, hint: str | None = None, extra: list | None = None) -> None:
+async def _refuse(send, status: int, message: str, hint: str | None = None, extra: list | None = None,
+                  close: bool = False) -> None:
+    """An error answer from the guard; ``close``: the connection ends after it (a body may be
+    unread, so the next bytes cannot be trusted to start a request)."""
     body = json.dumps(ServiceError(message, hint, status=status).to_dict()).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *(extra or [])]})
+                            *(extra or []), *([(b"connection", b"close")] if close else [])]})
     await send({"type": "http.response.body", "body": body})

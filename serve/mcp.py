@@ -7,16 +7,23 @@ for desktop assistants) and over streamable HTTP at ``/mcp`` of ``hefsearch serv
 Every tool answers with the JSON the HTTP API gives, as one text block, (``search_json`` and friends), which names
 the backend that encoded the query and the library's age. The service's blocking calls run in
 a worker thread, so the event loop keeps serving other sessions. A refused request (bad input,
-an id the library does not have, a busy server) comes back as a tool error with the message
-and what to do, never as a traceback.
+an id the library does not have, a busy server) comes back as a tool error whose text is the
+HTTP API's error JSON, ``{"error": {"status", "message", "hint"}}`` (4xx: the request's
+fault, 5xx: the server's), never as a traceback; arguments that do not fit the tool's schema
+(``k: true``) are refused by the SDK with its validation message.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 
 from hefsearch.embed.errors import HefsearchError
+
+from .schema import WholeNumber  # noqa: F401 - named in the tools' signatures (read by the SDK)
+
+log = logging.getLogger("hefsearch.serve")
 
 INSTRUCTIONS = """\
 hefsearch searches the user's own documents (PDF, Word, Markdown, text, HTML) by meaning, in
@@ -29,9 +36,7 @@ age such as 7d)."""
 
 def make_mcp(service, *, name: str = "hefsearch"):
     """An ``MCPServer`` whose tools call ``service`` (``search``, ``similar``, ``get``, ``status``)."""
-    import anyio
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
     from hefsearch.embed.versions import hefsearch_version
@@ -40,17 +45,9 @@ def make_mcp(service, *, name: str = "hefsearch"):
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 
-    async def call(method, *args, **kwargs) -> str:
-        """The service's answer as JSON text (one text block: the answers are JSON already, and
-        structured output would serialise and validate each answer twice)."""
-        try:
-            answer = await anyio.to_thread.run_sync(functools.partial(method, *args, **kwargs))
-        except HefsearchError as e:
-            raise ToolError(e.message + (f" ({e.hint})" if e.hint else "")) from None
-        return json.dumps(answer, ensure_ascii=False)
-
+    call = _tool_call
     @server.tool(annotations=read_only, structured_output=False)
-    async def search(query: str, k: int = 10, mode: str = "hybrid", path: str | None = None,
+    async def search(query: str, k: WholeNumber = 10, mode: str = "hybrid", path: str | None = None,
                      type: list[str] | str | None = None, lang: list[str] | str | None = None,
                      since: str | None = None, until: str | None = None, space: str | None = None,
                      snippets: str = "meaning", rerank: int | str | None = None) -> str:
@@ -71,9 +68,9 @@ def make_mcp(service, *, name: str = "hefsearch"):
         return await call(service.get, ids)
 
     @server.tool(annotations=read_only, structured_output=False)
-    async def similar(chunk_id: int | None = None, k: int = 10, path: str | None = None,
+    async def similar(chunk_id: WholeNumber | None = None, k: WholeNumber = 10, path: str | None = None,
                       type: list[str] | str | None = None, lang: list[str] | str | None = None,
-                      since: str | None = None, until: str | None = None, id: int | None = None) -> str:
+                      since: str | None = None, until: str | None = None, id: WholeNumber | None = None) -> str:
         """Passages of other documents most like the chunk chunk_id (from a search hit): "more
         like this". Same filters as search. ``id`` is accepted too (the HTTP API's name)."""
         return await call(service.similar, chunk_id if chunk_id is not None else id, k=k, path=path, type=type,
@@ -86,3 +83,29 @@ def make_mcp(service, *, name: str = "hefsearch"):
         return await call(service.status)
 
     return server
+
+
+async def _tool_call(method, *args, **kwargs):
+    """The service's answer as JSON text (one text block: the answers are JSON already, and
+    structured output would serialise and validate each answer twice), or a tool error whose
+    text is the error JSON."""
+    import anyio
+    from mcp.types import CallToolResult, TextContent
+
+    from hefsearch.app.service import ServiceError
+
+    def failed(error: ServiceError) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=json.dumps(error.to_dict()))], is_error=True)
+
+    try:
+        answer = await anyio.to_thread.run_sync(functools.partial(method, *args, **kwargs))
+    except ServiceError as e:
+        return failed(e)
+    except HefsearchError as e:
+        return failed(ServiceError(e.message, e.hint, status=getattr(e, "status", 400)))
+    except Exception:
+        log.exception("an MCP tool call failed")
+        return failed(ServiceError("The server failed to answer this call (its log has the details).",
+                                   "This is a fault of the server, not of the call: please report it.",
+                                   status=500))
+    return json.dumps(answer, ensure_ascii=False)

@@ -16,13 +16,30 @@ from hefsearch.app.service import ServiceError
 TIMEOUT_S = 30.0
 
 
+def on_this_machine(host: str) -> bool:
+    """A loopback address, localhost, or a wildcard address (which connects to this machine)."""
+    import ipaddress
+
+    if host.lower().rstrip(".") in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_unspecified
+
+
 class RemoteService:
-    def __init__(self, url: str, token: str | None = None, *, timeout_s: float = TIMEOUT_S):
+    """``local``: the server is on this machine (a recorded one): never through a proxy. A
+    loopback or wildcard address (127.0.0.0/8, ::1, localhost, 0.0.0.0, ::) never is either, so
+    the token does not travel through ``http_proxy``."""
+
+    def __init__(self, url: str, token: str | None = None, *, timeout_s: float = TIMEOUT_S, local: bool = False):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
         host = urllib.parse.urlsplit(self.url).hostname or ""
-        handlers = [urllib.request.ProxyHandler({})] if host in ("127.0.0.1", "localhost", "::1") else []
+        handlers = [urllib.request.ProxyHandler({})] if local or on_this_machine(host) else []
         self._opener = urllib.request.build_opener(*handlers)
 
     def _call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
@@ -37,8 +54,9 @@ class RemoteService:
         except urllib.error.HTTPError as e:
             try:
                 err = json.loads(e.read()).get("error") or {}
-            except ValueError:
+            except (ValueError, AttributeError):
                 err = {}
+            err = err if isinstance(err, dict) else {}
             raise ServiceError(err.get("message") or f"The server at {self.url} answered {e.code}.",
                                err.get("hint"), status=e.code) from None
         except (urllib.error.URLError, OSError, ValueError) as e:

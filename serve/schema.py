@@ -2,15 +2,26 @@
 sent as the service makes them (``search_json`` ...): the answer models document the known
 fields and allow more, so a field the search API adds reaches every client unchanged."""
 
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+
+def _not_a_bool(value: Any) -> Any:
+    """``true`` is not a number of hits (pydantic would take it as 1)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number, not true/false")
+    return value
+
+
+#: a whole number that is not a JSON boolean
+WholeNumber = Annotated[int, BeforeValidator(_not_a_bool)]
 
 
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(..., description="What to look for (any language).")
-    k: int = Field(10, description="Number of hits (1 to the server's --max-k, default 100).")
+    k: WholeNumber = Field(10, description="Number of hits (1 to the server's --max-k, default 100).")
     mode: str = Field("hybrid", description="hybrid, vector or keyword.")
     space: Optional[str] = Field(None, description="Vector space (default: the library's default).")
     path: Optional[str] = Field(None, description="Path glob, e.g. '*/invoices/*' or '*.pdf'.")

@@ -5,7 +5,16 @@ watcher in a thread of its own.
 Binding: 127.0.0.1 by default. Any other address needs a token (:func:`needs_token`): the one
 in ``--token-file``, else a generated one written to a 0600 file in hefsearch's data folder
 and printed once, when it is made. ``<library>/serve.json`` tells ``hefsearch mcp`` where the
-server of a library listens (removed at exit; a stale one is recognised by its pid).
+server of a library listens (removed at exit; :mod:`hefsearch.serve.trust` decides whether
+``hefsearch mcp`` believes it).
+
+Signals: the server owns SIGTERM and SIGINT (uvicorn's own handling re-raises the signal after
+its shutdown, which killed the process with 143 before the cleanup ran): either one stops
+the server (open requests get ``shutdown_timeout_s`` to finish), then ``serve.json`` is
+removed, the watcher stopped and the library closed, and the process exits 0.
+
+Slow or idle clients: see :mod:`hefsearch.serve.protocol` (request-head timeout, connection
+cap) and :class:`hefsearch.serve.http.Guard` (body size and deadline).
 """
 
 from __future__ import annotations
@@ -16,7 +25,9 @@ import json
 import logging
 import os
 import secrets
+import signal
 import socket
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -56,18 +67,59 @@ def default_token_file() -> Path:
     return data_dir() / TOKEN_FILE
 
 
+def read_token(path: Path) -> str:
+    """The token in ``path`` (its first line), or a :class:`ServeError` that says what is wrong
+    with the file (missing, a dangling link, unreadable, not UTF-8, too short)."""
+    path = Path(path).expanduser()
+    if path.is_symlink() and not path.exists():
+        raise ServeError(f"The token file {path} is a link to {os.readlink(path)}, which does not exist.",
+                         "Point it at the token file, or remove the link to have a new token made there.")
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ServeError(f"Cannot read the token file {path}: {e.strerror or e}.",
+                         "Check its permissions, or give another file with --token-file.") from None
+    try:
+        lines = raw.decode("utf-8").strip().splitlines()
+    except UnicodeDecodeError:
+        raise ServeError(f"The token file {path} is not UTF-8 text.",
+                         "A token file holds one line of text: delete it to have one made, or write "
+                         "one there (at least 16 random characters).") from None
+    token = lines[0].strip() if lines else ""
+    if len(token) < 16:
+        raise ServeError(f"The token in {path} is too short ({len(token)} characters).",
+                         "Use at least 16 random characters, or delete the file to have one made.")
+    return token
+
+
+def token_file_warning(path: Path) -> str | None:
+    """A warning when other users can read the token file (e.g. mode 0644), else None."""
+    try:
+        st = Path(path).expanduser().stat()
+    except OSError:
+        return None
+    if st.st_mode & 0o077:
+        return (f"warning: the token file {path} has mode {stat.S_IMODE(st.st_mode):04o}: other users of this "
+                f"machine can read the token. Make it private: chmod 600 {path}")
+    return None
+
+
 def load_or_create_token(path: Path) -> tuple[str, bool]:
     """(token, created now): read the token file, or make one (0600, 32 random bytes, URL-safe)."""
     path = Path(path).expanduser()
-    with contextlib.suppress(FileNotFoundError):
-        token = path.read_text(encoding="utf-8").strip()
-        if len(token) < 16:
-            raise ServeError(f"The token in {path} is too short ({len(token)} characters).",
-                             "Use at least 16 random characters, or delete the file to have one made.")
-        return token, False
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() or path.is_symlink():
+        return read_token(path), False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ServeError(f"Cannot create the folder {path.parent} for the token file: {e.strerror or e}.",
+                         "Give a token file in a folder you can write with --token-file FILE.") from None
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as e:
+        raise ServeError(f"Cannot create the token file {path}: {e.strerror or e}.",
+                         "Give a token file in a folder you can write with --token-file FILE.") from None
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(token + "\n")
     return token, True
@@ -91,6 +143,19 @@ class ServeConfig:
     ready: threading.Event = field(default_factory=threading.Event)
     #: (host, port) listened on, once known
     address: tuple | None = None
+    #: seconds a request head may take (from the opening, or from a later request's first byte)
+    head_timeout_s: float = 10.0
+    #: seconds a kept-alive connection may stay quiet between requests
+    idle_timeout_s: float = 15.0
+    #: seconds a request body may take to arrive in full
+    body_timeout_s: float = 15.0
+    #: open connections; beyond, the one that waited longest for a request is closed
+    max_connections: int = 256
+    #: seconds open requests get to finish once asked to stop
+    shutdown_timeout_s: float = 5.0
+    #: MCP sessions open at once, and the idle time after which one is closed
+    mcp_sessions: int = 64
+    mcp_session_idle_s: float = 600.0
 
 
 def make_socket(host: str, port: int) -> socket.socket:
@@ -112,7 +177,19 @@ def make_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(config: ServeConfig) -> None:
-    """Open the library, warm the encoder, listen, answer until SIGINT/SIGTERM."""
+    """Open the library, warm the encoder, listen, answer until SIGINT/SIGTERM (then clean up
+    and return: the process exits 0)."""
+    if needs_token(config.host) and not config.token:
+        raise ServeError(f"Listening on {config.host} needs a token.",
+                         "Pass --token-file FILE (or let serve make one).")
+    stop = _Signals()
+    with stop.installed():
+        _serve(config, stop)
+    if stop.received:
+        config.say(f"hefsearch serve: stopped ({signal.Signals(stop.received[0]).name})")
+
+
+def _serve(config: ServeConfig, stop: "_Signals") -> None:
     import uvicorn
 
     from hefsearch.app.service import LibraryService, Limits
@@ -120,11 +197,10 @@ def serve(config: ServeConfig) -> None:
 
     from .http import make_http_app
     from .mcp import make_mcp
+    from .protocol import protocol_class
 
-    if needs_token(config.host) and not config.token:
-        raise ServeError(f"Listening on {config.host} needs a token.", "Pass --token-file FILE (or let serve make one).")
     session = LibrarySession.open(config.library, bundle=config.bundle)
-    watcher = None
+    watcher = thread = None
     try:
         service = LibraryService(session, config.limits or Limits())
         t = time.perf_counter()
@@ -135,27 +211,66 @@ def serve(config: ServeConfig) -> None:
                        if session.default_space() else "library has no vector space yet: keyword search only")
         except HefsearchError as e:
             config.say(f"warning: the encoder did not open ({e.message}); vector searches will say why")
+        if stop.received:
+            return
         app = make_http_app(service, token=config.token, loopback=is_loopback(config.host),
-                            mcp_server=make_mcp(service) if config.mcp else None, host=config.host)
+                            mcp_server=make_mcp(service) if config.mcp else None, host=config.host,
+                            body_timeout_s=config.body_timeout_s, mcp_sessions=config.mcp_sessions,
+                            mcp_session_idle_s=config.mcp_session_idle_s)
         sock = make_socket(config.host, config.port)
         config.address = sock.getsockname()[:2]
         url = f"http://{_url_host(config.host)}:{config.address[1]}"
         if config.watch:
-            watcher = _start_watcher(config, session)
+            watcher, thread = _start_watcher(config, session)
         _write_state(session.library.path, url, config)
         config.say(f"hefsearch serve: {url}  (web page: {url}/; JSON API: /search /similar /chunks/ID /documents/ID /status; "
                    f"OpenAPI: /openapi.json{'; MCP: ' + url + '/mcp' if config.mcp else ''})"
                    + ("; token required" if config.token else ""))
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
-                                               limit_concurrency=256, timeout_keep_alive=30,
-                                               h11_max_incomplete_event_size=16 * 1024))
+        server = uvicorn.Server(uvicorn.Config(
+            app, log_level="warning", lifespan="on", access_log=False,
+            # uvicorn's limit_concurrency counts connections (idle ones too): the protocol's cap
+            # and the service's work slots replace it
+            limit_concurrency=None,
+            http=protocol_class(head_timeout_s=config.head_timeout_s, max_connections=config.max_connections),
+            timeout_keep_alive=config.idle_timeout_s, timeout_graceful_shutdown=config.shutdown_timeout_s,
+            h11_max_incomplete_event_size=16 * 1024))
+        server.capture_signals = contextlib.nullcontext  # _Signals has them; uvicorn's re-raise them
+        stop.server = server
         config.ready.set()
-        server.run(sockets=[sock])
+        if not stop.received:
+            server.run(sockets=[sock])
     finally:
         _remove_state(session.library.path)
         if watcher is not None:
             watcher.stop()
+            thread.join(timeout=30)
         session.close()
+
+
+class _Signals:
+    """SIGTERM and SIGINT, for the whole of :func:`serve`: recorded, and passed on to the web
+    server once it runs (which then stops); never re-raised."""
+
+    def __init__(self):
+        self.received: list[int] = []
+        self.server = None
+
+    def handle(self, sig, frame) -> None:
+        self.received.append(sig)
+        if self.server is not None:
+            self.server.handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only (tests run serve in a thread)
+            return
+        before = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
 
 
 def _url_host(host: str) -> str:
@@ -165,14 +280,16 @@ def _url_host(host: str) -> str:
 def _start_watcher(config: ServeConfig, session):
     from hefsearch.app.watch import Watcher
 
+    from hefsearch.index.crawl import for_terminal
+
     def say(event):
-        config.say(f"watch: {event.message}")
+        config.say(f"watch: {for_terminal(event.message)}")
 
     watcher = Watcher(session.library.path, options=config.watch_options, on_event=say)
     thread = threading.Thread(target=_run_watcher, args=(watcher, config), name="hefsearch-serve-watch",
                               daemon=True)
     thread.start()
-    return watcher
+    return watcher, thread
 
 
 def _run_watcher(watcher, config) -> None:
@@ -183,12 +300,22 @@ def _run_watcher(watcher, config) -> None:
 
 
 def _write_state(folder, url: str, config: ServeConfig) -> None:
-    from hefsearch.embed.atomic_write import write_json_atomic
-
+    """``serve.json``, mode 0644 whatever the umask (a group-writable one is not trusted), made
+    beside it and renamed over it (never half written)."""
     state = {"pid": os.getpid(), "url": url, "started": time.time(), "token_required": bool(config.token),
              "token_file": str(config.token_file) if config.token_file else None}
-    with contextlib.suppress(OSError):
-        write_json_atomic(Path(folder) / SERVE_STATE, state)
+    path = Path(folder) / SERVE_STATE
+    tmp = path.with_name(f".{SERVE_STATE}.{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o644)
+            json.dump(state, f)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        config.say(f"warning: cannot write {path} ({e.strerror or e}): 'hefsearch mcp' will not find this server")
 
 
 def _remove_state(folder) -> None:
@@ -199,10 +326,11 @@ def _remove_state(folder) -> None:
 
 
 def running_server(folder) -> dict | None:
-    """The state of the server of the library at ``folder``, or None when none runs."""
+    """The recorded state of the server of the library at ``folder`` when its pid is alive, or
+    None; whether to *trust* it is :func:`hefsearch.serve.trust.trusted_server`'s question."""
     try:
         state = json.loads((Path(folder) / SERVE_STATE).read_text(encoding="utf-8"))
         os.kill(int(state["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return state

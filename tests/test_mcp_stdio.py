@@ -66,6 +66,9 @@ def test_mcp_stdio_lists_tools_searches_and_gets(served_library, tmp_path):
     assert not answers[0][0] and [str(i["id"]) for i in got["items"]] == ids
     assert got["items"][0]["text"] == found["hits"][0]["text"]
     assert answers[1][0] and "no chunk 987654" in answers[1][1]
+    assert json.loads(answers[1][1]) == {"error": {"status": 404, "message": "The library has no chunk 987654.",
+                                                   "hint": "Take the id from a search result (chunk_id) or a "
+                                                           "document id (doc:ID)."}}  # the HTTP API's error JSON
     assert answers[2][0] and "not an id of this library" in answers[2][1]
     similar = json.loads(answers[3][1])
     assert not answers[3][0] and all(h["chunk_id"] != int(ids[0]) for h in similar["hits"])
@@ -82,4 +85,5 @@ def test_mcp_stdio_answers_from_the_running_server(served_library, tmp_path):
     assert len(tools) == 4
     found = json.loads(answers[0][1])
     assert [h["path"].rsplit("/", 1)[1] for h in found["hits"]] == ["rechnung.txt"]
-    assert answers[1][0] and "no document 987654" in answers[1][1]
+    assert answers[1][0] and json.loads(answers[1][1])["error"]["status"] == 404  # the server's error, as it gave it
+    assert "no document 987654" in answers[1][1]

@@ -268,3 +268,47 @@ def test_a_quiet_watcher_lets_the_encoders_go(tiny_bert_bundle, tmp_path):
         watcher.stop()
         thread.join(timeout=10)
     assert not thread.is_alive() and events[-1].kind == "stop"
+
+
+def test_watch_reads_what_index_reads_and_escapes_the_names_it_prints(tiny_bert_bundle, tmp_path, capsys):
+    """After ``index --ext .log`` the watcher indexes new .log files, names without a suffix and
+    .gz files (as index does), and a hostile file name cannot drive the terminal or forge a line."""
+    import gzip
+    import threading
+
+    from hefsearch.app.reindex import _Choice, reindex
+    from hefsearch.app.watch import WatchOptions, Watcher
+    from hefsearch.cli.cmd_watch import print_watch_event
+    from hefsearch.index.sync import SyncOptions
+
+    docs = write_docs(tmp_path / "docs")
+    lib = tmp_path / "lib"
+    with Library.open(lib) as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
+        reindex(library, [docs], open_encoders=lambda: [enc], close=False,
+                options=SyncOptions(extra_suffixes={".log": "text"}))
+    events = []
+    watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0),
+                      open_encoders=lambda: _Choice([Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)]),
+                      on_event=events.append)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    evil = docs / "notes" / "evil\n12:00:00 indexed 0 path(s)\x1b]0;pwned\x07.txt"
+    try:
+        wait_until(lambda: any(e.kind == "run" for e in events), what="the catch-up")
+        (docs / "notes/app.log").write_text("The okapi log line.\n")
+        (docs / "notes/NOTES").write_text("Notes on the okapi.\n")
+        (docs / "notes/old.txt.gz").write_bytes(gzip.compress(b"An okapi archived long ago.\n"))
+        evil.write_bytes(bytes(range(256)) * 40)  # binary: not indexed, and said so
+        wait_until(lambda: keyword_names(lib, "okapi") == ["NOTES", "app.log", "old.txt.gz"], timeout=20,
+                   what="the .log, suffix-less and .gz files")
+        failed = wait_until(lambda: next((e for e in events if e.run and e.run.report.failed), None), timeout=20,
+                            what="the binary file reported")
+    finally:
+        watcher.stop()
+        thread.join(timeout=10)
+    capsys.readouterr()
+    print_watch_event(failed)
+    printed = capsys.readouterr().err
+    assert "\x1b" not in printed and "\x07" not in printed
+    lines = printed.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("  not indexed: ") and "evil" in lines[1]
