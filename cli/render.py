@@ -93,8 +93,20 @@ def search_footer(result) -> Text:
                 + (f" · space {result.space} ({result.backend_label})" if result.space else "")
                 + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
                   f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})"
-                + (f" + {later:.0f} ms semantic snippets" if later is not None else ""),
+                + (f" + {later:.0f} ms semantic snippets" if later is not None else "")
+                + (f"\n{rerank_text(result.rerank, t.get('rerank'))}" if result.rerank else ""),
                 style="dim")
+
+
+def rerank_text(info: dict, ms: float | None) -> str:
+    """'re-ranked 30 of the top 30 in cpu-fp32-neutral · 41 ms (budget 250 ms)', or why not."""
+    from hefsearch.search.rerank import RerankInfo
+
+    r = RerankInfo(**info)
+    out = r.describe()
+    if ms is not None:
+        out += f" · {ms:.0f} ms" + (f" (budget {r.budget_ms:.0f} ms)" if r.budget_ms is not None else "")
+    return out
 
 
 def print_search(result, path_glob=None, kinds=(), filters=None) -> None:
@@ -290,7 +302,8 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     labelled = info.get("labelled")
     src = "queries from your file" if info["query_source"] == "file" else "pseudo-queries cut from random chunks"
     t = Table(title=f"Your library: {info['queries']} {src}, {info['chunks']} chunks; "
-                    "ground truth = FP32's top-1", title_justify="left")
+                    "ground truth = FP32's top-1 (a -neutral space: cpu-fp32-neutral's, when there)",
+              title_justify="left")
     cols = ["space", "R@1", "R@5", "R@10", "MRR"]
     if depth:
         cols.append(f"in top {depth}")
@@ -311,7 +324,8 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
 
     for s in lib:
         r = s.library
-        row(escape(s.name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
+        name = s.name + (f" (vs {r.reference})" if r.reference != "cpu-fp32" and r.reference != s.name else "")
+        row(escape(name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
             num(r.ms_per_query, 1), r.source_found)
         if r.reranked:
             rr = r.reranked

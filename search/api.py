@@ -148,6 +148,9 @@ class SearchResult:
     pending_snippets: set[int] = field(default_factory=set)
     #: every chunk as ranked (no grouping by document, copies not folded)
     all_chunks: bool = False
+    #: whether and how deep FP32 re-ranked (:class:`~hefsearch.search.rerank.RerankInfo`
+    #: as a dict; None: no vector ranking to re-rank)
+    rerank: dict | None = None
 
     def apply_snippets(self, snippets: dict[int, str]) -> None:
         """Put semantic snippets (chunk id -> snippet) into the hits; they are no longer pending."""
@@ -160,7 +163,7 @@ class SearchResult:
         return {"query": self.query, "mode": self.mode, "space": self.space, "all_chunks": self.all_chunks,
                 "backend": self.backend_label, "notice": self.notice,
                 "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
-                "hits": [h.to_dict() for h in self.hits]}
+                "rerank": self.rerank, "hits": [h.to_dict() for h in self.hits]}
 
 
 def also_in_text(hit: Hit, names: int = 3) -> str:
@@ -197,8 +200,12 @@ class Searcher:
                  bundle: str | None = None,
                  keyword_strength: str = "all",
                  keyword_weight: float = 1.0,
-                 snippets: str = "quick"):
+                 snippets: str = "quick",
+                 rerank_budget_ms: float | None = 250.0):
         self.library = library
+        #: ms a search may spend computing missing FP32 vectors for re-ranking (None: no
+        #: limit, as a bench wants; the default is search/rerank.py's DEFAULT_BUDGET_MS)
+        self.rerank_budget_ms = rerank_budget_ms
         self._factory = encoder_factory
         self._encoders: dict[str, Encoder] = dict(encoders or {})
         self._pending: dict[str, PendingEncoder] = {}  # encoders opening in the background
@@ -290,6 +297,10 @@ class Searcher:
                           f"its spaces: {', '.join(names)}.",
                           "Pick one of them with --space, or leave --space out for the default space.")
 
+    def has_open_encoder(self, space: str) -> bool:
+        """Whether the encoder of ``space`` is open (or opening) already: using it costs no load."""
+        return space in self._encoders or space in self._pending
+
     def adopt_encoder(self, space: str, encoder: "Encoder") -> None:
         """Use (and later close) ``encoder`` for ``space``; checked like any other on first use."""
         self._encoders[space] = encoder
@@ -370,6 +381,7 @@ class Searcher:
             depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k)
         run = SearchRun(request=request, query=query, filters=filters, k=k, depth=depth,
                         rerank=rerank, fallback=fallback, started=started, notices=notices)
+        run.asked_rerank = rerank
         if not query or (request.mode == "keyword" and not parse_query(query)):
             run.notice = " ".join([*notices, NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE])
         return run
@@ -395,8 +407,13 @@ class Searcher:
         run.vec_ids = [int(i) for i in ids[0] if i >= 0]
         run.vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}
         if run.rerank:
-            run.vec_ids, run.vec_scores = self._rerank(run.query, run.space, run.vec_ids, run.vec_scores,
-                                                       run.rerank, run.timings)
+            run.vec_ids, run.vec_scores, info = self._rerank(run.query, run.space, run.vec_ids, run.vec_scores,
+                                                             run.rerank, run.timings)
+            run.rerank_info = info.to_dict()
+        else:
+            run.rerank_info = {"depth": 0, "space": None, "rescored": 0, "computed": 0, "deferred": 0,
+                               "budget_ms": None, "note": "off" if run.rerank == 0 and run.asked_rerank is not None
+                               else "not needed for this space"}
 
     def _keyword_stage(self, run: SearchRun) -> None:
         """FTS5: every word (keyword mode tops up with some words), or in hybrid mode the codes
@@ -476,7 +493,7 @@ class Searcher:
         notice = " ".join([*run.notices, run.notice] if run.notice else run.notices) or None
         return SearchResult(query=run.query, mode=run.mode, space=run.space, hits=hits, timings=run.timings,
                             notice=notice, backend_label=run.label, pending_snippets=run.pending,
-                            all_chunks=run.request.all_chunks)
+                            all_chunks=run.request.all_chunks, rerank=run.rerank_info)
 
     def _similarities(self, ids: list[int], vec_scores: dict[int, float], space: str | None,
                       query_vec) -> dict[int, float]:
@@ -580,9 +597,10 @@ class Searcher:
         except ImportError:
             raise SearchError("Re-ranking is not available in this installation.") from None
         t = time.perf_counter()
-        ids, scores = rr.rerank_candidates(self, query=query, space=space, ids=ids, scores=scores, top=n)
+        ids, scores, info = rr.rerank_candidates(self, query=query, space=space, ids=ids, scores=scores, top=n,
+                                                 budget_ms=self.rerank_budget_ms)
         timings["rerank"] = _ms(t)
-        return list(ids), dict(scores)
+        return list(ids), dict(scores), info
 
 
 def _ms(t0: float) -> float:
