@@ -450,11 +450,6 @@ def snapshot(db: Database, lock: threading.RLock | None = None) -> Iterator[None
                 db.conn.execute("COMMIT")
 
 
-def get_setting(db: Database, key: str, default: Any = None) -> Any:
-    row = db.execute("SELECT value FROM settings WHERE key = ?", [key]).fetchone()
-    return default if row is None else json.loads(row[0])
-
-
 def all_settings(db: Database) -> dict:
     return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM settings")}
 

@@ -15,28 +15,25 @@
   chunks that merely share a word: classic RRF halves recall@5 on the cross-lingual set of
   ``bench/hybrid.py`` (figures in the README).
 
-Device fallback (issue 4): when encoding the query for a space fails with ``DeviceError`` (or
+Device fallback: when encoding the query for a space fails with ``DeviceError`` (or
 its backend is unavailable at open) and the library has a ``cpu-fp32`` space, the search is
 answered from that space with the CPU encoder and ``SearchResult.notice`` says so. An FP32
 query is never run against NPU vectors.
 
-Hostile input (issue 11): the query is cleaned first (:func:`prepare_query`: lone surrogates,
+Hostile input: the query is cleaned first (:func:`prepare_query`: lone surrogates,
 control characters, surrounding blanks, more than ``MAX_QUERY_CHARS``). A query with nothing
 left, or a keyword query without a single word, answers no hits and a notice saying why (not
 an exception: every caller, the TUI included, shows notices). A ``space`` the library does not
 have is an error naming the spaces it has, in every mode.
 
-Latency (issue 13): a search never embeds snippet sentences. Snippets come from the query's
-words (:func:`~hefsearch.search.snippets.quick_snippets`); hits whose best sentence needs the
-meaning are listed in ``SearchResult.pending_snippets`` and :meth:`Searcher.semantic_snippets`
-fills them later, for the hits a person sees, with the CPU FP32 encoder (never the NPU, which
-may be indexing). The per-query work is independent of the library's size: one ``IN`` query on
-the chunks' primary key for the hits, space names (not member counts) to pick the re-rank
-default (``Library.spaces()`` counts members: 2 ms per query at 100k chunks, 100x that at 10M).
-Measured with bench/query_latency.py at 100k chunks, MiniLM on 2 loaded cores: the whole CPU
-vector query p50 16 ms (encode 6, FAISS flat 6-9, fetch 0.2, snippets 0.4) against 686 ms with
-the sentences embedded inline (``snippets="inline"``, the old path); fetch and snippets take
-the same time at 10k and 100k chunks, so the library part beyond FAISS does not grow.
+Latency: a search never embeds snippet sentences, so results never wait for an encoder.
+Snippets come from the query's words (:func:`~hefsearch.search.snippets.quick_snippets`); hits
+whose best sentence needs the meaning are listed in ``SearchResult.pending_snippets`` and
+:meth:`Searcher.semantic_snippets` fills them later, for the hits a person sees, with the CPU
+FP32 encoder (never the NPU, which may be indexing). The per-query work is independent of the
+library's size: one ``IN`` query on the chunks' primary key for the hits, space names (not
+member counts) to pick the re-rank default (``Library.spaces()`` counts every space's members).
+Figures: bench/query_latency.py, published in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -58,7 +55,7 @@ from .request import SearchRequest, SearchRun
 from .prefetch import PendingEncoder
 from .keyword import (clean_text, code_terms, has_surrogates, keyword_search, needs_trigram, parse_query,
                       rare_terms)
-from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
+from .snippets import SemanticSnippets, quick_snippets, window
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -76,10 +73,6 @@ FUSION_DEPTH = 50
 CANDIDATES_PER_HIT = 5
 #: longer queries are cut (a pasted document); the encoder reads far fewer tokens anyway
 MAX_QUERY_CHARS = 4000
-#: how vector hits get their snippets: "quick" (from the query's words now; the meaning later,
-#: on request: Searcher.semantic_snippets) or "inline" (sentences embedded with the query's
-#: encoder during the search: the slow pre-issue-13 path, kept to measure against)
-SNIPPET_MODES = ("quick", "inline")
 EMPTY_QUERY_NOTICE = "The query is empty: type a few words to search for."
 NO_WORDS_NOTICE = ("The query has no words keyword search can match (only punctuation or symbols); "
                    "vector search looks for the meaning instead.")
@@ -200,7 +193,6 @@ class Searcher:
                  bundle: str | None = None,
                  keyword_strength: str = "all",
                  keyword_weight: float = 1.0,
-                 snippets: str = "quick",
                  rerank_budget_ms: float | None = 250.0):
         self.library = library
         #: ms a search may spend computing missing FP32 vectors for re-ranking (None: no
@@ -213,9 +205,6 @@ class Searcher:
         self._bundle = bundle
         self.keyword_strength = keyword_strength
         self.keyword_weight = keyword_weight
-        if snippets not in SNIPPET_MODES:
-            raise SearchError(f"Unknown snippet mode {snippets!r}.", f"Choose one of: {', '.join(SNIPPET_MODES)}.")
-        self.snippets = snippets
         self._semantic: SemanticSnippets | None = None
         self._snippet_encoder: Encoder | None = None  # opened here only when no FP32 space has one
         self._semantic_unavailable = False
@@ -461,19 +450,15 @@ class Searcher:
 
     def _snippet_stage(self, run: SearchRun) -> None:
         """Vector hits' snippets from the query's words now; those that need the meaning are
-        left pending (``snippets="inline"``: embedded now, the old path)."""
+        left pending for :meth:`semantic_snippets`."""
         t = time.perf_counter()
         run.ranked = [r for r in run.ranked if r[0] in run.records]  # deleted meanwhile: dropped
         kw_snip = {c: s for c, _, s in run.kw}
         need_vec = [i for i, _, _ in run.ranked if i not in kw_snip]
         texts = [run.records[i].text for i in need_vec]
-        if self.snippets == "inline":
-            encode = run.encoder.encode_passages if run.encoder is not None else None
-            run.snippets = dict(zip(need_vec, vector_snippets(run.query, texts, run.query_vec, encode)))
-        else:
-            quick = quick_snippets(run.query, texts)
-            run.snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
-            run.pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
+        quick = quick_snippets(run.query, texts)
+        run.snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
+        run.pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
         run.snippets.update(kw_snip)
         run.timings["snippet"] = _ms(t)
 

@@ -1,4 +1,4 @@
-"""Language-neutral spaces: cross-lingual hits ranked first (issue 14).
+"""Language-neutral spaces: cross-lingual hits ranked first.
 
 A multilingual encoder puts a language component in every vector, so a query's same-language
 neighbours outrank the right document in another language. ``<source>-neutral`` is a space
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Sequence
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.post_transform import LanguageNeutral, from_spec
 
-from .centering import write_derived_space
+from .derived_space import write_derived_space
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder

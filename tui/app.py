@@ -10,8 +10,8 @@ Results appear at once: a search embeds no snippet sentences. Hits whose snippet
 meaning (``SearchResult.pending_snippets``, typically cross-lingual hits) show their first
 sentence, and a ``snippets`` worker then asks the searcher for semantic snippets of the hits on
 screen (and of any pending hit highlighted later), on the CPU in FP32 with per-chunk caching;
-the list is redrawn when they arrive, if the result is still the one shown (issue 13: they used
-to cost 200-300 ms on the CPU and 700+ ms in the 8-bit simulation inside every query).
+the list is redrawn when they arrive, if the result is still the one shown (inside every query
+they would cost 200-300 ms on the CPU and 700+ ms in the 8-bit simulation).
 
 Nothing a user's files or queries hold is read as markup: file names, chunk text, snippets and
 error messages reach the screen as ``Content``/``Text`` objects, and notifications are sent
