@@ -168,8 +168,9 @@ class LibraryService:
     # -- answers -----------------------------------------------------------------------------
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
                path: str | None = None, type: Iterable[str] | None = None, kind: Iterable[str] | None = None,
-               lang: Iterable[str] | None = None, since=None, until=None, snippets: str = "meaning") -> dict:
-        """``snippets``: "meaning" (the sentence closest in meaning, as ``hefsearch search``
+               lang: Iterable[str] | None = None, since=None, until=None, snippets: str = "meaning",
+               rerank: int | str | None = None) -> dict:
+        """``rerank``: FP32 re-rank depth, ``"off"``, or None (the default); ``snippets``: "meaning" (the sentence closest in meaning, as ``hefsearch search``
         prints; sentence encodings on the CPU, cached per chunk, within
         ``Limits.snippet_budget_ms``: hits that do not fit keep the quick one) or "quick" (from
         the query's words only, as ``--quick-snippets``)."""
@@ -180,10 +181,16 @@ class LibraryService:
         self._check_query(query, mode)
         if snippets not in SNIPPETS:
             raise ServiceError(f"Unknown snippets {snippets!r}.", f"Choose one of: {', '.join(SNIPPETS)}.")
+        from hefsearch.search.rerank import RerankError, parse_depth
+
+        try:
+            depth = parse_depth(rerank)
+        except RerankError as e:
+            raise ServiceError(e.message, e.hint) from None
         filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
         with self._busy():
             result = self._call(self.session.search, SearchRequest(
-                seq=0, query=query, mode=mode, k=self._k(k), filters=filters, space=space),
+                seq=0, query=query, mode=mode, k=self._k(k), filters=filters, space=space, rerank_depth=depth),
                 semantic_snippets=snippets == "meaning", snippet_budget_ms=self.limits.snippet_budget_ms)
         return search_json(self._inside(result), self.session.freshness(), filters)
 

@@ -99,7 +99,7 @@ class LibrarySession:
         instead), within ``snippet_budget_ms`` when given (the server's: hits that do not fit
         keep their stand-in and stay in ``pending_snippets``)."""
         with self._engine:
-            result = self.searcher.search(request)
+            result = self.searcher.search(request, rerank=request.rerank_depth)
             if semantic_snippets and result.pending_snippets:
                 import time
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from hefsearch.embed import space_names
+from hefsearch.embed.post_transform import LanguageNeutral
 from hefsearch.embed.space_names import FP32_SPACE
 
 
@@ -35,7 +36,8 @@ def is_fp32_space(info) -> bool:
 
 def pick_compare_spaces(spaces: Iterable) -> tuple[str, str] | None:
     """(quantised space, FP32 space) when the library has both; a real HEF space wins over a
-    simulation, which wins over CPU int8. None when the compare view has nothing to compare."""
+    simulation, which wins over CPU int8; language-neutral copies of both win over the plain
+    spaces. None when the compare view has nothing to compare."""
     spaces = list(spaces)
     fp32 = next((s.name for s in spaces if s.name == FP32_SPACE), None) or next(
         (s.name for s in spaces if is_fp32_space(s)), None)
@@ -43,6 +45,13 @@ def pick_compare_spaces(spaces: Iterable) -> tuple[str, str] | None:
     others.sort(key=lambda s: (min(space_names.compare_order(k) for k in _kinds(s) if k), s.name))
     if fp32 is None or not others:
         return None
+    # language-neutral copies on both sides (what a multilingual library searches by default):
+    # the NPU's neutral ranking beside FP32's neutral ranking
+    suffix = LanguageNeutral.space_suffix
+    if any(s.name == FP32_SPACE + suffix for s in spaces):
+        for s in others:
+            if s.name.endswith(suffix):
+                return s.name, FP32_SPACE + suffix
     return others[0].name, fp32
 
 

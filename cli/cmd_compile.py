@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import click
 
+from hefsearch.compile.devices import DEVICES
 from hefsearch.embed.precision import PROFILES
 
 
 _BODY_HELP = ("Which encoder body to build from: original (encoder.onnx, the FP32 export) or robust "
-              "(encoder.robust.onnx, trained for 8 bits by 'hefsearch compile robust'). Builds from the "
-              "robust body get their own names and vector spaces; the original stays the FP32 reference.")
+              "(encoder.robust.onnx, damped or trained for 8 bits by 'hefsearch compile robust'). Builds from "
+              "the robust body get their own names and vector spaces; the original stays the FP32 reference.")
+_AUTO_HELP = (" auto: for an all-8-bit build, the robust body when the measurements 'compile robust' "
+              "recorded say it helps (held-out 8-bit cosine up by 0.005 or more, and its own FP32 vectors "
+              "at cosine 0.995 or more to the original or ranking the bundled parallel set at least as "
+              "well), else the original. A multilingual bundle without a robust body gets the damped one "
+              "first ('compile robust --steps 0': sink damping, no training; about 2 minutes for "
+              "multilingual-e5-small on a loaded laptop).")
 
 
 @click.group("compile")
@@ -136,10 +143,7 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
                    "on the Pi).")
 @click.option("--restart", is_flag=True, help="Ignore saved stages and start again from the parse.")
 @click.option("--body", type=click.Choice(["auto", "original", "robust"]), default="auto", show_default=True,
-              help=_BODY_HELP + " auto: on hailo10h (whose builds end all-8-bit) or with an all-8-bit --precision, "
-                   "the robust body when the "
-                   "measurements 'compile robust' recorded say it helps (held-out 8-bit cosine up by 0.005 or "
-                   "more, its own FP32 vectors at cosine 0.995 or more to the original), else the original.")
+              help=_BODY_HELP + " All-8-bit: hailo10h builds, or an all-8-bit --precision." + _AUTO_HELP)
 @click.option("--dfc-finetune", is_flag=True,
               help="Add the DFC's own quantisation-aware fine-tuning to the model script "
                    "(post_quantization_optimization(finetune, ...)); wants a GPU and --optimization-level 1+. "
@@ -203,8 +207,8 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
                    "calibration set (from 'hefsearch compile calib'); added to the built-in samples.")
 @click.option("--calib-limit", type=click.IntRange(8, 100_000), default=512, show_default=True,
               help="Use at most this many rows of the bundle's calibration set (spread evenly).")
-@click.option("--body", type=click.Choice(["original", "robust"]), default="original", show_default=True,
-              help=_BODY_HELP)
+@click.option("--body", type=click.Choice(["auto", "original", "robust"]), default="auto", show_default=True,
+              help=_BODY_HELP + " All-8-bit: a --precision without 16-bit groups (a8)." + _AUTO_HELP)
 @click.option("--ranges", "ranges", default="minmax", show_default=True, metavar="minmax|percentile:P",
               help="How activation ranges are estimated from the calibration set: min/max (as the DFC's "
                    "default), or clipped at the P-th percentile of each site's values (e.g. percentile:99.99), "
@@ -273,8 +277,12 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
 @click.option("--threads", type=click.IntRange(1, 256), default=1, show_default=True,
               help="torch threads (more helps only on an idle machine; on a busy one 2 were 10x slower).")
 @click.option("--restart", is_flag=True, help="Ignore the saved checkpoint and start again.")
+@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True,
+              help="Where torch trains: auto takes CUDA when torch sees an NVIDIA GPU (a DFC compile host "
+                   "usually has one), else the CPU; cuda without one stops with a message. Same body on "
+                   "either, to float tolerance.")
 def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, precision, no_randomise, seed,
-               threads, restart):
+               threads, restart, device):
     """Train an 8-bit-robust copy of BUNDLE's encoder body (encoder.robust.onnx).
 
     Two stages. Sink damping: the few FFN neurons that fire only on the special tokens and push
@@ -296,19 +304,28 @@ def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, pr
       hefsearch compile hef BUNDLE --hw-arch hailo10h     (--body auto takes it when it helps)
     encoder.onnx is never changed and stays the FP32 reference. Progress with an ETA; a
     checkpoint under BUNDLE/build/robust/ every 20 steps (and on Ctrl-C): run the same command
-    again to continue. Measured cost and gains: docs/performance.md. Needs the compile extra
-    (torch, onnx).
+    again to continue. --steps 0 damps only (no training: minutes, not an hour; what --body auto
+    makes for a multilingual bundle). Measured cost and gains: docs/compiling.md. Needs the
+    compile extra (torch, onnx).
     """
     from hefsearch.compile.robust import RobustOptions, build_robust
 
     given = {k: v for k, v in (("sink_ratio", sink_ratio), ("fp32_weight", fp32_weight)) if v is not None}
     opts = RobustOptions(steps=steps, batch=batch, lr=lr, max_tokens=max_tokens, precision=precision,
-                         randomise=not no_randomise, seed=seed, threads=threads, restart=restart, **given)
+                         randomise=not no_randomise, seed=seed, threads=threads, restart=restart, device=device,
+                         **given)
     r = build_robust(bundle, opts, progress=lambda m: click.echo(m, err=True))
     c = r.fp32_check
+    try:
+        import resource
+
+        peak = f", peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2:.1f} GiB"  # Linux: KiB
+    except ImportError:  # Windows
+        peak = ""
     click.echo(
         f"8-bit-robust body: {r.file} ({r.steps} steps"
-        + (f", resumed at {r.resumed_from}" if r.resumed_from else "") + f", {r.seconds / 60:.1f} min)\n"
+        + (f", resumed at {r.resumed_from}" if r.resumed_from else "")
+        + f", {r.seconds / 60:.1f} min{peak})\n"
         f"  held-out texts, 8-bit simulation vs the original FP32: cosine {r.holdout_cos_before:.4f} (original), "
         f"{r.holdout_cos_damped:.4f} (sinks damped), {r.holdout_cos_after:.4f} (trained); "
         f"its FP32 vectors {r.holdout_fp32_after:.4f}\n"

@@ -7,7 +7,7 @@ import click
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
 
 from .main import may_exit_quickly
-from .options import bundle_option, echo_json, filter_options, json_option, library_option
+from .options import bundle_option, echo_json, filter_options, json_option, library_option, rerank_option
 
 
 def refuse_blank_query(query: str) -> None:
@@ -33,10 +33,11 @@ def refuse_blank_query(query: str) -> None:
 @click.option("--all-chunks", is_flag=True,
               help="Every matching chunk as ranked: several of one file, and copies of one text in "
                    "several files (default: one hit per file, its best chunk, copies folded under it).")
+@rerank_option()
 @bundle_option()
 @json_option("Print the result as JSON on stdout: the same JSON the server's /search and the MCP "
              "'search' tool return.")
-def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all_chunks, bundle, as_json):
+def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all_chunks, rerank, bundle, as_json):
     """Search the library for QUERY.
 
     Prints one hit per file: rank, score, file, page/line/char span, how many more chunks of
@@ -58,7 +59,7 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
 
     refuse_blank_query(query)
     request = SearchRequest(seq=0, query=query, mode=mode, k=k, filters=filters, space=space,
-                            all_chunks=all_chunks)
+                            all_chunks=all_chunks, rerank_depth=rerank)
     # One query: only the searched space's index is read, while its encoder opens beside it
     with LibrarySession.open(library_path, bundle=bundle, load_spaces=False) as session:
         session.prefetch(request)

@@ -6,7 +6,7 @@ import click
 
 from hefsearch.search.api import MODES
 
-from .options import library_option
+from .options import library_option, rerank_option
 
 
 @click.command("tui")
@@ -20,7 +20,8 @@ from .options import library_option
 @click.option("--light", is_flag=True, help="Start with the light theme (F6 toggles).")
 @click.option("--all-chunks", is_flag=True,
               help="List every matching chunk (default: one hit per file, copies folded under it).")
-def tui_cmd(library_path, mode, k, live, light, all_chunks):
+@rerank_option()
+def tui_cmd(library_path, mode, k, live, light, all_chunks, rerank):
     """Search your library in a terminal app.
 
     \b
@@ -38,4 +39,5 @@ def tui_cmd(library_path, mode, k, live, light, all_chunks):
     from hefsearch.tui.settings import TuiSettings
 
     with LibrarySession.open(library_path) as session:
-        make_app(session, TuiSettings(k=k, mode=mode, live=live, light=light, all_chunks=all_chunks)).run()
+        make_app(session, TuiSettings(k=k, mode=mode, live=live, light=light, all_chunks=all_chunks,
+                                          rerank=rerank)).run()

@@ -78,8 +78,9 @@ def filter_options(f):
                      help="Only chunks in this language (ISO 639-1: de, en, ja, ...), as detected when "
                           "they were indexed. Repeatable, or comma-separated."),
         click.option("--since", default=None, metavar="WHEN",
-                     help="Only files modified at or after WHEN: a date (2024-03-01), a date and time "
-                          "(2024-03-01T14:00, local time) or an age (12h, 7d, 2w, 3m, 1y)."),
+                     help="Only files modified at or after WHEN (a mail message: sent at or after): a "
+                          "date (2024-03-01), a date and time (2024-03-01T14:00, local time) or an age "
+                          "(12h, 7d, 2w, 3m, 1y)."),
         click.option("--until", default=None, metavar="WHEN", help="Only files modified before WHEN (as --since)."),
     ]
 
@@ -94,3 +95,28 @@ def filter_options(f):
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+class RerankDepth(click.ParamType):
+    """``--rerank N|off``: a depth (0 = off) or ``off``; None when not given (the default)."""
+
+    name = "N|off"
+
+    def convert(self, value, param, ctx):
+        from hefsearch.search.rerank import RerankError, parse_depth
+
+        try:
+            return parse_depth(value)
+        except RerankError as e:
+            self.fail(e.message + " " + (e.hint or ""), param, ctx)
+
+
+RERANK_HELP = ("Re-rank the top N vector candidates of an 8-bit space by FP32 cosine (in the "
+               "language-neutral FP32 space when the library has one), or 'off'. Default: 30 where "
+               "FP32 vectors can re-score the space searched, else off. FP32 vectors missing from "
+               "the library are computed within a 250 ms budget; the rest keep their 8-bit place "
+               "('hefsearch backfill' computes them). The answer says what was done.")
+
+
+def rerank_option(help: str = RERANK_HELP):
+    return click.option("--rerank", "rerank", type=RerankDepth(), default=None, help=help)

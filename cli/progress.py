@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 PHASES = {"scan": "Scanning", "remove": "Removing deleted files", "index": "Indexing",
-          "backfill": "Back-filling spaces", "done": "Done"}
+          "backfill": "Back-filling spaces", "done": "Done", "ocr": "OCR"}
 
 
 def _eta(seconds: float | None) -> str:
@@ -79,7 +79,8 @@ class SyncProgress:
                                    soft_wrap=True)
             return
         self.progress.update(
-            self.task, description=PHASES.get(ev.phase, ev.phase), total=ev.files_total or None,
+            self.task, description=(f"OCR {ev.ocr_done}/{ev.ocr_total} pages" if ev.phase == "ocr"
+                                    else PHASES.get(ev.phase, ev.phase)), total=ev.files_total or None,
             completed=ev.files_done, chunks=ev.chunks_done, rate=ev.chunks_per_s, eta=_eta(ev.eta_s),
             failed=f"{ev.failed} failed" if ev.failed else "")
 

@@ -93,8 +93,20 @@ def search_footer(result) -> Text:
                 + (f" · space {result.space} ({result.backend_label})" if result.space else "")
                 + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
                   f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})"
-                + (f" + {later:.0f} ms semantic snippets" if later is not None else ""),
+                + (f" + {later:.0f} ms semantic snippets" if later is not None else "")
+                + (f"\n{rerank_text(result.rerank, t.get('rerank'))}" if result.rerank else ""),
                 style="dim")
+
+
+def rerank_text(info: dict, ms: float | None) -> str:
+    """'re-ranked 30 of the top 30 in cpu-fp32-neutral · 41 ms (budget 250 ms)', or why not."""
+    from hefsearch.search.rerank import RerankInfo
+
+    r = RerankInfo(**info)
+    out = r.describe()
+    if ms is not None:
+        out += f" · {ms:.0f} ms" + (f" (budget {r.budget_ms:.0f} ms)" if r.budget_ms is not None else "")
+    return out
 
 
 def print_search(result, path_glob=None, kinds=(), filters=None) -> None:
@@ -120,7 +132,8 @@ def print_status(st, limit: int | None, freshness: str | None = None) -> None:
     bundle = st.settings.get("bundle")
     out.print(f"  bundle: {escape(for_terminal(str(bundle))) if bundle else '(none recorded)'}")
     out.print(f"  documents: [bold]{st.documents}[/]   chunks: [bold]{st.chunks}[/]   "
-              f"cut mid-sentence to fit: {st.truncated_chunks}")
+              f"cut mid-sentence to fit: {st.truncated_chunks}"
+              + (f"   pages read by OCR: {st.ocr_pages}" if getattr(st, "ocr_pages", 0) else ""))
     out.print(f"  folders: {escape(for_terminal(', '.join(st.roots))) if st.roots else '(none yet)'}", overflow="fold")
     out.print(f"  last sync: {last_sync_text(st)}"
               + ("   skipped: " + skipped_text(st.skipped) if any(st.skipped.values()) else ""))
@@ -289,7 +302,8 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     labelled = info.get("labelled")
     src = "queries from your file" if info["query_source"] == "file" else "pseudo-queries cut from random chunks"
     t = Table(title=f"Your library: {info['queries']} {src}, {info['chunks']} chunks; "
-                    "ground truth = FP32's top-1", title_justify="left")
+                    "ground truth = FP32's top-1 (a -neutral space: cpu-fp32-neutral's, when there)",
+              title_justify="left")
     cols = ["space", "R@1", "R@5", "R@10", "MRR"]
     if depth:
         cols.append(f"in top {depth}")
@@ -310,7 +324,8 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
 
     for s in lib:
         r = s.library
-        row(escape(s.name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
+        name = s.name + (f" (vs {r.reference})" if r.reference != "cpu-fp32" and r.reference != s.name else "")
+        row(escape(name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
             num(r.ms_per_query, 1), r.source_found)
         if r.reranked:
             rr = r.reranked

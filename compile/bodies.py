@@ -26,9 +26,15 @@ BODIES = (ORIGINAL, ROBUST)
 #: cascade of other failures when pushing 16 bits further, so a16 profiles fall back to a8 there
 ALL_8BIT_CHIPS = ("hailo10h",)
 #: what "helps" means for ``auto``: the held-out 8-bit cosine to the original FP32 vectors gained
-#: at least this much, and the robust body's own FP32 vectors kept at least this cosine
+#: at least this much, and the robust body's own FP32 vectors kept at least this cosine, or,
+#: below it, ranked the bundled parallel set in FP32 at least as well as the original (MRR
+#: within :data:`PARALLEL_TOLERANCE`): damping moves the special tokens' vectors, which the
+#: cosine counts and the ranking shrugs off (e5 damped: cosine 0.9944, parallel MRR 0.816 -> 0.833)
 MIN_GAIN = 0.005
 MIN_FP32_COSINE = 0.995
+PARALLEL_TOLERANCE = 0.002
+#: a tokenizer vocabulary this large means a multilingual bundle (XLM-R: 250k; English BERT: 30k)
+MULTILINGUAL_VOCAB = 100_000
 #: manifest kind of the trained body (the original's kind is "onnx")
 ROBUST_KIND = "onnx-robust"
 ROBUST_FILE = "encoder.robust.onnx"
@@ -99,21 +105,39 @@ def robust_gain(bundle: Bundle) -> tuple[bool, str]:
         return False, "the 8-bit-robust body has no recorded measurements (re-run compile robust)"
     what = (f"held-out 8-bit cosine to FP32 {before:.4f} -> {after:.4f}, "
             f"its FP32 vectors at cosine {fp32:.4f} to the original")
+    par = x.get("parallel") or {}
+    p0, p1 = (par.get("original") or {}).get("mrr"), (par.get("robust") or {}).get("mrr")
+    ranked = p0 is not None and p1 is not None
+    if ranked:
+        what += f", parallel-set FP32 MRR {p0:.4f} -> {p1:.4f}"
     if after - before < MIN_GAIN:
         return False, f"the 8-bit-robust body does not measurably help ({what})"
-    if fp32 < MIN_FP32_COSINE:
+    kept = ranked and p1 >= p0 - PARALLEL_TOLERANCE
+    if fp32 < MIN_FP32_COSINE and not kept:
         return False, f"the 8-bit-robust body moved its FP32 vectors too far ({what})"
+    if ranked and not kept:
+        return False, f"the 8-bit-robust body ranks the parallel set worse in FP32 ({what})"
     return True, what
 
 
-def choose_body(bundle: Bundle, body: str | None, hw_arch: str, all_8bit: bool) -> tuple[Body, str]:
-    """The body a HEF build compiles and why. ``auto`` (or None) takes the robust body, when it
-    helps, for a chip whose builds end all-8-bit or a requested all-8-bit profile (``all_8bit``)."""
+def is_multilingual(bundle: Bundle) -> bool:
+    return int(bundle.model.get("vocab") or 0) >= MULTILINGUAL_VOCAB
+
+
+def choose_body(bundle: Bundle, body: str | None, hw_arch: str | None, all_8bit: bool,
+                make_damped=None) -> tuple[Body, str]:
+    """The body a build (HEF or simulation) starts from, and why. ``auto`` (or None) takes the
+    robust body, when it helps, for a chip whose builds end all-8-bit or a requested all-8-bit
+    profile (``all_8bit``). A multilingual bundle without a robust body first gets the damped
+    one (``make_damped(bundle)``: ``compile robust --steps 0``, minutes, no training) when a
+    caller passes it; the choice is then made on its recorded measurements like any other."""
     name = (body or AUTO).strip().lower()
     if name != AUTO:
         return resolve_body(bundle, name), f"--body {name}"
     if hw_arch not in ALL_8BIT_CHIPS and not all_8bit:
-        return resolve_body(bundle), f"auto: {hw_arch} builds keep 16-bit layers; the original body"
+        return resolve_body(bundle), f"auto: {hw_arch or 'this profile'} keeps 16-bit layers; the original body"
+    if make_damped is not None and not bundle.encoder_entries(ROBUST_KIND) and is_multilingual(bundle):
+        make_damped(bundle)
     helps, why = robust_gain(bundle)
     if helps:
         return resolve_body(bundle, ROBUST), f"auto: the 8-bit-robust body ({why})"

@@ -135,7 +135,7 @@ def collect_chunks(
 
     found, skipped = [], 0
     for item in crawl([Path(r) for r in roots]):
-        if isinstance(item, FoundFile):
+        if isinstance(item, FoundFile) and item.kind != "image":  # images: OCR, too slow to draw from
             found.append(item)
         else:
             skipped += 1

@@ -120,7 +120,8 @@ def fake_quant_weight(w: torch.Tensor, bits: int, per_channel: bool, stochastic:
     noise = None
     if stochastic:  # floor(v + u) = v + (u - frac(v)) ... as an offset added to v before clamping
         v = (w.detach() / scale.detach()) + zp
-        noise = torch.floor(v + torch.rand(w.shape, generator=generator)) - v
+        # drawn on the CPU whatever the device: the same stream gives the same rounding on CUDA
+        noise = torch.floor(v + torch.rand(w.shape, generator=generator).to(v.device)) - v
     return _FakeQuant.apply(w, scale, zp, 2 * qmax, noise)
 
 
@@ -204,7 +205,7 @@ class Quantiser:
         if var.ranges == "percentile":
             flat = vals.reshape(-1)
             if flat.numel() > self.PERCENTILE_SAMPLE:
-                flat = flat[torch.randint(flat.numel(), (self.PERCENTILE_SAMPLE,), generator=self.gen)]
+                flat = flat[torch.randint(flat.numel(), (self.PERCENTILE_SAMPLE,), generator=self.gen).to(flat.device)]
             # the tails by top-k, not a sort of the sample (torch.quantile made this 20% of a step)
             k = max(1, int(round((1.0 - var.percentile / 100.0) * flat.numel())))
             hi = float(torch.topk(flat, k).values[-1])

@@ -147,7 +147,9 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
     if requested.attention_sixteen_bit:
         say(f"warning: profile {requested.name} puts 16 bits on the attention path "
             f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
-    body, why = choose_body(bundle, opts.body, opts.hw_arch, requested.is_all_8bit)
+    from .robust import damped_body_maker
+
+    body, why = choose_body(bundle, opts.body, opts.hw_arch, requested.is_all_8bit, damped_body_maker(say))
     say(f"encoder body: {body.file} ({why})")
     return HefPlan(bundle, seq, requested, ladder, extra, mode.name, bool(opts.mask), recipe, fallback, body,
                    report_rung=report_rung,

@@ -47,7 +47,7 @@ from hefsearch.embed.precision import PrecisionProfile, load_profile
 from hefsearch.embed.samples import VERIFY_TEXTS
 from hefsearch.embed import space_names
 
-from .bodies import Body, resolve_body
+from .bodies import Body, choose_body
 from .self_check import self_check
 
 from .sim_graph import SimBuildError, SimGraph, insert_fake_quant, prepare_graph, with_site_outputs
@@ -160,10 +160,14 @@ class SimPlan:
         return {"mode": self.mask_mode, "value": self.mask_value}
 
 
-def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str | None = None,
-             ranges: str | None = None, weights: str = "per-channel") -> SimPlan:
+def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str | None = "original",
+             ranges: str | None = None, weights: str = "per-channel",
+             progress: Callable[[str], None] | None = None) -> SimPlan:
     """Consumes the command's arguments; produces the :class:`SimPlan` (stops on a bad mask,
-    range estimator or weight granularity, or a missing body)."""
+    range estimator or weight granularity, or a missing body). ``body`` ``auto`` (the
+    command's default) chooses as ``compile hef --body auto`` does for an all-8-bit build
+    (:func:`~hefsearch.compile.bodies.choose_body`, damping a multilingual bundle's body first
+    when it has no robust one); None is the original."""
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     profile = load_profile(precision)
@@ -171,7 +175,14 @@ def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str
     percentile = parse_ranges(ranges)
     if weights not in ("per-channel", "per-tensor"):
         raise SimBuildError(f"Weight granularity {weights!r} is unknown.", "Use per-channel or per-tensor.")
-    src = resolve_body(bundle, body)
+    say = progress or (lambda m: None)
+    maker = None
+    if (body or "").strip().lower() == "auto" and profile.is_all_8bit:
+        from .robust import damped_body_maker
+
+        maker = damped_body_maker(say)
+    src, why = choose_body(bundle, body or "original", None, profile.is_all_8bit, maker)
+    say(f"encoder body: {src.file} ({why})")
     per_channel = weights == "per-channel"
     name = sim_name(profile, mode, value, bundle.mask_value) + variant_suffix(percentile, per_channel, src)
     return SimPlan(bundle, profile, mode, value, name, src.path(bundle), src, percentile, per_channel)
@@ -244,7 +255,7 @@ def build_sim(
     mask: str | None = None,
     texts: Sequence[str] = (),
     calib_limit: int | None = DEFAULT_CALIB_LIMIT,
-    body: str | None = None,
+    body: str | None = "original",
     ranges: str | None = None,
     weights: str = "per-channel",
     name: str | None = None,
@@ -262,7 +273,7 @@ def build_sim(
                           "pip install 'hefsearch[compile]'") from None
     t0 = time.perf_counter()
     say = progress or (lambda m: None)
-    plan = plan_sim(bundle, precision, mask, body, ranges, weights)
+    plan = plan_sim(bundle, precision, mask, body, ranges, weights, progress=say)
     if name:  # e.g. a bench's variant with its own calibration subset
         plan.name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)
     profile, mode, value = plan.profile, plan.mask_mode, plan.mask_value

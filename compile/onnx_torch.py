@@ -123,7 +123,10 @@ class OnnxBody(nn.Module):
         if op == "Constant":
             from onnx import numpy_helper
 
-            return [torch.from_numpy(np.array(numpy_helper.to_array(_attr(n, "value"))))]
+            c = torch.from_numpy(np.array(numpy_helper.to_array(_attr(n, "value"))))
+            # float constants join the computation on the body's device; integer ones are
+            # shapes and indices, kept on the CPU with the Shape outputs they combine with
+            return [c.to(self.params[0].device) if c.is_floating_point() and len(self.params) else c]
         if op in _BINARY:
             return [_BINARY[op](a[0], a[1])]
         if op in _UNARY:

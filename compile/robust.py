@@ -45,6 +45,7 @@ from hefsearch.embed.bundle import Bundle, EncoderEntry
 from hefsearch.embed.precision import load_profile
 
 from .bodies import ROBUST, ROBUST_FILE, ROBUST_KIND, resolve_body, stale_builds
+from .devices import AUTO, describe, resolve_device
 from .robust_data import RobustError, TrainData, training_data
 
 WORK_DIR = "build/robust"
@@ -80,11 +81,15 @@ class RobustOptions:
     eval_every: int = 100
     calib_limit: int | None = None
     restart: bool = False
+    #: torch device: "auto" (CUDA when torch sees a GPU, else the CPU), "cuda" or "cpu"; the
+    #: same run gives the same body on either, to float tolerance (the random draws are made
+    #: on the CPU)
+    device: str = AUTO
 
     def key(self, source_sha: str, data_sha: str) -> str:
         """What a checkpoint depends on (not the number of steps: a run can be extended)."""
         d = asdict(self)
-        for k in ("steps", "threads", "checkpoint_every", "eval_every", "restart"):
+        for k in ("steps", "threads", "checkpoint_every", "eval_every", "restart", "device"):
             d.pop(k)
         return hashlib.sha256(json.dumps([d, source_sha, data_sha], sort_keys=True).encode()).hexdigest()[:16]
 
@@ -107,6 +112,9 @@ class RobustReport:
     holdout_fp32_after: float
     #: the robust body in FP32 against the original on the built-in sample texts
     fp32_check: dict
+    #: the bundled parallel set ranked in FP32 by the original and by the robust body
+    #: (compile/self_check.py parallel_ranking): {"original": {...}, "robust": {...}}
+    parallel: dict = field(default_factory=dict)
     damping: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
@@ -168,6 +176,7 @@ def record_robust(bundle: Bundle, opts: RobustOptions, data: TrainData, report: 
             "holdout_cos": {"before": report.holdout_cos_before, "damped": report.holdout_cos_damped,
                             "after": report.holdout_cos_after, "fp32_after": report.holdout_fp32_after},
             "fp32_check": report.fp32_check,
+            "parallel": report.parallel,
         },
     ))
     bundle.save_manifest()
@@ -197,6 +206,22 @@ def build_robust(bundle: Bundle | str | Path, opts: RobustOptions | None = None,
         torch.set_num_threads(threads)
 
 
+def damped_body_maker(say: Callable[[str], None] | None = None):
+    """For ``choose_body``: writes the damped body (``compile robust --steps 0``: sink damping,
+    no training; ~25 s for multilingual-e5-small on an idle x86 core, 2 min loaded) into a
+    bundle that has no robust body. Without torch/onnx it says so and the original is built."""
+    say = say or (lambda m: None)
+
+    def make(bundle: Bundle) -> None:
+        say("no 8-bit-robust body: damping the attention sinks first (compile robust --steps 0) ...")
+        try:
+            build_robust(bundle, RobustOptions(steps=0), progress=lambda m: say(f"  {m}"))
+        except RobustError as e:
+            say(f"  the damped body could not be made ({e.message}); building from the original")
+
+    return make
+
+
 def _fresh_start(student, data: TrainData, opts: RobustOptions, say):
     """Before step 1 of a new run: the original's held-out 8-bit error, sink damping, the
     damped body's, the hinge caps. Returns what the checkpoint keeps for a resumed run."""
@@ -220,15 +245,16 @@ def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     import onnx
 
     from .robust_train import STATE_FILE, TrainSettings, holdout_cosines, make_student, train
-    from .self_check import self_check
+    from .self_check import parallel_ranking, self_check
 
     b = bundle if isinstance(bundle, Bundle) else Bundle.open(bundle)
     profile = load_profile(opts.precision)
     src = resolve_body(b)
+    device = resolve_device(opts.device)
     data = training_data(b, opts.max_tokens, opts.holdout, opts.seed, opts.calib_limit, say)
-    student = make_student(b, profile)
+    student = make_student(b, profile, device)
     say(f"student: {len(student.sites)} activation sites, {len(student.weight_bits)} weights "
-        f"({profile.describe()}); {opts.steps} steps of {opts.batch}")
+        f"({profile.describe()}); {opts.steps} steps of {opts.batch} on {describe(device, opts.threads)}")
     work = b.path / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
     cfg = TrainSettings(opts.steps, opts.batch, opts.lr, opts.seed, opts.randomise, opts.fp32_weight,
@@ -243,9 +269,13 @@ def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     write_atomic(b.path / ROBUST_FILE, lambda tmp: onnx.save(m, tmp))
     b.add_file(ROBUST_FILE)
     check = self_check(b, ROBUST_FILE)
+    t = time.perf_counter()
+    parallel = {"original": parallel_ranking(b, src.file), "robust": parallel_ranking(b, ROBUST_FILE)}
+    say(f"parallel set in FP32, MRR: original {parallel['original']['mrr']:.4f}, this body "
+        f"{parallel['robust']['mrr']:.4f} ({time.perf_counter() - t:.0f} s)")
     report = RobustReport(ROBUST_FILE, max(opts.steps, resumed), resumed, time.perf_counter() - t0, len(data.train_rows),
                           len(data.holdout_rows), round(before, 5), round(damped, 5), round(after, 5),
-                          round(fp32_after, 5), check, extra.get("damping", {}), history)
+                          round(fp32_after, 5), check, parallel, extra.get("damping", {}), history)
     record_robust(b, opts, data, report)
     report.stale = stale_builds(b, resolve_body(b, ROBUST))
     say(f"held-out 8-bit cosine to FP32: original {before:.4f}, damped {damped:.4f}, trained {after:.4f}; "

@@ -42,6 +42,7 @@ from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.precision import PrecisionProfile, classify_onnx_node
 
 from .bodies import resolve_body
+from .devices import CPU
 from .fake_quant import NOMINAL, Quantiser, Variant, draw_variant
 from .robust_data import TrainData, length_buckets
 
@@ -77,9 +78,15 @@ class Student:
     stream: tuple[str, ...]
     #: the residual sums (inputs of the LayerNorms after each sublayer): the hinge's tensors
     residuals: tuple[str, ...]
+    #: torch device the body and teacher run on (compile/devices.py)
+    device: str = CPU
+
+    def tensor(self, a: np.ndarray) -> torch.Tensor:
+        """A batch of the training data on the student's device."""
+        return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
 
-def make_student(bundle: Bundle, profile: PrecisionProfile) -> Student:
+def make_student(bundle: Bundle, profile: PrecisionProfile, device: str = CPU) -> Student:
     """The FP32 body as a trainable torch module, with the 8-bit simulation's site list."""
     import onnx
 
@@ -90,7 +97,7 @@ def make_student(bundle: Bundle, profile: PrecisionProfile) -> Student:
     sim = prepare_graph(model, profile, mask_mode="softmax", mask_value=-10000.0,
                         bundle_mask_value=bundle.mask_value)
     sites = {s.tensor: profile.bits_for(s.group) for s in sim.sites}
-    body = OnnxBody(model)
+    body = OnnxBody(model).to(device)
     teacher = copy.deepcopy(body).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
@@ -101,7 +108,7 @@ def make_student(bundle: Bundle, profile: PrecisionProfile) -> Student:
     stream = tuple(n.output[0] for n in body.nodes if n.op_type == "LayerNormalization")
     residuals = tuple(n.output[0] for n in body.nodes
                       if classify_onnx_node(n.op_type, n.name) == "residual_add")
-    return Student(body, teacher, sites, weight_bits, model, tie, stream, residuals)
+    return Student(body, teacher, sites, weight_bits, model, tie, stream, residuals, device)
 
 
 # -- passes and losses ---------------------------------------------------------------------------
@@ -139,7 +146,7 @@ def token_loss(h: torch.Tensor, t: torch.Tensor, m: torch.Tensor) -> torch.Tenso
 def hinge_loss(values: dict[str, torch.Tensor], caps: dict[str, float], m: torch.Tensor) -> torch.Tensor:
     """How far the residual sums go past their caps (relative, squared, per real token)."""
     real = m.to(torch.float32).sum().clamp_min(1.0)
-    total = torch.zeros(())
+    total = torch.zeros((), device=m.device)
     for name, v in values.items():
         cap = caps.get(name)
         if cap:
@@ -177,9 +184,9 @@ def residual_caps(student: Student, data: TrainData, rows: int = 32) -> dict[str
     with torch.no_grad():
         for b in length_buckets(data.lengths, pick, 8) or [pick]:
             s = int(data.lengths[b].max())
-            m = torch.from_numpy(data.mask[b, :s])
+            m = student.tensor(data.mask[b, :s])
             got: dict[str, torch.Tensor] = {}
-            student.body(torch.from_numpy(data.emb[b, :s]), m, site=_capture(got, set(student.residuals)))
+            student.body(student.tensor(data.emb[b, :s]), m, site=_capture(got, set(student.residuals)))
             real = m.bool()
             for k, v in got.items():
                 caps[k] = max(caps.get(k, 0.0), float(v[real].abs().max()))
@@ -193,9 +200,9 @@ def set_ranges(student: Student, data: TrainData, rows: np.ndarray, batch: int =
     with torch.no_grad():
         for b in length_buckets(data.lengths, rows, batch) or [rows]:
             s = int(data.lengths[b].max())
-            m = torch.from_numpy(data.mask[b, :s])
+            m = student.tensor(data.mask[b, :s])
             q = Quantiser(student.sites, student.weight_bits, NOMINAL, m.bool())
-            student.body(torch.from_numpy(data.emb[b, :s]), m, site=q.record)
+            student.body(student.tensor(data.emb[b, :s]), m, site=q.record)
             for k, (lo, hi) in q.ranges.items():
                 a, c = ranges.get(k, (np.inf, -np.inf))
                 ranges[k] = (min(a, lo), max(c, hi))
@@ -214,8 +221,8 @@ def holdout_cosines(student: Student, data: TrainData, batch: int = 16) -> tuple
     with torch.no_grad():
         for b in length_buckets(data.lengths, rows, batch) or [rows]:
             s = int(data.lengths[b].max())
-            e, m = torch.from_numpy(data.emb[b, :s]), torch.from_numpy(data.mask[b, :s])
-            t = torch.from_numpy(data.teacher[b])
+            e, m = student.tensor(data.emb[b, :s]), student.tensor(data.mask[b, :s])
+            t = student.tensor(data.teacher[b])
             q = Quantiser(student.sites, student.weight_bits, NOMINAL, m.bool())
             q.ranges = dict(ranges)
             q8 += (sentence_vectors(student.body(e, m, site=q.site, weight=q.weight), m) * t).sum(-1).tolist()
@@ -234,7 +241,7 @@ def load_state(path: Path, key: str):
     if not path.is_file():
         return None
     try:
-        state = torch.load(path, weights_only=False)
+        state = torch.load(path, weights_only=False, map_location=CPU)
     except Exception as e:  # a torn or foreign file: start over, saying so
         log.warning("ignoring unreadable checkpoint %s (%s)", path, e)
         return None
@@ -291,8 +298,8 @@ def train(student: Student, data: TrainData, cfg: TrainSettings, path: Path, key
             s = int(data.lengths[b].max())
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, cfg)
-            e, m = torch.from_numpy(data.emb[b, :s]), torch.from_numpy(data.mask[b, :s])
-            loss, parts = step_loss(student, e, m, variant, gen, torch.from_numpy(data.teacher[b]), caps, cfg)
+            e, m = student.tensor(data.emb[b, :s]), student.tensor(data.mask[b, :s])
+            loss, parts = step_loss(student, e, m, variant, gen, student.tensor(data.teacher[b]), caps, cfg)
             opt.zero_grad(set_to_none=True)
             if not torch.isfinite(loss):  # a degenerate draw: skip it rather than poison the weights
                 continue
@@ -302,6 +309,9 @@ def train(student: Student, data: TrainData, cfg: TrainSettings, path: Path, key
             done_here += 1
             completed = step + 1
             recent.append(parts)
+            if done_here == 1 and cfg.steps - step > 1:  # the cost, known after one step
+                per = time.perf_counter() - t0
+                say(f"step {step + 1}/{cfg.steps}: {per:.1f} s/step, ETA {fmt_seconds(per * (cfg.steps - step - 1))}")
             if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
                 entry = {"step": step + 1}
                 for k in ("fp32", "a8", "hinge"):

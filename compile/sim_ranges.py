@@ -93,15 +93,24 @@ def parse_ranges(spec: str | None) -> float | None:
     return p
 
 
+#: texts run through the graph at once when measuring ranges. Every site tensor is an output of
+#: that run and all are alive together: for a 512-token text, multilingual-e5-small's attention
+#: sites alone are ~0.6 GB per text, so 8 at once peaked at 10.8 GB; one at a time, ~2 GB
+RUN_BATCH = 1
+
+
 def measure_ranges(model, calib: Calibration, sites: Sequence[Site], batch: int = CALIB_BATCH,
                    progress: Callable[[str], None] | None = None,
-                   percentile: float | None = None) -> dict[str, tuple[float, float]]:
+                   percentile: float | None = None, run_batch: int = RUN_BATCH) -> dict[str, tuple[float, float]]:
     """Min/max of every site tensor over the calibration set, on the FP32 graph; with
     ``percentile`` P, the (100-P)th and Pth percentiles of each site's values instead (from a
-    seeded subsample of every batch), as a compiler that clips its ranges would."""
-    from hefsearch.embed.backends.cpu import make_session
+    seeded subsample of every ``batch`` texts), as a compiler that clips its ranges would.
 
-    sess = _session_from_bytes(model.SerializeToString(), make_session)
+    Streamed: the graph runs ``run_batch`` texts at a time and only each site's running min and
+    max are kept (with ``percentile``, the real rows of ``batch`` texts until they are
+    subsampled), so memory does not grow with the calibration set or ``batch``. The ranges are
+    those of running ``batch`` texts at once (the same min/max; the same subsample)."""
+    sess = _ranges_session(model)
     inputs = {"embeddings", "attention_mask"}
     names = [s.tensor for s in sites if s.tensor not in inputs]
     lo = {s.tensor: np.inf for s in sites}
@@ -109,30 +118,37 @@ def measure_ranges(model, calib: Calibration, sites: Sequence[Site], batch: int 
     samples: dict[str, list[np.ndarray]] = {s.tensor: [] for s in sites}
     rng = np.random.default_rng(0)
     n = len(calib.embeddings)
+    step = max(1, min(int(run_batch), int(batch)))
     for i in range(0, n, batch):
-        e = np.ascontiguousarray(calib.embeddings[i : i + batch])
-        m = calib.mask[i : i + batch]
-        feeds = {"embeddings": e, "attention_mask": m}
-        got = list(zip(names, sess.run(names, feeds)))
-        got += [(t, v) for t, v in feeds.items() if t in lo]
-        real = m.astype(bool)
-        for t, v in got:
-            v = _real_rows(v, real)
-            if v.size == 0:
-                continue
-            lo[t] = min(lo[t], float(np.min(v)))
-            hi[t] = max(hi[t], float(np.max(v)))
-            if percentile is not None:
-                flat = v.reshape(-1)
-                if flat.size > PERCENTILE_SAMPLE:
-                    flat = flat[rng.integers(0, flat.size, PERCENTILE_SAMPLE)]
-                samples[t].append(np.asarray(flat, dtype=np.float32))
+        parts: dict[str, list[np.ndarray]] = {}
+        for j in range(i, min(i + batch, n), step):
+            end = min(j + step, i + batch, n)
+            e = np.ascontiguousarray(calib.embeddings[j:end], dtype=np.float32)
+            m = calib.mask[j:end]
+            feeds = {"embeddings": e, "attention_mask": m}
+            got = list(zip(names, sess.run(names, feeds)))
+            got += [(t, v) for t, v in feeds.items() if t in lo]
+            real = m.astype(bool)
+            for t, v in got:
+                v = _real_rows(v, real)
+                if v.size == 0:
+                    continue
+                lo[t] = min(lo[t], float(np.min(v)))
+                hi[t] = max(hi[t], float(np.max(v)))
+                if percentile is not None:
+                    parts.setdefault(t, []).append(np.array(v.reshape(-1), dtype=np.float32))
+            del got
+        for t, pieces in parts.items():  # the same draw as from one run of the whole batch
+            flat = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            if flat.size > PERCENTILE_SAMPLE:
+                flat = flat[rng.integers(0, flat.size, PERCENTILE_SAMPLE)]
+            samples[t].append(flat)
         if progress and (i // batch) % 16 == 0:
             progress(f"calibrating: {min(i + batch, n)}/{n} texts")
     if percentile is not None:
-        for t, parts in samples.items():
-            if parts:
-                allv = np.concatenate(parts)
+        for t, parts_ in samples.items():
+            if parts_:
+                allv = np.concatenate(parts_)
                 lo[t], hi[t] = float(np.percentile(allv, 100 - percentile)), float(np.percentile(allv, percentile))
     return {t: (lo[t], hi[t]) for t in lo}
 
@@ -150,14 +166,22 @@ def _real_rows(v: np.ndarray, real: np.ndarray) -> np.ndarray:
     return v
 
 
-def _session_from_bytes(data: bytes, make_session):
+def _ranges_session(model):
+    """A session for the range run without ONNX Runtime's memory arena: the arena keeps the
+    largest run's buffers for the session's life, which the range run does not reuse."""
     import os
     import tempfile
 
+    import onnxruntime as ort
+
+    from hefsearch.embed.ort_session import session_options
+
+    opts = session_options(None)
+    opts.enable_cpu_mem_arena = False
     fd, tmp = tempfile.mkstemp(suffix=".onnx")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return make_session(tmp)
+            f.write(model.SerializeToString())
+        return ort.InferenceSession(tmp, sess_options=opts, providers=["CPUExecutionProvider"])
     finally:
         Path(tmp).unlink(missing_ok=True)

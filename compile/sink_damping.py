@@ -119,9 +119,10 @@ def _observe(body, emb: np.ndarray, mask: np.ndarray, ffns: list[_Ffn], batch: i
     acts: dict[str, list[torch.Tensor]] = {f.act: [] for f in ffns}
     resid: dict[str, list[torch.Tensor]] = {f.residual: [] for f in ffns}
     for i in range(0, len(emb), batch):
-        m = torch.from_numpy(np.ascontiguousarray(mask[i : i + batch]))
+        dev = next(body.parameters()).device
+        m = torch.from_numpy(np.ascontiguousarray(mask[i : i + batch])).to(dev)
         s = max(1, int(m.sum(1).max()))
-        e = torch.from_numpy(np.ascontiguousarray(emb[i : i + batch, :s]))
+        e = torch.from_numpy(np.ascontiguousarray(emb[i : i + batch, :s])).to(dev)
         m = m[:, :s]
         real = m.bool()
         got: dict[str, torch.Tensor] = {}

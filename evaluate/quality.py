@@ -188,6 +188,9 @@ class LibraryResult:
     #: file of the source (or the expected file) among the files of the top k chunks as ranked,
     #: and among the top k hits of the default one-hit-per-file results (copies folded)
     file_found: dict | None = None
+    #: the space whose ranking is the ground truth: cpu-fp32, or for a language-neutral space
+    #: cpu-fp32-neutral when the library has it (the neutral spaces side by side)
+    reference: str = FP32
 
 
 @dataclass
@@ -551,6 +554,11 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
             fp_cache.update(zip(need, vecs))
         doc_fp32 = np.vstack([fp_cache[int(i)] for i in members.tolist()])
         doc_space = library.space(r.name).vectors(members) if r.name != FP32 else doc_fp32
+        ref, q_ref, doc_ref = _neutral_reference(library, r.name, members, in_lib, opened, qs)
+        if ref is not None:  # a neutral space against the neutral FP32 space
+            q_fp32_r, doc_fp32 = q_ref, doc_ref
+        else:
+            q_fp32_r = q_fp32
         if r.name == FP32:
             q_space, ms = _encode_timed(fp_enc, qs)
         else:
@@ -561,10 +569,27 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
             keep = set(members.tolist())
             src = [({x} if isinstance(x, int) else set(x)) & keep for x in sources]
         r.library = evaluate_library_space(
-            q_space=q_space, doc_space=doc_space, ids=members, q_fp32=q_fp32, doc_fp32=doc_fp32,
-            sources=src, depth=0 if r.name == FP32 else rerank, ms_per_query=ms,
+            q_space=q_space, doc_space=doc_space, ids=members, q_fp32=q_fp32_r, doc_fp32=doc_fp32,
+            sources=src, depth=0 if r.name in (FP32, ref) else rerank, ms_per_query=ms,
             records=_candidate_records(library, q_space, doc_space, members) if src else None)
+        r.library.reference = ref or FP32
     return info, notices
+
+
+def _neutral_reference(library, name: str, members, in_lib, opened, qs):
+    """For a language-neutral space, when the library holds ``cpu-fp32-neutral`` with every
+    chunk of it: (that name, its query vectors, its chunk vectors); else (None, None, None).
+    A neutral space is meant to rank unlike plain FP32: its peer is the neutral FP32 space."""
+    from hefsearch.search.language_neutral import NEUTRAL_SUFFIX, neutral_space_name
+
+    ref = neutral_space_name(FP32)
+    if not name.endswith(NEUTRAL_SUFFIX) or ref not in in_lib or ref not in opened:
+        return None, None, None
+    sp = library.space(ref)
+    if not sp.has(members.tolist()).all():
+        return None, None, None
+    q, _ = _encode_timed(opened[ref], qs)
+    return ref, q, sp.vectors(members)
 
 
 def _candidate_records(library, q_space, doc_space, ids) -> dict:

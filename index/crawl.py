@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hefsearch.index.formats import SUPPORTED_SUFFIXES
+from hefsearch.index.formats import STREAMED_KINDS, SUPPORTED_SUFFIXES
 
 from . import filetypes
 
@@ -526,7 +526,7 @@ class _CrawlState:
         kind, why = document_kind(path, self.supported)
         if kind is None and why != UNREADABLE:  # an unreadable file is reported below, after its size
             return SkippedFile(path, why, "unsupported")
-        if st.st_size > self.max_bytes:
+        if st.st_size > self.max_bytes and kind not in STREAMED_KINDS:  # an mbox: capped per message
             return SkippedFile(
                 path,
                 f"too large: {human_size(st.st_size)} ({st.st_size} bytes), over the "
@@ -597,7 +597,7 @@ def document_kind(path: str | os.PathLike, supported: Mapping[str, str] | None =
 
 def _kind_by_content(path: Path) -> str | None:
     """"man" when the start of the file (decompressed for ls.1.gz) is a manual page's roff,
-    "text" when it is other text, else None."""
+    "mbox" when it starts as a mailbox does, "text" when it is other text, else None."""
     from hefsearch.index.extract import ExtractionError, looks_like_text, read_regular_file
     from hefsearch.index.extract_man import looks_like_roff
 
@@ -609,7 +609,7 @@ def _kind_by_content(path: Path) -> str | None:
     head = filetypes.head(data, compression)
     if not looks_like_text(head):
         return None
-    return "man" if looks_like_roff(head) else "text"
+    return "man" if looks_like_roff(head) else filetypes.kind_of_text(head, compression is not None)
 
 
 def _stat_failure(path: Path, e: OSError, *, is_link: bool) -> SkippedFile:

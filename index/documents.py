@@ -170,13 +170,19 @@ def any_under(q: Query, path: str) -> bool:
 
 
 # -- status -----------------------------------------------------------------------------------
-def counts(q: Query) -> tuple[int, int, int, int]:
-    """(searchable documents, stale ones, chunks, chunks cut at the window)."""
+def counts(q: Query) -> tuple[int, int, int, int, int]:
+    """(searchable documents, stale ones, chunks, chunks cut at the window, pages read by OCR)."""
     one = lambda sql: list(q(sql, []))[0][0]  # noqa: E731
     return (one("SELECT COUNT(*) FROM documents WHERE status IN ('ok', 'stale')"),
             one("SELECT COUNT(*) FROM documents WHERE status = 'stale'"),
             one("SELECT COUNT(*) FROM chunks"),
-            one("SELECT COUNT(*) FROM chunks WHERE cut"))
+            one("SELECT COUNT(*) FROM chunks WHERE cut"), ocr_page_count(q))
+
+
+def ocr_page_count(q: Query) -> int:
+    """Pages read by OCR in searchable documents (``documents.encoding`` is ``ocr:PAGES`` for them)."""
+    return list(q("SELECT COALESCE(SUM(CAST(substr(encoding, 5) AS INTEGER)), 0) FROM documents "
+                  "WHERE encoding LIKE 'ocr:%' AND status IN ('ok', 'stale')", []))[0][0]
 
 
 def not_ok(q: Query) -> list[tuple[str, str, str]]:

@@ -20,6 +20,7 @@ class ExtractedText:
     kind: str = ""  # the format's kind (formats.FORMATS), set by extract()
     pages: list[tuple[int, int, int]] | None = None  # (page from 1, char_start, char_end), PDFs
     encoding: str | None = None  # detected encoding for text files
+    ocr_pages: list[int] | None = None  # pages (from 1) without a text layer, to read by OCR
 
 
 def clean_text(text: str) -> str:

@@ -11,9 +11,55 @@ from .extract_base import ExtractedText, ExtractionError, clean_text, describe, 
 
 
 def extract_pdf(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``pdf`` kind (see :mod:`hefsearch.index.formats`)."""
-    text, pages = pdf_to_text(data, max_chars=max_chars)
-    return ExtractedText(text=text, pages=pages)
+    """The extractor of the ``pdf`` kind (see :mod:`hefsearch.index.formats`). Pages without
+    a text layer but with an image are listed in ``ocr_pages`` (the sync reads them by OCR
+    after the files with text, :func:`extract_pdf_ocr`)."""
+    texts, needs_ocr = _page_texts(data, max_chars)
+    text, pages = _joined(texts)
+    return ExtractedText(text=text, pages=pages, ocr_pages=needs_ocr)
+
+
+def extract_pdf_ocr(data: bytes, max_chars: int | None, ocr, notes: list[str]) -> ExtractedText:
+    """The PDF with its pages without text read by ``ocr(image_bytes, what) -> str`` (each of
+    the page's images, largest first); a page that fails is noted in ``notes`` and left empty."""
+    texts, needs_ocr = _page_texts(data, max_chars, ocr=ocr, notes=notes)
+    text, pages = _joined(texts)
+    doc = ExtractedText(text=text, pages=pages, ocr_pages=needs_ocr)
+    if not text.strip():
+        raise ExtractionError(f"PDF has no text layer and OCR read no text on its {len(needs_ocr)} page(s)")
+    return doc
+
+
+#: a page whose text layer has fewer letters or digits than this is read by OCR when it has an image
+MIN_LAYER_CHARS = 3
+#: images OCR'd on one page (a page of 500 tiny images is not a scan)
+MAX_IMAGES_PER_PAGE = 4
+
+
+def _page_images(page) -> list[bytes]:
+    """The page's images, largest first, as encoded bytes (JPEG, PNG...); [] on any trouble."""
+    try:
+        images = list(page.images)
+    except Exception:  # noqa: BLE001 - a broken image dictionary
+        return []
+    out = []
+    for img in images[: MAX_IMAGES_PER_PAGE * 4]:
+        try:
+            out.append(img.data)
+        except Exception:  # noqa: BLE001
+            continue
+    return sorted(out, key=len, reverse=True)[:MAX_IMAGES_PER_PAGE]
+
+
+def _has_image(page) -> bool:
+    try:
+        res = page.get("/Resources") or {}
+        xobjects = res.get_object().get("/XObject") if hasattr(res, "get_object") else res.get("/XObject")
+        if not xobjects:
+            return False
+        return any(x.get_object().get("/Subtype") == "/Image" for x in xobjects.get_object().values())
+    except Exception:  # noqa: BLE001 - a broken resource dictionary: no OCR
+        return False
 
 
 
@@ -34,6 +80,14 @@ def _quiet_pypdf():
 def pdf_to_text(data: bytes, max_chars: int | None = None) -> tuple[str, list[tuple[int, int, int]]]:
     """Text of every page joined by blank lines, with (page, start, end) char spans. Stops with
     an ExtractionError once the text exceeds ``max_chars`` (compressed content streams)."""
+    texts, _ = _page_texts(data, max_chars)
+    return _joined(texts)
+
+
+def _page_texts(data: bytes, max_chars: int | None, ocr=None, notes: list[str] | None = None
+                ) -> tuple[list[str], list[int]]:
+    """Each page's text, and the pages (from 1) that have no text layer but an image; with
+    ``ocr``, those pages' text is OCR's."""
     from pypdf import PdfReader
 
     if b"%PDF" not in data[:1024]:
@@ -56,26 +110,49 @@ def pdf_to_text(data: bytes, max_chars: int | None = None) -> tuple[str, list[tu
         if not pages:
             raise ExtractionError("PDF is corrupt: it has no pages")
         texts: list[str] = []
+        needs_ocr: list[int] = []
         failed = 0
         first_error = ""
         total = 0
-        for page in pages:
+        for number, page in enumerate(pages, start=1):
             try:
                 texts.append(clean_text(page.extract_text() or "").strip())
             except Exception as e:  # noqa: BLE001 - one bad page must not lose the others
                 failed += 1
                 first_error = first_error or describe(e)
                 texts.append("")
+            if sum(ch.isalnum() for ch in texts[-1][:64]) < MIN_LAYER_CHARS and _has_image(page):
+                needs_ocr.append(number)
+                if ocr is not None:
+                    texts[-1] = _ocr_page(page, number, ocr, notes)
             total += len(texts[-1]) + 2
             if max_chars is not None and total > max_chars:
                 raise too_much_text("PDF", max_chars)
     if failed == len(pages):
         raise ExtractionError(f"PDF is corrupt: no page could be read ({first_error})")
-    if not any(texts):
+    if not any(texts) and not needs_ocr:
         raise ExtractionError(
-            f"PDF has no text layer ({len(pages)} page(s), probably scanned images)",
-            hint="run OCR on it first (e.g. ocrmypdf) to make it searchable",
+            f"PDF has no text layer ({len(pages)} page(s)) and no images to read by OCR",
         )
+    return texts, needs_ocr
+
+
+def _ocr_page(page, number: int, ocr, notes: list[str] | None) -> str:
+    from .ocr import OcrMissing
+
+    parts = []
+    for i, image in enumerate(_page_images(page)):
+        try:
+            parts.append(ocr(image, f"page {number}"))
+        except OcrMissing:
+            raise
+        except ExtractionError as e:
+            if notes is not None:
+                notes.append(f"page {number}: {e.message}")
+    return "\n\n".join(p for p in parts if p).strip()
+
+
+def _joined(texts: list[str]) -> tuple[str, list[tuple[int, int, int]]]:
     spans: list[tuple[int, int, int]] = []
     parts: list[str] = []
     pos = 0

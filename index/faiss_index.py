@@ -265,10 +265,6 @@ def read_index_stats(folder: Path) -> dict:
         stats.pop("bytes", None)
     return stats
 
-def is_scalar_codes(index) -> bool:
-    """Whether the index scans scalar codes without lists (``SQ8``): lossy, re-scored."""
-    return index is not None and isinstance(inner_index(index), _faiss().IndexScalarQuantizer)
-
 
 def ann_search(index, raw, q: np.ndarray, k: int, sel=None, *,
                ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -11,6 +11,7 @@ through a compression suffix (``.gz``, ``.bz2``, ``.xz``).
   not, and neither is anything after a well-known document name (``README.emacs``). A file with
   a real suffix hefsearch does not read (``.py``, ``.log``) stays unsupported until its suffix is
   added, so a folder of code is not indexed by accident.
+- A Maildir message (``cur/1700000000.M1P2.host:2,S``) is mail (kind ``eml``) by its place.
 - ``NAME.gz`` is classified by ``NAME`` and read through: the decompressed bytes are extracted
   as the kind of ``NAME``. Decompression is streamed and stops once the output passes the
   ``--max-size`` cap, so a gzip bomb costs at most that much memory and is reported, not
@@ -92,6 +93,8 @@ def kind_by_name(path, supported: Mapping[str, str]) -> tuple[str | None, bool]:
     kind = supported.get(PurePath(name).suffix.lower())
     if kind is not None:
         return kind, False
+    if is_maildir_message(path):
+        return "eml", False
     return None, bool(name) and not has_type_suffix(name)
 
 
@@ -111,6 +114,27 @@ def may_be_indexed(path, suffixes: Mapping[str, str]) -> bool:
     changed path."""
     kind, look = kind_by_name(path, suffixes)
     return kind is not None or look
+
+
+#: a Maildir message's name: "1700000000.M1P2.host:2,S" (the delivery time first)
+_MAILDIR_NAME = re.compile(r"\d{9,}\.[^/]+")
+
+
+def is_maildir_message(path) -> bool:
+    """A file in a Maildir's ``cur`` or ``new`` folder named as deliveries name it: a message."""
+    p = PurePath(path)
+    return p.parent.name in ("cur", "new") and bool(_MAILDIR_NAME.fullmatch(p.name))
+
+
+#: the first line of an mbox: "From sender day mon dd hh:mm:ss yyyy"
+_MBOX_START = re.compile(rb"From \S+ +\S.*\d\d?:\d\d")
+
+
+def kind_of_text(sample: bytes, compressed: bool = False) -> str:
+    """The kind of a text file found by its content: ``mbox`` for a mailbox without a
+    suffix (Thunderbird's ``Inbox``, Apple Mail's ``Inbox.mbox/mbox``), else ``text``."""
+    first = sample.split(b"\n", 1)[0]
+    return "mbox" if not compressed and _MBOX_START.match(first) else "text"
 
 
 def decompress(data: bytes, suffix: str, max_bytes: int | None) -> bytes:

@@ -37,6 +37,8 @@ class Format:
     opens_with: str
     #: the TUI's file-type filter that lists it (several kinds may share one)
     filter: str
+    #: read as a stream of documents (an mbox): the --max-size cap is per message, not per file
+    streamed: bool = False
 
     def extract_function(self) -> Callable:
         """The extractor, imported now (the parsers load only for a file of this kind)."""
@@ -52,6 +54,18 @@ FORMATS: tuple[Format, ...] = (
     Format("docx", (".docx",), "hefsearch.index.extract_docx:extract_docx", OPENER, "docx"),
     # manual pages have no suffix of their own (ls.1, chsh.1.gz, printf.3p): found by content
     Format("man", (), "hefsearch.index.extract_man:extract_man", EDITOR, "text"),
+    Format("odt", (".odt",), "hefsearch.index.extract_office:extract_odf", OPENER, "office"),
+    Format("ods", (".ods",), "hefsearch.index.extract_office:extract_odf", OPENER, "office"),
+    Format("odp", (".odp",), "hefsearch.index.extract_office:extract_odf", OPENER, "office"),
+    Format("pptx", (".pptx",), "hefsearch.index.extract_office:extract_pptx", OPENER, "office"),
+    Format("xlsx", (".xlsx",), "hefsearch.index.extract_office:extract_xlsx", OPENER, "office"),
+    Format("epub", (".epub",), "hefsearch.index.extract_epub:extract_epub", OPENER, "ebook"),
+    # mail: each message is a document of its own inside its file (index/containers.py)
+    Format("eml", (".eml",), "hefsearch.index.extract_mail:extract_eml", EDITOR, "mail"),
+    Format("mbox", (".mbox", ".mbx"), "hefsearch.index.extract_mail:extract_mbox", EDITOR, "mail", streamed=True),
+    # read by OCR, after the files with text (index/ocr.py)
+    Format("image", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"), "hefsearch.index.extract_image:extract_image",
+           OPENER, "image"),
 )
 
 #: kind -> its row
@@ -63,10 +77,14 @@ SUPPORTED_SUFFIXES: dict[str, str] = {s: f.kind for f in FORMATS for s in f.suff
 #: kinds and suffixes opened with the system opener rather than an editor
 OPENER_KINDS: frozenset[str] = frozenset(f.kind for f in FORMATS if f.opens_with == OPENER)
 OPENER_SUFFIXES: frozenset[str] = frozenset(s for f in FORMATS if f.opens_with == OPENER for s in f.suffixes)
+#: kinds read as a stream of documents, whatever the file's size (the cap is per document)
+STREAMED_KINDS: frozenset[str] = frozenset(f.kind for f in FORMATS if f.streamed)
+#: kinds whose files hold member documents (each message of a mail file; index/containers.py)
+CONTAINER_KINDS: frozenset[str] = frozenset({"eml", "mbox"})
 
 
 def suffix_list(sep: str = " ") -> str:
-    """'.txt .rst .md .html .htm .pdf .docx': every built-in suffix in table order."""
+    """'.txt .rst .md .html .htm .pdf .docx ...': every built-in suffix in table order."""
     return sep.join(SUPPORTED_SUFFIXES)
 
 

@@ -153,6 +153,7 @@ class LibraryStatus:
     interrupted: str | None = None
     #: a process is writing the library now
     writing: bool = False
+    ocr_pages: int = 0  #: pages read by OCR (scanned PDF pages, images) in searchable documents
 
 
 class Library:
@@ -610,7 +611,7 @@ class Library:
     def status(self) -> LibraryStatus:
         with self.snapshot():
             q = self.db.execute
-            docs, stale, chunks, cut = documents.counts(q)
+            docs, stale, chunks, cut, ocr_pages = documents.counts(q)
             failures = [(p, e if s == "failed" else f"{e} (the previously indexed version is kept)")
                         for p, s, e in documents.not_ok(q)]
             notes = []
@@ -628,7 +629,7 @@ class Library:
             documents=docs, chunks=chunks, spaces=spaces, failures=failures, truncated_chunks=cut,
             skipped=dict(last.get("skipped") or {}), last_sync=last.get("at"), stale=stale,
             path=str(self.path), settings=settings, notes=notes, roots=self.recorded_roots(settings),
-            interrupted=interrupted, writing=writing,
+            interrupted=interrupted, writing=writing, ocr_pages=ocr_pages,
         )
 
     def recorded_roots(self, settings: dict | None = None) -> list[str]:

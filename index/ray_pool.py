@@ -203,7 +203,7 @@ def _differences(parts: dict, ref: dict) -> str:
 
 class _RemoteEncoder(Encoder):
     """An Encoder in identity (fingerprint, space, chunking, the language-neutral derivation,
-    which builds its encoder from the backend: search/centering.py) whose vectors the Ray
+    which builds its encoder from the backend: search/derived_space.py) whose vectors the Ray
     actors compute. Its fingerprint is the driver's own, computed from the actors' backend
     parts and the driver's copy of the bundle, so it must equal the one the actors report."""
 

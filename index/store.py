@@ -9,7 +9,9 @@ Schema (migration 1):
 - ``documents``: one row per file ever seen under an indexed root: path (unique), size,
   mtime_ns, sha256, kind, status (``ok``; ``failed``: never indexed, ``error`` says why;
   ``stale``: the file now fails to extract, the previously indexed version is kept and
-  ``error`` says why), chunk count, indexed_at.
+  ``error`` says why), chunk count, indexed_at, encoding (a text file's; ``ocr:PAGES`` for a
+  document read by OCR). A message of a mail file is a row of its own at ``FILE/KEY``
+  (:mod:`hefsearch.index.containers`), its mtime_ns the message's date.
 - ``chunks``: ``id INTEGER PRIMARY KEY AUTOINCREMENT`` is also the FAISS id in every space, so
   an id is never handed out twice for different text (AUTOINCREMENT never reuses a committed
   id). Char span, PDF page, 1-based line of ``start``, token count and ``cut``.
@@ -446,11 +448,6 @@ def snapshot(db: Database, lock: threading.RLock | None = None) -> Iterator[None
         finally:
             if db.conn.in_transaction:
                 db.conn.execute("COMMIT")
-
-
-def get_setting(db: Database, key: str, default: Any = None) -> Any:
-    row = db.execute("SELECT value FROM settings WHERE key = ?", [key]).fetchone()
-    return default if row is None else json.loads(row[0])
 
 
 def all_settings(db: Database) -> dict:

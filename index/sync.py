@@ -53,6 +53,7 @@ import numpy as np
 from hefsearch.embed.errors import HefsearchError
 
 from . import documents
+from .containers import attach_members, split_members
 from .crawl import is_under, printable
 from .library import Library, utc_now
 from .store import is_disk_full, put_setting
@@ -156,7 +157,9 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
     with library.write_lock(wait=True):  # bounded (LOCK_WAIT_S): a back-fill between windows lets go
         spaces = _open_spaces(library, encoders, report, root_strs, opts)
         crawled = crawl_stage(resolved, opts, emit, only)
-        plan = compare(crawled, _stored_documents(library, root_strs, only), report)
+        files, members = split_members(_stored_documents(library, root_strs, only))
+        plan = compare(crawled, files, report)
+        attach_members(plan, members)
         report.found = len(plan.found)
         if plan.gone:
             emit(ProgressEvent("remove", files_total=len(plan.found)))
@@ -170,6 +173,12 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
             index_files(library, spaces, encoders, plan.todo, report, state, overlap_tokens=opts.overlap_tokens,
                         batch_chunks=opts.batch_chunks, max_bytes=opts.max_bytes,
                         old_sha={p: plan.existing[p][3] for p in plan.existing})
+        if report.ocr_waiting:  # once per run, with how to install it
+            from .ocr import INSTALL_HINT
+
+            n = len(report.ocr_waiting)
+            report.notes.append((report.ocr_waiting[0], f"{n} file(s) with pages only OCR can read "
+                                 f"(this one{' and ' + str(n - 1) + ' more' if n > 1 else ''}): {INSTALL_HINT}"))
         for sp, enc in zip(spaces, encoders):  # chunks a space does not hold yet
             report.backfilled += _backfill(library, sp, enc, opts.batch_chunks, state)
         fill_languages(library)

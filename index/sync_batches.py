@@ -42,6 +42,12 @@ def index_files(library, spaces, encoders, todo, report, state, *, overlap_token
             job = ahead.jobs.get()
             if job is None:
                 break
+            if isinstance(job, sync_prepare.OcrStart):  # the files with text are all read
+                if pending:
+                    send(pending)
+                    pending, pending_chunks = [], 0
+                state.start_ocr(job.pages)
+                continue
             state.path = job.shown
             state.read(job)
             pending.append(job)
@@ -93,7 +99,18 @@ def flush(library: Library, spaces, encoders, jobs: list[Job], report: SyncRepor
     added, removed = commit(library, spaces, jobs, vectors)
     for sp, vecs in zip(spaces, vectors):
         sp.committed(added, vecs, removed)
+    files = [job for job in jobs if not job.member]
     for job in jobs:
+        report.notes.extend((job.shown, note) for note in job.notes)
+        if job.ocr_missing:
+            report.ocr_waiting.append(job.shown)
+            if not job.chunks and job.error is None:
+                continue
+        if job.encoding and job.encoding.startswith("ocr:") and job.error is None:
+            report.ocr_pages += len(job.ocr_pages)
+        if job.member and job.error is None:  # a message: its file is counted
+            report.chunks_cut += sum(1 for c, _ in job.chunks if c.cut)
+            continue
         if job.error is not None:
             if job.old_status in ("ok", "stale"):
                 report.stale.append((job.shown, job.error))
@@ -109,8 +126,8 @@ def flush(library: Library, spaces, encoders, jobs: list[Job], report: SyncRepor
     report.chunks_embedded += len(texts)
     state.embedded(jobs)
     state.chunks += len(texts)
-    state.files_done += len(jobs)
-    state.todo_done += len(jobs)
+    state.files_done += len(files)
+    state.todo_done += len(files)
     state.tick(force=True)
 
 
@@ -165,7 +182,10 @@ def commit(library: Library, spaces, jobs: list[Job], vectors: list[np.ndarray])
 
 def write_job(conn, job: Job, now: str) -> tuple[list[int], list[int]]:
     """One document's rows, inside the batch's transaction; returns (removed chunk ids, new
-    chunk ids in ordinal order). A failing file keeps its indexed version, marked stale."""
+    chunk ids in ordinal order). A failing file keeps its indexed version, marked stale. A
+    file that only OCR could read, with OCR not installed, is not written (read next run)."""
+    if job.ocr_missing and not job.chunks and job.error is None:
+        return [], []
     if job.error is not None:
         if job.old_status in ("ok", "stale"):  # keep the indexed version, say why
             documents.keep_stale(conn, job.doc_id, job.error, job.size, job.mtime_ns)
@@ -176,6 +196,8 @@ def write_job(conn, job: Job, now: str) -> tuple[list[int], list[int]]:
         documents.touch(conn, job.doc_id, job.size, job.mtime_ns)
         return [], []
     removed = documents.drop_chunks(conn, job.doc_id) if job.doc_id is not None else []
+    if job.drop_ids:  # members no longer in their file
+        removed += documents.delete_documents(conn.execute, job.drop_ids)
     cut = sum(1 for c, _ in job.chunks if c.cut)
     doc_id = upsert_document(conn, job, "ok", len(job.chunks), cut, now)
     langs = job.langs if len(job.langs) == len(job.chunks) else [None] * len(job.chunks)

@@ -1,4 +1,6 @@
-"""Hash, extract and chunk each file one ahead of the encoder, in a background thread."""
+"""Hash, extract and chunk each file one ahead of the encoder, in a background thread; files
+with pages to read by OCR are held back and read after all the others (an :class:`OcrStart`
+between them says how many pages follow, for the OCR progress line)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,14 @@ import hashlib
 import logging
 import queue
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from hefsearch.embed.errors import HefsearchError
 
+from . import ocr
+from .containers import CONTAINER_KINDS
 from .crawl import printable
 from .sync_types import Job
 
@@ -22,11 +27,12 @@ log = logging.getLogger("hefsearch.index")
 #: how long an interrupted sync waits for the extraction thread (a daemon: it may be inside
 #: one slow file, and it dies with the process)
 WORKER_JOIN_S = 0.5
+#: kinds whose sections (chapters, slides, sheets) are chunked apart
+SECTIONED_KINDS = frozenset({"epub", "ods", "odp", "pptx", "xlsx"})
 
 
 def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> Job:
     """Hash, extract and chunk one file (runs in the background thread)."""
-    from .chunk import chunk_text
     from .extract import ExtractionError, extract, read_regular_file
 
     try:
@@ -36,12 +42,20 @@ def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old
         if old_sha is not None and job.sha256 == old_sha and job.old_status == "ok":
             job.same_content = True
             return job
+        if job.kind == "image":  # read by OCR, after the files with text
+            job.ocr_pages = [1]
+            job.ocr_missing = not ocr.available()
+            return job
         doc = extract(Path(job.path), kind=job.kind, max_bytes=max_bytes)
         job.kind, job.encoding = doc.kind, doc.encoding
-        chunks = chunk_text(doc, first.count_tokens, first.max_tokens, overlap_tokens)
-        lines = line_numbers(doc.text, [c.start for c in chunks])
-        job.chunks = [(c, ln) for c, ln in zip(chunks, lines)]
-        job.langs = chunk_languages([c.text for c in chunks])
+        if doc.ocr_pages:  # pages without text: OCR later, or index the rest and say why
+            job.ocr_pages = list(doc.ocr_pages)
+            if ocr.available():
+                return job
+            job.ocr_missing = True
+            if not doc.text.strip():
+                return job
+        chunked(job, doc, first, overlap_tokens)
     except ExtractionError as e:
         job.error = printable(e.message)
     except OSError as e:
@@ -50,6 +64,80 @@ def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old
         log.debug("unexpected error on %s", job.shown, exc_info=True)
         job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
     return job
+
+
+def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int) -> Job:
+    """A file with pages to read by OCR (an image, a PDF's pages without text), after the
+    files with text: each page within the OCR budget (:mod:`hefsearch.index.ocr`); a page that
+    fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``."""
+    from .extract import ExtractionError, read_regular_file
+    from .extract_image import extract_image
+    from .extract_pdf import extract_pdf_ocr
+
+    try:
+        data = read_regular_file(Path(job.path), max_bytes=max_bytes)
+        if job.kind == "image":
+            doc = extract_image(data, max_bytes)
+        else:
+            doc = extract_pdf_ocr(data, max_bytes, ocr.ocr_image, job.notes)
+        job.encoding = f"ocr:{len(doc.ocr_pages or ())}"
+        chunked(job, doc, first, overlap_tokens)
+    except ExtractionError as e:
+        job.error = printable(e.message)
+    except OSError as e:
+        job.error = printable(f"cannot read: {e.strerror or e}")
+    except Exception as e:  # an OCR bug must not stop the whole sync
+        log.debug("unexpected error on %s", job.shown, exc_info=True)
+        job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
+    return job
+
+
+@dataclass
+class OcrStart:
+    """Handed over between the files with text and those read by OCR: how many pages follow."""
+
+    pages: int
+
+
+def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
+    """``doc`` cut into the job's chunks, with their line numbers and languages. A book's
+    chapters, a deck's slides and a workbook's sheets are cut apart, so no chunk spans two and
+    a hit's page names its chapter, slide or sheet; so are the pages of a PDF read by OCR."""
+    import dataclasses
+
+    from .chunk import chunk_text
+    from .extract_base import ExtractedText
+
+    if doc.pages and len(doc.pages) > 1 and (doc.kind in SECTIONED_KINDS or doc.ocr_pages):
+        chunks = []
+        for page, start, end in doc.pages:
+            part = ExtractedText(text=doc.text[start:end], kind=doc.kind, pages=[(page, 0, end - start)])
+            for c in chunk_text(part, first.count_tokens, first.max_tokens, overlap_tokens):
+                chunks.append(dataclasses.replace(c, ordinal=len(chunks), start=c.start + start, end=c.end + start))
+    else:
+        chunks = chunk_text(doc, first.count_tokens, first.max_tokens, overlap_tokens)
+    lines = line_numbers(doc.text, [c.start for c in chunks])
+    job.chunks = [(c, ln) for c, ln in zip(chunks, lines)]
+    job.langs = chunk_languages([c.text for c in chunks])
+
+
+def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> Iterator[Job]:
+    """A mail file's member jobs, then its own (:func:`hefsearch.index.containers.expand`);
+    the file's job alone when its bytes are those already indexed."""
+    from .containers import expand, file_sha256
+
+    try:
+        if old_sha is not None and job.old_status == "ok":
+            job.sha256 = file_sha256(job.path)
+            if job.sha256 == old_sha:
+                job.same_content = True
+                yield job
+                return
+        yield from expand(job, lambda member, doc: chunked(member, doc, first, overlap_tokens), max_bytes)
+    except Exception as e:  # a reader bug must not stop the whole sync
+        log.debug("unexpected error on %s", job.shown, exc_info=True)
+        job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
+        yield job
 
 
 def line_numbers(text: str, starts: list[int]) -> list[int]:
@@ -86,11 +174,28 @@ class Prefetch:
 
     def _produce(self) -> None:
         todo, first, overlap_tokens, max_bytes, old_sha = self._args
+        deferred: list[Job] = []  # pages for OCR: read after every file with text
         try:
             for job in todo:
                 if self.stopped.is_set():
                     return
-                self._hand_over(prepare(job, first, overlap_tokens, max_bytes, old_sha.get(job.path)))
+                if job.kind in CONTAINER_KINDS:
+                    for part in expanded(job, first, overlap_tokens, max_bytes, old_sha.get(job.path)):
+                        if self.stopped.is_set():
+                            return
+                        self._hand_over(part)
+                    continue
+                prepared = prepare(job, first, overlap_tokens, max_bytes, old_sha.get(job.path))
+                if prepared.ocr_pages and not prepared.ocr_missing and prepared.error is None:
+                    deferred.append(prepared)
+                    continue
+                self._hand_over(prepared)
+            if deferred:
+                self._hand_over(OcrStart(sum(len(j.ocr_pages) for j in deferred)))
+            for job in deferred:
+                if self.stopped.is_set():
+                    return
+                self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes))
         finally:
             self._hand_over(None)
 

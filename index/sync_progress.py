@@ -31,15 +31,33 @@ class Progress:
         #: bytes of the files not read yet, by (kind, compressed)
         self._unread: dict[tuple, int] = {}
         for job in todo:
+            if job.kind == "image":  # read by OCR after the rest, with an ETA of its own (by pages)
+                continue
             key = size_key(job)
             self._unread[key] = self._unread.get(key, 0) + job.size
         self._ratio: dict[tuple, list[int]] = {}  # key -> [text chars, file bytes] of read files
         self.text_read = 0  # chars of files read, not embedded yet
         self.text_done = 0  # chars embedded
         self._batch_chars = 0.0  # chars per chunk of the batch being embedded
+        #: the OCR phase: pages to read, read, and when it began
+        self.ocr_total = 0
+        self.ocr_done = 0
+        self._ocr_started = 0.0
+
+    def start_ocr(self, pages: int) -> None:
+        """The files with text are read; OCR of ``pages`` pages begins (its own ETA)."""
+        self.phase = "ocr"
+        self.ocr_total = pages
+        self._ocr_started = self.clock()
+        self.tick(force=True)
 
     def read(self, job: Job) -> None:
         """A file was extracted: its text replaces the estimate from its size."""
+        if self.phase == "ocr":
+            self.ocr_done += len(job.ocr_pages)
+        if job.kind == "image":  # never in the estimate (see __init__)
+            self.text_read += sum(len(c.text) for c, _ in job.chunks)
+            return
         key = size_key(job)
         self._unread[key] = max(0, self._unread.get(key, 0) - job.size)
         chars = sum(len(c.text) for c, _ in job.chunks)
@@ -78,10 +96,13 @@ class Progress:
         eta = None
         if done and self.files_todo and self.phase == "index":
             eta = elapsed / done * left
+        elif self.phase == "ocr" and self.ocr_done:  # pages are slow and alike: by pages
+            eta = (now - self._ocr_started) / self.ocr_done * max(0, self.ocr_total - self.ocr_done)
         self.emit(ProgressEvent(
             self.phase, files_total=self.files_total, files_done=self.files_done,
             files_todo=self.files_todo, chunks_done=chunks, chunks_per_s=chunks / elapsed,
-            eta_s=eta, path=self.path, failed=len(self.report.failed), text_done=done, text_left=left))
+            eta_s=eta, path=self.path, failed=len(self.report.failed), text_done=done, text_left=left,
+            ocr_done=self.ocr_done, ocr_total=self.ocr_total))
 
 
 def size_key(job: Job) -> tuple:

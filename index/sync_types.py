@@ -61,6 +61,9 @@ class ProgressEvent:
     #: characters of text embedded so far, and still to embed (estimated for files not read yet)
     text_done: int = 0
     text_left: int = 0
+    #: the OCR phase ("ocr"): pages read and to read
+    ocr_done: int = 0
+    ocr_total: int = 0
 
 
 @dataclass
@@ -89,6 +92,9 @@ class SyncReport:
     #: unsupported files by suffix ("(none)" for names without one), and the first few of them
     unsupported: dict[str, int] = field(default_factory=dict)
     unsupported_examples: list[str] = field(default_factory=list)
+    #: pages read by OCR this run; files left for OCR, which is not installed (said once)
+    ocr_pages: int = 0
+    ocr_waiting: list[str] = field(default_factory=list)
 
     @property
     def partial(self) -> bool:
@@ -142,6 +148,19 @@ class Job:
     langs: list = field(default_factory=list)
     encoding: str | None = None
     error: str | None = None
+    #: a document inside a file (a message of a mailbox; :mod:`hefsearch.index.containers`)
+    member: bool = False
+    #: a mail file's stored members (real path -> row), and the ids of those gone from it
+    old_members: dict = field(default_factory=dict)
+    drop_ids: list = field(default_factory=list)
+    #: what was left out of an indexed document, each with why (an attachment too large)
+    notes: list = field(default_factory=list)
+    #: a member's text until it is chunked
+    text_of: str = ""
+    #: pages waiting for OCR (a PDF's pages without text), read after the text-layer files
+    ocr_pages: list = field(default_factory=list)
+    #: pages that need OCR, which is not installed: not written, tried again next run
+    ocr_missing: bool = False
 
     @property
     def shown(self) -> str:

@@ -1,8 +1,11 @@
-"""Write the PDF and DOCX documents of the sample corpus (data/sample-corpus/).
+"""Write the PDF and DOCX documents of the sample corpus (data/sample-corpus/), and one of
+each kind read since: mail (.eml, .mbox), an EPUB, ODT/ODS/ODP, PPTX, XLSX, a scanned PDF (an
+image, no text layer) and a photo of a printed page (PNG), the last two read by OCR.
 
 The .txt, .md and .html documents are committed as they are; the binary formats are generated
 here from the texts below so that they can be reviewed and regenerated. PDF text stays in
-Latin-script languages (the PDF core fonts cover Latin-1 only).
+Latin-script languages (the PDF core fonts cover Latin-1 only). The scanned pages are rendered
+in DejaVu Sans (Debian's fonts-dejavu-core).
 
     pip install fpdf2            # only for this script; hefsearch itself does not need it
     python scripts/make_sample_corpus.py [--out data/sample-corpus]
@@ -166,11 +169,96 @@ def write_docx(path: Path, title: str, paragraphs: list[str], table: list[list[s
     document.save(str(path))
 
 
+PARAGRAPHS = {
+    "mail-de": "Liebe Anna, anbei die Abrechnung der Nebenkosten für das Jahr 2023. Die Heizkosten sind "
+               "um zwölf Prozent gestiegen, weil der Gaspreis im Winter höher war. Die Wasserkosten sind "
+               "fast gleich geblieben. Bitte überweise die Nachzahlung von 143,20 Euro bis Ende März auf das "
+               "bekannte Konto. Wenn du Fragen zur Abrechnung hast, ruf mich gern an. Viele Grüße, Jörg",
+    "mail-en": "Hi team, the quarterly newsletter is out. Our community garden harvested two hundred kilos "
+               "of tomatoes this summer, and the new rainwater tank saved about four thousand litres of "
+               "tap water. Volunteers are needed for the autumn planting day on the twelfth of October.",
+    "mail-fr": "Bonjour à tous, la réunion du conseil de quartier aura lieu jeudi prochain à la mairie. "
+               "Nous parlerons du nouveau marché de producteurs, de la piste cyclable de la rue principale "
+               "et du budget participatif. Merci de confirmer votre présence avant mardi soir.",
+    "book-1": "Composting turns kitchen scraps and garden waste into dark, crumbly soil. Mix green material, "
+              "such as vegetable peelings and grass clippings, with brown material, such as dry leaves and "
+              "cardboard, in roughly equal parts.",
+    "book-2": "Keep the heap as damp as a wrung-out sponge and turn it every two weeks so that air reaches "
+              "the middle. A well-managed heap gets warm within days and is ready in three to six months. "
+              "Never add meat, dairy or diseased plants.",
+    "odt": "Protokoll der Hausversammlung vom 14. Februar. Anwesend waren zwölf von sechzehn Parteien. "
+           "Beschlossen wurde die Erneuerung der Fahrradständer im Hof und ein neuer Reinigungsplan für "
+           "das Treppenhaus. Die Kosten von 1.800 Euro werden nach Wohnfläche verteilt. Der Antrag auf "
+           "eine Photovoltaikanlage auf dem Dach wird bei der nächsten Versammlung mit drei Angeboten "
+           "erneut besprochen. Nächster Termin: 9. Mai um 19 Uhr im Gemeinschaftsraum.",
+}
+SCAN_LINES = ["CITY OF SPRINGFIELD - WATER DEPARTMENT", "", "NOTICE OF SCHEDULED MAINTENANCE",
+              "The water supply on Maple Street will be", "interrupted on Tuesday from 8 am to 2 pm",
+              "while the main pipe is replaced. Please", "store drinking water in advance and keep",
+              "taps closed during the work. After the", "supply returns, let the water run for two",
+              "minutes until it is clear. Questions:", "call the service line 555-0142 on weekdays."]
+PHOTO_LINES = ["KASSENBON - BÄCKEREI SONNENSCHEIN", "", "2 Roggenbrot            je 3,80   7,60",
+               "6 Brötchen               je 0,45   2,70", "1 Apfelkuchen, Stück          2,90",
+               "1 Kaffee, groß                   3,20", "", "SUMME EUR                       16,40",
+               "Bar gegeben                    20,00", "Rückgeld                           3,60",
+               "Vielen Dank für Ihren Einkauf und einen", "schönen Tag! Öffnungszeiten: Mo-Sa 6-18 Uhr"]
+
+
+def write_kept_formats(out: Path) -> None:
+    """Mail, ebook, OpenDocument and Office files, and two scanned pages (tests/container_builders)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.container_builders import (make_eml, make_epub, make_image_pdf, make_mbox, make_odp, make_ods,
+                                          make_odt, make_pptx, make_xlsx, render_page)
+
+    files = {
+        "nebenkosten-abrechnung.eml": make_eml(
+            "Nebenkostenabrechnung 2023", PARAGRAPHS["mail-de"], sender="Jörg Weber <joerg@example.org>",
+            charset="iso-8859-1", cte="quoted-printable", date=FIXED_DATE, message_id="<nk-2023@example.org>"),
+        "newsletters.mbox": make_mbox([
+            make_eml("Community garden newsletter", PARAGRAPHS["mail-en"], date=FIXED_DATE,
+                     message_id="<garden-q3@example.org>",
+                     attachments=[("planting-day.txt", b"Autumn planting day: bring gloves, spades and "
+                                   b"bulbs. Tulips and daffodils will be planted along the north fence.",
+                                   "text/plain")]),
+            make_eml("Réunion du conseil de quartier", PARAGRAPHS["mail-fr"], date=FIXED_DATE,
+                     html=f"<p>{PARAGRAPHS['mail-fr']}</p>", message_id="<conseil-mars@example.org>")]),
+        "composting-guide.epub": make_epub([("Why compost", PARAGRAPHS["book-1"]),
+                                            ("Looking after the heap", PARAGRAPHS["book-2"])]),
+        "protokoll-hausversammlung.odt": make_odt(["Protokoll der Hausversammlung", PARAGRAPHS["odt"]]),
+        "haushaltsbuch.ods": make_ods({"Januar": [["Posten", "Betrag"], ["Miete", "950"], ["Strom", "64.50"],
+                                                  ["Lebensmittel", "412.30"], ["Versicherungen", "88"]],
+                                       "Februar": [["Posten", "Betrag"], ["Miete", "950"], ["Strom", "61.20"],
+                                                   ["Lebensmittel", "398.75"], ["Fahrrad Reparatur", "45"]]}),
+        "solar-panels-talk.odp": make_odp([["Solar panels on a terraced house", "Costs, savings and permits"],
+                                           ["A 4 kWp system costs about 7,000 euros and produces around "
+                                            "3,800 kWh a year; with a battery, half of it is used at home."]]),
+        "bike-commute-survey.pptx": make_pptx([["Bike commute survey 2024", "Results from 312 employees"],
+                                               ["41 percent cycle at least twice a week; the main wish is "
+                                                "covered parking and showers at the office."]]),
+        "reading-list.xlsx": make_xlsx({"Books": [["Title", "Author", "Year"],
+                                                  ["The Overstory", "Richard Powers", "2018"],
+                                                  ["Braiding Sweetgrass", "Robin Wall Kimmerer", "2013"],
+                                                  ["The Hidden Life of Trees", "Peter Wohlleben", "2015"]],
+                                        "Wishlist": [["Title", "Author"], ["Entangled Life", "Merlin Sheldrake"]]}),
+        "water-maintenance-notice-scan.pdf": make_image_pdf(SCAN_LINES, mode="1", size=30, width=1300),
+        "kassenbon-baeckerei.png": render_page(PHOTO_LINES, size=30, width=1300),
+    }
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+        print(f"wrote {out / name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
     parser.add_argument("--out", type=Path, default=default, help="corpus folder (default: %(default)s)")
+    parser.add_argument("--only-kept-formats", action="store_true",
+                        help="write only the mail, ebook, office and scanned files (no fpdf2 needed)")
     args = parser.parse_args(argv)
+    if args.only_kept_formats:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_kept_formats(args.out)
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     for name, (title, pages) in PDFS.items():
         write_pdf(args.out / name, title, pages)
@@ -178,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (title, paragraphs, table) in DOCXS.items():
         write_docx(args.out / name, title, paragraphs, table)
         print(f"wrote {args.out / name}")
+    write_kept_formats(args.out)
     return 0
 
 

@@ -1,5 +1,5 @@
 """hefsearch.search: answering queries (vector, keyword, hybrid), snippets, FP32 re-ranking,
-derived spaces (centred, language-neutral) and comparing spaces. Names are imported on first
+derived spaces (language-neutral) and comparing spaces. Names are imported on first
 use, so importing the package loads no FAISS."""
 
 from __future__ import annotations

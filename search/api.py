@@ -15,28 +15,25 @@
   chunks that merely share a word: classic RRF halves recall@5 on the cross-lingual set of
   ``bench/hybrid.py`` (figures in the README).
 
-Device fallback (issue 4): when encoding the query for a space fails with ``DeviceError`` (or
+Device fallback: when encoding the query for a space fails with ``DeviceError`` (or
 its backend is unavailable at open) and the library has a ``cpu-fp32`` space, the search is
 answered from that space with the CPU encoder and ``SearchResult.notice`` says so. An FP32
 query is never run against NPU vectors.
 
-Hostile input (issue 11): the query is cleaned first (:func:`prepare_query`: lone surrogates,
+Hostile input: the query is cleaned first (:func:`prepare_query`: lone surrogates,
 control characters, surrounding blanks, more than ``MAX_QUERY_CHARS``). A query with nothing
 left, or a keyword query without a single word, answers no hits and a notice saying why (not
 an exception: every caller, the TUI included, shows notices). A ``space`` the library does not
 have is an error naming the spaces it has, in every mode.
 
-Latency (issue 13): a search never embeds snippet sentences. Snippets come from the query's
-words (:func:`~hefsearch.search.snippets.quick_snippets`); hits whose best sentence needs the
-meaning are listed in ``SearchResult.pending_snippets`` and :meth:`Searcher.semantic_snippets`
-fills them later, for the hits a person sees, with the CPU FP32 encoder (never the NPU, which
-may be indexing). The per-query work is independent of the library's size: one ``IN`` query on
-the chunks' primary key for the hits, space names (not member counts) to pick the re-rank
-default (``Library.spaces()`` counts members: 2 ms per query at 100k chunks, 100x that at 10M).
-Measured with bench/query_latency.py at 100k chunks, MiniLM on 2 loaded cores: the whole CPU
-vector query p50 16 ms (encode 6, FAISS flat 6-9, fetch 0.2, snippets 0.4) against 686 ms with
-the sentences embedded inline (``snippets="inline"``, the old path); fetch and snippets take
-the same time at 10k and 100k chunks, so the library part beyond FAISS does not grow.
+Latency: a search never embeds snippet sentences, so results never wait for an encoder.
+Snippets come from the query's words (:func:`~hefsearch.search.snippets.quick_snippets`); hits
+whose best sentence needs the meaning are listed in ``SearchResult.pending_snippets`` and
+:meth:`Searcher.semantic_snippets` fills them later, for the hits a person sees, with the CPU
+FP32 encoder (never the NPU, which may be indexing). The per-query work is independent of the
+library's size: one ``IN`` query on the chunks' primary key for the hits, space names (not
+member counts) to pick the re-rank default (``Library.spaces()`` counts every space's members).
+Figures: bench/query_latency.py, published in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -49,6 +46,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchError
 from hefsearch.embed.space_names import FP32_SPACE
+from hefsearch.index.formats import CONTAINER_KINDS
 
 from .filters import Filters
 from .fusion import rrf
@@ -57,7 +55,7 @@ from .request import SearchRequest, SearchRun
 from .prefetch import PendingEncoder
 from .keyword import (clean_text, code_terms, has_surrogates, keyword_search, needs_trigram, parse_query,
                       rare_terms)
-from .snippets import SemanticSnippets, quick_snippets, vector_snippets, window
+from .snippets import SemanticSnippets, quick_snippets, window
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -75,10 +73,6 @@ FUSION_DEPTH = 50
 CANDIDATES_PER_HIT = 5
 #: longer queries are cut (a pasted document); the encoder reads far fewer tokens anyway
 MAX_QUERY_CHARS = 4000
-#: how vector hits get their snippets: "quick" (from the query's words now; the meaning later,
-#: on request: Searcher.semantic_snippets) or "inline" (sentences embedded with the query's
-#: encoder during the search: the slow pre-issue-13 path, kept to measure against)
-SNIPPET_MODES = ("quick", "inline")
 EMPTY_QUERY_NOTICE = "The query is empty: type a few words to search for."
 NO_WORDS_NOTICE = ("The query has no words keyword search can match (only punctuation or symbols); "
                    "vector search looks for the meaning instead.")
@@ -106,6 +100,13 @@ class Hit:
     more_in_file: int = 0
     #: files folded under this hit: the same content, or a copy of this passage
     also_in: list[str] = field(default_factory=list)
+    #: the message a hit comes from when its document is a message inside a mail file; ``path``
+    #: is then that file, the one on disk (the library stores the message below it: FILE/KEY)
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.message is None and self.doc_kind in CONTAINER_KINDS and "/" in self.path:
+            self.path, self.message = self.path.rsplit("/", 1)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -117,10 +118,12 @@ class Hit:
 
     def location(self, *, short: bool = False) -> str:
         """Where in its file: 'p. 3 · line 12 · chars 420-910', or short 'p.3 l.12' (the TUI's
-        lists). The page only for PDFs."""
+        lists). The page only for paged formats; the message first for mail."""
+        message = [f"message {self.message}"] if self.message else []
         if short:
-            return " ".join(([f"p.{self.page}"] if self.page else []) + ([f"l.{self.line}"] if self.line else []))
-        return " · ".join(([f"p. {self.page}"] if self.page is not None else [])
+            return " ".join(message + ([f"p.{self.page}"] if self.page else [])
+                            + ([f"l.{self.line}"] if self.line else []))
+        return " · ".join(message + ([f"p. {self.page}"] if self.page is not None else [])
                           + [f"line {self.line}", f"chars {self.start}-{self.end}"])
 
 
@@ -138,6 +141,9 @@ class SearchResult:
     pending_snippets: set[int] = field(default_factory=set)
     #: every chunk as ranked (no grouping by document, copies not folded)
     all_chunks: bool = False
+    #: whether and how deep FP32 re-ranked (:class:`~hefsearch.search.rerank.RerankInfo`
+    #: as a dict; None: no vector ranking to re-rank)
+    rerank: dict | None = None
 
     def apply_snippets(self, snippets: dict[int, str]) -> None:
         """Put semantic snippets (chunk id -> snippet) into the hits; they are no longer pending."""
@@ -150,7 +156,7 @@ class SearchResult:
         return {"query": self.query, "mode": self.mode, "space": self.space, "all_chunks": self.all_chunks,
                 "backend": self.backend_label, "notice": self.notice,
                 "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
-                "hits": [h.to_dict() for h in self.hits]}
+                "rerank": self.rerank, "hits": [h.to_dict() for h in self.hits]}
 
 
 def also_in_text(hit: Hit, names: int = 3) -> str:
@@ -187,8 +193,11 @@ class Searcher:
                  bundle: str | None = None,
                  keyword_strength: str = "all",
                  keyword_weight: float = 1.0,
-                 snippets: str = "quick"):
+                 rerank_budget_ms: float | None = 250.0):
         self.library = library
+        #: ms a search may spend computing missing FP32 vectors for re-ranking (None: no
+        #: limit, as a bench wants; the default is search/rerank.py's DEFAULT_BUDGET_MS)
+        self.rerank_budget_ms = rerank_budget_ms
         self._factory = encoder_factory
         self._encoders: dict[str, Encoder] = dict(encoders or {})
         self._pending: dict[str, PendingEncoder] = {}  # encoders opening in the background
@@ -196,9 +205,6 @@ class Searcher:
         self._bundle = bundle
         self.keyword_strength = keyword_strength
         self.keyword_weight = keyword_weight
-        if snippets not in SNIPPET_MODES:
-            raise SearchError(f"Unknown snippet mode {snippets!r}.", f"Choose one of: {', '.join(SNIPPET_MODES)}.")
-        self.snippets = snippets
         self._semantic: SemanticSnippets | None = None
         self._snippet_encoder: Encoder | None = None  # opened here only when no FP32 space has one
         self._semantic_unavailable = False
@@ -280,6 +286,10 @@ class Searcher:
                           f"its spaces: {', '.join(names)}.",
                           "Pick one of them with --space, or leave --space out for the default space.")
 
+    def has_open_encoder(self, space: str) -> bool:
+        """Whether the encoder of ``space`` is open (or opening) already: using it costs no load."""
+        return space in self._encoders or space in self._pending
+
     def adopt_encoder(self, space: str, encoder: "Encoder") -> None:
         """Use (and later close) ``encoder`` for ``space``; checked like any other on first use."""
         self._encoders[space] = encoder
@@ -360,6 +370,7 @@ class Searcher:
             depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k)
         run = SearchRun(request=request, query=query, filters=filters, k=k, depth=depth,
                         rerank=rerank, fallback=fallback, started=started, notices=notices)
+        run.asked_rerank = rerank
         if not query or (request.mode == "keyword" and not parse_query(query)):
             run.notice = " ".join([*notices, NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE])
         return run
@@ -385,8 +396,13 @@ class Searcher:
         run.vec_ids = [int(i) for i in ids[0] if i >= 0]
         run.vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}
         if run.rerank:
-            run.vec_ids, run.vec_scores = self._rerank(run.query, run.space, run.vec_ids, run.vec_scores,
-                                                       run.rerank, run.timings)
+            run.vec_ids, run.vec_scores, info = self._rerank(run.query, run.space, run.vec_ids, run.vec_scores,
+                                                             run.rerank, run.timings)
+            run.rerank_info = info.to_dict()
+        else:
+            run.rerank_info = {"depth": 0, "space": None, "rescored": 0, "computed": 0, "deferred": 0,
+                               "budget_ms": None, "note": "off" if run.rerank == 0 and run.asked_rerank is not None
+                               else "not needed for this space"}
 
     def _keyword_stage(self, run: SearchRun) -> None:
         """FTS5: every word (keyword mode tops up with some words), or in hybrid mode the codes
@@ -434,19 +450,15 @@ class Searcher:
 
     def _snippet_stage(self, run: SearchRun) -> None:
         """Vector hits' snippets from the query's words now; those that need the meaning are
-        left pending (``snippets="inline"``: embedded now, the old path)."""
+        left pending for :meth:`semantic_snippets`."""
         t = time.perf_counter()
         run.ranked = [r for r in run.ranked if r[0] in run.records]  # deleted meanwhile: dropped
         kw_snip = {c: s for c, _, s in run.kw}
         need_vec = [i for i, _, _ in run.ranked if i not in kw_snip]
         texts = [run.records[i].text for i in need_vec]
-        if self.snippets == "inline":
-            encode = run.encoder.encode_passages if run.encoder is not None else None
-            run.snippets = dict(zip(need_vec, vector_snippets(run.query, texts, run.query_vec, encode)))
-        else:
-            quick = quick_snippets(run.query, texts)
-            run.snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
-            run.pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
+        quick = quick_snippets(run.query, texts)
+        run.snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
+        run.pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
         run.snippets.update(kw_snip)
         run.timings["snippet"] = _ms(t)
 
@@ -466,7 +478,7 @@ class Searcher:
         notice = " ".join([*run.notices, run.notice] if run.notice else run.notices) or None
         return SearchResult(query=run.query, mode=run.mode, space=run.space, hits=hits, timings=run.timings,
                             notice=notice, backend_label=run.label, pending_snippets=run.pending,
-                            all_chunks=run.request.all_chunks)
+                            all_chunks=run.request.all_chunks, rerank=run.rerank_info)
 
     def _similarities(self, ids: list[int], vec_scores: dict[int, float], space: str | None,
                       query_vec) -> dict[int, float]:
@@ -570,9 +582,10 @@ class Searcher:
         except ImportError:
             raise SearchError("Re-ranking is not available in this installation.") from None
         t = time.perf_counter()
-        ids, scores = rr.rerank_candidates(self, query=query, space=space, ids=ids, scores=scores, top=n)
+        ids, scores, info = rr.rerank_candidates(self, query=query, space=space, ids=ids, scores=scores, top=n,
+                                                 budget_ms=self.rerank_budget_ms)
         timings["rerank"] = _ms(t)
-        return list(ids), dict(scores)
+        return list(ids), dict(scores), info
 
 
 def _ms(t0: float) -> float:

@@ -1,4 +1,4 @@
-"""Language-neutral spaces: cross-lingual hits ranked first (issue 14).
+"""Language-neutral spaces: cross-lingual hits ranked first.
 
 A multilingual encoder puts a language component in every vector, so a query's same-language
 neighbours outrank the right document in another language. ``<source>-neutral`` is a space
@@ -44,9 +44,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.post_transform import LanguageNeutral, from_spec
-from hefsearch.embed.space_names import FP32_SPACE
 
-from .centering import write_derived_space
+from .derived_space import write_derived_space
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -194,29 +193,51 @@ def drop_neutral_space(library: "Library", name: str) -> None:
 MULTILINGUAL_VOCAB = 100_000
 
 
+def source_encoders(encoders) -> list:
+    """The encoders whose spaces a neutral space can be derived from: every encoder of a sync
+    without a post-transform (an NPU, a simulation, CPU int8 or FP32), one per space."""
+    out, seen = [], set()
+    for e in encoders:
+        if getattr(e, "post_transform", None) is None and e.space_name not in seen:
+            seen.add(e.space_name)
+            out.append(e)
+    return out
+
+
 def keep_language_neutral(library, encoders, wanted: bool | None) -> list[str]:
-    """Derive, refresh or drop the language-neutral copy of the FP32 space after a sync
-    (``wanted`` None: on for a multilingual bundle). Every sync calls it (``hefsearch index``,
-    the TUI's re-index). Returns lines to tell the user."""
-    fp32 = next((e for e in encoders if e.space_name == FP32_SPACE), None)
-    target = neutral_space_name(FP32_SPACE)
-    exists = target in library.space_names()
+    """Derive, refresh or drop the language-neutral copy of every space a sync fills (the
+    NPU's, a simulation's, CPU int8's, FP32's: each from its own vectors, never another's)
+    after a sync (``wanted`` None: on for a multilingual bundle). Every sync calls it
+    (``hefsearch index``, the TUI's re-index, the watcher). The library's default space moves
+    to the neutral copy of the space it searched when that copy is first made. Returns lines
+    to tell the user."""
+    names = library.space_names()
     if wanted is False:
-        if exists:
-            drop_neutral_space(library, target)
-            return [f"dropped the language-neutral space {target}"]
-        return []
+        lines = []
+        for name in [n for n in names if n.endswith(NEUTRAL_SUFFIX)]:
+            drop_neutral_space(library, name)
+            lines.append(f"dropped the language-neutral space {name}")
+        return lines
     lines = [f"re-fitted {r.space}: {r.reason}" for r in refresh_neutral_spaces(library, encoders)]
-    if exists or fp32 is None:
+    sources = [e for e in source_encoders(encoders) if neutral_space_name(e.space_name) not in names]
+    if wanted is None:
+        sources = [e for e in sources if int(e.bundle.model.get("vocab") or 0) >= MULTILINGUAL_VOCAB]
+    if not sources:
         return lines
-    if wanted is None and (int(fp32.bundle.model.get("vocab") or 0) < MULTILINGUAL_VOCAB
-                           or encoders[0] is not fp32):
-        # auto only where FP32 is the library's main space: never take searches off the NPU
-        return lines
-    languages = languages_with_offsets(library, FP32_SPACE)
-    if len(languages) < 2:
-        return lines + ([f"no language-neutral space yet: the library holds {len(languages)} language(s) "
-                         "with enough chunks"] if wanted else [])
-    derive_neutral_space(library, FP32_SPACE, fp32)
-    library.set_settings(default_space=target)
-    return lines + [f"language-neutral space {target} ({', '.join(languages)}) is now the default for searches"]
+    default = library.settings().get("default_space")
+    for enc in sources:
+        languages = languages_with_offsets(library, enc.space_name)
+        if len(languages) < 2:
+            if wanted:
+                lines.append(f"no language-neutral copy of {enc.space_name} yet: the library holds "
+                             f"{len(languages)} language(s) with enough chunks")
+            continue
+        target = neutral_space_name(enc.space_name)
+        derive_neutral_space(library, enc.space_name, enc)
+        if default in (None, enc.space_name):
+            library.set_settings(default_space=target)
+            default = target
+            lines.append(f"language-neutral space {target} ({', '.join(languages)}) is now the default for searches")
+        else:
+            lines.append(f"language-neutral space {target} ({', '.join(languages)}) derived")
+    return lines

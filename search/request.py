@@ -33,6 +33,8 @@ class SearchRequest:
     space: str | None = None
     #: every chunk as ranked, not one hit per file
     all_chunks: bool = False
+    #: FP32 re-rank depth of a search (None: the default for the space searched, 0: off)
+    rerank_depth: int | None = None
 
     def all_filters(self) -> Filters:
         return Filters.of(self.filters, path_glob=self.path_glob, kinds=self.kinds)
@@ -51,6 +53,10 @@ class SearchRun:
     depth: int
     #: re-rank depth (None: the default for the space searched, 0: off)
     rerank: int | None = None
+    #: the depth the caller asked for (None: the default)
+    asked_rerank: int | None = None
+    #: what re-ranking did (RerankInfo as a dict), for the answer
+    rerank_info: dict | None = None
     fallback: bool = True
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)

@@ -1,6 +1,6 @@
 """Snippets for vector hits: a window around the sentence of the chunk that best matches.
 
-Two steps, so results never wait for an encoder (issue 13):
+Two steps, so results never wait for an encoder:
 
 1. **At once** (:func:`quick_snippets`, part of every search): a sentence that shares words with
    the query wins outright (cheap, and what a person expects to see highlighted); a chunk short
@@ -12,10 +12,7 @@ Two steps, so results never wait for an encoder (issue 13):
    chunk id (a chunk id never names other text), so typing a query a letter at a time embeds
    each chunk's sentences once.
 
-Measured (bench/query_latency.py, 100k synthetic chunks of 6-9 sentences, MiniLM, 2 loaded
-cores): embedding the sentences of ten cross-lingual hits inside the query took 670 ms p50; the
-quick step takes 0.4 ms for ten hits, and the semantic step for the five hits on screen ~320 ms
-in the background (less once their sentences are cached).
+Figures for both steps: bench/query_latency.py, published in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -118,20 +115,6 @@ def embed_sentences(encode: Callable[[list[str]], np.ndarray], texts: Sequence[s
     per_text = [sentences_of(t) for t in texts]
     vecs = np.asarray(encode([s for part in per_text for s in part]), np.float32)
     return np.split(vecs, np.cumsum([len(part) for part in per_text])[:-1])
-
-
-def vector_snippets(query: str, texts: Sequence[str], query_vector: np.ndarray | None,
-                    encode: Callable[[list[str]], np.ndarray] | None) -> list[str]:
-    """One snippet per hit text: lexical best sentence, else the semantically closest, all
-    hits' sentences embedded in one batch now (``Searcher(snippets="inline")``: the pre-issue-13
-    path, kept to measure against; see :class:`SemanticSnippets` for the lazy one)."""
-    quick = quick_snippets(query, texts)
-    out = [s for s, _ in quick]
-    todo = [i for i, (_, final) in enumerate(quick) if not final]
-    if todo and encode is not None and query_vector is not None:
-        for i, vecs in zip(todo, embed_sentences(encode, [texts[i] for i in todo])):
-            out[i] = closest_sentence(texts[i], vecs, query_vector)
-    return out
 
 
 #: chunks whose sentence vectors are kept (12 x 384 float32 = 18 kB each: about 5 MB)

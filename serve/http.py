@@ -159,17 +159,18 @@ def _add_search_routes(app, service: LibraryService) -> None:
 
     def do_search(b: SearchBody) -> dict:
         return service.search(b.query, k=b.k, mode=b.mode, space=b.space, path=b.path, type=b.type,
-                              lang=b.lang, since=b.since, until=b.until, snippets=b.snippets)
+                              lang=b.lang, since=b.since, until=b.until, snippets=b.snippets, rerank=b.rerank)
 
     @app.get("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
     def search_get(query: str = Query(...), k: int = 10, mode: str = "hybrid",
                    space: Optional[str] = None, path: Optional[str] = None,
                    type: Optional[list[str]] = Query(None), lang: Optional[list[str]] = Query(None),
-                   since: Optional[str] = None, until: Optional[str] = None, snippets: str = "meaning"):
+                   since: Optional[str] = None, until: Optional[str] = None, snippets: str = "meaning",
+                   rerank: Optional[str] = None):
         """Search: the same JSON as ``hefsearch search --json``."""
         return _json_response(do_search(SearchBody(query=query, k=k, mode=mode, space=space, path=path,
                                                    type=type, lang=lang, since=since, until=until,
-                                                   snippets=snippets)))
+                                                   snippets=snippets, rerank=rerank)))
 
     @app.post("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
     def search_post(body: SearchBody = Body(...)):

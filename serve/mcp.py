@@ -50,14 +50,16 @@ def make_mcp(service, *, name: str = "hefsearch"):
     async def search(query: str, k: WholeNumber = 10, mode: str = "hybrid", path: str | None = None,
                      type: list[str] | str | None = None, lang: list[str] | str | None = None,
                      since: str | None = None, until: str | None = None, space: str | None = None,
-                     snippets: str = "meaning") -> str:
+                     snippets: str = "meaning", rerank: int | str | None = None) -> str:
         """Search the user's documents. mode: hybrid (default: meaning, boosted by exact words),
         vector (meaning only, any language), keyword (exact words). Filters: path glob
         ('*/invoices/*'), type (['pdf','docx']), lang (['de']), since/until (2024-03-01 or 7d).
         Returns hits with chunk_id, score, path, page, line, snippet and text, the backend
-        that encoded the query and the library's age. snippets: meaning (default) or quick."""
+        that encoded the query and the library's age. snippets: meaning (default) or quick.
+        rerank: FP32 re-rank depth or "off" (default: on where FP32 vectors exist); the
+        answer's "rerank" says whether and how deep it re-ranked."""
         return await call(service.search, query, k=k, mode=mode, path=path, type=type, lang=lang,
-                          since=since, until=until, space=space, snippets=snippets)
+                          since=since, until=until, space=space, snippets=snippets, rerank=rerank)
 
     @server.tool(annotations=read_only, structured_output=False)
     async def get(ids: list[str | int]) -> str:

@@ -2,7 +2,7 @@
 sent as the service makes them (``search_json`` ...): the answer models document the known
 fields and allow more, so a field the search API adds reaches every client unchanged."""
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -31,6 +31,9 @@ class SearchBody(BaseModel):
     until: Optional[str] = Field(None, description="Modified before (as since).")
     snippets: str = Field("meaning", description="meaning: the sentence closest in meaning (as hefsearch "
                                                  "search); quick: from the query's words only (faster).")
+    rerank: Optional[Union[int, str]] = Field(None, description="FP32 re-rank depth of an 8-bit space's candidates, or "
+                                                    "'off' (default: 30 where FP32 vectors can re-score the "
+                                                    "space). The answer's 'rerank' says what was done.")
 
 
 class GetBody(BaseModel):

@@ -211,3 +211,34 @@ def test_fp32_vectors_of_a_library_without_them_are_said_first_and_kept(npu_only
     assert seen == []  # every chunk's FP32 vector came from the cache
     assert not any("no FP32 space" in m for m in said)
     assert second.space("npu-sim-a8").library.mrr == first.space("npu-sim-a8").library.mrr
+
+
+def test_neutral_spaces_are_measured_side_by_side(library_path, tmp_path, monkeypatch):
+    """With language-neutral copies of the NPU and FP32 spaces, bench quality measures the NPU's
+    neutral space against the neutral FP32 ranking (its peer), not against plain FP32; the
+    plain spaces stay measured against plain FP32."""
+    import numpy as np
+
+    from hefsearch.search import language_neutral as LN
+
+    path = tmp_path / "lib"
+    shutil.copytree(library_path, path)
+    lib = Library.open(path, create=False)
+    # the corpus is English: call every other chunk German so that two offsets are fitted
+    monkeypatch.setattr(LN, "chunk_languages", lambda library, ids: ["de" if int(i) % 2 else "en" for i in ids])
+    try:
+        bundle = lib.settings()["bundle"]
+        with Encoder.open(bundle, "npu-sim", profile="a8", threads=1) as sim, \
+                Encoder.open(bundle, "cpu", threads=1) as cpu:
+            for enc in (sim, cpu):
+                LN.derive_neutral_space(lib, enc.space_name, enc, min_chunks=1)
+        rep = run_quality(library=lib, n_queries=20, rerank=5, parallel=False)
+    finally:
+        lib.close()
+    by = {s.name: s for s in rep.spaces}
+    assert {"npu-sim-a8-neutral", "cpu-fp32-neutral"} <= set(by)
+    assert by["npu-sim-a8-neutral"].library.reference == "cpu-fp32-neutral"
+    assert by["cpu-fp32-neutral"].library.mrr == 1.0  # its own peer
+    assert by["npu-sim-a8"].library.reference == "cpu-fp32"
+    assert by["cpu-fp32-neutral"].library.reranked is None
+    assert np.isfinite(by["npu-sim-a8-neutral"].library.mrr)

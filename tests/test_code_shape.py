@@ -47,7 +47,8 @@ def test_no_function_over_60_lines_on_the_query_and_sync_paths():
 
 # The registry's keys and the CPU backend's own name are the definitions; every other module
 # asks embed/reference.py for the reference encoder.
-REFERENCE_DEFINED_IN = {"embed/reference.py", "embed/backends/__init__.py", "embed/backends/cpu.py"}
+REFERENCE_DEFINED_IN = {"embed/reference.py", "embed/backends/__init__.py", "embed/backends/cpu.py",
+                        "compile/devices.py"}  # there "cpu" is a torch device, not a backend
 
 
 def test_the_reference_backend_is_named_only_where_it_is_defined():
@@ -61,3 +62,32 @@ def test_the_reference_backend_is_named_only_where_it_is_defined():
             if isinstance(node, ast.Constant) and node.value == REFERENCE_BACKEND:
                 stray.append(f"{rel}:{node.lineno}")
     assert not stray, "use embed.reference (REFERENCE_BACKEND, open_reference_encoder):\n" + "\n".join(stray)
+
+
+# Product code says what and why; the history behind it (issue numbers) lives in
+# docs/decisions.md and the commit log. bench/ and tests/ may name the issue they measure.
+ISSUE_NUMBER = re.compile(r"issue[ -]?#?\d+|issues? #\d+", re.IGNORECASE)
+PRODUCT_SUFFIXES = {".py", ".html", ".css", ".js", ".tcss", ".json", ".md", ".txt"}
+
+
+def _product_files():
+    for top in PRODUCT:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.is_file() and path.suffix in PRODUCT_SUFFIXES and "__pycache__" not in path.parts:
+                yield path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8", errors="replace")
+
+
+def issue_numbers(text: str) -> list[int]:
+    """Line numbers of ``text`` that name an issue by number."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if ISSUE_NUMBER.search(line)]
+
+
+def test_the_issue_number_rule_sees_the_usual_spellings():
+    text = "ok: an issue with 4 parts\n(issue 13)\nissue-40 branch\nIssue #7\nsee issues #12\nissue12\n"
+    assert issue_numbers(text) == [2, 3, 4, 5, 6]
+
+
+def test_no_issue_numbers_in_product_code():
+    found = [f"{rel}:{n}" for rel, text in _product_files() for n in issue_numbers(text)]
+    assert not found, ("say what and why instead of naming an issue (history: docs/decisions.md):\n"
+                       + "\n".join(found))

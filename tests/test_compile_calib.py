@@ -141,10 +141,12 @@ def test_calibration_reads_what_index_reads(tiny_bert_bundle, tmp_path):
     (docs / "Apache-2.0").write_text("Licensed under the Apache License, Version 2.0. " * 5, encoding="utf-8")
     (docs / "NEWS.gz").write_bytes(gzip.compress(("Version 1.2 fixes the search of long files. " * 5).encode()))
     (docs / "README.Debian").write_text("Debian notes on the configuration of the package. " * 5, encoding="utf-8")
-    (docs / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
+    (docs / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))  # index: by OCR; calibration: no
+    (docs / "blob").write_bytes(bytes(range(256)) * 4)  # no suffix, not text: neither reads it
     found = [f for f in crawl([docs]) if isinstance(f, FoundFile)]
-    assert sorted(f.path.name for f in found) == ["Apache-2.0", "NEWS.gz", "README.Debian"]
-    assert all(extract(f.path, kind=f.kind).text for f in found)  # index reads every one
+    assert sorted(f.path.name for f in found) == ["Apache-2.0", "NEWS.gz", "README.Debian", "picture.png"]
+    texts = [f for f in found if f.kind != "image"]
+    assert all(extract(f.path, kind=f.kind).text for f in texts)  # index reads every one
     bundle = tmp_path / "bundle"
     shutil.copytree(tiny_bert_bundle, bundle)
     s = build_calibration(bundle, [docs], n=20, seed=0)

@@ -77,8 +77,8 @@ def build_hostile(root: Path) -> tuple[dict[str, str], dict[str, str], dict[str,
         encoding="utf-8",
     )
     good["page.html"] = "Hiking\n\nPack water and a map."
-    (root / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(100))
-    skipped["photo.jpg"] = ("unsupported", ".jpg")
+    (root / "photo.heic").write_bytes(b"\x00\x00\x00\x18ftypheic" + bytes(100))  # .jpg is read (OCR)
+    skipped["photo.heic"] = ("unsupported", ".heic")
     (root / ".hidden.txt").write_text("secret", encoding="utf-8")
     (root / ".git").mkdir()
     (root / ".git" / "config.txt").write_text("hidden folder", encoding="utf-8")

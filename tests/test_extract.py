@@ -147,7 +147,7 @@ def test_docx_corrupt(tmp_path, kind):
 
 
 def test_unsupported_suffix_refused(tmp_path):
-    path = tmp_path / "x.odt"
+    path = tmp_path / "x.xyz"
     path.write_text("hi")
     with pytest.raises(ExtractionError, match="unsupported"):
         extract(path)

@@ -8,8 +8,13 @@ from click.testing import CliRunner
 
 from hefsearch.index import formats
 from hefsearch.index.extract import ExtractedText, ExtractionError, extract
+from hefsearch.index import ocr
+from tests.container_builders import (make_eml, make_epub, make_mbox, make_odp, make_ods, make_odt, make_pptx,
+                                      make_xlsx, render_page)
 from tests.document_builders import make_docx, make_pdf
 
+_RENT = "The rent rises in May."
+_PAGE = ["THE RENT RISES IN MAY."]
 SAMPLES = {
     ".txt": b"The rent rises in May.\n",
     ".rst": b"Rent\n====\n\nThe rent rises in May.\n",
@@ -18,6 +23,22 @@ SAMPLES = {
     ".htm": b"<p>The rent rises in May.</p>",
     ".pdf": make_pdf(["The rent rises in May."]),
     ".docx": make_docx(["The rent rises in May."]),
+    ".odt": make_odt(["Rent", _RENT]),
+    ".ods": make_ods({"Rent": [[_RENT]]}),
+    ".odp": make_odp([[_RENT]]),
+    ".pptx": make_pptx([[_RENT]]),
+    ".xlsx": make_xlsx({"Rent": [[_RENT]]}),
+    ".epub": make_epub([("Rent", _RENT)]),
+    ".eml": make_eml("Rent", _RENT),
+    ".mbox": make_mbox([make_eml("Rent", _RENT)]),
+    ".mbx": make_mbox([make_eml("Rent", _RENT)]),
+    # images: read by OCR (the text compared case-insensitively)
+    ".png": render_page(_PAGE, size=48),
+    ".jpg": render_page(_PAGE, size=48, fmt="JPEG"),
+    ".jpeg": render_page(_PAGE, size=48, fmt="JPEG"),
+    ".tif": render_page(_PAGE, size=48, fmt="TIFF"),
+    ".tiff": render_page(_PAGE, size=48, fmt="TIFF"),
+    ".webp": render_page(_PAGE, size=48, fmt="WEBP"),
 }
 
 
@@ -26,9 +47,13 @@ def test_every_suffix_of_the_table_is_extracted_as_its_kind(tmp_path):
     for suffix, data in SAMPLES.items():
         path = tmp_path / f"letter{suffix}"
         path.write_bytes(data)
+        if formats.SUPPORTED_SUFFIXES[suffix] == "image" and not ocr.available():
+            with pytest.raises(ocr.OcrMissing):
+                extract(path)
+            continue
         doc = extract(path)
         assert doc.kind == formats.SUPPORTED_SUFFIXES[suffix], suffix
-        assert "rent rises in May" in doc.text, suffix
+        assert "rent rises in may" in doc.text.lower(), suffix
 
 
 def test_extract_dispatches_through_the_table(tmp_path, monkeypatch):

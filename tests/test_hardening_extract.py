@@ -87,3 +87,19 @@ def test_streaming_keeps_the_text_a_tree_gave(parser):
             b"<script>var s = '<p>no</p>';</script><!-- c --> end</body></html>")
     assert html_to_text(html, parser) == (
         "Träin & travel\n\none two three\n\ndeep\n\na\nb\n\nc\n\nx |  | y\nh\n\ni1\ni2\n\nx\n\ny z end")
+
+
+def test_a_big_sheet_streams_in_memory_bounded_by_its_text(tmp_path):
+    """A 30 MB sheet (a 3 MB XLSX) is read row by row: its peak stays a few bytes per character
+    of text and below the size of its XML (a tree of it takes ~10x that)."""
+    import random
+
+    from tests.container_builders import xlsx_zip_bomb
+
+    rng = random.Random(0)
+    words = tuple("".join(rng.choice("abcdefghij") for _ in range(8)).encode() for _ in range(5000))
+    path = tmp_path / "big.xlsx"
+    path.write_bytes(xlsx_zip_bomb(30, words))  # packs ~10x, under the bomb ratio
+    got = peak_extraction(path, tmp_path)
+    assert got["chars"] > 5_000_000 and got["text"].startswith("Sheet: S")
+    assert got["kb"] * 1024 < 8 * got["chars"] and got["kb"] * 1024 < 30 * 2**20

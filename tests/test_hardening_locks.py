@@ -170,7 +170,7 @@ def test_rerank_does_not_wait_for_another_process_writing(npu_only_library, sim_
     lib = npu_only_library
     before = _library_with_partial_fp32(lib, sim_bundle)
     monkeypatch.setattr(library_module, "LOCK_WAIT_S", 30.0)  # a wait would show
-    searcher = Searcher(lib)
+    searcher = Searcher(lib, rerank_budget_ms=None)  # unbounded: the candidates are computed
     try:
         with lock_held_by_another_process(lib.path):
             t0 = time.monotonic()
@@ -188,7 +188,7 @@ def test_rerank_does_not_wait_for_a_backfill_thread(npu_only_library, sim_bundle
     lib = npu_only_library
     before = _library_with_partial_fp32(lib, sim_bundle)
     monkeypatch.setattr(library_module, "LOCK_WAIT_S", 30.0)
-    searcher = Searcher(lib)
+    searcher = Searcher(lib, rerank_budget_ms=None)
     try:
         with write_lock_held_by_a_thread(lib):  # a back-fill window
             t0 = time.monotonic()
@@ -337,7 +337,7 @@ def test_full_disk_skips_the_rerank_cache_with_one_log_line(larger_npu_library, 
     lib = larger_npu_library
     before = _library_with_partial_fp32(lib, sim_bundle)
     _cap_the_database_at_its_size(lib)
-    searcher = Searcher(lib)
+    searcher = Searcher(lib, rerank_budget_ms=None)
     try:
         with caplog.at_level(logging.INFO, logger="hefsearch.search"):
             res = searcher.search("firmware update", k=5, mode="vector", rerank=10)
@@ -357,7 +357,7 @@ def test_full_disk_for_the_raw_vectors_skips_the_rerank_cache(npu_only_library, 
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(Space, "stage", disk_full)
-    searcher = Searcher(lib)
+    searcher = Searcher(lib, rerank_budget_ms=None)
     try:
         assert searcher.search("evening concert", k=5, mode="vector", rerank=10).hits
         assert len(lib.member_ids(R.FP32_SPACE)) == before

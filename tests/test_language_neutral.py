@@ -298,13 +298,15 @@ def test_index_command_keeps_drops_and_defaults_the_neutral_space(tmp_path, tiny
         assert lib.space_names() == ["cpu-fp32"] and not lib.settings().get("default_space")
 
 
-def test_auto_language_neutral_only_where_fp32_is_the_main_space(tmp_path, sim_bundle, monkeypatch):
-    """With a multilingual bundle (here: the threshold lowered to the tiny vocabulary), a CPU
-    FP32 library gets the neutral space by itself; a library indexed on the (simulated) NPU
-    keeps searching its NPU space, even with --also-fp32."""
+def test_auto_language_neutral_for_every_space_a_library_searches(tmp_path, sim_bundle, monkeypatch):
+    """With a multilingual bundle (here: the threshold lowered to the tiny vocabulary) every
+    space a sync fills gets its own neutral copy, fitted on its own vectors: a CPU library
+    searches cpu-fp32-neutral, a library indexed on the (simulated) NPU searches its NPU
+    space's neutral copy, and with --also-fp32 both copies exist, each from its own space."""
     from click.testing import CliRunner
 
     from hefsearch.search import language_neutral
+    from hefsearch.search.language_neutral import chunk_languages, neutral_transform
     from hefsearch.cli.main import main
     from hefsearch.index.library import Library
 
@@ -316,14 +318,28 @@ def test_auto_language_neutral_only_where_fp32_is_the_main_space(tmp_path, sim_b
     for i, text in enumerate(texts):
         (docs / f"{i:02d}.txt").write_text(text, encoding="utf-8")
     run = CliRunner().invoke
-    for backend, extra, expect in (("cpu", [], True), ("npu-sim", ["--also-fp32"], False)):
-        lib_path = tmp_path / f"lib-{backend}"
+    cases = (("cpu", [], ["cpu-fp32"], "cpu-fp32-neutral"),
+             ("npu-sim", [], ["npu-sim-a8"], "npu-sim-a8-neutral"),
+             ("npu-sim", ["--also-fp32"], ["npu-sim-a8", "cpu-fp32"], "cpu-fp32-neutral"))
+    for n, (backend, extra, sources, default) in enumerate(cases):
+        lib_path = tmp_path / f"lib-{n}"
         res = run(main, ["index", str(docs), "--bundle", str(sim_bundle), "--backend", backend,
                          "--library", str(lib_path), *extra], env={"HEFSEARCH_SIM": "a8"})
         assert res.exit_code == 0, res.output
         with Library.open(lib_path, create=False) as lib:
-            assert ("cpu-fp32-neutral" in lib.space_names()) is expect, (backend, lib.space_names())
-            assert (lib.settings().get("default_space") == "cpu-fp32-neutral") is expect
+            assert sorted(lib.space_names()) == sorted(sources + [s + "-neutral" for s in sources])
+            assert lib.settings().get("default_space") == default
+            infos = {i.name: i for i in lib.spaces()}
+            for src in sources:
+                ids = lib.member_ids(src)
+                ln = neutral_transform(infos[src + "-neutral"])
+                # fitted on and moved from the source's own vectors: inverting gives them back
+                back = ln.invert(lib.space(src + "-neutral").vectors(ids), languages=chunk_languages(lib, ids))
+                assert np.allclose(back, lib.space(src).vectors(ids), atol=1e-5)
+                assert infos[src + "-neutral"].kind == infos[src].kind
+            if len(sources) == 2:  # two encoders: two different sets of offsets
+                a, b = (neutral_transform(infos[s + "-neutral"]) for s in sources)
+                assert not np.allclose(a.offsets["de"], b.offsets["de"])
 
 
 def test_sync_derives_the_neutral_vectors_from_the_fp32_ones_without_encoding_twice(tmp_path, tiny_bert_bundle):

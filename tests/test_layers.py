@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "search": {"embed", "index"},
     "evaluate": {"embed", "index", "search"},
     "diagnose": {"embed", "index", "search", "evaluate"},
-    "compile": {"embed", "index"},
+    "compile": {"embed", "index", "evaluate"},
     "app": {"embed", "index", "search"},
     "serve": {"embed", "index", "search", "app"},
     "tui": {"embed", "index", "search", "app"},

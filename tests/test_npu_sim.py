@@ -215,3 +215,64 @@ def test_cli_compile_sim(sim_bundle, tmp_path):
     res = CliRunner().invoke(main, ["compile", "sim", str(b)])
     assert res.exit_code == 0, res.output
     assert "NPU simulation (a8)" in res.output and "16-bit groups: none" in res.output
+
+
+def _ranges_all_at_once(model, calib, sites, batch, percentile):
+    """The range measurement as it was before it streamed: ``batch`` texts per run of the
+    graph, on a session with ONNX Runtime's arena (the reference the streamed one must match)."""
+    from hefsearch.compile.sim_ranges import PERCENTILE_SAMPLE, _real_rows
+    from hefsearch.embed.backends.cpu import make_session
+
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".onnx")
+    with os.fdopen(fd, "wb") as f:
+        f.write(model.SerializeToString())
+    sess = make_session(path)
+    os.unlink(path)
+    names = [s.tensor for s in sites if s.tensor not in ("embeddings", "attention_mask")]
+    lo, hi = {s.tensor: np.inf for s in sites}, {s.tensor: -np.inf for s in sites}
+    samples = {s.tensor: [] for s in sites}
+    rng = np.random.default_rng(0)
+    for i in range(0, len(calib.embeddings), batch):
+        e, m = calib.embeddings[i:i + batch], calib.mask[i:i + batch]
+        got = list(zip(names, sess.run(names, {"embeddings": e, "attention_mask": m})))
+        got += [("embeddings", e), ("attention_mask", m)]
+        for t, v in got:
+            if t not in lo:
+                continue
+            v = _real_rows(v, m.astype(bool))
+            lo[t], hi[t] = min(lo[t], float(v.min())), max(hi[t], float(v.max()))
+            flat = v.reshape(-1)
+            if flat.size > PERCENTILE_SAMPLE:
+                flat = flat[rng.integers(0, flat.size, PERCENTILE_SAMPLE)]
+            samples[t].append(np.asarray(flat, np.float32))
+    if percentile is not None:
+        for t, parts in samples.items():
+            allv = np.concatenate(parts)
+            lo[t], hi[t] = float(np.percentile(allv, 100 - percentile)), float(np.percentile(allv, percentile))
+    return {t: (lo[t], hi[t]) for t in lo}
+
+
+@pytest.mark.parametrize("percentile", [None, 99.9])
+def test_streamed_ranges_equal_the_ranges_of_whole_batches(sim_bundle, percentile):
+    """compile sim measures ranges one text at a time (memory), and must give the ranges the
+    whole-batch run gave: the same min/max, the same percentile subsample."""
+    import onnx
+
+    from hefsearch.compile.npu_sim import choose_calibration, plan_sim
+    from hefsearch.compile.sim_graph import prepare_graph, with_site_outputs
+    from hefsearch.compile.sim_ranges import measure_ranges
+
+    plan = plan_sim(sim_bundle, "a8", None)
+    calib, _ = choose_calibration(plan.bundle, TEXTS, None)
+    assert len(calib.embeddings) > 8  # more than one batch, and a last partial one
+    sim = prepare_graph(onnx.load(str(plan.source)), plan.profile, mask_mode=plan.mask_mode,
+                        mask_value=plan.mask_value, bundle_mask_value=plan.bundle.mask_value)
+    model = with_site_outputs(sim)
+    old = _ranges_all_at_once(model, calib, sim.sites, 8, percentile)
+    new = measure_ranges(model, calib, sim.sites, batch=8, percentile=percentile)
+    assert new.keys() == old.keys() and len(new) == len(sim.sites)
+    for t in old:
+        assert np.allclose(new[t], old[t], rtol=1e-5, atol=1e-6), (t, new[t], old[t])

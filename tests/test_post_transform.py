@@ -1,4 +1,5 @@
-"""Mean-centering: the transform itself, the fingerprint, and a centred copy of a library space."""
+"""Mean-centering: the transform itself, the fingerprint, and a centred space derived from a
+library space (the derived-space writer the language-neutral spaces use) that searches reopen."""
 
 from __future__ import annotations
 
@@ -48,11 +49,11 @@ def test_post_transform_changes_the_fingerprint_and_round_trips(tiny_bert_bundle
         from_spec({"kind": "whitening"})
 
 
-def test_center_space_copies_a_library_space(tmp_path, tiny_bert_bundle):
+def test_a_centred_derived_space_is_searched_with_its_stored_transform(tmp_path, tiny_bert_bundle):
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
     from hefsearch.search import Searcher
-    from hefsearch.search.centering import center_space
+    from hefsearch.search.derived_space import write_derived_space
     from tests.library_helpers import write_corpus
 
     docs = tmp_path / "docs"
@@ -60,7 +61,11 @@ def test_center_space_copies_a_library_space(tmp_path, tiny_bert_bundle):
     lib = Library.open(tmp_path / "lib")
     with Encoder.open(tiny_bert_bundle, "cpu", threads=1) as enc:
         sync(lib, [docs], [enc])
-        sp = center_space(lib, "cpu-fp32", enc)
+        src = lib.space("cpu-fp32")
+        member = lib.member_ids("cpu-fp32").tolist()
+        vecs = src.vectors(member)
+        mc = MeanCentering.fit(vecs)
+        sp = write_derived_space(lib, src.info, enc, mc, "cpu-fp32-centered", member, mc.apply(vecs))
     assert sp.info.name == "cpu-fp32-centered"
     assert sp.info.parts["post_transform"]["kind"] == "mean-centering"
     ids = sorted(lib.member_ids("cpu-fp32"))

@@ -18,18 +18,29 @@ QUERIES = [base for _, base in TOPICS] + ["payment deadline", "platform four", "
                                           "firmware update", "late filing penalty", "evening concert"]
 
 
-def fp32_order(bundle, query, texts_by_id, ids):
+def fp32_scores(bundle, query, texts_by_id, ids) -> dict:
     with Encoder.open(bundle, "cpu", threads=1) as enc:
         q = enc.encode_queries([query])[0]
         v = enc.encode_passages([texts_by_id[i] for i in ids])
-    s = v @ q
-    return [ids[j] for j in np.argsort(-s, kind="stable")]
+    return dict(zip(ids, (v @ q).tolist()))
+
+
+def fp32_order(bundle, query, texts_by_id, ids):
+    s = fp32_scores(bundle, query, texts_by_id, ids)
+    return [ids[j] for j in np.argsort(-np.array([s[i] for i in ids]), kind="stable")]
+
+
+def in_fp32_order(got, bundle, query, texts_by_id) -> bool:
+    """``got`` is ordered by FP32 score (ties, e.g. copies of one text, in any order: a vector
+    encoded alone and in a batch differ in the last bits)."""
+    s = fp32_scores(bundle, query, texts_by_id, got)
+    return all(s[a] >= s[b] - 1e-5 for a, b in zip(got, got[1:]))
 
 
 def test_rerank_restores_the_fp32_order_of_the_candidates(npu_only_library, sim_bundle):
     lib = npu_only_library
     assert [s.name for s in lib.spaces()] == ["npu-sim-a8"]
-    searcher = Searcher(lib)
+    searcher = Searcher(lib, rerank_budget_ms=None)  # no budget: every candidate is computed
     n = 12
     differed = 0
     for q in QUERIES:
@@ -39,8 +50,10 @@ def test_rerank_restores_the_fp32_order_of_the_candidates(npu_only_library, sim_
         texts = {h.chunk_id: h.text for h in plain.hits}
         want = fp32_order(sim_bundle, q, texts, cand)
         got = searcher.search(q, k=n, mode="vector", rerank=n, all_chunks=True)
-        assert [h.chunk_id for h in got.hits] == want
+        ids = [h.chunk_id for h in got.hits]
+        assert sorted(ids) == sorted(want) and in_fp32_order(ids, sim_bundle, q, texts)
         assert "rerank" in got.timings
+        assert got.rerank["depth"] == n and got.rerank["rescored"] == n and got.rerank["space"] == "cpu-fp32"
         differed += want != cand
     # the test means something only if 8 bits reordered some candidates
     assert differed >= 2
@@ -49,7 +62,7 @@ def test_rerank_restores_the_fp32_order_of_the_candidates(npu_only_library, sim_
 
 def test_candidates_are_cached_in_the_fp32_space_and_reused(npu_only_library):
     lib = npu_only_library
-    searcher = Searcher(lib)
+    searcher = Searcher(lib, rerank_budget_ms=None)
     res = searcher.search(QUERIES[0], k=5, mode="vector", rerank=8, all_chunks=True)
     assert "cpu-fp32" in [s.name for s in lib.spaces()]  # created on demand
     fp = lib.space("cpu-fp32")
@@ -79,8 +92,81 @@ def test_rerank_is_on_by_default_only_with_fp32_vectors(npu_only_library, sim_bu
     assert R.default_depth(lib, "cpu-fp32") == 0
     res = searcher.search(QUERIES[1], k=5, mode="vector")
     assert "rerank" in res.timings
-    # explicit 0 switches it off
-    assert "rerank" not in searcher.search(QUERIES[1], k=5, mode="vector", rerank=0).timings
+    # explicit 0 switches it off, and the answer says so
+    off = searcher.search(QUERIES[1], k=5, mode="vector", rerank=0)
+    assert "rerank" not in off.timings and off.rerank["depth"] == 0 and off.rerank["note"] == "off"
+    searcher.close()
+
+
+def test_a_budgeted_search_on_an_empty_fp32_space_opens_nothing_and_says_so(npu_only_library, monkeypatch):
+    """A one-shot search must not load a second model to compute every candidate: with no
+    FP32 vector among them it keeps the 8-bit order and says how many were left."""
+    lib = npu_only_library
+    searcher = Searcher(lib)  # the default budget
+    opened = []
+    monkeypatch.setattr(R, "_create_fp32_space", lambda s: opened.append(1))
+    plain = searcher.search(QUERIES[0], k=8, mode="vector", rerank=0, all_chunks=True)
+    got = searcher.search(QUERIES[0], k=8, mode="vector", rerank=8, all_chunks=True)
+    assert not opened and "cpu-fp32" not in lib.space_names()
+    assert [h.chunk_id for h in got.hits] == [h.chunk_id for h in plain.hits]
+    assert got.rerank["depth"] == 8 and got.rerank["rescored"] == 0 and got.rerank["deferred"] == 8
+    assert "not re-ranked" in R.RerankInfo(**got.rerank).describe()
+    searcher.close()
+
+
+def test_what_does_not_fit_the_budget_keeps_its_8bit_place(npu_only_library, sim_bundle):
+    """With FP32 vectors for some candidates and no time to compute the others, the stored
+    ones are re-ordered by FP32 among the places they held; the others stay where they were."""
+    lib = npu_only_library
+    searcher = Searcher(lib, rerank_budget_ms=0.0)
+    changed = 0
+    for q in QUERIES:
+        plain = [h.chunk_id for h in searcher.search(q, k=12, mode="vector", rerank=0, all_chunks=True).hits]
+        stored = plain[::2]  # every other candidate has its FP32 vector
+        texts = {r.id: r.text for r in lib.chunks(plain)}
+        with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
+            sp = lib.ensure_space(cpu, "cpu-fp32")
+            have = set(lib.member_ids("cpu-fp32").tolist())
+            new = [i for i in stored if i not in have]
+            if new:
+                sp.add(new, cpu.encode_passages([texts[i] for i in new]))
+        have = set(lib.member_ids("cpu-fp32").tolist())
+        got = searcher.search(q, k=12, mode="vector", rerank=12, all_chunks=True)
+        ids = [h.chunk_id for h in got.hits]
+        slots = [j for j, i in enumerate(plain) if i in have]
+        assert all(ids[j] == plain[j] for j in range(12) if j not in slots)  # deferred: same place
+        assert sorted(ids[j] for j in slots) == sorted(plain[j] for j in slots)
+        assert in_fp32_order([ids[j] for j in slots], sim_bundle, q, texts)
+        assert got.rerank["computed"] == 0 and got.rerank["rescored"] == len(slots)
+        assert got.rerank["deferred"] == 12 - len(slots) and got.rerank["budget_ms"] == 0.0
+        changed += ids != plain
+    assert changed >= 1
+    searcher.close()
+
+
+def test_rerank_scores_in_the_neutral_fp32_space_when_the_library_has_one(npu_only_library, sim_bundle):
+    """Re-ranking restores the language-neutral FP32 order, not the plain one; a neutral
+    8-bit space is not re-ranked by default with plain FP32 (that would undo its transform)."""
+    from hefsearch.search.language_neutral import derive_neutral_space
+
+    lib = npu_only_library
+    with Encoder.open(sim_bundle, "npu-sim", profile="a8", threads=1) as npu:
+        derive_neutral_space(lib, "npu-sim-a8", npu, min_chunks=1)
+    with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
+        R.backfill(lib, cpu)
+        assert R.default_depth(lib, "npu-sim-a8-neutral") == 0  # plain FP32 only: off
+        assert R.default_depth(lib, "npu-sim-a8") == R.DEFAULT_DEPTH
+        derive_neutral_space(lib, "cpu-fp32", cpu, min_chunks=1)
+    assert R.default_depth(lib, "npu-sim-a8-neutral") == R.DEFAULT_DEPTH
+    assert R.default_depth(lib, "cpu-fp32-neutral") == 0
+    searcher = Searcher(lib)
+    for q in QUERIES[:4]:
+        got = searcher.search(q, k=10, mode="vector", space="npu-sim-a8-neutral", all_chunks=True)
+        assert got.rerank["space"] == "cpu-fp32-neutral" and got.rerank["rescored"] == got.rerank["depth"] == 30
+        ids = [h.chunk_id for h in got.hits]
+        enc = searcher.encoder_for("cpu-fp32-neutral")
+        s = lib.space("cpu-fp32-neutral").vectors(ids) @ enc.encode_queries([q])[0]
+        assert list(s) == sorted(s, reverse=True)
     searcher.close()
 
 
@@ -126,3 +212,73 @@ def test_cli_backfill(npu_only_library, tmp_path):
     assert res.exit_code == 0 and f"0 of {total} chunks still without one" in res.output
     res = runner.invoke(main, ["backfill", "--library", path])
     assert "Nothing to do" in res.output
+
+
+def test_cli_search_rerank_switch_and_what_the_answer_says(npu_only_library):
+    """`hefsearch search --rerank N|off` on a library whose FP32 space is empty: the answer
+    says the depth asked, that nothing was re-scored and how many candidates were left; off
+    says off; a bad value is a usage error."""
+    import json
+
+    from click.testing import CliRunner
+
+    from hefsearch.cli.main import main
+
+    path = str(npu_only_library.path)
+    npu_only_library.close()
+    run = CliRunner().invoke
+    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "20", "--json"])
+    assert res.exit_code == 0, res.output
+    rr = json.loads(res.stdout)["rerank"]
+    assert rr["depth"] == 20 and rr["rescored"] == 0 and rr["deferred"] == 20 and rr["budget_ms"] == R.DEFAULT_BUDGET_MS
+    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "off", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["rerank"]["note"] == "off"
+    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "20"])
+    assert res.exit_code == 0 and "not re-ranked (top 20 asked" in res.stderr
+    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "deep"])
+    assert res.exit_code == 2 and "not a depth" in res.output
+
+
+def test_server_and_mcp_take_the_rerank_argument(npu_only_library, sim_bundle):
+    from hefsearch.app.service import LibraryService
+    from hefsearch.app.session import LibrarySession
+    from hefsearch.embed.errors import HefsearchError
+
+    with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
+        R.backfill(npu_only_library, cpu)
+    path = npu_only_library.path
+    npu_only_library.close()
+    with LibrarySession.open(path) as session:
+        service = LibraryService(session)
+        on = service.search(QUERIES[2], k=3, mode="vector", rerank=7)
+        assert on["rerank"]["depth"] == 7 and on["rerank"]["rescored"] == 7
+        assert service.search(QUERIES[2], k=3, mode="vector")["rerank"]["depth"] == R.DEFAULT_DEPTH
+        assert service.search(QUERIES[2], k=3, mode="vector", rerank="off")["rerank"]["depth"] == 0
+        with pytest.raises(HefsearchError, match="not a depth"):
+            service.search(QUERIES[2], rerank="many")
+
+
+def test_tui_rerank_option_reaches_the_app(npu_only_library, monkeypatch):
+    """`hefsearch tui --rerank off|N` starts the app with that depth (tui/app.py puts it on
+    every request it submits)."""
+    from click.testing import CliRunner
+
+    from hefsearch.cli.main import main
+    from hefsearch.tui import factory
+
+    seen = []
+
+    class App:
+        def __init__(self, settings):
+            self.settings = settings
+
+        def run(self):
+            seen.append(self.settings)
+
+    monkeypatch.setattr(factory, "make_app", lambda session, settings: App(settings))
+    path = str(npu_only_library.path)
+    npu_only_library.close()
+    for value, depth in (("off", 0), ("12", 12)):
+        res = CliRunner().invoke(main, ["tui", "--library", path, "--rerank", value])
+        assert res.exit_code == 0, res.output
+        assert seen[-1].rerank == depth

@@ -300,10 +300,21 @@ def test_auto_body_takes_the_robust_one_on_hailo10h_only_when_it_helps(trained, 
     assert name == "original" and "does not measurably help" in said
     entry.extra["holdout_cos"] = held
     entry.extra["fp32_check"] = dict(entry.extra["fp32_check"], cosine_mean=0.98)
+    par = entry.extra["parallel"]
+    assert par["original"]["sentences"] == par["robust"]["sentences"] > 300
+    # FP32 cosine under the rule, but the parallel set ranked as well: taken (the damped case)
+    entry.extra["parallel"] = {"original": dict(par["original"], mrr=0.9), "robust": dict(par["robust"], mrr=0.899)}
+    b.upsert_encoder(entry)
+    b.save_manifest()
+    name, said = plan(path)
+    assert name == "robust" and "parallel-set FP32 MRR 0.9000 -> 0.8990" in said, said
+    # ... and ranked worse: not taken
+    entry.extra["parallel"] = {"original": dict(par["original"], mrr=0.9), "robust": dict(par["robust"], mrr=0.88)}
     b.upsert_encoder(entry)
     b.save_manifest()
     name, said = plan(path)
     assert name == "original" and "FP32 vectors too far" in said
+    entry.extra["parallel"] = par
     # trained from another encoder.onnx: stale
     entry.extra["fp32_check"] = dict(entry.extra["fp32_check"], cosine_mean=0.999)
     entry.extra["source"] = dict(entry.extra["source"], sha256="0" * 64)
@@ -427,3 +438,71 @@ def test_the_site_group_bench_names_every_group_and_sees_the_training(trained, t
         orig[g]["sites"] for g in ("LayerNorm x - mean", "LayerNorm squared deviation", "LayerNorm variance"))
     text = bench.render(orig, "original", len(texts))
     assert all(g in text for g in groups)
+
+
+def test_auto_damps_a_multilingual_bundle_without_a_robust_body_first(outlier_bundle, tmp_path, monkeypatch):
+    """compile sim --precision a8 (body auto) on a multilingual bundle with no robust body:
+    the damped body is made (compile robust --steps 0), recorded with its parallel-set
+    ranking, and the simulation is built from it when it helps; a profile with 16-bit layers,
+    or an English bundle, is built from the original and nothing is damped."""
+    from hefsearch.compile import bodies
+    from hefsearch.compile.npu_sim import build_sim
+
+    english = tmp_path / "en"
+    shutil.copytree(outlier_bundle, english, ignore=shutil.ignore_patterns("build", "encoder.robust.onnx"))
+    said: list[str] = []
+    assert build_sim(english, "a8", body="auto", progress=said.append).name == "a8"
+    assert not Bundle.open(english).encoder_entries(ROBUST_KIND)
+
+    monkeypatch.setattr(bodies, "MULTILINGUAL_VOCAB", 100)  # the tiny vocabulary counts as multilingual
+    # whatever the tiny body's damping gains on these held-out rows, take it: this test is
+    # about the path (the rule itself: test_auto_body_takes_the_robust_one_...)
+    monkeypatch.setattr(bodies, "MIN_GAIN", -1.0)
+    path = tmp_path / "multi"
+    shutil.copytree(english, path)
+    assert build_sim(path, "balanced", body="auto").name == "balanced"  # 16-bit layers: no damping
+    assert not Bundle.open(path).encoder_entries(ROBUST_KIND)
+    said = []
+    r = build_sim(path, "a8", body="auto", progress=said.append)
+    entry = Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra
+    assert entry["training"]["steps"] == 0 and len(entry["damping"]["neurons"]) == 1
+    assert set(entry["parallel"]) == {"original", "robust"}
+    assert r.name == "a8-robust" and any("auto: the 8-bit-robust body" in m for m in said), said[:8]
+    assert any("damping the attention sinks first" in m for m in said)
+
+
+def test_cuda_device_is_refused_plainly_where_torch_sees_none(outlier_bundle, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA: the CPU/CUDA comparison below runs instead")
+    from hefsearch.compile.devices import CPU, resolve_device
+
+    assert resolve_device("auto") == CPU and resolve_device(CPU) == CPU
+    path = tmp_path / "b"
+    shutil.copytree(outlier_bundle, path)
+    res = CliRunner().invoke(main, ["compile", "robust", str(path), "--steps", "0", "--device", "cuda"])
+    assert res.exit_code != 0 and "--device cuda:" in res.output and "--device cpu" in res.output
+    assert "Traceback" not in res.output and not (path / "encoder.robust.onnx").exists()
+
+
+def test_cuda_and_cpu_train_the_same_body(outlier_bundle, tmp_path):
+    """Where torch sees a GPU: the same run on CUDA and on the CPU ends with the same weights
+    to float tolerance (the random draws are made on the CPU for both)."""
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch here")
+    from hefsearch.compile.robust import RobustOptions, build_robust
+
+    weights = {}
+    for device in ("cpu", "cuda"):
+        path = tmp_path / device
+        shutil.copytree(outlier_bundle, path)
+        build_robust(path, RobustOptions(**dict(FAST, steps=10), device=device))
+        m = onnx.load(str(path / "encoder.robust.onnx"))
+        weights[device] = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    for name, w in weights["cpu"].items():
+        assert np.allclose(w, weights["cuda"][name], atol=1e-4), name

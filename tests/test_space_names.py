@@ -82,6 +82,16 @@ def test_compare_view_takes_npu_spaces_first_then_cpu_int8():
     assert space_label(int8) == "CPU int8" and "NPU" not in space_label(int8)
 
 
+def test_compare_view_sets_the_neutral_spaces_side_by_side():
+    """A multilingual library searches language-neutral copies: the compare view shows the
+    NPU's neutral ranking beside FP32's neutral one (not beside plain FP32)."""
+    fp32, npu = _Info("cpu-fp32", "cpu-fp32"), _Info("npu-sim-a8", "npu-sim")
+    fp32n, npun = _Info("cpu-fp32-neutral", "cpu-fp32"), _Info("npu-sim-a8-neutral", "npu-sim")
+    assert pick_compare_spaces([fp32, npu, fp32n, npun]) == ("npu-sim-a8-neutral", "cpu-fp32-neutral")
+    assert pick_compare_spaces([npun, fp32]) == ("npu-sim-a8-neutral", "cpu-fp32")  # no neutral FP32
+    assert pick_compare_spaces([npu, fp32, fp32n]) == ("npu-sim-a8", "cpu-fp32")  # no neutral NPU space
+
+
 # -- the int8 CPU space end to end -----------------------------------------------------------
 @pytest.fixture(scope="module")
 def int8_bundle(tiny_bert_bundle, tmp_path_factory):

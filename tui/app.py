@@ -10,8 +10,8 @@ Results appear at once: a search embeds no snippet sentences. Hits whose snippet
 meaning (``SearchResult.pending_snippets``, typically cross-lingual hits) show their first
 sentence, and a ``snippets`` worker then asks the searcher for semantic snippets of the hits on
 screen (and of any pending hit highlighted later), on the CPU in FP32 with per-chunk caching;
-the list is redrawn when they arrive, if the result is still the one shown (issue 13: they used
-to cost 200-300 ms on the CPU and 700+ ms in the 8-bit simulation inside every query).
+the list is redrawn when they arrive, if the result is still the one shown (inside every query
+they would cost 200-300 ms on the CPU and 700+ ms in the 8-bit simulation).
 
 Nothing a user's files or queries hold is read as markup: file names, chunk text, snippets and
 error messages reach the screen as ``Content``/``Text`` objects, and notifications are sent
@@ -204,7 +204,8 @@ class HefsearchApp(App):
         """Start a search (or a comparison, in the compare view); newer requests win."""
         self._seq += 1
         request = dataclasses.replace(request, seq=self._seq, compare=self.comparing,
-                                      rerank=self.compare_rerank, all_chunks=self.settings.all_chunks)
+                                      rerank=self.compare_rerank, all_chunks=self.settings.all_chunks,
+                                      rerank_depth=self.settings.rerank)
         self._request = request
         self.status_bar.activity = "comparing…" if request.compare else "searching…"
         if request.compare:
@@ -279,7 +280,9 @@ class HefsearchApp(App):
         self.status_bar.backend = result.backend_label or self.status_bar.backend
         self.status_bar.space = result.space or ("keyword index" if result.mode == "keyword" else "")
         self.status_bar.latency = float(result.timings.get("total", -1.0))
-        self.status_bar.mode = result.mode + (" + FP32 re-rank" if "rerank" in result.timings else "")
+        rr = result.rerank or {}
+        self.status_bar.mode = result.mode + (f" + FP32 re-rank {rr.get('rescored', 0)}/{rr.get('depth')}"
+                                              if rr.get("rescored") else "")
         self.show_notice(result.notice)
         self.preview.clear("" if result.hits else "No results.")
         self.results.show(result)

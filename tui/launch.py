@@ -109,12 +109,23 @@ def on_disk_path(path: str) -> str:
     return raw if os.path.lexists(raw) else path
 
 
+def _container_of(path: str) -> str | None:
+    """The file holding a document stored below it (a message of an mbox), else None."""
+    if os.path.lexists(path):
+        return None
+    parent = os.path.dirname(path)
+    return parent if parent and os.path.isfile(parent) else None
+
+
 def plan_open(path: str, *, line: int | None = None, kind: str | None = None,
               env: Mapping[str, str] | None = None, platform: str | None = None) -> LaunchPlan:
     """Decide how to open a hit: the editor at ``line`` for text, the system opener otherwise.
     A compressed file (``NEWS.gz``, ``ls.1.gz``) or a manual page's roff opens as the text the
     library indexed (:func:`readable_copy`), so the editor shows words and the hit's line."""
     path = on_disk_path(path)
+    container = _container_of(path)
+    if container is not None:  # a mail message: its file, from the top (its lines are the message's)
+        path, line = container, None
     binary = (kind in BINARY_KINDS) or Path(path).suffix.lower() in BINARY_SUFFIXES
     if binary:
         return LaunchPlan(opener_argv(path, platform), terminal=False)

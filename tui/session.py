@@ -32,7 +32,8 @@ class LibrarySession(_AppSession):
         self.env = env
 
     def plan_open(self, hit: "Hit") -> launch.LaunchPlan:
-        return launch.plan_open(hit.path, line=hit.line, kind=hit.doc_kind, env=self.env)
+        line = None if getattr(hit, "message", None) else hit.line  # a message's lines are its own, not its file's
+        return launch.plan_open(hit.path, line=line, kind=hit.doc_kind, env=self.env)
 
     def launch(self, plan: launch.LaunchPlan) -> None:
         self.launcher(plan.argv, terminal=plan.terminal)

@@ -22,6 +22,8 @@ class TuiSettings:
     neighbours: int = 2
     #: list every matching chunk (several of one file, copies unfolded), not one hit per file
     all_chunks: bool = False
+    #: FP32 re-rank depth of searches (None: the default for the space searched, 0: off)
+    rerank: int | None = None
 
     @property
     def theme(self) -> str:

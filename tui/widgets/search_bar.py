@@ -72,7 +72,7 @@ class SearchBar(Horizontal):
                      allow_blank=False, id="kind", tooltip="File type")
         yield Input(placeholder="since:7d lang:de type:pdf", id="filters",
                     tooltip="Filters: since:/until: a date (2024-03-01) or an age (7d, 2w, 1y); "
-                            "type: pdf, docx, md, ...; lang: de, en, ...; path: a glob. Enter applies them.")
+                            "type: pdf, docx, epub, mbox, png, ...; lang: de, en, ...; path: a glob. Enter applies them.")
 
     # -- state -------------------------------------------------------------------------
     @property

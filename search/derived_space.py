@@ -1,32 +1,20 @@
-"""Derive a mean-centred copy of a vector space (opt-in; see embed/post_transform.py).
+"""Write a derived vector space: a source space's stored vectors under a post-transform.
 
-The new space holds the source space's stored vectors with the library mean subtracted and
-re-normalised: no text is re-encoded. Its fingerprint includes the transform, and its backend
-options carry the transform's spec, so searches and later syncs encode with the same transform.
+Nothing is re-encoded. The derived space's encoder is the source's backend plus the transform,
+whose spec joins the space's backend options and whose description joins its fingerprint, so
+searches and later syncs encode the same way and vectors with and without it never mix. Used by
+the language-neutral spaces (:mod:`hefsearch.search.language_neutral`); the transforms live in
+:mod:`hefsearch.embed.post_transform`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hefsearch.embed.post_transform import MeanCentering
-
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
     from hefsearch.index.library import Library
     from hefsearch.index.spaces import Space
-
-
-def center_space(library: "Library", source: str, encoder: "Encoder", *, name: str | None = None) -> "Space":
-    """Fit mean-centering on ``source``'s vectors and write them, centred, into a new space
-    (default name ``<source>-centered``). ``encoder`` is the source space's encoder; the new
-    space's encoder shares its backend."""
-    src = library.space(source)
-    src.check_encoder(encoder)
-    ids = library.member_ids(source).tolist()
-    vecs = src.vectors(ids)
-    mc = MeanCentering.fit(vecs)
-    return write_derived_space(library, src.info, encoder, mc, name or f"{source}-centered", ids, mc.apply(vecs))
 
 
 def write_derived_space(library: "Library", source_info, encoder: "Encoder", transform, name: str,

@@ -1,0 +1,98 @@
+"""OCR of images and of PDF pages without a text layer: read after the files with text, with a
+progress line of its own and an ETA, each page within its time and memory budget (a page that
+fails is reported and the rest indexed), a hit naming the page, the pages counted by status."""
+
+from __future__ import annotations
+
+import pytest
+
+from hefsearch.embed import Encoder
+from hefsearch.index import ocr
+from hefsearch.index.extract_pdf import extract_pdf, extract_pdf_ocr
+from hefsearch.index.library import Library
+from hefsearch.index.sync import sync
+from tests.container_builders import make_image_pdf, render_page
+from tests.document_builders import make_pdf
+
+pytestmark = pytest.mark.skipif(not ocr.available(), reason="Tesseract is not installed (.ci/run installs it)")
+
+
+@pytest.fixture
+def encoder(tiny_bert_bundle):
+    with Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
+        yield enc
+
+
+def _mixed_pdf() -> bytes:
+    """Page 1 with a text layer, page 2 a scan (the scan's PDF pages appended)."""
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    for data in (make_pdf(["A typed page about the heron."]), make_image_pdf(["A SCANNED PAGE ABOUT", "THE PELICAN"],
+                                                                             size=48)):
+        for page in PdfReader(io.BytesIO(data)).pages:
+            writer.add_page(page)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_pdf_pages_without_text_are_listed_then_read_by_ocr():
+    doc = extract_pdf(_mixed_pdf())
+    assert doc.ocr_pages == [2] and "heron" in doc.text and "PELICAN" not in doc.text
+    notes: list[str] = []
+    doc = extract_pdf_ocr(_mixed_pdf(), None, ocr.ocr_image, notes)
+    page2 = next(s for s in doc.pages if s[0] == 2)
+    assert "PELICAN" in doc.text[page2[1]:page2[2]] and "heron" in doc.text and not notes
+
+
+def test_ocr_runs_after_the_text_files_with_its_own_progress(tmp_path, encoder):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a-scan.png").write_bytes(render_page(["THE FLAMINGO LIST"], size=48))
+    (docs / "b-mixed.pdf").write_bytes(_mixed_pdf())
+    for i in range(3):
+        (docs / f"c-note{i}.txt").write_text(f"Note {i} about the garden.")
+    events = []
+    lib = Library.open(tmp_path / "lib")
+    r = sync(lib, [docs], [encoder], progress=events.append)
+    assert r.failed == [] and r.ocr_pages == 2
+    # the text files are committed first (chunk ids grow in commit order), though named last
+    ids = {path.rsplit("/", 1)[1]: (lo, hi) for path, lo, hi in lib.query(
+        "SELECT d.path, MIN(c.id), MAX(c.id) FROM chunks c JOIN documents d ON d.id = c.doc_id GROUP BY d.path")}
+    assert max(ids[f"c-note{i}.txt"][1] for i in range(3)) < min(ids["a-scan.png"][0], ids["b-mixed.pdf"][0])
+    ocr_events = [e for e in events if e.phase == "ocr"]
+    assert ocr_events and ocr_events[0].ocr_total == 2 and ocr_events[-1].ocr_done == 2
+    assert any(e.eta_s is not None for e in ocr_events[1:])
+    rows = lib.query("SELECT c.page FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                     "WHERE d.path LIKE '%b-mixed.pdf' AND c.text LIKE '%PELICAN%'")
+    assert rows == [(2,)]  # the hit names its page
+    assert lib.status().ocr_pages == 2
+    lib.close()
+
+
+def test_a_page_over_its_budget_is_reported_and_the_rest_indexed(tmp_path, encoder, monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "scan.png").write_bytes(render_page(["THE FLAMINGO LIST"], size=48))
+    (docs / "mixed.pdf").write_bytes(_mixed_pdf())
+    (docs / "note.txt").write_text("A note about the garden.")
+    monkeypatch.setattr(ocr, "PAGE_TIMEOUT_S", 0.001)
+    lib = Library.open(tmp_path / "lib")
+    r = sync(lib, [docs], [encoder])
+    failed = dict(r.failed)
+    assert "took more than" in failed[str(docs / "scan.png")]
+    # the PDF keeps its text page; its scanned page is named as not read
+    assert str(docs / "mixed.pdf") not in failed
+    assert any(p == str(docs / "mixed.pdf") and reason.startswith("page 2: OCR of page 2 took more than")
+               for p, reason in r.notes)
+    texts = " ".join(t for (t,) in lib.query("SELECT text FROM chunks"))
+    assert "garden" in texts and "heron" in texts
+    lib.close()
+
+
+def test_a_page_over_its_memory_budget_fails_cleanly():
+    with pytest.raises(ocr.ExtractionError, match="budget"):
+        ocr.ocr_image(render_page(["MEMORY"]), memory_bytes=8 * 2**20)
