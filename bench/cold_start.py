@@ -27,8 +27,10 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -89,6 +91,8 @@ def main() -> None:
     args = ap.parse_args()
 
     folder = Path(args.keep or tempfile.mkdtemp(prefix="hefsearch-cold-"))
+    if not args.keep:  # two libraries of --chunks and a bundle copy: hundreds of MB, not to be left in /tmp
+        atexit.register(shutil.rmtree, folder, True)
     folder.mkdir(parents=True, exist_ok=True)
     os.environ["HEFSEARCH_HOME"] = str(folder / "home")  # its own caches, kept with --keep
     lib, bundle = build(folder, args.chunks, Path(args.bundle) if args.bundle else None)

@@ -20,9 +20,10 @@ ORIGINAL = "original"
 ROBUST = "robust"
 AUTO = "auto"
 BODIES = (ORIGINAL, ROBUST)
-#: chips whose builds end all-8-bit: on Hailo-10H every a16_w16 layer crashed DFC 5.3.0's allocator
-#: (BackendAllocatorException in all four 16-bit configurations of the one public report,
-#: shared/reference/seeds/000_0bd7e697973448cf.txt section 5), so a16 profiles fall back to a8 there
+#: chips whose builds end all-8-bit: on Hailo-10H every 16-bit configuration of the one public report
+#: crashed DFC 5.3.0's allocator (BackendAllocatorException, section 5; a user report on the Hailo
+#: Community forum, community.hailo.ai), and its author's follow-up (community thread 19530) met a
+#: cascade of other failures when pushing 16 bits further, so a16 profiles fall back to a8 there
 ALL_8BIT_CHIPS = ("hailo10h",)
 #: what "helps" means for ``auto``: the held-out 8-bit cosine to the original FP32 vectors gained
 #: at least this much, and the robust body's own FP32 vectors kept at least this cosine, or,

@@ -24,8 +24,8 @@ public scripts and a public user report); no real Dataflow Compiler has run this
 
 Defaults per chip (what is on record; docs/hailo-facts.md has the sources):
 
-- ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report,
-  ``shared/reference/seeds/000_0bd7e697973448cf.txt``, DFC 5.3.0): mask mode ``keys01``
+- ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report on
+  the Hailo Community forum, community.hailo.ai, DFC 5.3.0): mask mode ``keys01``
   (:mod:`hefsearch.embed.mask_layout`) and that report's model script
   (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``zoo-a16`` (16
   bits where the zoo's Hailo-10H text encoders put them, with the zoo's lines), and on *any*
@@ -74,8 +74,8 @@ from hefsearch.embed.precision import PrecisionProfile
 from . import calib as calib_mod
 from .bodies import resolve_body
 from .build_record import Attempt, BuildState, stage_key, write_build_report
-from .dfc_errors import (SIXTEEN_BIT_COST, AllocatorCrash, CompileError, MaskCommandMissing, explain_wall, known_wall,
-                         report_script_failed)
+from .dfc_errors import (NOT_A_DFC_FAILURE, SIXTEEN_BIT_COST, AllocatorCrash, CompileError, MaskCommandMissing,
+                         explain_wall, known_wall, message_of, report_script_failed)
 from .dfc_onnx import EMBEDDINGS, MASK, NET_NAME, OUTPUT, make_dfc_onnx, verify_dfc_onnx
 from .dfc_sdk import Sdk, check_dfc_target, load_sdk, probe_mask_command
 from .hef_plan import HefOptions, HefPlan, plan_build
@@ -224,7 +224,7 @@ def preflight_stage(b: _Build, parsed: Parsed, emb, mask, info: dict) -> Calibra
     return Calibrated(calib, rows, info)
 
 
-def _failed(b: _Build, e: Exception, profile: PrecisionProfile, att: Attempt, stage: str, last: bool, key: str,
+def _failed(b: _Build, e: BaseException, profile: PrecisionProfile, att: Attempt, stage: str, last: bool, key: str,
             seconds: float) -> None:
     """Any failure of optimize() or compile(), whatever its exception: recorded in the attempt
     (stage, exception class, message, seconds, time). Then a step down the ladder (not at the last
@@ -233,9 +233,10 @@ def _failed(b: _Build, e: Exception, profile: PrecisionProfile, att: Attempt, st
     else the error that stops the build. A failure that stepped down is kept in state.json under
     the optimised model's key, so a re-run does not spend another hour on the same crash."""
     wall = known_wall(e)
+    message = message_of(e)
     att.wall = wall
-    att.error = f"{type(e).__name__}: {e}"
-    att.failure = {"stage": stage, "exception": type(e).__name__, "message": str(e)[:4000], "seconds": seconds,
+    att.error = f"{type(e).__name__}: {message}"
+    att.failure = {"stage": stage, "exception": type(e).__name__, "message": message[:4000], "seconds": seconds,
                    "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     setattr(att, stage, wall or "failed")
     steps = not last and (wall is not None or b.plan.step_down_on_any)
@@ -243,7 +244,7 @@ def _failed(b: _Build, e: Exception, profile: PrecisionProfile, att: Attempt, st
         b.state.data.setdefault("walls", {})[key] = {"stage": stage, "wall": wall, "error": att.error[:2000],
                                                       "failure": att.failure}
         b.state.save()
-    first = (str(e).strip().splitlines() or [""])[0][:300]
+    first = (message.strip().splitlines() or [""])[0][:300]
     b.say(f"{stage}: {type(e).__name__} with profile {profile.describe()}: {first}")
     if steps:
         raise _StepDown from e
@@ -312,12 +313,12 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
             state.data["optimized"][skey] = rec
             state.save()
             say(f"optimize: done in {att.seconds['optimize']:.1f} s -> {opt_har}")
-    except Exception as e:
-        if isinstance(e, HefsearchError):
+    except BaseException as e:  # whatever the SDK raises, even outside Exception: the ladder decides
+        if isinstance(e, (HefsearchError, *NOT_A_DFC_FAILURE)):
             raise
         _failed(b, e, profile, att, "optimize", last, skey, att.seconds.get("optimize", 0.0))
         raise CompileError(
-            f"optimize() failed with profile {profile.name}: {type(e).__name__}: {e}",
+            f"optimize() failed with profile {profile.name}: {type(e).__name__}: {message_of(e)}",
             f"The model script is {script_path}; the parsed model is kept in {parsed.har}.") from e
     return Optimized(runner, skey, script, opt_har, rec)
 
@@ -364,11 +365,13 @@ def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Att
     t0 = time.perf_counter()
     try:
         hef_bytes = opt.runner.compile()
-    except Exception as e:
+    except BaseException as e:  # whatever the SDK raises, even outside Exception: the ladder decides
+        if isinstance(e, NOT_A_DFC_FAILURE):
+            raise
         att.seconds["compile"] = round(time.perf_counter() - t0, 2)
         _failed(b, e, profile, att, "compile", last, opt.key, att.seconds["compile"])
         raise CompileError(
-            f"compile() failed: {type(e).__name__}: {e}",
+            f"compile() failed: {type(e).__name__}: {message_of(e)}",
             f"The optimised model is kept in {opt.har}; a re-run resumes at compile.") from e
     if not isinstance(hef_bytes, (bytes, bytearray)) or not hef_bytes:
         raise CompileError(f"compile() returned {type(hef_bytes).__name__}, not the HEF bytes.",

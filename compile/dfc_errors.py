@@ -52,6 +52,19 @@ class MaskCommandMissing(CompileError):
 WALLS = {"BackendAllocatorException": "allocator", "NegativeSlopeExponentNonFixable": "negative_exponent"}
 
 
+#: what is never a DFC failure, whatever stage it arrives in: the user's Ctrl+C, an exit asked for
+NOT_A_DFC_FAILURE = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, or what can be said of it when even that fails (an SDK exception whose
+    ``__str__`` raises must not turn a step down the ladder into a traceback)."""
+    try:
+        return str(exc)
+    except Exception as e:  # noqa: BLE001 (anything: this runs while handling a failure)
+        return f"<message unreadable: {type(e).__name__}>"
+
+
 def known_wall(exc: BaseException) -> str | None:
     """"allocator" or "negative_exponent" when ``exc`` is one of the report's walls, also when it is
     wrapped in another exception (as cause or context) or only named in a message; else None."""
@@ -60,7 +73,7 @@ def known_wall(exc: BaseException) -> str | None:
         seen.add(id(exc))
         names = [c.__name__ for c in type(exc).__mro__]
         for marker, wall in WALLS.items():
-            if any(marker in n for n in names) or marker in str(exc):
+            if any(marker in n for n in names) or marker in message_of(exc):
                 return wall
         exc = exc.__cause__ or exc.__context__
     return None
@@ -107,7 +120,8 @@ SIXTEEN_BIT_COST = (
     "conv, DFC 5.3.0). If it fails, whatever the error, the build steps down to the public Hailo-10H report's "
     "8-bit script; --precision a8 goes straight to that script, the one build on record for this chip.")
 
-#: the one sentence-encoder build on record for Hailo-10H (shared/reference/seeds/000_0bd7e697973448cf.txt)
+#: the one sentence-encoder build on record for Hailo-10H (a user report on the Hailo Community forum,
+#: community.hailo.ai; model_script.REPORT_SOURCE)
 REPORT_CONTEXT = (
     "The public Hailo-10H report built exactly this script: paraphrase-multilingual-MiniLM-L12-v2 (12 layers, "
     "hidden 384) at SEQ 256, DFC 5.3.0 on a CPU-only x86_64 host, HailoRT 5.3.0; 13 contexts, about 19.4 MB.")
@@ -117,7 +131,7 @@ def report_script_failed(stage: str, exc: BaseException, wall: str | None, hw_ar
                          script: str | None, dfc_version: str) -> CompileError:
     """The last rung on Hailo-10H, the report's own 8-bit script, failed: nothing lower is on
     record. Says what failed, the report's context, and what to send upstream."""
-    what = f"{type(exc).__name__}: {str(exc).strip()[:600]}"
+    what = f"{type(exc).__name__}: {message_of(exc).strip()[:600]}"
     why = (f"The public Hailo-10H report's 8-bit model script failed in {stage}() for {hw_arch} at SEQ {seq} "
            f"(DFC {dfc_version}): {what}. {REPORT_CONTEXT} There is no lower rung to step down to.")
     hint = ""

@@ -8,7 +8,7 @@ top-1 translation retrieval inside each space, and nearest-neighbour agreement (
 text have the same nearest neighbour as in ONNX?).
 
 Why not coordinate by coordinate: the public Hailo-10H report
-(shared/reference/seeds/000_0bd7e697973448cf.txt, section 6) found ``SDK_NATIVE`` and the HEF
+(a user report on the Hailo Community forum, community.hailo.ai; section 6) found ``SDK_NATIVE`` and the HEF
 at a cosine of about 0.1 against ONNX because the compiled network's channel basis differs
 (Hailo reorders channels internally), while every basis-invariant measure held. So a permuted
 or rotated basis passes here and is named as such (``basis``), and only a network that ranks

@@ -9,8 +9,9 @@ layers of *this* parse, never a guessed glob.
 Two recipes, each the one public record for its chips:
 
 - ``hailo10h`` (:data:`RECIPE_HAILO10H`): the script of the only sentence-encoder HEF on record
-  for a Hailo-10H (a user report, ``shared/reference/seeds/000_0bd7e697973448cf.txt``, DFC
-  5.3.0), line for line at 8 bits::
+  for a Hailo-10H (a user report on the Hailo Community forum, community.hailo.ai, a follow-up to
+  the thread "DFC conversion failures with transformer-based models (SwinV2, ViT, ConvNeXt)"; DFC
+  5.3.0; its author's own follow-up is community thread 19530), line for line at 8 bits::
 
       model_optimization_config(calibration, batch_size=16, calibset_size=1024)
       pre_quantization_optimization(equalization, policy=enabled)
@@ -54,7 +55,9 @@ EQUALIZATION = "pre_quantization_optimization(equalization, policy=enabled)"
 #: core/main_utils.py uses for that chip; on chip 89.5 vs 90.6 float, 49.5 FPS for CLIP ViT-B/32)
 ZOO_CLIP_TEXT = "hailo_model_zoo/cfg/alls/generic/clip_vit_b_32_text_encoder.alls"
 ZOO_SIGLIP_TEXT = "hailo_model_zoo/cfg/alls/generic/siglip2_b_32_256_text_encoder.alls"
-REPORT_SOURCE = "shared/reference/seeds/000_0bd7e697973448cf.txt"
+#: where a user finds the public Hailo-10H report (it is not in this repository)
+REPORT_SOURCE = ('Hailo Community forum, community.hailo.ai: a user\'s follow-up to the thread "DFC conversion '
+                 'failures with transformer-based models (SwinV2, ViT, ConvNeXt)"')
 #: what a Hailo-10H 16-bit rung writes beside its a16 lines: (line, the public files it is in)
 ZOO_A16_LINES = (
     ("model_optimization_config(globals, multiproc_policy=disabled)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),

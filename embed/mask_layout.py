@@ -3,7 +3,7 @@
 Three HEF mask modes, each following one public recipe (``HEF_MASK_MODES``; sources in
 docs/hailo-facts.md):
 
-- ``keys01`` (the public Hailo-10H report, ``shared/reference/seeds/000_*.txt``: DFC 5.3.0,
+- ``keys01`` (the public Hailo-10H report on the Hailo Community forum, community.hailo.ai: DFC 5.3.0,
   paraphrase-multilingual-MiniLM-L12-v2): ONNX [N, 1, 1, S] parsed NHWC, and
   ``set_input_mask_to_softmax()`` makes the network take the raw 0/1 token mask, applied inside
   every softmax. The report's start node is the mask ``/Mul`` itself (its input passes that Mul);
@@ -56,7 +56,8 @@ class HefMaskMode:
 #: every HEF mask mode, by name (``compile hef --mask``)
 HEF_MASK_MODES: dict[str, HefMaskMode] = {m.name: m for m in (
     HefMaskMode("keys01", "keys01", True,
-                "the public Hailo-10H report (shared/reference/seeds/000_0bd7e697973448cf.txt): [N,1,1,S] NHWC, raw "
+                "the public Hailo-10H report (a user's, on the Hailo Community forum, community.hailo.ai): "
+                "[N,1,1,S] NHWC, raw "
                 "0/1 values, set_input_mask_to_softmax(); the report starts at the mask /Mul itself, hefsearch "
                 "cuts after it (the input feeds the score Adds)",
                 "Hailo-10H, DFC 5.3.0 (one user report; 8-bit, 13 contexts, 19.4 MB)"),

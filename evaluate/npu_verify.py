@@ -13,7 +13,8 @@ It encodes the same texts on the NPU (or any quantised backend: npu-sim, cpu-int
   and channels mixed), permuted (or sign-flipped) channels, or any rotation (an orthogonal
   Procrustes fit on half the tokens, measured on the other half). A permutation or rotation is
   the compiled network's own channel basis, which the public Hailo-10H report found for every
-  HEF (shared/reference/seeds/000_*.txt, section 6: Hailo reorders channels internally): it is
+  HEF (a user report on the Hailo Community forum, community.hailo.ai, section 6: Hailo reorders
+  channels internally): it is
   reported as such, with the ranking metrics, and never as broken, since search inside the NPU
   space is unaffected and NPU and FP32 vectors are never mixed. Whether a HEF is broken is
   judged by the basis-invariant metrics alone; if no fit helps, the gap is quantisation error.

@@ -68,6 +68,9 @@ def _name(p) -> str:
 
 def drive(argv: list[str]) -> None:
     """The hefsearch command, optionally held after its first batch (see the module doc)."""
+    # Ctrl+C at its default, as in a terminal's job: a test run started in the background of a
+    # script ('pytest &', nohup) hands SIGINT down ignored, and Python then keeps ignoring it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if argv[:1] == ["--hold"]:
         ready, argv = Path(argv[1]), argv[2:]
         from hefsearch.index import ray_pool

@@ -90,6 +90,39 @@ def test_acceptance_unknown_failure_on_every_16bit_attempt_ends_with_the_report_
     assert entry.extra["attempts"][0]["failure"]["exception"] == opaque.__name__
 
 
+def _outside_exception():
+    """Derived from BaseException, not Exception (as some native-extension errors are)."""
+    return type("OpaqueNativeAbort", (BaseException,), {})
+
+
+def _unprintable():
+    """An exception whose message cannot even be read: ``str()`` of it raises."""
+    def __str__(self):
+        raise RuntimeError("no message")
+    return type("OpaqueUnprintableError", (Exception,), {"__str__": __str__})
+
+
+@pytest.mark.parametrize("make", [_outside_exception, _unprintable], ids=["base-exception", "unprintable"])
+def test_a_16bit_failure_steps_down_however_strange_the_exception(fake_dfc, calib_bundle, make):
+    """"Whatever its class": also one outside Exception, and one whose message cannot be read;
+    before, either ended the build with a traceback and the report's script never ran."""
+    odd = make()
+    fake_dfc.ClientRunner.UNKNOWN_A16_FAILURE = odd
+    result, lines = _build(calib_bundle, report=False)
+    assert [a.profile for a in result.attempts] == ["zoo-a16", "a8"]
+    f = result.attempts[0].failure
+    assert (f["stage"], f["exception"]) == ("optimize", odd.__name__) and f["message"]
+    assert script_commands(result.model_script.read_text()) == _report_lines(96)
+    assert any(ln.startswith(f"optimize: {odd.__name__}") for ln in lines)
+
+
+def test_ctrl_c_during_a_16bit_attempt_is_not_a_step_down(fake_dfc, calib_bundle):
+    fake_dfc.ClientRunner.UNKNOWN_A16_FAILURE = KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        _build(calib_bundle, report=False)
+    assert fake_dfc.CALLS.count("optimize") == 1  # the a8 rung never started
+
+
 @pytest.mark.parametrize("switch, stage, exception", [
     ("NAN_EXPONENT", "optimize", "AccelerasNanExponentError"),  # the follow-up's a16 convs, the default
     ("SPATIAL_DEFUSE", "compile", "AllocatorDefuseError"),  # the follow-up's "needs super-defuse"

@@ -211,3 +211,19 @@ def test_the_readme_makes_no_speed_claims_and_the_performance_page_marks_its_fig
     # every fresh row names its script's load
     rows = [ln for ln in text[fresh:text.index("Measured earlier")].splitlines() if ln.startswith("| ") and "`" in ln]
     assert rows and all(re.search(r"\| [\d.]+( ?(->|-) ?[\d.]+)? \|$", ln) for ln in rows), rows
+
+
+# -- citations a reader can follow ----------------------------------------------------------
+PRODUCT_DIRS = ("app", "bench", "cli", "compile", "diagnose", "embed", "evaluate", "index", "search", "serve", "tui")
+
+
+def test_product_code_and_docs_cite_sources_a_user_can_reach():
+    """The project's own reference folder (``shared/reference/...``) is not in the repository: a
+    message, docstring or page citing it sends a user nowhere. The public Hailo-10H report is
+    cited by where it lives (the Hailo Community forum) instead."""
+    files = doc_files() + [p for d in PRODUCT_DIRS for p in sorted((REPO / d).rglob("*.py"))]
+    assert len(files) > 50
+    wrong = [f"{p.relative_to(REPO)}:{n}" for p in files
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"shared/reference|reference/seeds/", line)]
+    assert wrong == [], "cites a folder that is not in the repository: " + ", ".join(wrong)

@@ -173,13 +173,32 @@ async def test_path_glob_and_file_type_filters(app_factory):
         assert {h.doc_kind for h in app.last_result.hits} <= {"text", "markdown"}
 
 
-async def test_search_as_you_type_is_debounced(app_factory):
+class _HeldTimer:
+    """Stands in for the debounce timer: it fires only when the test says so, so the test
+    does not depend on how fast a loaded machine delivers the keys."""
+
+    def __init__(self, delay, callback):
+        self.delay, self.callback, self.stopped = delay, callback, False
+
+    def stop(self):
+        self.stopped = True
+
+
+async def test_search_as_you_type_is_debounced(app_factory, monkeypatch):
     app = app_factory(k=3, mode="keyword", live=True)
     async with app.run_test(size=SIZE) as pilot:
-        app.search_bar.DEBOUNCE_SECONDS = 1.0  # generous: a loaded test machine types slowly
+        bar = app.search_bar
+        timers: list[_HeldTimer] = []
+        monkeypatch.setattr(bar, "set_timer",
+                            lambda delay, callback: timers.append(_HeldTimer(delay, callback)) or timers[-1])
         await pilot.press(*"hedge")
+        await pilot.pause()
+        # each key restarts the wait: five timers, the first four stopped, nothing searched yet
+        assert len(timers) == 5 and all(t.delay == bar.DEBOUNCE_SECONDS for t in timers)
+        assert [t.stopped for t in timers] == [True] * 4 + [False]
+        assert app._seq == 0
+        timers[-1].callback()  # typing stopped: the last timer fires
         await wait_for(pilot, lambda: app.answered_seq == 1, what="debounced search")
-        await pilot.pause(1.2)
         assert app._seq == 1 and app.last_result.query == "hedge"  # one search for five keys
 
 
