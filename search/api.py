@@ -298,7 +298,10 @@ class Searcher:
     def _open_encoder(self, info: "SpaceInfo", bundle: str | None = None) -> "Encoder":
         from hefsearch.embed.encoder import Encoder
 
-        return Encoder.open(bundle or self.bundle_path(), backend=info.backend, **(info.backend_opts or {}))
+        encoder = Encoder.open(bundle or self.bundle_path(), backend=info.backend, **(info.backend_opts or {}))
+        # the space decided the backend, not a flag (resolve_backend_name would say "--backend")
+        encoder.backend_reason = f"{info.backend} (the backend of the space {info.name!r})"
+        return encoder
 
     def __enter__(self) -> "Searcher":
         return self

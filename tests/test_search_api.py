@@ -286,3 +286,11 @@ def test_a_code_most_chunks_hold_is_no_evidence(tmp_path):
         db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", [i, t])
     kept = rare_terms(db, [Term(("it",)), Term(("e", "52")), Term(("xr", "2000"))])
     assert kept == [Term(("e", "52")), Term(("xr", "2000"))]
+
+
+def test_a_space_opened_encoder_says_the_space_chose_its_backend(searcher):
+    """The server's start line reads this: a backend taken from the library's space is not
+    'chosen by --backend' (no flag was given)."""
+    enc = searcher.encoder_for("cpu-fp32")
+    assert "--backend" not in enc.backend_reason
+    assert enc.backend_reason == "cpu (the backend of the space 'cpu-fp32')"
