@@ -114,7 +114,7 @@ class BodyFile:
 
 
 def ort_cache_dir() -> Path:
-    from .bundle import cache_dir
+    from .locations import cache_dir
 
     return cache_dir() / "ort"
 

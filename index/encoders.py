@@ -59,7 +59,7 @@ class BundleChoice:
 
 
 def _default_bundle_file() -> Path:
-    from .library import data_dir
+    from hefsearch.embed.locations import data_dir
 
     return data_dir() / DEFAULT_BUNDLE_FILE
 

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.locations import data_dir  # the data folder; also part of index's API
 
 from . import documents, store
 from .documents import ChunkRecord  # noqa: F401  (part of the library's API)
@@ -69,23 +70,12 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock, single
 
 log = logging.getLogger("hefsearch.index")
 
-ENV_HOME = "HEFSEARCH_HOME"
 ENV_LIBRARY = "HEFSEARCH_LIBRARY"
 DB_FILE = "library.db"
 LOCK_FILE = "library.lock"
 DEFAULT_NAME = "library"
 #: seconds a writer waits for another writer before giving up (interactive: a few seconds)
 LOCK_WAIT_S = 5.0
-
-
-def data_dir() -> Path:
-    """hefsearch's data folder: $HEFSEARCH_HOME, else the platform's user data dir."""
-    env = os.environ.get(ENV_HOME)
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("hefsearch", appauthor=False))
 
 
 def resolve_library_path(name_or_path: str | os.PathLike | None = None) -> Path:

@@ -62,7 +62,7 @@ def needs_token(host: str) -> bool:
 
 
 def default_token_file() -> Path:
-    from hefsearch.index.library import data_dir
+    from hefsearch.embed.locations import data_dir
 
     return data_dir() / TOKEN_FILE
 
