@@ -280,7 +280,7 @@ def _url_host(host: str) -> str:
 def _start_watcher(config: ServeConfig, session):
     from hefsearch.app.watch import Watcher
 
-    from hefsearch.index.crawl import for_terminal
+    from hefsearch.embed.terminal_text import for_terminal
 
     def say(event):
         config.say(f"watch: {for_terminal(event.message)}")
