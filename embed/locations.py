@@ -8,15 +8,16 @@ test or a bench script that sets the variable later is obeyed.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-ENV_HOME = "HEFSEARCH_HOME"
+from . import settings
+
+ENV_HOME = settings.HOME.name
 APP_NAME = "hefsearch"
 
 
 def _home() -> Path | None:
-    home = os.environ.get(ENV_HOME)
+    home = settings.HOME.value()
     return Path(home).expanduser() if home else None
 
 
