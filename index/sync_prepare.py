@@ -33,7 +33,7 @@ SECTIONED_KINDS = frozenset({"epub", "ods", "odp", "pptx", "xlsx"})
 
 def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> Job:
     """Hash, extract and chunk one file (runs in the background thread)."""
-    from .extract import ExtractionError, extract, read_regular_file
+    from .extract import extract, read_regular_file
 
     try:
         # Read through the extractor's guard: a file swapped for a FIFO since the crawl must
@@ -56,13 +56,8 @@ def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old
             if not doc.text.strip():
                 return job
         chunked(job, doc, first, overlap_tokens)
-    except ExtractionError as e:
-        job.error = printable(e.message)
-    except OSError as e:
-        job.error = printable(f"cannot read: {e.strerror or e}")
-    except Exception as e:  # an extractor bug must not stop the whole sync
-        log.debug("unexpected error on %s", job.shown, exc_info=True)
-        job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 - an extractor bug must not stop the whole sync
+        _failed(job, e)
     return job
 
 
@@ -70,7 +65,7 @@ def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int)
     """A file with pages to read by OCR (an image, a PDF's pages without text), after the
     files with text: each page within the OCR budget (:mod:`hefsearch.index.ocr`); a page that
     fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``."""
-    from .extract import ExtractionError, read_regular_file
+    from .extract import read_regular_file
     from .extract_image import extract_image
     from .extract_pdf import extract_pdf_ocr
 
@@ -82,14 +77,23 @@ def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int)
             doc = extract_pdf_ocr(data, max_bytes, ocr.ocr_image, job.notes)
         job.encoding = f"ocr:{len(doc.ocr_pages or ())}"
         chunked(job, doc, first, overlap_tokens)
-    except ExtractionError as e:
+    except Exception as e:  # noqa: BLE001 - an OCR bug must not stop the whole sync
+        _failed(job, e)
+    return job
+
+
+def _failed(job: Job, e: Exception) -> None:
+    """The job's error, said for a person: the extractor's message, the OS's reason, or (an
+    extractor bug) the exception, logged with its traceback at debug level."""
+    from .extract import ExtractionError
+
+    if isinstance(e, ExtractionError):
         job.error = printable(e.message)
-    except OSError as e:
+    elif isinstance(e, OSError):
         job.error = printable(f"cannot read: {e.strerror or e}")
-    except Exception as e:  # an OCR bug must not stop the whole sync
+    else:
         log.debug("unexpected error on %s", job.shown, exc_info=True)
         job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
-    return job
 
 
 @dataclass

@@ -152,23 +152,25 @@ def test_idle_connections_do_not_lock_others_out(hardened):
             s.close()
 
 
+def _trickle_until_closed(s: socket.socket) -> bool:
+    """Send a request head a byte at a time; True once the server closes the connection."""
+    s.settimeout(0.2)
+    for byte in b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200:
+        try:
+            s.sendall(bytes([byte]))
+            if s.recv(1) == b"":
+                return True
+        except socket.timeout:
+            continue
+        except OSError:
+            return True
+    return False
+
+
 def test_a_request_head_trickled_in_is_cut_off(hardened):
     with _connect(hardened.url) as s:
-        s.settimeout(0.2)
         t = time.monotonic()
-        closed = False
-        for byte in b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200:
-            try:
-                s.sendall(bytes([byte]))
-                if s.recv(1) == b"":
-                    closed = True
-                    break
-            except socket.timeout:
-                continue
-            except OSError:
-                closed = True
-                break
-        assert closed and time.monotonic() - t < 8  # --head-timeout 1 (without it: never)
+        assert _trickle_until_closed(s) and time.monotonic() - t < 8  # --head-timeout 1 (without it: never)
 
 
 def test_a_kept_alive_connection_that_trickles_its_next_request_is_cut_off(hardened):
@@ -178,21 +180,8 @@ def test_a_kept_alive_connection_that_trickles_its_next_request_is_cut_off(harde
         while not first.endswith(b"}"):
             first += s.recv(65536)
         assert first.startswith(b"HTTP/1.1 200")
-        s.settimeout(0.2)
         t = time.monotonic()
-        closed = False
-        for byte in b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200:
-            try:
-                s.sendall(bytes([byte]))
-                if s.recv(1) == b"":
-                    closed = True
-                    break
-            except socket.timeout:
-                continue
-            except OSError:
-                closed = True
-                break
-        assert closed and time.monotonic() - t < 8  # --head-timeout 1 (without it: never)
+        assert _trickle_until_closed(s) and time.monotonic() - t < 8  # --head-timeout 1 (without it: never)
 
 
 def test_the_token_is_checked_before_the_body_and_the_connection_closed(hardened, tmp_path):

@@ -62,6 +62,7 @@ export function folderOf(path) {
 
 export function place(item) {
   const parts = [];
+  if (item.message) parts.push(`message ${item.message}`);  // a hit inside a mail file
   if (item.page != null) parts.push(`page ${item.page}`);
   if (item.line != null) parts.push(`line ${item.line}`);
   return parts.join(" · ");
