@@ -352,7 +352,7 @@ class Watcher:
 
 def _has_documents_under(library, path: str) -> bool:
     from hefsearch.index import documents
-    from hefsearch.index.crawl import printable
+    from hefsearch.embed.terminal_text import printable
 
     return documents.any_under(library.query, printable(path))
 

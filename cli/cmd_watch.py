@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from hefsearch.embed import settings
+
 from .options import library_option
 
 
@@ -41,7 +43,7 @@ def print_watch_event(event) -> None:
     """One line per watcher event on stderr (the journal, under systemd)."""
     from datetime import datetime
 
-    from hefsearch.index.crawl import for_terminal
+    from hefsearch.embed.terminal_text import for_terminal
 
     colour = {"error": "red", "busy": "yellow", "mode": "yellow"}.get(event.kind)
     click.secho(f"{datetime.now():%H:%M:%S} {for_terminal(event.message)}", fg=colour, err=True)
@@ -114,5 +116,5 @@ def _print_unit(folders, library_path, poll, poll_interval, debounce_ms, rescan_
     # every hefsearch setting of this shell (the home, bundle, backend, device, threads ...), so
     # the service runs as this command would; not the server's token (a secret in a unit file)
     env = {k: v for k, v in sorted(os.environ.items())
-           if k.startswith("HEFSEARCH_") and v and k not in ("HEFSEARCH_TOKEN", "HEFSEARCH_LIBRARY")}
+           if k.startswith("HEFSEARCH_") and v and k not in (settings.TOKEN.name, settings.LIBRARY.name)}
     click.echo(systemd_unit(argv, env), nl=False)

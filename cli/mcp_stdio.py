@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
+
+from hefsearch.embed import settings
 
 
 @contextlib.contextmanager
@@ -34,8 +35,8 @@ def mcp_token(token_file: str | None, say, *, default: bool = False) -> str | No
 
     if token_file:
         path = Path(token_file).expanduser()
-    elif os.environ.get("HEFSEARCH_TOKEN"):
-        return os.environ["HEFSEARCH_TOKEN"].strip()
+    elif settings.TOKEN.value():
+        return settings.TOKEN.value().strip()
     elif not default:
         return None
     else:

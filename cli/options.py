@@ -9,6 +9,8 @@ import json
 
 import click
 
+from hefsearch.embed import settings
+
 LIBRARY_HELP = ("Library: a name (a folder in hefsearch's data dir) or a path. Default: the data dir's "
                 "'library' ($HEFSEARCH_HOME overrides the data dir). Env: HEFSEARCH_LIBRARY.")
 #: the bundle a verb falls back on when none is given
@@ -21,19 +23,19 @@ JSON_HELP = "Machine-readable output on stdout."
 
 def library_option(help: str = LIBRARY_HELP, *, dest: str = "library_path", metavar: str | None = "NAME_OR_PATH"):
     """``--library NAME_OR_PATH`` (env HEFSEARCH_LIBRARY); None means the data dir's library."""
-    return click.option("--library", dest, envvar="HEFSEARCH_LIBRARY", default=None, metavar=metavar, help=help)
+    return click.option("--library", dest, envvar=settings.LIBRARY.name, default=None, metavar=metavar, help=help)
 
 
 def bundle_option(help: str = LIBRARY_BUNDLE_HELP, *, required: bool = False):
     """``--bundle DIR`` (env HEFSEARCH_BUNDLE); optional unless the verb has no library to ask."""
-    return click.option("--bundle", "bundle", envvar="HEFSEARCH_BUNDLE", required=required, default=None,
+    return click.option("--bundle", "bundle", envvar=settings.BUNDLE.name, required=required, default=None,
                         type=click.Path(file_okay=False), help=help)
 
 
 def backend_option(help: str = BACKEND_HELP):
     """``--backend NAME`` (env HEFSEARCH_BACKEND), default auto. ``doctor --backend`` is a different
     option (what --verify compares, no env) and is declared there."""
-    return click.option("--backend", "backend", envvar="HEFSEARCH_BACKEND", default="auto", show_default=True,
+    return click.option("--backend", "backend", envvar=settings.BACKEND.name, default="auto", show_default=True,
                         help=help)
 
 

@@ -8,11 +8,12 @@ drawn, so ``hefsearch index`` prints one plain line at each phase and then every
 
 from __future__ import annotations
 
-import os
 import time
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from hefsearch.embed import settings
 
 PHASES = {"scan": "Scanning", "remove": "Removing deleted files", "index": "Indexing",
           "backfill": "Back-filling spaces", "done": "Done", "ocr": "OCR"}
@@ -25,13 +26,13 @@ def _eta(seconds: float | None) -> str:
     return f"ETA {s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"ETA {s // 60}:{s % 60:02d}"
 
 
-ENV_EVERY = "HEFSEARCH_PROGRESS_SECONDS"
+ENV_EVERY = settings.PROGRESS_SECONDS.name
 DEFAULT_EVERY_S = 60.0
 
 
 def _every_s() -> float:
     try:
-        return max(1.0, float(os.environ.get(ENV_EVERY, DEFAULT_EVERY_S)))
+        return max(1.0, float(settings.PROGRESS_SECONDS.value(DEFAULT_EVERY_S)))
     except ValueError:
         return DEFAULT_EVERY_S
 

@@ -129,8 +129,9 @@ def collect_chunks(
 ) -> tuple[list[tuple[str, int]], int, int, int]:
     """(chunks as (text, tokens), files read, files failed, files skipped), reading documents in
     a seeded random order until the pool holds ``target`` chunks or the documents run out."""
+    from hefsearch.embed.terminal_text import printable
     from hefsearch.index.chunk import chunk_text
-    from hefsearch.index.crawl import DEFAULT_MAX_BYTES, FoundFile, crawl, printable
+    from hefsearch.index.crawl import DEFAULT_MAX_BYTES, FoundFile, crawl
     from hefsearch.index.extract import extract
 
     found, skipped = [], 0

@@ -32,6 +32,7 @@ import numpy as np
 
 from .atomic_write import write_json_atomic
 from .errors import BundleError
+from .locations import cache_dir
 
 log = logging.getLogger("hefsearch.embed")
 
@@ -401,20 +402,9 @@ def _check_encoders(encoders, mpath: Path) -> None:
 
 
 # -- the sha256 cache of the write path --------------------------------------------------------
-ENV_HOME = "HEFSEARCH_HOME"  # the same override as index/library.py (embed cannot import index)
 CACHE_FILE = "file-sha256.json"
 #: entries kept; the oldest go first (a few bundles' files, each a few hundred bytes)
 CACHE_LIMIT = 512
-
-
-def cache_dir() -> Path:
-    """hefsearch's cache folder: ``$HEFSEARCH_HOME/cache``, else the platform's user cache dir."""
-    home = os.environ.get(ENV_HOME)
-    if home:
-        return Path(home).expanduser() / "cache"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("hefsearch", appauthor=False))
 
 
 def _identity(st: os.stat_result) -> list[int]:

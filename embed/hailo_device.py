@@ -22,13 +22,14 @@ import re
 import stat
 from dataclasses import dataclass
 
+from . import settings
 from .errors import BackendUnavailable, DeviceError
 from .versions import major_version
 
 #: the one device to open (a PCIe address as Device.scan() lists it) on a machine with several
-ENV_DEVICE = "HEFSEARCH_HAILO_DEVICE"
+ENV_DEVICE = settings.HAILO_DEVICE.name
 #: HailoRT 4.x's multi-process service: 1 forces it, 0 keeps it off (default: used when it listens)
-ENV_SERVICE = "HEFSEARCH_HAILO_SERVICE"
+ENV_SERVICE = settings.HAILO_SERVICE.name
 
 INSTALL_HINT = (
     "On a Raspberry Pi 5: 'sudo apt install hailo-h10-all' (AI HAT+ 2, Hailo-10H) or "

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import settings
 from .hef_contract import StreamSpec
 from .versions import major_version
 
 #: the stream types: auto (native on HailoRT 5.x, FLOAT32 on 4.x), float32 or native
-ENV_STREAMS = "HEFSEARCH_HAILO_STREAMS"
+ENV_STREAMS = settings.HAILO_STREAMS.name
 STREAM_TYPES = ("auto", "float32", "native")
 #: the largest value of each native stream type the host quantises to
 QMAX = {"UINT8": 255, "UINT16": 65535}

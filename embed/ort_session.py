@@ -43,14 +43,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from . import settings
 from .atomic_write import TMP_SUFFIX, fsync_dir, fsync_tree
 from .errors import BundleError
 
 log = logging.getLogger("hefsearch.embed")
 
-ENV_CACHE = "HEFSEARCH_ORT_CACHE"
-ENV_FUSE = "HEFSEARCH_ORT_FUSE"
-ENV_THREADS = "HEFSEARCH_THREADS"
+ENV_CACHE = settings.ORT_CACHE.name
+ENV_FUSE = settings.ORT_FUSE.name
+ENV_THREADS = settings.THREADS.name
 DEFAULT_PROVIDERS: tuple[str, ...] = ("CPUExecutionProvider",)
 #: a fused copy must reproduce the body's pooled vectors at least this closely
 FUSED_MIN_COSINE = 0.99999
@@ -72,7 +73,7 @@ def session_options(threads: int | None = None, *, optimize: bool = True, spinni
     opts = ort.SessionOptions()
     opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                      else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    n = threads or int(os.environ.get(ENV_THREADS, "0")) or (os.cpu_count() or 1)
+    n = threads or int(settings.THREADS.value("0")) or (os.cpu_count() or 1)
     opts.intra_op_num_threads = n
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
@@ -114,7 +115,7 @@ class BodyFile:
 
 
 def ort_cache_dir() -> Path:
-    from .bundle import cache_dir
+    from .locations import cache_dir
 
     return cache_dir() / "ort"
 
@@ -130,13 +131,13 @@ def cache_key(body: BodyFile, variant: str) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32]
 
 
-def _enabled(env: str) -> bool:
-    return os.environ.get(env, "1").strip().lower() not in ("0", "false", "no", "off")
+def _enabled(setting: settings.Setting) -> bool:
+    return setting.value("1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def fusion_available() -> bool:
     """The fusion child can run here: the onnx package is installed (found, not imported)."""
-    return _enabled(ENV_FUSE) and importlib.util.find_spec("onnx") is not None
+    return _enabled(settings.ORT_FUSE) and importlib.util.find_spec("onnx") is not None
 
 
 def open_body_session(body: BodyFile, threads: int | None = None, providers: Sequence[str] | None = None,
@@ -145,7 +146,7 @@ def open_body_session(body: BodyFile, threads: int | None = None, providers: Seq
     the module docstring); ``bulk``: build the fused copy on a miss (worth its seconds for a long
     run). What it runs: "fused", "optimised" (the body, ONNX Runtime's optimisation cached) or
     "uncached"."""
-    if not _enabled(ENV_CACHE) or (providers and list(providers) != list(DEFAULT_PROVIDERS)):
+    if not _enabled(settings.ORT_CACHE) or (providers and list(providers) != list(DEFAULT_PROVIDERS)):
         # another provider optimises for its own device: its graph is not the CPU's to cache
         return make_session(body.path, threads, providers), "uncached"
     folder = ort_cache_dir()

@@ -22,7 +22,8 @@ import io
 import os
 from typing import Callable, Iterator
 
-from .crawl import printable
+from hefsearch.embed.terminal_text import printable
+
 from .extract_base import ExtractedText, ExtractionError
 from .formats import CONTAINER_KINDS  # noqa: F401 - the kinds whose files hold member documents
 from .sync_types import Job

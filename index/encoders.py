@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hefsearch.embed import settings
 from hefsearch.embed.errors import BackendUnavailable, HefsearchError
 from hefsearch.embed.space_names import FP32_SPACE
 
@@ -59,7 +59,7 @@ class BundleChoice:
 
 
 def _default_bundle_file() -> Path:
-    from .library import data_dir
+    from hefsearch.embed.locations import data_dir
 
     return data_dir() / DEFAULT_BUNDLE_FILE
 
@@ -92,7 +92,7 @@ def choose_bundle(library, bundle: str | Path | None) -> BundleChoice:
     error that says what to pass when none is usable. ``library`` may be None (``embed``)."""
     if bundle:
         return BundleChoice(str(Path(bundle).expanduser().resolve()), "given")
-    env = os.environ.get("HEFSEARCH_BUNDLE")
+    env = settings.BUNDLE.value()
     if env:
         return BundleChoice(str(Path(env).expanduser().resolve()), "env")
     recorded = library.settings().get("bundle") if library is not None else None

@@ -49,7 +49,9 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from hefsearch.embed import settings
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.locations import data_dir  # the data folder; also part of index's API
 
 from . import documents, store
 from .documents import ChunkRecord  # noqa: F401  (part of the library's API)
@@ -69,8 +71,7 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock, single
 
 log = logging.getLogger("hefsearch.index")
 
-ENV_HOME = "HEFSEARCH_HOME"
-ENV_LIBRARY = "HEFSEARCH_LIBRARY"
+ENV_LIBRARY = settings.LIBRARY.name
 DB_FILE = "library.db"
 LOCK_FILE = "library.lock"
 DEFAULT_NAME = "library"
@@ -78,21 +79,11 @@ DEFAULT_NAME = "library"
 LOCK_WAIT_S = 5.0
 
 
-def data_dir() -> Path:
-    """hefsearch's data folder: $HEFSEARCH_HOME, else the platform's user data dir."""
-    env = os.environ.get(ENV_HOME)
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("hefsearch", appauthor=False))
-
-
 def resolve_library_path(name_or_path: str | os.PathLike | None = None) -> Path:
     """``None`` -> $HEFSEARCH_LIBRARY or ``<data dir>/library``; a bare name (no path
     separator, not starting with ``.`` or ``~``) -> ``<data dir>/<name>``; else a path."""
     if name_or_path is None or str(name_or_path) == "":
-        env = os.environ.get(ENV_LIBRARY)
+        env = settings.LIBRARY.value()
         if env:
             return resolve_library_path(env)
         return data_dir() / DEFAULT_NAME

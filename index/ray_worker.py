@@ -57,7 +57,7 @@ def import_ray():
 
 def materialise_bundle(key: str, refs: dict) -> Path:
     """The bundle on this node: ``<cache>/ray-bundles/<key>``, written once (atomic rename)."""
-    from hefsearch.embed.bundle import cache_dir
+    from hefsearch.embed.locations import cache_dir
 
     root = cache_dir() / "ray-bundles"
     dest = root / key

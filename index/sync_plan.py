@@ -9,7 +9,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .crawl import FAILED_SKIPS, LINK_SKIPS, NOTED_SKIPS, printable
+from hefsearch.embed.terminal_text import printable
+
+from .crawl import FAILED_SKIPS, LINK_SKIPS, NOTED_SKIPS
 from .sync_types import Job, ProgressEvent, SyncOptions, SyncReport
 
 #: examples of unsupported files a report keeps

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from hefsearch.embed.errors import HefsearchError
+from hefsearch.embed.terminal_text import printable
 
 from . import ocr
 from .containers import CONTAINER_KINDS
-from .crawl import printable
 from .sync_types import Job
 
 if TYPE_CHECKING:  # pragma: no cover

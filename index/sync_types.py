@@ -11,7 +11,9 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from .crawl import DEFAULT_MAX_BYTES, printable
+from hefsearch.embed.terminal_text import printable
+
+from .crawl import DEFAULT_MAX_BYTES
 from .errors import LibraryError
 
 #: chunks embedded per commit (bounded memory and bounded work lost to a crash)

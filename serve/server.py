@@ -62,7 +62,7 @@ def needs_token(host: str) -> bool:
 
 
 def default_token_file() -> Path:
-    from hefsearch.index.library import data_dir
+    from hefsearch.embed.locations import data_dir
 
     return data_dir() / TOKEN_FILE
 
@@ -280,7 +280,7 @@ def _url_host(host: str) -> str:
 def _start_watcher(config: ServeConfig, session):
     from hefsearch.app.watch import Watcher
 
-    from hefsearch.index.crawl import for_terminal
+    from hefsearch.embed.terminal_text import for_terminal
 
     def say(event):
         config.say(f"watch: {for_terminal(event.message)}")

@@ -15,8 +15,7 @@ import pytest
 def written():
     import platformdirs
 
-    from hefsearch.embed.bundle import cache_dir
-    from hefsearch.index.library import data_dir
+    from hefsearch.embed.locations import cache_dir, data_dir
 
     folders = [data_dir(), cache_dir(), Path(platformdirs.user_config_dir("hefsearch", appauthor=False))]
     for folder in folders:

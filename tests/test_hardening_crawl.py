@@ -20,9 +20,10 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from hefsearch.embed import Encoder
+from hefsearch.embed.terminal_text import printable
 from hefsearch.index import sync as sync_module
 from hefsearch.index import sync_prepare as prepare_module  # the extraction thread's module
-from hefsearch.index.crawl import FoundFile, SkippedFile, crawl, printable
+from hefsearch.index.crawl import FoundFile, SkippedFile, crawl
 from hefsearch.index.errors import LibraryError
 from hefsearch.index.extract import ExtractionError, docx_to_text, extract, pdf_to_text
 from hefsearch.index.library import Library

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 
+from .. import settings
 from ..errors import BackendUnavailable
 from ..reference import REFERENCE_BACKEND
 
@@ -19,7 +19,7 @@ REGISTRY: dict[str, str] = {
     "npu-sim": "npu_sim:NpuSimBackend",
 }
 
-ENV_BACKEND = "HEFSEARCH_BACKEND"
+ENV_BACKEND = settings.BACKEND.name
 
 
 def backend_names() -> list[str]:
@@ -46,9 +46,9 @@ def resolve_backend_name(name: str | None, bundle) -> tuple[str, str]:
     Returns (name, reason); the reason is logged and shown to the user. An accelerator
     backend class answers ``available(bundle) -> (ok, why)`` without side effects.
     """
-    requested = name or os.environ.get(ENV_BACKEND) or "auto"
+    requested = name or settings.BACKEND.value() or "auto"
     if requested != "auto":
-        env = os.environ.get(ENV_BACKEND)
+        env = settings.BACKEND.value()
         # click hands the environment value in as the option, so compare to tell them apart
         how = f"${ENV_BACKEND}" if not name or name == "auto" or name == env else "--backend"
         load_backend_class(requested)  # unknown names fail here, with the list

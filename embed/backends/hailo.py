@@ -30,12 +30,11 @@ public HailoRT 4.23/5.2 Python sources); not yet run on a physical Hailo device.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 import numpy as np
 
-from .. import space_names
+from .. import settings, space_names
 from ..bundle import Bundle, EncoderEntry
 from ..errors import BackendUnavailable, DeviceError, HefsearchError
 from ..hailo_device import (DEVICE_HINT, ENV_DEVICE, ENV_SERVICE, device_busy, find_device, hailo8_needs_4x,
@@ -53,8 +52,8 @@ log = logging.getLogger("hefsearch.embed.hailo")
 SHARED_GROUP_ID = "SHARED"
 #: environment overrides: the per-frame timeout and the bulk device batch (the device, the
 #: multi-process service and the stream types: hailo_device, hailo_streams)
-ENV_TIMEOUT = "HEFSEARCH_HAILO_TIMEOUT_MS"
-ENV_DEVICE_BATCH = "HEFSEARCH_HAILO_DEVICE_BATCH"
+ENV_TIMEOUT = settings.HAILO_TIMEOUT_MS.name
+ENV_DEVICE_BATCH = settings.HAILO_DEVICE_BATCH.name
 #: the device batch for bulk encoding; the zoo's MiniLM runs 156 FPS at batch 1 and 742 at 8
 BULK_DEVICE_BATCH = 8
 DEFAULT_TIMEOUT_MS = 10_000
@@ -273,7 +272,7 @@ class HailoBackend(Backend):
                  device_batch: int | None = None, bulk: bool = False, output_type: str | None = None,
                  input_type: str | None = None, precision: str | None = None, group_id: str = SHARED_GROUP_ID,
                  multi_process_service: bool | None = None, device_id: str | None = None, **_ignored):
-        streams = os.environ.get(ENV_STREAMS) or "auto"
+        streams = settings.HAILO_STREAMS.value() or "auto"
         input_type, output_type = input_type or streams, output_type or streams
         for kind in (input_type, output_type):
             if kind not in STREAM_TYPES:
@@ -281,13 +280,13 @@ class HailoBackend(Backend):
                                          f"Use one of {', '.join(STREAM_TYPES)} (or unset {ENV_STREAMS}).")
         self.bundle = bundle
         self.batch_size = int(batch_size)
-        self.timeout_ms = int(os.environ.get(ENV_TIMEOUT) or timeout_ms)
-        if multi_process_service is None and os.environ.get(ENV_SERVICE):
-            multi_process_service = os.environ[ENV_SERVICE].lower() in ("1", "true", "yes", "on")
+        self.timeout_ms = int(settings.HAILO_TIMEOUT_MS.value() or timeout_ms)
+        if multi_process_service is None and settings.HAILO_SERVICE.value():
+            multi_process_service = settings.HAILO_SERVICE.value().lower() in ("1", "true", "yes", "on")
         if device_batch is None:
             # Bulk work (index, backfill, calibration) fills the device in batches; a query goes
             # alone at HailoRT's default batch 1, the lowest latency.
-            device_batch = int(os.environ.get(ENV_DEVICE_BATCH) or BULK_DEVICE_BATCH) if bulk else 1
+            device_batch = int(settings.HAILO_DEVICE_BATCH.value() or BULK_DEVICE_BATCH) if bulk else 1
         self.batch_size = max(self.batch_size, int(device_batch))
         self._types = (input_type, output_type)
         self._opts = dict(device_batch=int(device_batch), timeout_ms=self.timeout_ms)
@@ -298,7 +297,7 @@ class HailoBackend(Backend):
         self.runtime = str(getattr(self._hp, "__version__", "") or "unknown")
         self.notes: list[str] = []
         #: the one device to open (None: HailoRT picks, e.g. the first free one on 4.x)
-        self.device_id = device_id or os.environ.get(ENV_DEVICE) or None
+        self.device_id = device_id or settings.HAILO_DEVICE.value() or None
         if self.device_id:
             self.device = find_device(self._hp, self.device_id)
         else:

@@ -18,15 +18,14 @@ A library keeps its vectors in a space named ``npu-sim-<name>`` (``space_name``)
 
 from __future__ import annotations
 
-import os
 
-from .. import space_names
+from .. import settings, space_names
 from ..bundle import Bundle, EncoderEntry
 from ..errors import BackendUnavailable
 from .onnx_body import OnnxBodyBackend
 
 KIND = space_names.NPU_SIM
-ENV_SIM = "HEFSEARCH_SIM"
+ENV_SIM = settings.SIM.name
 
 
 def sim_entries(bundle: Bundle) -> list[EncoderEntry]:
@@ -35,7 +34,7 @@ def sim_entries(bundle: Bundle) -> list[EncoderEntry]:
 
 def pick_entry(bundle: Bundle, profile: str | None) -> EncoderEntry:
     entries = sim_entries(bundle)
-    profile = profile or os.environ.get(ENV_SIM) or None
+    profile = profile or settings.SIM.value() or None
     names = [e.extra.get("name", e.file) for e in entries]
     hint_build = f"Build one with: hefsearch compile sim {bundle.path} --precision {profile or 'balanced'}"
     if not entries:
