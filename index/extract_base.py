@@ -42,3 +42,19 @@ def too_much_text(kind: str, max_chars: int) -> ExtractionError:
 def describe(e: BaseException) -> str:
     text = str(e).strip() or type(e).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def join_numbered(texts: list[str]) -> tuple[str, list[tuple[int, int, int]]]:
+    """Pages, slides or chapters -> the document's text (blank-line separated) and their
+    (number from 1, start, end) spans, so a hit names its page."""
+    spans: list[tuple[int, int, int]] = []
+    parts: list[str] = []
+    pos = 0
+    for number, text in enumerate(texts, start=1):
+        if parts:
+            parts.append("\n\n")
+            pos += 2
+        parts.append(text)
+        spans.append((number, pos, pos + len(text)))
+        pos += len(text)
+    return "".join(parts), spans

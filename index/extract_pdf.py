@@ -7,7 +7,7 @@ import logging
 import warnings
 from contextlib import contextmanager
 
-from .extract_base import ExtractedText, ExtractionError, clean_text, describe, too_much_text
+from .extract_base import ExtractedText, ExtractionError, clean_text, describe, join_numbered, too_much_text
 
 
 def extract_pdf(data: bytes, max_chars: int | None = None) -> ExtractedText:
@@ -15,7 +15,7 @@ def extract_pdf(data: bytes, max_chars: int | None = None) -> ExtractedText:
     a text layer but with an image are listed in ``ocr_pages`` (the sync reads them by OCR
     after the files with text, :func:`extract_pdf_ocr`)."""
     texts, needs_ocr = _page_texts(data, max_chars)
-    text, pages = _joined(texts)
+    text, pages = join_numbered(texts)
     return ExtractedText(text=text, pages=pages, ocr_pages=needs_ocr)
 
 
@@ -23,7 +23,7 @@ def extract_pdf_ocr(data: bytes, max_chars: int | None, ocr, notes: list[str]) -
     """The PDF with its pages without text read by ``ocr(image_bytes, what) -> str`` (each of
     the page's images, largest first); a page that fails is noted in ``notes`` and left empty."""
     texts, needs_ocr = _page_texts(data, max_chars, ocr=ocr, notes=notes)
-    text, pages = _joined(texts)
+    text, pages = join_numbered(texts)
     doc = ExtractedText(text=text, pages=pages, ocr_pages=needs_ocr)
     if not text.strip():
         raise ExtractionError(f"PDF has no text layer and OCR read no text on its {len(needs_ocr)} page(s)")
@@ -81,7 +81,7 @@ def pdf_to_text(data: bytes, max_chars: int | None = None) -> tuple[str, list[tu
     """Text of every page joined by blank lines, with (page, start, end) char spans. Stops with
     an ExtractionError once the text exceeds ``max_chars`` (compressed content streams)."""
     texts, _ = _page_texts(data, max_chars)
-    return _joined(texts)
+    return join_numbered(texts)
 
 
 def _page_texts(data: bytes, max_chars: int | None, ocr=None, notes: list[str] | None = None
@@ -150,17 +150,3 @@ def _ocr_page(page, number: int, ocr, notes: list[str] | None) -> str:
             if notes is not None:
                 notes.append(f"page {number}: {e.message}")
     return "\n\n".join(p for p in parts if p).strip()
-
-
-def _joined(texts: list[str]) -> tuple[str, list[tuple[int, int, int]]]:
-    spans: list[tuple[int, int, int]] = []
-    parts: list[str] = []
-    pos = 0
-    for number, page_text in enumerate(texts, start=1):
-        if parts:
-            parts.append("\n\n")
-            pos += 2
-        parts.append(page_text)
-        spans.append((number, pos, pos + len(page_text)))
-        pos += len(page_text)
-    return "".join(parts), spans

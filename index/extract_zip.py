@@ -17,7 +17,7 @@ import posixpath
 import zipfile
 from typing import Iterator
 
-from .extract_base import ExtractionError, describe, too_much_text
+from .extract_base import ExtractionError, describe, join_numbered, too_much_text
 from .extract_docx import MAX_DOCX_UNPACKED
 
 #: the archive may declare at most this many bytes unpacked (the DOCX reader's limit)
@@ -193,15 +193,4 @@ def _spaces(count: str | None) -> int:
 def joined(sections: list[tuple[str, str]]) -> tuple[str, list[tuple[int, int, int]]]:
     """Sections (label, text) -> the document's text (each section opens with its label line)
     and (number from 1, start, end) spans, as a PDF's pages: a hit names its section."""
-    parts: list[str] = []
-    spans: list[tuple[int, int, int]] = []
-    pos = 0
-    for number, (label, text) in enumerate(sections, start=1):
-        body = f"{label}\n\n{text}" if text else label
-        if parts:
-            parts.append("\n\n")
-            pos += 2
-        parts.append(body)
-        spans.append((number, pos, pos + len(body)))
-        pos += len(body)
-    return "".join(parts), spans
+    return join_numbered([f"{label}\n\n{text}" if text else label for label, text in sections])
