@@ -96,8 +96,10 @@ def _mcp_app(mcp_server, limits, *, token: str | None, loopback: bool, host: str
     # Host/Origin check stays on as well, for every loopback address (127.0.0.2 too)
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     if loopback and token is None:
+        from .server import url_host
+
         names = ["127.0.0.1", "localhost", "[::1]"]
-        bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        bound = url_host(host)
         names += [bound] if bound not in names else []
         security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                              allowed_hosts=[f"{n}:*" for n in names],

@@ -219,7 +219,7 @@ def _serve(config: ServeConfig, stop: "_Signals") -> None:
                             mcp_session_idle_s=config.mcp_session_idle_s)
         sock = make_socket(config.host, config.port)
         config.address = sock.getsockname()[:2]
-        url = f"http://{_url_host(config.host)}:{config.address[1]}"
+        url = f"http://{url_host(config.host)}:{config.address[1]}"
         if config.watch:
             watcher, thread = _start_watcher(config, session)
         _write_state(session.library.path, url, config)
@@ -273,7 +273,8 @@ class _Signals:
                 signal.signal(sig, handler)
 
 
-def _url_host(host: str) -> str:
+def url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
@@ -324,13 +325,3 @@ def _remove_state(folder) -> None:
         if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
             path.unlink()
 
-
-def running_server(folder) -> dict | None:
-    """The recorded state of the server of the library at ``folder`` when its pid is alive, or
-    None; whether to *trust* it is :func:`hefsearch.serve.trust.trusted_server`'s question."""
-    try:
-        state = json.loads((Path(folder) / SERVE_STATE).read_text(encoding="utf-8"))
-        os.kill(int(state["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return state

@@ -17,7 +17,6 @@ with module scripts, and a proxy that rewrites ``Host`` would otherwise break th
 
 import functools
 import hashlib
-import json
 from pathlib import Path
 
 from hefsearch.app.service import ServiceError
@@ -116,8 +115,6 @@ def _origin_host(origin: str) -> str | None:
 
 
 async def _refuse(send, message: str, hint: str) -> None:
-    body = json.dumps(ServiceError(message, hint, status=403).to_dict()).encode()
-    await send({"type": "http.response.start", "status": 403,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *SECURITY_HEADERS]})
-    await send({"type": "http.response.body", "body": body})
+    from .http import _refuse as refuse  # http imports this module
+
+    await refuse(send, 403, message, hint, extra=SECURITY_HEADERS)
