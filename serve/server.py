@@ -296,8 +296,10 @@ def _start_watcher(config: ServeConfig, session):
 def _run_watcher(watcher, config) -> None:
     try:
         watcher.run()
-    except HefsearchError as e:
-        config.say(f"watch stopped: {e.message}" + (f" ({e.hint})" if e.hint else ""))
+    except HefsearchError as e:  # the message may name a file: escaped as every other line
+        from hefsearch.embed.terminal_text import for_terminal
+
+        config.say(for_terminal(f"watch stopped: {e.message}" + (f" ({e.hint})" if e.hint else "")))
 
 
 def _write_state(folder, url: str, config: ServeConfig) -> None:
