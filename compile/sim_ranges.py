@@ -12,7 +12,6 @@ exact numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -169,19 +168,10 @@ def _real_rows(v: np.ndarray, real: np.ndarray) -> np.ndarray:
 def _ranges_session(model):
     """A session for the range run without ONNX Runtime's memory arena: the arena keeps the
     largest run's buffers for the session's life, which the range run does not reuse."""
-    import os
-    import tempfile
-
     import onnxruntime as ort
 
     from hefsearch.embed.ort_session import session_options
 
     opts = session_options(None)
     opts.enable_cpu_mem_arena = False
-    fd, tmp = tempfile.mkstemp(suffix=".onnx")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(model.SerializeToString())
-        return ort.InferenceSession(tmp, sess_options=opts, providers=["CPUExecutionProvider"])
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    return ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])

@@ -118,8 +118,8 @@ def _observe(body, emb: np.ndarray, mask: np.ndarray, ffns: list[_Ffn], batch: i
     wanted = {f.act for f in ffns} | {f.residual for f in ffns}
     acts: dict[str, list[torch.Tensor]] = {f.act: [] for f in ffns}
     resid: dict[str, list[torch.Tensor]] = {f.residual: [] for f in ffns}
+    dev = next(body.parameters()).device
     for i in range(0, len(emb), batch):
-        dev = next(body.parameters()).device
         m = torch.from_numpy(np.ascontiguousarray(mask[i : i + batch])).to(dev)
         s = max(1, int(m.sum(1).max()))
         e = torch.from_numpy(np.ascontiguousarray(emb[i : i + batch, :s])).to(dev)

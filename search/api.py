@@ -372,8 +372,7 @@ class Searcher:
         if not request.all_chunks:  # candidates enough for k documents after grouping
             depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k)
         run = SearchRun(request=request, query=query, filters=filters, k=k, depth=depth,
-                        rerank=rerank, fallback=fallback, started=started, notices=notices)
-        run.asked_rerank = rerank
+                        rerank=rerank, asked_rerank=rerank, fallback=fallback, started=started, notices=notices)
         if not query or (request.mode == "keyword" and not parse_query(query)):
             run.notice = " ".join([*notices, NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE])
         return run
@@ -387,9 +386,9 @@ class Searcher:
         run.encoder, run.query_vec, run.space, run.notice = self._encode(
             run.query, run.space, run.timings, run.fallback)
         run.label = run.encoder.label
-        if run.rerank is None:  # default: on when FP32 vectors are available (search/rerank.py)
-            from .rerank import default_depth
+        from .rerank import RerankInfo, default_depth
 
+        if run.rerank is None:  # default: on when FP32 vectors are available (search/rerank.py)
             run.rerank = default_depth(self.library, run.space)
         t = time.perf_counter()
         allowed = self._allowed(run.filters)
@@ -403,9 +402,8 @@ class Searcher:
                                                              run.rerank, run.timings)
             run.rerank_info = info.to_dict()
         else:
-            run.rerank_info = {"depth": 0, "space": None, "rescored": 0, "computed": 0, "deferred": 0,
-                               "budget_ms": None, "note": "off" if run.rerank == 0 and run.asked_rerank is not None
-                               else "not needed for this space"}
+            note = "off" if run.rerank == 0 and run.asked_rerank is not None else "not needed for this space"
+            run.rerank_info = RerankInfo(note=note).to_dict()
 
     def _keyword_stage(self, run: SearchRun) -> None:
         """FTS5: every word (keyword mode tops up with some words), or in hybrid mode the codes
