@@ -25,6 +25,8 @@ import hashlib
 
 import numpy as np
 
+from .space_names import NEUTRAL_SUFFIX
+
 
 class MeanCentering:
     kind = "mean-centering"
@@ -74,7 +76,7 @@ class LanguageNeutral:
     """Shift each vector by ``-alpha * offset[language]``, then re-normalise (see module doc)."""
 
     kind = "language-neutral"
-    space_suffix = "-neutral"
+    space_suffix = NEUTRAL_SUFFIX
     #: ``Encoder`` passes the texts (queries without their prefix) to :meth:`apply`
     uses_texts = True
 

@@ -27,6 +27,8 @@ HEF = "hef"
 
 #: the space every library can have and every other space is compared with
 FP32_SPACE = FP32
+#: a space's language-neutral copy is named SPACE + this (embed/post_transform.LanguageNeutral)
+NEUTRAL_SUFFIX = "-neutral"
 #: kinds made by an NPU or its simulation, real hardware first
 NPU_KINDS: tuple[str, ...] = (HEF, NPU_SIM)
 #: kinds whose arithmetic is not FP32's; NPU kinds first (the order the compare view prefers)

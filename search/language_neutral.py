@@ -60,7 +60,7 @@ DEFAULT_ALPHA = 0.5
 MIN_CHUNKS = 5
 #: re-fit when the library's chunk count moved this much from the fitted count
 REFIT_GROWTH = 0.25
-NEUTRAL_SUFFIX = LanguageNeutral.space_suffix
+NEUTRAL_SUFFIX = LanguageNeutral.space_suffix  # embed.space_names.NEUTRAL_SUFFIX
 
 
 class LanguageNeutralError(HefsearchError):

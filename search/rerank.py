@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from hefsearch.embed.errors import HefsearchError
-from hefsearch.embed.space_names import FP32_SPACE, is_quantised
+from hefsearch.embed.space_names import FP32_SPACE, NEUTRAL_SUFFIX, is_quantised
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -72,9 +72,7 @@ def parse_depth(value) -> int | None:
 
 
 def neutral_fp32_space() -> str:
-    from .language_neutral import neutral_space_name
-
-    return neutral_space_name(FP32_SPACE)
+    return f"{FP32_SPACE}{NEUTRAL_SUFFIX}"
 
 
 def rerank_space(library: "Library") -> str | None:
@@ -102,8 +100,6 @@ def default_depth(library: "Library", space: str | None) -> int:
     # language-neutral) would lose its transform's ordering to them
     if not is_quantised(library.space(space).info.kind):
         return 0
-    from .language_neutral import NEUTRAL_SUFFIX
-
     if space.endswith(NEUTRAL_SUFFIX) and target == FP32_SPACE:
         return 0
     return DEFAULT_DEPTH
