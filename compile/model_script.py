@@ -61,7 +61,7 @@ REPORT_SOURCE = ('Hailo Community forum, community.hailo.ai: a user\'s follow-up
 #: what a Hailo-10H 16-bit rung writes beside its a16 lines: (line, the public files it is in)
 ZOO_A16_LINES = (
     ("model_optimization_config(globals, multiproc_policy=disabled)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
-    ("pre_quantization_optimization(ew_add_fusing, policy=disabled)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
+    (EW_ADD_UNFUSED, (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
     ("pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
      "bit_decomposition_mode=uniform_precision)", (ZOO_CLIP_TEXT,)),
 )
