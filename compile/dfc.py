@@ -267,10 +267,11 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
     ``profile`` (or reuses it). One of the report's walls steps down the ladder unless ``last``."""
     opts, say, state = b.opts, b.say, b.state
     report = last and b.plan.report_rung  # the report's script exactly, whatever the options
+    level = 0 if report else opts.optimization_level
     calibset, batch = b.plan.calibration(cal.rows, None if report else opts.calib_batch_size)
     script = build_model_script(
         profile, parsed.hn, calibset_size=calibset, batch_size=batch,
-        optimization_level=0 if report else opts.optimization_level,
+        optimization_level=level,
         compression_level=0 if report else opts.compression_level,
         extra_lines=() if report else b.plan.extra_lines, recipe=b.plan.recipe, mask_command=b.plan.mask_command)
     skey = stage_key(parsed.key, script, cal.info.get("sha256", ""))
@@ -299,7 +300,7 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
             if n16 and b.plan.step_down_on_any and not last:
                 say(SIXTEEN_BIT_COST)
             say(f"optimize: profile {profile.describe()}, {n16} layers at 16 bits, "
-                f"optimization level {0 if report else opts.optimization_level} (this can take a long time)")
+                f"optimization level {level} (this can take a long time)")
             t0 = time.perf_counter()
             try:
                 runner = b.runner(parsed.har)

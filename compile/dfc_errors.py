@@ -111,8 +111,6 @@ def _explain_allocator(profile: PrecisionProfile, work: Path, fallback: bool) ->
     return AllocatorCrash(why, hint)
 
 
-
-
 #: said before a 16-bit attempt on Hailo-10H (docs/compiling.md has the reasoning)
 SIXTEEN_BIT_COST = (
     "note: this 16-bit attempt may cost tens of minutes to an hour of CPU on a compile host without a GPU "
@@ -143,6 +141,6 @@ def report_script_failed(stage: str, exc: BaseException, wall: str | None, hw_ar
              f"({dfc_version}; 'hailo --version'), the bundle's manifest.json and the DFC's own log files from the "
              f"folder you ran in. Finished stages are kept in {work}; a re-run resumes there.")
     cls = AllocatorCrash if wall == "allocator" else NegativeExponentWall if wall == "negative_exponent" else CompileError
-    if cls is AllocatorCrash:
+    if wall == "allocator":
         why = why.replace("There is no lower", "The allocator could not place it even at 8 bits. There is no lower")
     return cls(why, hint)

@@ -141,7 +141,7 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
         extra = [DFC_FINETUNE_LINE, *extra]
     recipe = recipe_for(opts.hw_arch)
     report_rung = fallback and recipe == RECIPE_HAILO10H and mode.name == "keys01"
-    own = bool([ln for ln in extra if ln.strip()]) or opts.optimization_level != 0 or opts.compression_level != 0 \
+    own = any(ln.strip() for ln in extra) or opts.optimization_level != 0 or opts.compression_level != 0 \
         or (opts.calib_batch_size not in (None, REPORT_BATCH))
     ladder = build_ladder(requested, opts.hw_arch, fallback, own_settings=own and report_rung)
     if requested.attention_sixteen_bit:

@@ -61,7 +61,7 @@ REPORT_SOURCE = ('Hailo Community forum, community.hailo.ai: a user\'s follow-up
 #: what a Hailo-10H 16-bit rung writes beside its a16 lines: (line, the public files it is in)
 ZOO_A16_LINES = (
     ("model_optimization_config(globals, multiproc_policy=disabled)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
-    ("pre_quantization_optimization(ew_add_fusing, policy=disabled)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
+    (EW_ADD_UNFUSED, (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
     ("pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
      "bit_decomposition_mode=uniform_precision)", (ZOO_CLIP_TEXT,)),
 )
@@ -169,7 +169,8 @@ def build_model_script(
         if command:
             lines.append(MASK_COMMAND)
         if profile.sixteen_bit:
-            return _hailo10h_sixteen_bit(lines, profile, sites, extra_lines, command)
+            _hailo10h_sixteen_bit(lines, profile, sites, command)
+            return _with_extra(lines, extra_lines)
     else:
         lines.append("# recipe: the model zoo's transformer text encoders (all_minilm_l6_v2, bert_base_uncased)")
         if command:
@@ -182,6 +183,11 @@ def build_model_script(
             continue
         lines.append(f"# {group}: {SITE_GROUPS[group].description}")
         lines.append(f"quantization_param([{', '.join(layers)}], precision_mode=a16_w16)")
+    return _with_extra(lines, extra_lines)
+
+
+def _with_extra(lines: list[str], extra_lines) -> str:
+    """The script's text: ``lines``, then the user's own (--alls-extra) under a comment."""
     extra = [ln.rstrip() for ln in extra_lines if ln.strip()]
     if extra:
         lines.append("# user lines (--alls-extra)")
@@ -194,9 +200,9 @@ def _sourced(lines: list[str], line: str, files) -> None:
     lines.append(line)
 
 
-def _hailo10h_sixteen_bit(lines: list[str], profile: PrecisionProfile, sites: dict, extra_lines, command: bool) -> str:
-    """The rest of a Hailo-10H 16-bit rung's script after the report's lines: every line under a
-    comment naming its public source."""
+def _hailo10h_sixteen_bit(lines: list[str], profile: PrecisionProfile, sites: dict, command: bool) -> None:
+    """Appends the rest of a Hailo-10H 16-bit rung's script after the report's lines (the user's
+    lines follow): every line under a comment naming its public source."""
     if command:
         lines.append("# note: the zoo's Hailo-10H text encoders have no mask input; these lines are not shown "
                      "together with set_input_mask_to_softmax() in any public script")
@@ -221,11 +227,6 @@ def _hailo10h_sixteen_bit(lines: list[str], profile: PrecisionProfile, sites: di
         lines.append(f"quantization_param([{', '.join(layers)}], precision_mode=a16_w16)")
     for line, files in ZOO_A16_TAIL:
         _sourced(lines, line, files)
-    extra = [ln.rstrip() for ln in extra_lines if ln.strip()]
-    if extra:
-        lines.append("# user lines (--alls-extra)")
-        lines += extra
-    return "\n".join(lines) + "\n"
 
 
 def script_commands(script: str) -> list[str]:

@@ -3,7 +3,7 @@
 
 Everything here is verified against that fake only, never against Hailo's Dataflow Compiler:
 the fake reproduces the public report's behaviour (3-D inputs lifted to 4-D, IndexError on 3-D
-calibration, BackendAllocatorException on any 16-bit layer and NegativeSlopeExponentNonFixable
+calibration, BackendAllocatorException on a 16-bit attention layer and NegativeSlopeExponentNonFixable
 with negative_exponent at an 8-bit softmax on DFC 5.3.x + hailo10h, outputs in another channel
 basis), not the real SDK.
 """

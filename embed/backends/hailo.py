@@ -281,8 +281,9 @@ class HailoBackend(Backend):
         self.bundle = bundle
         self.batch_size = int(batch_size)
         self.timeout_ms = int(settings.HAILO_TIMEOUT_MS.value() or timeout_ms)
-        if multi_process_service is None and settings.HAILO_SERVICE.value():
-            multi_process_service = settings.HAILO_SERVICE.value().lower() in ("1", "true", "yes", "on")
+        service = settings.HAILO_SERVICE.value()
+        if multi_process_service is None and service:
+            multi_process_service = service.lower() in ("1", "true", "yes", "on")
         if device_batch is None:
             # Bulk work (index, backfill, calibration) fills the device in batches; a query goes
             # alone at HailoRT's default batch 1, the lowest latency.
