@@ -14,8 +14,8 @@ from __future__ import annotations
 import io
 
 from .extract_base import ExtractedText, ExtractionError, clean_text
-from .extract_zip import (drop_read, iter_xml, joined, local_name, open_archive, part_name, read_part, text_blocks,
-                          xml_root)
+from .extract_zip import (count_text, drop_read, iter_xml, joined, local_name, open_archive, part_name, read_part,
+                          text_blocks, xml_root)
 
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
@@ -26,14 +26,6 @@ MAX_SECTIONS = 5_000
 
 def _text(node) -> str:
     return " ".join("".join(node.itertext()).split())
-
-
-def _check(counter: list[int], add: int, what: str, max_chars: int | None) -> None:
-    from .extract_base import too_much_text
-
-    counter[0] += add
-    if max_chars is not None and counter[0] > max_chars:
-        raise too_much_text(what, max_chars)
 
 
 # -- OpenDocument ----------------------------------------------------------------------------
@@ -72,7 +64,7 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
             if depth == 0:
                 text = _odf_text(elem)
                 if text:
-                    _check(counter, len(text), what, max_chars)
+                    count_text(counter, len(text), what, max_chars)
                     target = row if row is not None else (sections[-1][1] if sections else loose)
                     target.append(text)
         elif local == "table-cell" and row is not None:
@@ -175,7 +167,7 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
         for _, el in iter_xml(zf, "xl/sharedStrings.xml", what, tag="{*}si"):
             text = "".join(t.text or "" for t in el.iter("{*}t"))
             shared.append(text)
-            _check(counter, len(text), what, max_chars)
+            count_text(counter, len(text), what, max_chars)
             drop_read(el)
     sections: list[tuple[str, str]] = []
     for sheet in (el for el in book.iter() if local_name(el) == "sheet"):
@@ -190,7 +182,7 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
             line = " | ".join(c for c in cells if c)
             if line:
                 rows.write(line + "\n")
-                _check(counter, len(line), what, max_chars)
+                count_text(counter, len(line), what, max_chars)
             drop_read(el)
         sections.append((f"Sheet: {sheet.get('name') or len(sections) + 1}", rows.getvalue().rstrip("\n")))
     if not sections:

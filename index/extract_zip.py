@@ -141,12 +141,18 @@ def text_blocks(zf: zipfile.ZipFile, name: str, what: str, block_tags: frozenset
                 text = _element_text(elem, text_tags, tab_tags, break_tags, space_tags).strip()
                 if text:
                     blocks.append(text)
-                    counter[0] += len(text)
-                    if max_chars is not None and counter[0] > max_chars:
-                        raise too_much_text(what, max_chars)
+                    count_text(counter, len(text), what, max_chars)
         if depth == 0:  # drop what has been read, or a long part fills memory
             drop_read(elem)
     return blocks
+
+
+def count_text(counter: list[int], add: int, what: str, max_chars: int | None) -> None:
+    """``add`` characters more in ``counter[0]`` (a document's text so far); past ``max_chars``
+    the document is refused (the --max-size cap on the text of compressed formats)."""
+    counter[0] += add
+    if max_chars is not None and counter[0] > max_chars:
+        raise too_much_text(what, max_chars)
 
 
 def local_name(elem) -> str:
