@@ -26,7 +26,6 @@ def _eta(seconds: float | None) -> str:
     return f"ETA {s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"ETA {s // 60}:{s % 60:02d}"
 
 
-ENV_EVERY = settings.PROGRESS_SECONDS.name
 DEFAULT_EVERY_S = 60.0
 
 

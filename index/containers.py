@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 from hefsearch.embed.terminal_text import printable
 
 from .extract_base import ExtractedText, ExtractionError
-from .formats import CONTAINER_KINDS  # noqa: F401 - the kinds whose files hold member documents
+from .formats import CONTAINER_KINDS
 from .sync_types import Job
 
 

@@ -530,14 +530,15 @@ class _CrawlState:
 UNREADABLE = "permission denied"
 
 
-def document_kind(path: str | os.PathLike, supported: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+def document_kind(path: str | os.PathLike, supported: Mapping[str, str]) -> tuple[str | None, str]:
     """Whether ``hefsearch index`` reads the regular file ``path`` as a document: (its kind, "")
-    or (None, why not). The one decision the crawler, ``compile calib --from`` and the watcher
-    share: a known suffix (``supported``: the built-in table plus the library's extra suffixes)
-    gives the kind, ``NAME.gz`` is judged by ``NAME``, and a name without a file-type suffix
-    (``NEWS``, ``Apache-2.0``, ``ls.1.gz``) is text when its first bytes are."""
+    or (None, why not). The crawler's decision (``compile calib --from`` takes the crawl's; the
+    watcher applies its name stage, :func:`~hefsearch.index.filetypes.may_be_indexed`): a known
+    suffix (``supported``: :func:`~hefsearch.index.filetypes.indexed_suffixes`) gives the kind,
+    ``NAME.gz`` is judged by ``NAME``, and a name without a file-type suffix (``NEWS``,
+    ``Apache-2.0``, ``ls.1.gz``) is text when its first bytes are."""
     path = Path(path)
-    kind, look = filetypes.kind_by_name(path, SUPPORTED_SUFFIXES if supported is None else supported)
+    kind, look = filetypes.kind_by_name(path, supported)
     if kind is not None:
         return kind, ""
     if not look:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .extract_base import ExtractedText, ExtractionError, clean_text, too_much_text
 from .extract_html import html_to_text
-from .extract_zip import joined, open_archive, part_name, read_part, xml_root
+from .extract_zip import joined, local_name, open_archive, part_name, read_part, xml_root
 
 #: chapters one book may have
 MAX_CHAPTERS = 5_000
@@ -18,23 +18,18 @@ MAX_CHAPTERS = 5_000
 MAX_CHAPTER_BYTES = 64 << 20
 
 
-def _local(elem) -> str:
-    tag = elem.tag
-    return tag.rpartition("}")[2] if isinstance(tag, str) else ""
-
-
 def extract_epub(data: bytes, max_chars: int | None = None) -> ExtractedText:
     """The extractor of the ``epub`` kind."""
     what = "EPUB"
     zf = open_archive(data, what)
     container = xml_root(zf, "META-INF/container.xml", what)
-    opf_name = next((el.get("full-path") for el in container.iter() if _local(el) == "rootfile"), None)
+    opf_name = next((el.get("full-path") for el in container.iter() if local_name(el) == "rootfile"), None)
     if not opf_name or part_name("", opf_name) is None:
         raise ExtractionError(f"{what} is corrupt: META-INF/container.xml names no package file")
     opf = xml_root(zf, part_name("", opf_name), what)
     opf_name = part_name("", opf_name)
-    manifest = {el.get("id"): el.get("href") or "" for el in opf.iter() if _local(el) == "item"}
-    spine = [el.get("idref") for el in opf.iter() if _local(el) == "itemref" and el.get("linear") != "no"]
+    manifest = {el.get("id"): el.get("href") or "" for el in opf.iter() if local_name(el) == "item"}
+    spine = [el.get("idref") for el in opf.iter() if local_name(el) == "itemref" and el.get("linear") != "no"]
     if len(spine) > MAX_CHAPTERS:
         raise ExtractionError(f"{what} has {len(spine)} chapters; refusing (limit {MAX_CHAPTERS})")
     sections: list[tuple[str, str]] = []

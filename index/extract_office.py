@@ -14,7 +14,8 @@ from __future__ import annotations
 import io
 
 from .extract_base import ExtractedText, ExtractionError, clean_text
-from .extract_zip import iter_xml, joined, open_archive, part_name, read_part, text_blocks, xml_root
+from .extract_zip import (count_text, drop_read, iter_xml, joined, local_name, open_archive, part_name, read_part,
+                          text_blocks, xml_root)
 
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
@@ -23,29 +24,8 @@ _DRAW = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
 MAX_SECTIONS = 5_000
 
 
-def _local(elem) -> str:
-    tag = elem.tag
-    return tag.rpartition("}")[2] if isinstance(tag, str) else ""
-
-
-def _clear(elem) -> None:
-    elem.clear(keep_tail=False)
-    parent = elem.getparent()
-    if parent is not None:
-        while elem.getprevious() is not None:
-            del parent[0]
-
-
 def _text(node) -> str:
     return " ".join("".join(node.itertext()).split())
-
-
-def _check(counter: list[int], add: int, what: str, max_chars: int | None) -> None:
-    from .extract_base import too_much_text
-
-    counter[0] += add
-    if max_chars is not None and counter[0] > max_chars:
-        raise too_much_text(what, max_chars)
 
 
 # -- OpenDocument ----------------------------------------------------------------------------
@@ -65,7 +45,7 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
     row: list[str] | None = None
     depth = 0  # inside a paragraph or heading
     for event, elem in iter_xml(zf, "content.xml", what, events=("start", "end")):
-        local = _local(elem)
+        local = local_name(elem)
         if event == "start":
             if sheets and elem.tag == f"{{{_TABLE}}}table" and row is None and not depth:
                 sections.append((f"Sheet: {elem.get(f'{{{_TABLE}}}name') or len(sections) + 1}", []))
@@ -84,7 +64,7 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
             if depth == 0:
                 text = _odf_text(elem)
                 if text:
-                    _check(counter, len(text), what, max_chars)
+                    count_text(counter, len(text), what, max_chars)
                     target = row if row is not None else (sections[-1][1] if sections else loose)
                     target.append(text)
         elif local == "table-cell" and row is not None:
@@ -96,7 +76,7 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
                 (sections[-1][1] if sections else loose).append(line)
             row = None
         if depth == 0 and row is None:
-            _clear(elem)
+            drop_read(elem)
     if not sections:
         return ExtractedText(text=clean_text("\n\n".join(loose)))
     text, spans = joined([(label, "\n\n".join(blocks)) for label, blocks in sections])
@@ -110,7 +90,7 @@ def _odf_text(elem) -> str:
     out: list[str] = []
     skip = 0
     for event, node in etree.iterwalk(elem, events=("start", "end")):
-        local = _local(node)
+        local = local_name(node)
         if event == "start":
             if local in ("note", "annotation"):
                 skip += 1
@@ -158,7 +138,7 @@ def extract_pptx(data: bytes, max_chars: int | None = None) -> ExtractedText:
     zf = open_archive(data, what)
     pres = xml_root(zf, "ppt/presentation.xml", what)
     rels = _rels(zf, "ppt/presentation.xml", what)
-    order = [rels.get(el.get(_R)) for el in pres.iter() if _local(el) == "sldId"]
+    order = [rels.get(el.get(_R)) for el in pres.iter() if local_name(el) == "sldId"]
     counter = [0]
     sections: list[tuple[str, str]] = []
     for number, name in enumerate((n for n in order if n), start=1):
@@ -187,10 +167,10 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
         for _, el in iter_xml(zf, "xl/sharedStrings.xml", what, tag="{*}si"):
             text = "".join(t.text or "" for t in el.iter("{*}t"))
             shared.append(text)
-            _check(counter, len(text), what, max_chars)
-            _clear(el)
+            count_text(counter, len(text), what, max_chars)
+            drop_read(el)
     sections: list[tuple[str, str]] = []
-    for sheet in (el for el in book.iter() if _local(el) == "sheet"):
+    for sheet in (el for el in book.iter() if local_name(el) == "sheet"):
         if len(sections) >= MAX_SECTIONS:
             raise ExtractionError(f"{what} has more than {MAX_SECTIONS} sheets; refusing")
         name = rels.get(sheet.get(_R))
@@ -202,8 +182,8 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
             line = " | ".join(c for c in cells if c)
             if line:
                 rows.write(line + "\n")
-                _check(counter, len(line), what, max_chars)
-            _clear(el)
+                count_text(counter, len(line), what, max_chars)
+            drop_read(el)
         sections.append((f"Sheet: {sheet.get('name') or len(sections) + 1}", rows.getvalue().rstrip("\n")))
     if not sections:
         raise ExtractionError(f"{what} is corrupt: no sheets listed in xl/workbook.xml")

@@ -131,7 +131,7 @@ def text_blocks(zf: zipfile.ZipFile, name: str, what: str, block_tags: frozenset
     blocks: list[str] = []
     depth = 0
     for event, elem in iter_xml(zf, name, what, events=("start", "end")):
-        local = _local(elem)
+        local = local_name(elem)
         if event == "start":
             depth += local in block_tags
             continue
@@ -141,21 +141,34 @@ def text_blocks(zf: zipfile.ZipFile, name: str, what: str, block_tags: frozenset
                 text = _element_text(elem, text_tags, tab_tags, break_tags, space_tags).strip()
                 if text:
                     blocks.append(text)
-                    counter[0] += len(text)
-                    if max_chars is not None and counter[0] > max_chars:
-                        raise too_much_text(what, max_chars)
-        if depth == 0:
-            elem.clear(keep_tail=False)
-            parent = elem.getparent()
-            if parent is not None:  # drop what has been read, or a long part fills memory
-                while elem.getprevious() is not None:
-                    del parent[0]
+                    count_text(counter, len(text), what, max_chars)
+        if depth == 0:  # drop what has been read, or a long part fills memory
+            drop_read(elem)
     return blocks
 
 
-def _local(elem) -> str:
+def count_text(counter: list[int], add: int, what: str, max_chars: int | None) -> None:
+    """``add`` characters more in ``counter[0]`` (a document's text so far); past ``max_chars``
+    the document is refused (the --max-size cap on the text of compressed formats)."""
+    counter[0] += add
+    if max_chars is not None and counter[0] > max_chars:
+        raise too_much_text(what, max_chars)
+
+
+def local_name(elem) -> str:
+    """An element's tag without its namespace ("" for a comment or processing instruction)."""
     tag = elem.tag
     return tag.rpartition("}")[2] if isinstance(tag, str) else ""
+
+
+def drop_read(elem) -> None:
+    """Free an element read in a streaming pass, and the siblings before it, so memory stays
+    bounded by what is being read, not by the whole part."""
+    elem.clear(keep_tail=False)
+    parent = elem.getparent()
+    if parent is not None:
+        while elem.getprevious() is not None:
+            del parent[0]
 
 
 def _element_text(elem, text_tags, tab_tags, break_tags, space_tags) -> str:
@@ -164,7 +177,7 @@ def _element_text(elem, text_tags, tab_tags, break_tags, space_tags) -> str:
 
     out: list[str] = []
     for event, node in etree.iterwalk(elem, events=("start", "end")):
-        local = _local(node)
+        local = local_name(node)
         if event == "start":
             if local in tab_tags:
                 out.append("\t")

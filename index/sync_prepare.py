@@ -16,7 +16,7 @@ from hefsearch.embed.errors import HefsearchError
 from hefsearch.embed.terminal_text import printable
 
 from . import ocr
-from .containers import CONTAINER_KINDS
+from .formats import CONTAINER_KINDS
 from .sync_types import Job
 
 if TYPE_CHECKING:  # pragma: no cover
