@@ -56,7 +56,7 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
             hint="supported: " + ", ".join(sorted(SUPPORTED_SUFFIXES)),
         )
     data = read_regular_file(path, max_bytes=max_bytes)
-    data = _decompressed(path, data, max_bytes)
+    data = decompressed(path, data, max_bytes)
     fmt = BY_KIND.get(kind)
     if fmt is None:
         raise ExtractionError(f"{path.name}: no extractor for kind '{kind}'")
@@ -65,7 +65,7 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
     return doc
 
 
-def _decompressed(path: Path, data: bytes, max_bytes: int | None) -> bytes:
+def decompressed(path: Path, data: bytes, max_bytes: int | None) -> bytes:
     """``data`` decompressed when ``path`` ends in .gz/.bz2/.xz (the --max-size cap applies to
     the decompressed bytes: a gzip bomb stops there, with a reason), else ``data``."""
     from .filetypes import CompressionBomb, CorruptCompressed, compression_of, decompress

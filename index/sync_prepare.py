@@ -65,12 +65,12 @@ def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int)
     """A file with pages to read by OCR (an image, a PDF's pages without text), after the
     files with text: each page within the OCR budget (:mod:`hefsearch.index.ocr`); a page that
     fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``."""
-    from .extract import read_regular_file
+    from .extract import decompressed, read_regular_file
     from .extract_image import extract_image
     from .extract_pdf import extract_pdf_ocr
 
-    try:
-        data = read_regular_file(Path(job.path), max_bytes=max_bytes)
+    try:  # scan.pdf.gz: read through, as the text pass read it
+        data = decompressed(Path(job.path), read_regular_file(Path(job.path), max_bytes=max_bytes), max_bytes)
         if job.kind == "image":
             doc = extract_image(data, max_bytes)
         else:

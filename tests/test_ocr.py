@@ -96,3 +96,18 @@ def test_a_page_over_its_budget_is_reported_and_the_rest_indexed(tmp_path, encod
 def test_a_page_over_its_memory_budget_fails_cleanly():
     with pytest.raises(ocr.ExtractionError, match="budget"):
         ocr.ocr_image(render_page(["MEMORY"]), memory_bytes=8 * 2**20)
+
+
+def test_a_compressed_scan_is_read_through_for_ocr(tmp_path, encoder):
+    """scan.pdf.gz: the text pass reads it through, and so must the OCR pass (it was handed the
+    gzip bytes)."""
+    import gzip
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "scan.pdf.gz").write_bytes(gzip.compress(_mixed_pdf()))
+    lib = Library.open(tmp_path / "lib")
+    r = sync(lib, [docs], [encoder])
+    assert r.failed == [] and r.ocr_pages == 1
+    assert lib.query("SELECT COUNT(*) FROM chunks WHERE text LIKE '%PELICAN%'") == [(1,)]
+    lib.close()
