@@ -122,7 +122,7 @@ class WatchLock:
 
     def update(self, **values) -> None:
         """Merge ``values`` into the state file (atomic; best effort on a full disk)."""
-        from hefsearch.embed.atomic_write import write_json_atomic
+        from hefsearch.base.atomic_write import write_json_atomic
 
         self.state.update(values, pid=os.getpid(), updated=_now())
         with contextlib.suppress(OSError):

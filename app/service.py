@@ -17,7 +17,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.index import documents
 from hefsearch.search.api import MAX_QUERY_CHARS, MODES, prepare_query
 from hefsearch.search.filters import Filters, make_filters

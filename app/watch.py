@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.index.crawl import IGNORE_FILE, is_under
 
 from .freshness import WatchLock
@@ -352,7 +352,7 @@ class Watcher:
 
 def _has_documents_under(library, path: str) -> bool:
     from hefsearch.index import documents
-    from hefsearch.embed.terminal_text import printable
+    from hefsearch.base.terminal_text import printable
 
     return documents.any_under(library.query, printable(path))
 

@@ -73,7 +73,7 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
 
 
 def _write_hardware_report(path, bundle, library) -> None:
-    from hefsearch.embed.atomic_write import write_json_atomic
+    from hefsearch.base.atomic_write import write_json_atomic
     from hefsearch.diagnose.hardware_report import _json_default, build_report, summary
 
     report = build_report(bundle, library, say=lambda m: click.echo(f"report: {m} ...", err=True))

@@ -311,7 +311,7 @@ def _recorded_roots(library, err) -> list[str]:
     disk) is left out with a warning, and what is indexed from it stays."""
     import os
 
-    from hefsearch.embed.terminal_text import for_terminal
+    from hefsearch.base.terminal_text import for_terminal
 
     roots = library.recorded_roots()
     if not roots:
@@ -332,7 +332,7 @@ def shown(path) -> str:
     """A path inside a markup string: neither markup nor control characters."""
     from rich.markup import escape
 
-    from hefsearch.embed.terminal_text import for_terminal
+    from hefsearch.base.terminal_text import for_terminal
 
     return escape(for_terminal(str(path)))
 
@@ -351,7 +351,7 @@ def _print_actors(console, actors: list[dict]) -> None:
     come from the nodes: text, never markup)."""
     from rich.text import Text
 
-    from hefsearch.embed.terminal_text import for_terminal
+    from hefsearch.base.terminal_text import for_terminal
 
     for a in actors:
         line = f"{a['actor']}: {a['frames']} frames in {a['batches']} batches, {a['frames_per_s']:.1f} frames/s"

@@ -118,7 +118,7 @@ def check_factory(factory: str, dims: list[int]) -> int:
     add, search, save (:mod:`hefsearch.index.factory_check`; some strings FAISS accepts abort
     or segfault it later, which would stop every index run). A factory FAISS cannot run is
     refused now, with FAISS's reason. Returns the vectors it needs to train (0: none)."""
-    from hefsearch.embed.errors import HefsearchError
+    from hefsearch.base.errors import HefsearchError
     from hefsearch.index.factory_check import check_factory as run_check
 
     if not factory.strip():

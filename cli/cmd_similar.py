@@ -14,7 +14,7 @@ from .options import echo_json, filter_options, json_option, library_option
 def resolve_target(library, target: str | None, chunk_id: int | None) -> tuple[int | None, int | None]:
     """(chunk id, document id) for ``PATH`` (a whole document), ``PATH:N`` (its N-th chunk,
     from 1) or ``--id``; a path the library does not hold is an error."""
-    from hefsearch.embed.terminal_text import printable
+    from hefsearch.base.terminal_text import printable
 
     if chunk_id is not None:
         return chunk_id, None

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from hefsearch.embed import settings
+from hefsearch.base import settings
 
 from .options import library_option
 
@@ -43,7 +43,7 @@ def print_watch_event(event) -> None:
     """One line per watcher event on stderr (the journal, under systemd)."""
     from datetime import datetime
 
-    from hefsearch.embed.terminal_text import for_terminal
+    from hefsearch.base.terminal_text import for_terminal
 
     colour = {"error": "red", "busy": "yellow", "mode": "yellow"}.get(event.kind)
     click.secho(f"{datetime.now():%H:%M:%S} {for_terminal(event.message)}", fg=colour, err=True)

@@ -13,8 +13,8 @@ import sys
 
 import click
 
-from hefsearch.embed.errors import HefsearchError
-from hefsearch.embed.versions import hefsearch_version
+from hefsearch.base.errors import HefsearchError
+from hefsearch.base.versions import hefsearch_version
 
 #: verb -> "module:attribute" under hefsearch.cli
 COMMANDS = {
@@ -59,7 +59,7 @@ class LazyGroup(click.Group):
 
 
 def report_error(e: HefsearchError) -> None:
-    from hefsearch.embed.terminal_text import for_terminal  # messages quote file names and documents
+    from hefsearch.base.terminal_text import for_terminal  # messages quote file names and documents
 
     click.secho(f"Error: {for_terminal(e.message, multiline=True)}", fg="red", err=True)
     if e.hint:
@@ -68,10 +68,10 @@ def report_error(e: HefsearchError) -> None:
 
 class TerminalSafeFormatter(logging.Formatter):
     """Log lines as a terminal may show them: the file names and document text that warnings
-    quote cannot drive it (:func:`~hefsearch.embed.terminal_text.for_terminal`)."""
+    quote cannot drive it (:func:`~hefsearch.base.terminal_text.for_terminal`)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from hefsearch.embed.terminal_text import for_terminal
+        from hefsearch.base.terminal_text import for_terminal
 
         return for_terminal(super().format(record), multiline=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from hefsearch.embed import settings
+from hefsearch.base import settings
 
 
 @contextlib.contextmanager
@@ -55,7 +55,7 @@ def recorded_server(library_path, token: str | None,
     out (:mod:`hefsearch.serve.trust`); (None, None, why not) when a record is there but not
     used; (None, None, None) when there is none. A server that needs a token and was given none
     gets the default token file's (read only then: a broken one matters only when needed)."""
-    from hefsearch.embed.errors import HefsearchError
+    from hefsearch.base.errors import HefsearchError
     from hefsearch.index.library import resolve_library_path
     from hefsearch.serve.trust import Untrusted, trusted_server
 

@@ -9,7 +9,7 @@ import json
 
 import click
 
-from hefsearch.embed import settings
+from hefsearch.base import settings
 
 LIBRARY_HELP = ("Library: a name (a folder in hefsearch's data dir) or a path. Default: the data dir's "
                 "'library' ($HEFSEARCH_HOME overrides the data dir). Env: HEFSEARCH_LIBRARY.")

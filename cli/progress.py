@@ -13,7 +13,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from hefsearch.embed import settings
+from hefsearch.base import settings
 
 PHASES = {"scan": "Scanning", "remove": "Removing deleted files", "index": "Indexing",
           "backfill": "Back-filling spaces", "done": "Done", "ocr": "OCR"}

@@ -3,7 +3,7 @@ quality report, as rich tables. Pure formatting of what the library functions re
 verbs decide what to run and import this module only when they print (it loads rich).
 
 Text, not markup, wherever a file name or chunk text is shown: either may hold "[/]" or "[bold]";
-and each goes through :func:`~hefsearch.embed.terminal_text.for_terminal` first: either may hold ESC,
+and each goes through :func:`~hefsearch.base.terminal_text.for_terminal` first: either may hold ESC,
 BEL, a newline or a bidi override, which would otherwise drive the terminal.
 """
 
@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hefsearch.embed.terminal_text import for_terminal
+from hefsearch.base.terminal_text import for_terminal
 from hefsearch.index.crawl import skipped_text
 
 #: rows of a file/reason table after which the rest is summarised in one line

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hefsearch.embed.bundle import Bundle
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 ORIGINAL = "original"
 ROBUST = "robust"

@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hefsearch.embed.atomic_write import write_json_atomic
+from hefsearch.base.atomic_write import write_json_atomic
 
 STATE_FILE = "state.json"
 _STATE_VERSION = 1

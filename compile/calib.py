@@ -28,9 +28,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hefsearch.embed import samples
-from hefsearch.embed.atomic_write import write_atomic
+from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle, sha256_file
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.host import HostPipeline
 
 log = logging.getLogger("hefsearch.compile")
@@ -129,7 +129,7 @@ def collect_chunks(
 ) -> tuple[list[tuple[str, int]], int, int, int]:
     """(chunks as (text, tokens), files read, files failed, files skipped), reading documents in
     a seeded random order until the pool holds ``target`` chunks or the documents run out."""
-    from hefsearch.embed.terminal_text import printable
+    from hefsearch.base.terminal_text import printable
     from hefsearch.index.chunk import chunk_text
     from hefsearch.index.crawl import DEFAULT_MAX_BYTES, FoundFile, crawl
     from hefsearch.index.extract import extract

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hefsearch.embed.atomic_write import write_bytes_atomic
+from hefsearch.base.atomic_write import write_bytes_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry
 from hefsearch.embed import space_names
-from hefsearch.embed.errors import ExportError
+from hefsearch.base.errors import ExportError
 
 KIND = space_names.CPU_INT8
 FILE = "encoder.cpu-int8.onnx"

@@ -3,7 +3,7 @@ Torch is imported only when a device is resolved."""
 
 from __future__ import annotations
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 #: torch device names (not hefsearch backends): auto picks CUDA when torch sees a GPU
 AUTO, CUDA, CPU = "auto", "cuda", "cpu"

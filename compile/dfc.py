@@ -65,9 +65,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from hefsearch.embed.atomic_write import write_bytes_atomic
+from hefsearch.base.atomic_write import write_bytes_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
 from hefsearch.embed.precision import PrecisionProfile
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.base.errors import BackendUnavailable, HefsearchError
 from hefsearch.embed.precision import PrecisionProfile
 
 

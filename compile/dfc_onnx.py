@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from hefsearch.embed.bundle import Bundle
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.host import HostPipeline
 from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
 from hefsearch.embed.samples import VERIFY_TEXTS

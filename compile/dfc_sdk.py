@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from hefsearch.embed.mask_layout import hef_mask_mode
-from hefsearch.embed.versions import major_version
+from hefsearch.base.versions import major_version
 
 from .dfc_errors import CompileError, DfcUnavailable, MaskCommandMissing
 from .model_script import MASK_COMMAND

@@ -20,9 +20,9 @@ from typing import Callable
 
 import numpy as np
 
-from hefsearch.embed.atomic_write import fsync_dir, fsync_tree, write_json_atomic
+from hefsearch.base.atomic_write import fsync_dir, fsync_tree, write_json_atomic
 from hefsearch.embed.bundle import SCHEMA_VERSION, EncoderEntry, sha256_file
-from hefsearch.embed.errors import ExportError, ModelNotFound
+from hefsearch.base.errors import ExportError, ModelNotFound
 from hefsearch.embed.samples import VERIFY_TEXTS
 
 from .body import DEFAULT_MASK_VALUE, export_body_onnx

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from hefsearch.embed.errors import ModelNotFound
+from hefsearch.base.errors import ModelNotFound
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from hefsearch.embed.atomic_write import write_atomic
+from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry
-from hefsearch.embed.errors import ExportError
+from hefsearch.base.errors import ExportError
 from hefsearch.embed.precision import PrecisionProfile, load_profile
 from hefsearch.embed.samples import VERIFY_TEXTS
 from hefsearch.embed import space_names

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.mask_layout import MaskLayout
 
 from .dfc_onnx import EMBEDDINGS, MASK

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hefsearch.embed.atomic_write import write_atomic
+from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry
 from hefsearch.embed.precision import load_profile
 

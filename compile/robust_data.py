@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from hefsearch.embed.bundle import Bundle
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.host import l2_normalize, mean_pool
 
 from .bodies import resolve_body

@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from hefsearch.embed.atomic_write import write_atomic
+from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.precision import PrecisionProfile, classify_onnx_node
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.precision import SITE_GROUPS, PrecisionProfile, classify_onnx_node
 
 

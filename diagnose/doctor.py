@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hefsearch.embed.errors import HefsearchError
-from hefsearch.embed.versions import major_version
+from hefsearch.base.errors import HefsearchError
+from hefsearch.base.versions import major_version
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 

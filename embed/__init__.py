@@ -6,7 +6,7 @@ when opened.
 
 from .bundle import Bundle, EncoderEntry
 from .encoder import EncodeStats, Encoder
-from .errors import BackendUnavailable, BundleError, DeviceError, HefsearchError
+from hefsearch.base.errors import BackendUnavailable, BundleError, DeviceError, HefsearchError
 
 __all__ = [
     "Bundle",

@@ -30,9 +30,9 @@ from typing import Iterable
 
 import numpy as np
 
-from .atomic_write import write_json_atomic
-from .errors import BundleError
-from .locations import cache_dir
+from hefsearch.base.atomic_write import write_json_atomic
+from hefsearch.base.errors import BundleError
+from hefsearch.base.locations import cache_dir
 
 log = logging.getLogger("hefsearch.embed")
 

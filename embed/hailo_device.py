@@ -22,9 +22,9 @@ import re
 import stat
 from dataclasses import dataclass
 
-from . import settings
-from .errors import BackendUnavailable, DeviceError
-from .versions import major_version
+from hefsearch.base import settings
+from hefsearch.base.errors import BackendUnavailable, DeviceError
+from hefsearch.base.versions import major_version
 
 #: the one device to open (a PCIe address as Device.scan() lists it) on a machine with several
 ENV_DEVICE = settings.HAILO_DEVICE.name

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import settings
+from hefsearch.base import settings
 from .hef_contract import StreamSpec
-from .versions import major_version
+from hefsearch.base.versions import major_version
 
 #: the stream types: auto (native on HailoRT 5.x, FLOAT32 on 4.x), float32 or native
 ENV_STREAMS = settings.HAILO_STREAMS.name

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from .mask_layout import MaskLayout
 
 #: host-side orders whose buffer is [h, w, c]: HailoRT maps FCR/F8CR to an NHWC host buffer, and

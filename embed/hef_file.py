@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bundle import Bundle, EncoderEntry
-from .errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from .hailo_device import import_hailort
 from .hef_contract import ContractCheck, HefContract, StreamSpec, check_contract
 

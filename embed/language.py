@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from .errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 #: the library that identifies languages (recorded in a space's fingerprint, see post_transform)
 IDENTIFIER = "py3langid"

@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from . import settings
-from .atomic_write import TMP_SUFFIX, fsync_dir, fsync_tree
-from .errors import BundleError
+from hefsearch.base import settings
+from hefsearch.base.atomic_write import TMP_SUFFIX, fsync_dir, fsync_tree
+from hefsearch.base.errors import BundleError
 
 log = logging.getLogger("hefsearch.embed")
 
@@ -115,7 +115,7 @@ class BodyFile:
 
 
 def ort_cache_dir() -> Path:
-    from .locations import cache_dir
+    from hefsearch.base.locations import cache_dir
 
     return cache_dir() / "ort"
 

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from .errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 BIT_WIDTHS = (8, 16)
 MASK_MODES = ("softmax", "additive")

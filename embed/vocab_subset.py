@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .bundle import Bundle, sha256_file
-from .locations import cache_dir
+from hefsearch.base.locations import cache_dir
 
 #: vocabularies smaller than this load quickly enough whole (MiniLM's WordPiece: 30k)
 MIN_VOCAB = 100_000

@@ -48,7 +48,7 @@ def _load(path: Path) -> dict[tuple[int, bytes], np.ndarray]:
 
 def _save(path: Path, ids: list[int], hashes: list[bytes], vectors: np.ndarray) -> str | None:
     """Write the cache atomically; the reason when it cannot be written."""
-    from hefsearch.embed.atomic_write import write_bytes_atomic
+    from hefsearch.base.atomic_write import write_bytes_atomic
 
     buf = io.BytesIO()
     np.savez(buf, ids=np.asarray(ids, np.int64), hashes=np.array(hashes, dtype="S12"), vectors=vectors)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 from hefsearch.embed import metrics as M
 from hefsearch.embed import space_names

@@ -22,7 +22,7 @@ import io
 import os
 from typing import Callable, Iterator
 
-from hefsearch.embed.terminal_text import printable
+from hefsearch.base.terminal_text import printable
 
 from .extract_base import ExtractedText, ExtractionError
 from .formats import CONTAINER_KINDS

@@ -18,7 +18,7 @@ Common secret files (keys, ``.env``, ``.netrc``, ``.ssh/`` ...) are ignored by a
 that a ``!pattern`` line in a ``.hefsearchignore`` can override.
 
 Names are kept as the operating system gives them (undecodable bytes as lone surrogates, so the
-file can be opened again); ``hefsearch.embed.terminal_text.printable`` turns one into text that is
+file can be opened again); ``hefsearch.base.terminal_text.printable`` turns one into text that is
 safe to store (SQLite, JSON), ``for_terminal`` there into text that is safe to print.
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hefsearch.embed.terminal_text import printable
+from hefsearch.base.terminal_text import printable
 from hefsearch.index.formats import STREAMED_KINDS, SUPPORTED_SUFFIXES
 
 from . import filetypes

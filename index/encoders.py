@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hefsearch.embed import settings
-from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.base import settings
+from hefsearch.base.errors import BackendUnavailable, HefsearchError
 from hefsearch.embed.space_names import FP32_SPACE
 
 from .errors import LibraryError
@@ -59,7 +59,7 @@ class BundleChoice:
 
 
 def _default_bundle_file() -> Path:
-    from hefsearch.embed.locations import data_dir
+    from hefsearch.base.locations import data_dir
 
     return data_dir() / DEFAULT_BUNDLE_FILE
 
@@ -75,7 +75,7 @@ def default_bundle() -> str | None:
 
 def remember_default_bundle(path: str | Path) -> None:
     """Make ``path`` the bundle later commands use when none is named (best effort)."""
-    from hefsearch.embed.atomic_write import write_json_atomic
+    from hefsearch.base.atomic_write import write_json_atomic
 
     target = _default_bundle_file()
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 
 class LibraryError(HefsearchError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 
 class ExtractionError(HefsearchError):

@@ -27,7 +27,7 @@ import zlib
 from pathlib import PurePath
 from typing import Callable, Mapping
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 #: how much of a file the content check reads (and decompresses)
 SNIFF_BYTES = 8192

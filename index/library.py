@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from hefsearch.embed import settings
-from hefsearch.embed.errors import HefsearchError
-from hefsearch.embed.locations import data_dir  # the data folder; also part of index's API
+from hefsearch.base import settings
+from hefsearch.base.errors import HefsearchError
+from hefsearch.base.locations import data_dir  # the data folder; also part of index's API
 
 from . import documents, store
 from .documents import ChunkRecord  # noqa: F401  (part of the library's API)

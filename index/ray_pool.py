@@ -60,7 +60,7 @@ import numpy as np
 from hefsearch.embed.backends import AUTO_ORDER, load_backend_class
 from hefsearch.embed.backends.base import Backend
 from hefsearch.embed.encoder import Encoder
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.fingerprint import space_fingerprint
 from hefsearch.embed.reference import REFERENCE_BACKEND
 from hefsearch.embed.space_names import FP32_SPACE

@@ -284,7 +284,7 @@ def _ray_log_level() -> int:
 
 
 def _log_path() -> Path:
-    from hefsearch.embed.locations import cache_dir
+    from hefsearch.base.locations import cache_dir
 
     return cache_dir() / LOG_NAME
 

@@ -33,10 +33,10 @@ from typing import Callable
 
 import numpy as np
 
-from hefsearch.embed.errors import BackendUnavailable, HefsearchError
+from hefsearch.base.errors import BackendUnavailable, HefsearchError
 from hefsearch.embed.reference import REFERENCE_BACKEND
 from hefsearch.embed.space_names import FP32_SPACE
-from hefsearch.embed.versions import hefsearch_version
+from hefsearch.base.versions import hefsearch_version
 
 INSTALL_HINT = "Install it with: pip install 'hefsearch[ray]' (on the driver and on every node of the cluster)."
 
@@ -57,7 +57,7 @@ def import_ray():
 
 def materialise_bundle(key: str, refs: dict) -> Path:
     """The bundle on this node: ``<cache>/ray-bundles/<key>``, written once (atomic rename)."""
-    from hefsearch.embed.locations import cache_dir
+    from hefsearch.base.locations import cache_dir
 
     root = cache_dir() / "ray-bundles"
     dest = root / key

@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from hefsearch.embed.atomic_write import fsync_dir, write_atomic
+from hefsearch.base.atomic_write import fsync_dir, write_atomic
 
 from .errors import SpaceError
 from .space_ids import IdSet, _with_room, in_sorted, sorted_ids

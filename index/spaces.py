@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from hefsearch.embed.atomic_write import write_atomic
+from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.fingerprint import describe_difference
 
 from .errors import FingerprintMismatch, SpaceError

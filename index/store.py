@@ -49,7 +49,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 from .errors import LibraryBusy, LibraryError
 

@@ -9,7 +9,7 @@ kept (status ``stale``) rather than lost. Indexed data is only removed when its 
 unreadable or over ``--max-size`` right now, keep what is indexed, and the failure says so.
 
 File names are kept as the OS gives them (undecodable bytes as lone surrogates) to open the
-file; ``documents.path`` holds the printable form (:func:`~hefsearch.embed.terminal_text.printable`)
+file; ``documents.path`` holds the printable form (:func:`~hefsearch.base.terminal_text.printable`)
 and ``documents.path_bytes`` the real name when the two differ, so such a file is matched,
 found unchanged and removed like any other.
 
@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from hefsearch.embed.errors import HefsearchError
-from hefsearch.embed.terminal_text import printable
+from hefsearch.base.errors import HefsearchError
+from hefsearch.base.terminal_text import printable
 
 from . import documents
 from .containers import attach_members, split_members

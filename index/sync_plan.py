@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hefsearch.embed.terminal_text import printable
+from hefsearch.base.terminal_text import printable
 
 from .crawl import FAILED_SKIPS, LINK_SKIPS, NOTED_SKIPS
 from .sync_types import Job, ProgressEvent, SyncOptions, SyncReport

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from hefsearch.embed.errors import HefsearchError
-from hefsearch.embed.terminal_text import printable
+from hefsearch.base.errors import HefsearchError
+from hefsearch.base.terminal_text import printable
 
 from . import ocr
 from .formats import CONTAINER_KINDS

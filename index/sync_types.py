@@ -11,7 +11,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from hefsearch.embed.terminal_text import printable
+from hefsearch.base.terminal_text import printable
 
 from .crawl import DEFAULT_MAX_BYTES
 from .errors import LibraryError

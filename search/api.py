@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 
-from hefsearch.embed.errors import BackendUnavailable, DeviceError, HefsearchError
+from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError
 from hefsearch.embed.space_names import FP32_SPACE
 from hefsearch.index.formats import CONTAINER_KINDS
 

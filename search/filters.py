@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 from .keyword import filter_sql
 

@@ -64,10 +64,10 @@ def clean_text(text: str) -> str:
 def path_pattern(pattern: str) -> str:
     """A path glob in the form the library stores paths: bytes that are not UTF-8 (lone
     surrogates from the shell) become ``\\xNN`` escapes, as in the stored file names (the
-    crawler's :func:`~hefsearch.embed.terminal_text.printable`)."""
+    crawler's :func:`~hefsearch.base.terminal_text.printable`)."""
     if not _SURROGATE.search(pattern):
         return pattern
-    from hefsearch.embed.terminal_text import printable
+    from hefsearch.base.terminal_text import printable
 
     return printable(pattern)
 

@@ -42,7 +42,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.post_transform import LanguageNeutral, from_spec
 
 from .derived_space import write_derived_space

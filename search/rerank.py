@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.space_names import FP32_SPACE, NEUTRAL_SUFFIX, is_quantised
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -58,7 +58,7 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
     ``mcp_session_idle_s`` is closed."""
     from fastapi import FastAPI
 
-    from hefsearch.embed.versions import hefsearch_version
+    from hefsearch.base.versions import hefsearch_version
 
     limits = service.limits
     mcp_app = None if mcp_server is None else _mcp_app(mcp_server, limits, token=token, loopback=loopback,

@@ -19,7 +19,7 @@ import functools
 import json
 import logging
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 from .schema import WholeNumber  # noqa: F401 - named in the tools' signatures (read by the SDK)
 
@@ -39,7 +39,7 @@ def make_mcp(service, *, name: str = "hefsearch"):
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
-    from hefsearch.embed.versions import hefsearch_version
+    from hefsearch.base.versions import hefsearch_version
 
     server = MCPServer(name, instructions=INSTRUCTIONS, version=hefsearch_version(), log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,

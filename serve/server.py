@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 log = logging.getLogger("hefsearch.serve")
 
@@ -62,7 +62,7 @@ def needs_token(host: str) -> bool:
 
 
 def default_token_file() -> Path:
-    from hefsearch.embed.locations import data_dir
+    from hefsearch.base.locations import data_dir
 
     return data_dir() / TOKEN_FILE
 
@@ -281,7 +281,7 @@ def url_host(host: str) -> str:
 def _start_watcher(config: ServeConfig, session):
     from hefsearch.app.watch import Watcher
 
-    from hefsearch.embed.terminal_text import for_terminal
+    from hefsearch.base.terminal_text import for_terminal
 
     def say(event):
         config.say(f"watch: {for_terminal(event.message)}")
@@ -297,7 +297,7 @@ def _run_watcher(watcher, config) -> None:
     try:
         watcher.run()
     except HefsearchError as e:  # the message may name a file: escaped as every other line
-        from hefsearch.embed.terminal_text import for_terminal
+        from hefsearch.base.terminal_text import for_terminal
 
         config.say(for_terminal(f"watch stopped: {e.message}" + (f" ({e.hint})" if e.hint else "")))
 

@@ -27,7 +27,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 
 from .server import SERVE_STATE
 

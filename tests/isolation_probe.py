@@ -15,7 +15,7 @@ import pytest
 def written():
     import platformdirs
 
-    from hefsearch.embed.locations import cache_dir, data_dir
+    from hefsearch.base.locations import cache_dir, data_dir
 
     folders = [data_dir(), cache_dir(), Path(platformdirs.user_config_dir("hefsearch", appauthor=False))]
     for folder in folders:

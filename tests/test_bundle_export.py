@@ -47,7 +47,7 @@ def test_manifest_records_scheme_and_pooling(tiny_bert_bundle, tiny_xlmr_bundle)
 
 def test_export_refuses_non_empty_out(tiny_bert_model, tmp_path):
     from hefsearch.compile.export import export_bundle
-    from hefsearch.embed.errors import ExportError
+    from hefsearch.base.errors import ExportError
 
     (tmp_path / "junk.txt").write_text("x")
     with pytest.raises(ExportError, match="not empty"):
@@ -71,7 +71,7 @@ def test_prefixes_are_recorded_and_applied(tiny_bert_model, tmp_path):
 
 def test_unknown_model_is_a_fast_clear_error(tmp_path, monkeypatch):
     from hefsearch.compile.export import resolve_model
-    from hefsearch.embed.errors import ModelNotFound
+    from hefsearch.base.errors import ModelNotFound
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))

@@ -14,7 +14,7 @@ import pytest
 from hefsearch.embed.backends import resolve_backend_name
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.encoder import Encoder
-from hefsearch.embed.errors import BackendUnavailable, DeviceError
+from hefsearch.base.errors import BackendUnavailable, DeviceError
 from hefsearch.embed.hef_contract import HefContractError
 from hefsearch.embed.samples import VERIFY_TEXTS
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle, edit_fake_hef

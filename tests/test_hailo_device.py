@@ -16,7 +16,7 @@ import pytest
 
 from hefsearch.embed.hailo_device import same_device
 from hefsearch.embed.encoder import Encoder
-from hefsearch.embed.errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from hefsearch.embed.samples import VERIFY_TEXTS
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle
 from tests.test_hailo_backend import holding_process

@@ -88,7 +88,7 @@ def test_auto_on_hailort5_sends_and_reads_native_types(fake_hailo, tiny_bert_bun
 
 
 def test_the_env_chooses_the_stream_types(fake_hailo, tiny_bert_bundle, tmp_path, monkeypatch):
-    from hefsearch.embed.errors import BackendUnavailable
+    from hefsearch.base.errors import BackendUnavailable
 
     path = _bundle(tiny_bert_bundle, tmp_path)
     monkeypatch.setenv("HEFSEARCH_HAILO_STREAMS", "float32")

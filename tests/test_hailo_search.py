@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from hefsearch.embed.encoder import Encoder
-from hefsearch.embed.errors import DeviceError
+from hefsearch.base.errors import DeviceError
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search.api import Searcher

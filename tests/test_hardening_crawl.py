@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from hefsearch.embed import Encoder
-from hefsearch.embed.terminal_text import printable
+from hefsearch.base.terminal_text import printable
 from hefsearch.index import sync as sync_module
 from hefsearch.index import sync_prepare as prepare_module  # the extraction thread's module
 from hefsearch.index.crawl import FoundFile, SkippedFile, crawl

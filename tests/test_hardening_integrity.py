@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.embed import bundle as bundle_mod
-from hefsearch.embed.atomic_write import write_atomic, write_bytes_atomic, write_json_atomic
+from hefsearch.base.atomic_write import write_atomic, write_bytes_atomic, write_json_atomic
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.encoder import Encoder
-from hefsearch.embed.errors import BundleError
+from hefsearch.base.errors import BundleError
 from hefsearch.index.errors import SpaceError
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import INDEX_FILE, make_index

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.cli.main import TerminalSafeFormatter, main
-from hefsearch.embed.terminal_text import for_terminal
+from hefsearch.base.terminal_text import for_terminal
 
 TITLE = "\x1b]0;pwned\x07"
 RED = "\x1b[31mred\x1b[0m"

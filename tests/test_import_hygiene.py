@@ -23,7 +23,7 @@ def _loaded_after(stmt: str) -> set[str]:
 def test_core_packages_import_no_heavy_or_hardware_modules():
     """Every module of embed/ too, the backends and the Hailo device and HEF modules among them:
     they import HailoRT only when called."""
-    embed = _modules("embed") + [f"hefsearch.embed.backends.{p.stem}" for p in sorted((REPO / "embed" / "backends").glob("*.py"))
+    embed = _modules("base") + _modules("embed") + [f"hefsearch.embed.backends.{p.stem}" for p in sorted((REPO / "embed" / "backends").glob("*.py"))
                                  if p.stem != "__init__"]
     assert {"hefsearch.embed.hailo_device", "hefsearch.embed.hef_file", "hefsearch.embed.backends.hailo"} <= set(embed)
     loaded = _loaded_after("import hefsearch.embed, hefsearch.index, hefsearch.search, hefsearch.cli.main\n"

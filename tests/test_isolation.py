@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def seen_by_module_fixture():
-    from hefsearch.embed.locations import cache_dir, data_dir
+    from hefsearch.base.locations import cache_dir, data_dir
 
     return {"data": data_dir(), "cache": cache_dir(),
             **{v: Path(os.environ[v]) for v in isolation.XDG_VARS}}

@@ -2,6 +2,7 @@
 (module level and inside functions, relative ones resolved, ``importlib.import_module`` with a
 literal name) goes along an allowed edge.
 
+    base <- every other package       (locations, settings, errors, terminal text; imports nothing)
     embed <- index <- search <- evaluate <- diagnose
     compile -> embed, index
     app -> search, index, embed            (the application layer under every front end)
@@ -14,7 +15,7 @@ function that no test calls still counts. A new package needs a row in ALLOWED (
 pyproject's package-dir); a failure names the file, the line and the edge.
 
 The one error root is checked the same way: a public exception class may not derive from a
-built-in exception directly, only (through others) from embed/errors.py's HefsearchError, which
+built-in exception directly, only (through others) from base/errors.py's HefsearchError, which
 the CLI prints as a message with a hint instead of a traceback.
 """
 
@@ -30,16 +31,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 # package -> the packages it may import (what it may use, not only what it uses today).
 ALLOWED: dict[str, set[str]] = {
-    "embed": set(),
-    "index": {"embed"},
-    "search": {"embed", "index"},
-    "evaluate": {"embed", "index", "search"},
-    "diagnose": {"embed", "index", "search", "evaluate"},
-    "compile": {"embed", "index", "evaluate"},
-    "app": {"embed", "index", "search"},
-    "serve": {"embed", "index", "search", "app"},
-    "tui": {"embed", "index", "search", "app"},
-    "cli": {"embed", "index", "search", "evaluate", "diagnose", "compile", "app", "serve", "tui"},
+    "base": set(),
+    "embed": {"base"},
+    "index": {"base", "embed"},
+    "search": {"base", "embed", "index"},
+    "evaluate": {"base", "embed", "index", "search"},
+    "diagnose": {"base", "embed", "index", "search", "evaluate"},
+    "compile": {"base", "embed", "index", "evaluate"},
+    "app": {"base", "embed", "index", "search"},
+    "serve": {"base", "embed", "index", "search", "app"},
+    "tui": {"base", "embed", "index", "search", "app"},
+    "cli": {"base", "embed", "index", "search", "evaluate", "diagnose", "compile", "app", "serve", "tui"},
     "hefsearch": {"cli"},
 }
 
@@ -170,7 +172,7 @@ def test_every_public_error_derives_from_hefsearch_error():
                 direct = [b.id for b in node.bases if isinstance(b, ast.Name) and b.id in builtin_errors]
                 if direct and node.name != "HefsearchError":
                     wrong.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.name}({', '.join(direct)})")
-    assert not wrong, "errors must derive from hefsearch.embed.errors.HefsearchError:\n" + "\n".join(wrong)
+    assert not wrong, "errors must derive from hefsearch.base.errors.HefsearchError:\n" + "\n".join(wrong)
 
 
 def test_the_scanner_sees_function_level_and_relative_imports():

@@ -165,7 +165,7 @@ def test_progress_events(tmp_path, encoder):
 
 
 def test_missing_root_is_an_error_and_changes_nothing(tmp_path, encoder):
-    from hefsearch.embed.errors import HefsearchError
+    from hefsearch.base.errors import HefsearchError
 
     lib = Library.open(tmp_path / "lib")
     with pytest.raises(HefsearchError, match="does not exist"):

@@ -1,4 +1,4 @@
-"""embed/locations.py decides the data, cache and config folders, for every env combination,
+"""base/locations.py decides the data, cache and config folders, for every env combination,
 and the modules that keep files there follow it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hefsearch.embed import locations
+from hefsearch.base import locations
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG layout is Linux's")
 

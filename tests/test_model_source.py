@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hefsearch.compile import model_source as ms
-from hefsearch.embed.errors import ModelNotFound
+from hefsearch.base.errors import ModelNotFound
 
 E5 = ms.DEFAULT_MULTILINGUAL.repo_id
 #: What the hub lists for intfloat/multilingual-e5-small (abridged): two weight formats, ONNX

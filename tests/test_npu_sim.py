@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hefsearch.embed import Bundle, Encoder
-from hefsearch.embed.errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from hefsearch.embed.precision import SITE_GROUPS, PrecisionProfile
 from hefsearch.embed import metrics as M
 from tests.models import CORPUS

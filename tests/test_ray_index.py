@@ -23,7 +23,7 @@ from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.errors import FingerprintMismatch
 from hefsearch.embed.bundle import Bundle
-from hefsearch.embed.errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from hefsearch.index.ray_pool import RayEncoder, RayPoolError, _placement
 from hefsearch.index.ray_worker import device_for_rank, open_bundle_encoder, ranks_on_nodes
 from hefsearch.index.sync import SyncOptions, sync

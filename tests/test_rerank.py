@@ -242,7 +242,7 @@ def test_cli_search_rerank_switch_and_what_the_answer_says(npu_only_library):
 def test_server_and_mcp_take_the_rerank_argument(npu_only_library, sim_bundle):
     from hefsearch.app.service import LibraryService
     from hefsearch.app.session import LibrarySession
-    from hefsearch.embed.errors import HefsearchError
+    from hefsearch.base.errors import HefsearchError
 
     with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
         R.backfill(npu_only_library, cpu)

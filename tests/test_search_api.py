@@ -13,7 +13,7 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.embed.backends import REGISTRY
 from hefsearch.embed.backends.base import Backend
-from hefsearch.embed.errors import BackendUnavailable, DeviceError
+from hefsearch.base.errors import BackendUnavailable, DeviceError
 from hefsearch.index.errors import FingerprintMismatch
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync

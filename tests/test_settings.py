@@ -1,4 +1,4 @@
-"""Every HEFSEARCH_* variable is declared once in embed/settings.py and read through it."""
+"""Every HEFSEARCH_* variable is declared once in base/settings.py and read through it."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import ast
 import re
 from pathlib import Path
 
-from hefsearch.embed import settings
+from hefsearch.base import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 _NAME = re.compile("HEFSEARCH_[A-Z][A-Z_]*")
-PACKAGES = ("app", "cli", "compile", "diagnose", "embed", "evaluate", "index", "search", "serve", "tui",
+PACKAGES = ("app", "base", "cli", "compile", "diagnose", "embed", "evaluate", "index", "search", "serve", "tui",
             "hefsearch")
 
 
@@ -43,11 +43,11 @@ def test_no_product_module_reads_a_hefsearch_variable_directly():
     offenders = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path == ROOT / "embed" / "settings.py":
+            if path == ROOT / "base" / "settings.py":
                 continue
             lines = _direct_reads(ast.parse(path.read_text(encoding="utf-8")))
             offenders += [f"{path.relative_to(ROOT)}:{n}" for n in lines]
-    assert not offenders, "read HEFSEARCH_* through hefsearch.embed.settings: " + ", ".join(offenders)
+    assert not offenders, "read HEFSEARCH_* through hefsearch.base.settings: " + ", ".join(offenders)
 
 
 def test_the_check_catches_each_direct_form():

@@ -18,7 +18,7 @@ import numpy as np
 from hefsearch.embed.backends.base import Backend
 from hefsearch.embed.backends.cpu import CpuBackend
 from hefsearch.embed.encoder import Encoder
-from hefsearch.embed.errors import DeviceError
+from hefsearch.base.errors import DeviceError
 
 _DIARY = "\n\n".join(
     f"Day {i}: we walked along the river, counted {i * 3} boats and wrote postcards home."

@@ -16,7 +16,7 @@ they would cost 200-300 ms on the CPU and 700+ ms in the 8-bit simulation).
 Nothing a user's files or queries hold is read as markup: file names, chunk text, snippets and
 error messages reach the screen as ``Content``/``Text`` objects, and notifications are sent
 with ``markup=False`` (a file named ``[/]x.txt`` used to crash the library screen). Nor does
-any of it drive the terminal: it goes through :func:`~hefsearch.embed.terminal_text.for_terminal`
+any of it drive the terminal: it goes through :func:`~hefsearch.base.terminal_text.for_terminal`
 (``present.short_path``, ``one_line``, ``shown_text``, the library screen, notifications), so
 ESC sequences, BEL, newlines and bidi overrides in a name or a document show escaped.
 """
@@ -36,7 +36,7 @@ from textual.content import Content
 from textual.widgets import ContentSwitcher, Footer
 
 from hefsearch.search.api import EMPTY_QUERY_NOTICE
-from hefsearch.embed.terminal_text import for_terminal
+from hefsearch.base.terminal_text import for_terminal
 
 from .history import QueryHistory
 from .launch import LaunchError

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.index.filetypes import compression_of
 from hefsearch.index.formats import OPENER_KINDS, OPENER_SUFFIXES
 

@@ -14,7 +14,7 @@ from hefsearch.app.session import SearchRequest  # noqa: F401  (the app builds r
 # the spaces a comparison sets side by side: app/spaces.py (the server's /compare uses them too)
 from hefsearch.app.spaces import (compare_fix, is_fp32_space, is_quantised_space,  # noqa: F401
                                   pick_compare_spaces, space_label)
-from hefsearch.embed.terminal_text import for_terminal
+from hefsearch.base.terminal_text import for_terminal
 from hefsearch.index.formats import tui_filters
 
 #: file-type filter choices: label -> kinds passed to Searcher.search (None = all), from the
@@ -75,7 +75,7 @@ _MAN_SECTION = re.compile(r"man[0-9n][a-z0-9]*")
 
 def short_path(path: str, parts: int = 2) -> str:
     """The last ``parts`` components: enough to tell files apart in a narrow column; control
-    and bidi characters escaped (:func:`~hefsearch.embed.terminal_text.for_terminal`). A manual page
+    and bidi characters escaped (:func:`~hefsearch.base.terminal_text.for_terminal`). A manual page
     keeps its section and language folder (``de/man1/chsh.1.gz``, not three ``man1/chsh.1.gz``),
     and the section folder is never cut (``man1/chsh.1.gz`` in the narrowest column)."""
     p = PurePath(path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import logging
 
-from .. import settings
-from ..errors import BackendUnavailable
+from hefsearch.base import settings
+from hefsearch.base.errors import BackendUnavailable
 from ..reference import REFERENCE_BACKEND
 
 log = logging.getLogger("hefsearch.embed")

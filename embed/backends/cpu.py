@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import space_names
 from ..bundle import Bundle
-from ..errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from .onnx_body import OnnxBodyBackend, make_session
 
 __all__ = ["CpuBackend", "make_session"]

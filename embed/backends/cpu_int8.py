@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .. import space_names
 from ..bundle import Bundle
-from ..errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from .onnx_body import OnnxBodyBackend
 
 KIND = space_names.CPU_INT8

@@ -34,9 +34,10 @@ import threading
 
 import numpy as np
 
-from .. import settings, space_names
+from hefsearch.base import settings
+from .. import space_names
 from ..bundle import Bundle, EncoderEntry
-from ..errors import BackendUnavailable, DeviceError, HefsearchError
+from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError
 from ..hailo_device import (DEVICE_HINT, ENV_DEVICE, ENV_SERVICE, device_busy, find_device, hailo8_needs_4x,
                             import_hailort, is_hailo8_on_5x, is_out_of_devices, probe_devices, runtime_version,
                             scan_device_ids, service_running, status_code)
@@ -44,7 +45,7 @@ from ..hailo_streams import ENV_STREAMS, QMAX, STREAM_TYPES, FrameCost, exact_qu
     stream_quantiser
 from ..hef_contract import HefContract, OutputAssembler, StreamSpec, check_contract, to_stream
 from ..hef_file import hef_entries_for, precision_name, read_hef, spec_from_infer_stream
-from ..versions import major_version
+from hefsearch.base.versions import major_version
 from .base import Backend
 
 log = logging.getLogger("hefsearch.embed.hailo")

@@ -19,9 +19,10 @@ A library keeps its vectors in a space named ``npu-sim-<name>`` (``space_name``)
 from __future__ import annotations
 
 
-from .. import settings, space_names
+from hefsearch.base import settings
+from .. import space_names
 from ..bundle import Bundle, EncoderEntry
-from ..errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from .onnx_body import OnnxBodyBackend
 
 KIND = space_names.NPU_SIM

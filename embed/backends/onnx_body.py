@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from ..bundle import Bundle, EncoderEntry
-from ..errors import BackendUnavailable
+from hefsearch.base.errors import BackendUnavailable
 from ..ort_session import DEFAULT_PROVIDERS, BodyFile, make_session, open_body_session
 from .base import Backend
 

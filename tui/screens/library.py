@@ -15,7 +15,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, ProgressBar, Static
 
-from hefsearch.embed.terminal_text import for_terminal
+from hefsearch.base.terminal_text import for_terminal
 
 from ..present import space_label
 

@@ -10,7 +10,7 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Input, Select
 
-from hefsearch.embed.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError
 from hefsearch.search.api import MODES, prepare_query
 from hefsearch.search.filters import Filters, parse_filter_line
 
