@@ -1,7 +1,9 @@
 """Errors written for humans: what went wrong, where, and what to do next.
 
 Every error hefsearch raises on purpose derives from :class:`HefsearchError`. The CLI prints
-``message`` and ``hint`` on stderr and exits non-zero, never a traceback.
+``message`` and ``hint`` on stderr and exits with the error's ``exit_code``, never a traceback;
+the server answers with its ``http_status`` and the same message and hint. Both are decided here,
+by the error's class, and nowhere else.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ class HefsearchError(Exception):
     """Base error: ``message`` says what happened, ``hint`` what to do about it."""
 
     title = "error"
+    #: the CLI's exit status for this error (2: the run could not do what was asked)
+    exit_code = 2
+    #: the HTTP status the server answers with (400: the request cannot be served as asked)
+    http_status = 400
 
     def __init__(self, message: str, hint: str | None = None):
         super().__init__(message)
@@ -19,6 +25,13 @@ class HefsearchError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class NotFound(HefsearchError):
+    """What was asked for is not there: a chunk or document id the library does not have."""
+
+    title = "not found"
+    http_status = 404
 
 
 class BundleError(HefsearchError):

@@ -55,7 +55,7 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except HefsearchError as e:
             report_error(e)
-            sys.exit(2)
+            sys.exit(e.exit_code)
 
 
 def report_error(e: HefsearchError) -> None:
