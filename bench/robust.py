@@ -49,8 +49,8 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 
 def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
     """{space label: simulation name}, building the missing ones."""
-    from hefsearch.compile.bodies import resolve_body, stale_builds
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.body_choice import resolve_body, stale_builds
+    from hefsearch.compile.sim.build import build_sim
     from hefsearch.embed.bundle import Bundle
 
     out = {}
@@ -68,7 +68,7 @@ def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
 
 
 def open_encoders(bundle, sims: dict[str, str], robust: bool) -> dict:
-    from hefsearch.compile.bodies import resolve_body
+    from hefsearch.compile.body_choice import resolve_body
     from hefsearch.embed.backends.onnx_body import OnnxBodyBackend
     from hefsearch.embed.bundle import Bundle
     from hefsearch.embed.encoder import Encoder
@@ -228,7 +228,7 @@ def render(rows: dict) -> str:
 def train(bundle: str, steps: int, threads: int, say) -> dict:
     """``hefsearch compile robust`` in a child process (fresh start): wall time, peak RSS and
     what it recorded."""
-    from hefsearch.compile.bodies import ROBUST_KIND
+    from hefsearch.compile.body_choice import ROBUST_KIND
     from hefsearch.embed.bundle import Bundle
 
     cmd = [sys.executable, "-m", "hefsearch", "compile", "robust", bundle, "--steps", str(steps),

@@ -31,13 +31,13 @@ sys.path.insert(0, str(ROOT))
 
 def one(bundle: str, precision: str, body: str, run_batch: int) -> None:
     """In the child: build the simulation, print JSON with the seconds and peak RSS."""
-    from hefsearch.compile import sim_ranges
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim import ranges as sim_ranges
+    from hefsearch.compile.sim.build import build_sim
 
     sim_ranges.RUN_BATCH = run_batch
     measure = sim_ranges.measure_ranges
     sim_ranges.measure_ranges = lambda *a, **k: measure(*a, **{**k, "run_batch": run_batch})
-    import hefsearch.compile.npu_sim as npu_sim
+    import hefsearch.compile.sim.build as npu_sim
 
     npu_sim.measure_ranges = sim_ranges.measure_ranges
     t = time.perf_counter()

@@ -8,7 +8,7 @@ A compiled encoder body (ARCHITECTURE.md section 4) has two inputs and one logic
 - ``last_hidden_state``: SEQ x H per frame, possibly split over several output streams.
 
 The bundle manifest's HEF entry records, by role, the streams the compiled HEF has (read from
-the HEF after ``compile()``, see compile/dfc.py)::
+the HEF after ``compile()``, see compile/hef/build.py)::
 
     "inputs":  {"embeddings":     {"name": "<net>/input_layer1", "shape": [16, 8, 384]},
                 "attention_mask": {"name": "<net>/input_layer2", "shape": [16, 8, 1536]}},

@@ -69,7 +69,7 @@ def tiny_xlmr_model(tmp_path_factory) -> Path:
 
 
 def _export(model: Path, out: Path, **kw) -> Path:
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import export_bundle
 
     export_bundle(str(model), out, **kw)
     return out

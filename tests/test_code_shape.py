@@ -48,7 +48,7 @@ def test_no_function_over_60_lines_on_the_query_and_sync_paths():
 # The registry's keys and the CPU backend's own name are the definitions; every other module
 # asks embed/reference.py for the reference encoder.
 REFERENCE_DEFINED_IN = {"embed/reference.py", "embed/backends/__init__.py", "embed/backends/cpu.py",
-                        "compile/devices.py"}  # there "cpu" is a torch device, not a backend
+                        "compile/robust/devices.py"}  # there "cpu" is a torch device, not a backend
 
 
 def test_the_reference_backend_is_named_only_where_it_is_defined():

@@ -1,4 +1,4 @@
-"""Precision profiles (embed/precision.py), the DFC-facing ONNX variant (compile/dfc_onnx.py)
+"""Precision profiles (embed/precision.py), the DFC-facing ONNX variant (compile/hef/dfc_onnx.py)
 and the site mapping the model script relies on."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_dfc_onnx_variant_equals_encoder_onnx(which, mode, request, tmp_path):
     pytest.importorskip("onnx")
     import onnx
 
-    from hefsearch.compile.dfc_onnx import EMBEDDINGS, MASK, make_dfc_onnx, sample_inputs, verify_dfc_onnx
+    from hefsearch.compile.hef.dfc_onnx import EMBEDDINGS, MASK, make_dfc_onnx, sample_inputs, verify_dfc_onnx
     from hefsearch.embed.backends.cpu import make_session
 
     bundle = Bundle.open(request.getfixturevalue(which))
@@ -152,9 +152,9 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
     from hailo_sdk_client import ClientRunner
     from hailo_sdk_client.exposed_definitions import Dims
 
-    from hefsearch.compile.dfc import input_formats
-    from hefsearch.compile.dfc_onnx import make_dfc_onnx
-    from hefsearch.compile.model_script import MATMUL_CORRECTION, build_model_script, site_layers, sixteen_bit_layers
+    from hefsearch.compile.hef.build import input_formats
+    from hefsearch.compile.hef.dfc_onnx import make_dfc_onnx
+    from hefsearch.compile.hef.model_script import MATMUL_CORRECTION, build_model_script, site_layers, sixteen_bit_layers
 
     bundle = Bundle.open(tiny_bert_bundle)
     dfc = make_dfc_onnx(bundle, tmp_path / "dfc.onnx", 64)
@@ -199,7 +199,7 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
 def test_dfc_onnx_variant_of_real_minilm_is_exact(minilm_bundle, tmp_path):
     """Real weights (all-MiniLM-L6-v2): the DFC-facing body gives the same hidden states."""
     pytest.importorskip("onnx")
-    from hefsearch.compile.dfc_onnx import make_dfc_onnx, verify_dfc_onnx
+    from hefsearch.compile.hef.dfc_onnx import make_dfc_onnx, verify_dfc_onnx
     from hefsearch.embed.samples import VERIFY_TEXTS
 
     bundle = Bundle.open(minilm_bundle)

@@ -80,7 +80,7 @@ PAIRS = [
 def test_multilingual_parity_and_cross_lingual(tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import export_bundle
 
     model = Path(MULTI)
     e5 = "e5" in model.name.lower()

@@ -78,7 +78,7 @@ MULTI = os.environ.get("HEFSEARCH_TEST_MULTILINGUAL_MODEL")
 def test_cross_lingual_with_a_multilingual_model(tmp_path):
     """With a multilingual encoder the cross-lingual set is where vector search shines; the
     default hybrid must not lose to it. (Not run here: no multilingual weights offline.)"""
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import export_bundle
 
     model = Path(MULTI)
     e5 = "e5" in model.name.lower()

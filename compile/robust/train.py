@@ -10,7 +10,7 @@ One step, on a batch of training texts cut to ``max_tokens``:
    calibrates; the residual sums are held under the peaks they had after sink damping (a hinge),
    so the outliers that damping removed do not grow back;
 3. the **student under 8-bit fake quantisation** (the simulation's sites and LayerNorm
-   decomposition, those ranges, straight-through rounding; :mod:`hefsearch.compile.fake_quant`)
+   decomposition, those ranges, straight-through rounding; :mod:`hefsearch.compile.robust.fake_quant`)
    is distilled towards the teacher's sentence vectors (cosine plus the batch's similarity
    matrix): the 8-bit build's vectors are trained to be the original's.
 
@@ -41,10 +41,10 @@ from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.precision import PrecisionProfile, classify_onnx_node
 
-from .bodies import resolve_body
+from hefsearch.compile.body_choice import resolve_body
 from .devices import CPU
 from .fake_quant import NOMINAL, Quantiser, Variant, draw_variant
-from .robust_data import TrainData, length_buckets
+from .data import TrainData, length_buckets
 
 log = logging.getLogger("hefsearch.compile")
 
@@ -78,7 +78,7 @@ class Student:
     stream: tuple[str, ...]
     #: the residual sums (inputs of the LayerNorms after each sublayer): the hinge's tensors
     residuals: tuple[str, ...]
-    #: torch device the body and teacher run on (compile/devices.py)
+    #: torch device the body and teacher run on (compile/robust/devices.py)
     device: str = CPU
 
     def tensor(self, a: np.ndarray) -> torch.Tensor:
@@ -91,7 +91,7 @@ def make_student(bundle: Bundle, profile: PrecisionProfile, device: str = CPU) -
     import onnx
 
     from .onnx_torch import OnnxBody
-    from .sim_graph import prepare_graph
+    from hefsearch.compile.sim.graph import prepare_graph
 
     model = onnx.load(str(resolve_body(bundle).path(bundle)))
     sim = prepare_graph(model, profile, mask_mode="softmax", mask_value=-10000.0,

@@ -7,15 +7,15 @@ Those values are not spread over the text: in the BERT and XLM-R encoders measur
 neuron per layer writes 200-660 into one channel of the special tokens' residual sums, where
 99.9% of all values lie within 4-7. This step, in named stages:
 
-- **data** (:mod:`hefsearch.compile.robust_data`): the bundle's calibration pool
+- **data** (:mod:`hefsearch.compile.robust.data`): the bundle's calibration pool
   (``compile calib --from DOCS``: your own documents) plus the built-in multilingual sample
   texts, cut to ``max_tokens``, with the FP32 teacher's vectors; a tenth held out;
-- **student**: the body's own ONNX graph run in torch (:mod:`hefsearch.compile.onnx_torch`),
+- **student**: the body's own ONNX graph run in torch (:mod:`hefsearch.compile.robust.onnx_torch`),
   with the 8-bit simulation's site list;
-- **damp** (:mod:`hefsearch.compile.sink_damping`): those attention-sink neurons' output rows
+- **damp** (:mod:`hefsearch.compile.robust.sink_damping`): those attention-sink neurons' output rows
   scaled down until their push is at most ``sink_ratio`` times the layer's bulk (silent on every
   other token, so nothing else moves);
-- **train** (:mod:`hefsearch.compile.robust_train`): distillation from the original FP32 body,
+- **train** (:mod:`hefsearch.compile.robust.train`): distillation from the original FP32 body,
   every step in FP32 (token level, so the FP32 vectors stay the original's; the residual sums
   held under their damped peaks) and under 8-bit fake quantisation with a randomly drawn
   quantiser (min/max, widened or percentile ranges; per-channel or per-tensor, nearest or
@@ -44,9 +44,9 @@ from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry
 from hefsearch.embed.precision import load_profile
 
-from .bodies import ROBUST, ROBUST_FILE, ROBUST_KIND, resolve_body, stale_builds
+from hefsearch.compile.body_choice import ROBUST, ROBUST_FILE, ROBUST_KIND, resolve_body, stale_builds
 from .devices import AUTO, describe, resolve_device
-from .robust_data import RobustError, TrainData, training_data
+from .data import RobustError, TrainData, training_data
 
 WORK_DIR = "build/robust"
 
@@ -225,7 +225,7 @@ def damped_body_maker(say: Callable[[str], None] | None = None):
 def _fresh_start(student, data: TrainData, opts: RobustOptions, say):
     """Before step 1 of a new run: the original's held-out 8-bit error, sink damping, the
     damped body's, the hinge caps. Returns what the checkpoint keeps for a resumed run."""
-    from .robust_train import Fresh, holdout_cosines, residual_caps
+    from .train import Fresh, holdout_cosines, residual_caps
     from .sink_damping import DampingReport, damp_sinks
 
     before, _ = holdout_cosines(student, data)
@@ -244,8 +244,8 @@ def _fresh_start(student, data: TrainData, opts: RobustOptions, say):
 def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     import onnx
 
-    from .robust_train import STATE_FILE, TrainSettings, holdout_cosines, make_student, train
-    from .self_check import parallel_ranking, self_check
+    from .train import STATE_FILE, TrainSettings, holdout_cosines, make_student, train
+    from hefsearch.compile.self_check import parallel_ranking, self_check
 
     b = bundle if isinstance(bundle, Bundle) else Bundle.open(bundle)
     profile = load_profile(opts.precision)

@@ -25,9 +25,9 @@ It is a simulation: the ranges are plain min/max of FP32 activations and roundin
 nearest, so it predicts what a build choice costs, not a HEF's exact numbers. Biases and
 LayerNorm gamma/beta stay in float.
 
-The work is split by stage: :mod:`hefsearch.compile.sim_graph` rewrites the graph (LayerNorms
+The work is split by stage: :mod:`hefsearch.compile.sim.graph` rewrites the graph (LayerNorms
 decomposed, weights rounded, mask rescaled, sites listed; then the fake-quant nodes),
-:mod:`hefsearch.compile.sim_ranges` picks the calibration texts and measures the ranges, and
+:mod:`hefsearch.compile.sim.ranges` picks the calibration texts and measures the ranges, and
 this module names the variant, runs the stages, checks the result against FP32 and writes the
 file and the manifest entry.
 """
@@ -47,11 +47,11 @@ from hefsearch.embed.precision import PrecisionProfile, load_profile
 from hefsearch.embed.samples import VERIFY_TEXTS
 from hefsearch.embed import space_names
 
-from .bodies import Body, choose_body
-from .self_check import self_check
+from hefsearch.compile.body_choice import Body, choose_body
+from hefsearch.compile.self_check import self_check
 
-from .sim_graph import SimBuildError, SimGraph, insert_fake_quant, prepare_graph, with_site_outputs
-from .sim_ranges import (
+from .graph import SimBuildError, SimGraph, insert_fake_quant, prepare_graph, with_site_outputs
+from .ranges import (
     DEFAULT_CALIB_LIMIT, Calibration, calibration_from_bundle, calibration_from_texts, measure_ranges, parse_ranges,
 )
 
@@ -166,7 +166,7 @@ def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str
     """Consumes the command's arguments; produces the :class:`SimPlan` (stops on a bad mask,
     range estimator or weight granularity, or a missing body). ``body`` ``auto`` (the
     command's default) chooses as ``compile hef --body auto`` does for an all-8-bit build
-    (:func:`~hefsearch.compile.bodies.choose_body`, damping a multilingual bundle's body first
+    (:func:`~hefsearch.compile.body_choice.choose_body`, damping a multilingual bundle's body first
     when it has no robust one); None is the original."""
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
@@ -178,7 +178,7 @@ def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str
     say = progress or (lambda m: None)
     maker = None
     if (body or "").strip().lower() == "auto" and profile.is_all_8bit:
-        from .robust import damped_body_maker
+        from hefsearch.compile.robust.build import damped_body_maker
 
         maker = damped_body_maker(say)
     src, why = choose_body(bundle, body or "original", None, profile.is_all_8bit, maker)

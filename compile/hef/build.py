@@ -1,9 +1,9 @@
 """The Dataflow Compiler driver: bundle + calibration -> HEF, in stages that resume.
 
-    parse     DFC-facing ONNX (compile/dfc_onnx.py) -> translate_onnx_model -> parsed.har
-    preflight calibration arrays vs the parsed input layers (compile/preflight.py)
+    parse     DFC-facing ONNX (compile/hef/dfc_onnx.py) -> translate_onnx_model -> parsed.har
+    preflight calibration arrays vs the parsed input layers (compile/hef/preflight.py)
     optimize  model script from the precision profile -> optimize(calib) -> optimized-<key>.har
-    report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/emulator_report.py)
+    report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/hef/emulator_report.py)
     compile   runner.compile() -> encoder.<hw_arch>[.s<SEQ>].hef, manifest updated
 
 Each stage is one function (``parse_stage``, ``preflight_stage``, ``optimize_stage``,
@@ -14,10 +14,10 @@ keyed by what it depends on, so a re-run skips what is done: a failed compile ne
 optimisation that took hours.
 
 What the stages share lives beside this driver: the plan and the fallback ladder
-(:mod:`.hef_plan`), the DFC itself, its version and what it builds (:mod:`.dfc_sdk`, the only
+(:mod:`.plan`), the DFC itself, its version and what it builds (:mod:`.sdk`, the only
 module that imports ``hailo_sdk_client``, at call time), the errors and the walls recognised by
-name (:mod:`.dfc_errors`), ``state.json`` and ``build-report.json`` (:mod:`.build_record`), the
-model script (:mod:`.model_script`) and the streams the compiled HEF has (:mod:`.hef_streams`).
+name (:mod:`.errors`), ``state.json`` and ``build-report.json`` (:mod:`.build_record`), the
+model script (:mod:`.model_script`) and the streams the compiled HEF has (:mod:`.streams`).
 
 Verified against the contract fake in ``tests/fakes/hailo_sdk_client`` only (written from Hailo's
 public scripts and a public user report); no real Dataflow Compiler has run this code.
@@ -71,15 +71,15 @@ from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
 from hefsearch.embed.precision import PrecisionProfile
 
-from . import calib as calib_mod
-from .bodies import resolve_body
+from hefsearch.compile import calib as calib_mod
+from hefsearch.compile.body_choice import resolve_body
 from .build_record import Attempt, BuildState, stage_key, write_build_report
-from .dfc_errors import (NOT_A_DFC_FAILURE, SIXTEEN_BIT_COST, AllocatorCrash, CompileError, MaskCommandMissing,
+from .errors import (NOT_A_DFC_FAILURE, SIXTEEN_BIT_COST, AllocatorCrash, CompileError, MaskCommandMissing,
                          explain_wall, known_wall, message_of, report_script_failed)
 from .dfc_onnx import EMBEDDINGS, MASK, NET_NAME, OUTPUT, make_dfc_onnx, verify_dfc_onnx
-from .dfc_sdk import Sdk, check_dfc_target, load_sdk, probe_mask_command
-from .hef_plan import HefOptions, HefPlan, plan_build
-from .hef_streams import compiled_streams
+from .sdk import Sdk, check_dfc_target, load_sdk, probe_mask_command
+from .plan import HefOptions, HefPlan, plan_build
+from .streams import compiled_streams
 from .model_script import build_model_script, site_layers
 from .preflight import calibration_dict, input_layers, preflight
 

@@ -4,7 +4,7 @@ The walls are the two failures the public Hailo-10H report hit (DFC 5.3.0),
 ``BackendAllocatorException`` in compile() (or optimize()) and ``NegativeSlopeExponentNonFixable``
 in optimize(). :func:`known_wall` recognises them by name, also wrapped in another exception or
 named only in a message; the build steps down its fallback ladder on them
-(:mod:`hefsearch.compile.hef_plan`), and at the last rung :func:`explain_wall` says what to do.
+(:mod:`hefsearch.compile.hef.plan`), and at the last rung :func:`explain_wall` says what to do.
 
 They are not the only ones: the report's author later saw a cascade on the same chip and DFC
 (community thread 19530: an attention crash, then an a16 conv failing with a "nan exponent", then

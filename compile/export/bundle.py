@@ -25,7 +25,7 @@ from hefsearch.embed.bundle import SCHEMA_VERSION, EncoderEntry, sha256_file
 from hefsearch.base.errors import ExportError, ModelNotFound
 from hefsearch.embed.samples import VERIFY_TEXTS
 
-from .body import DEFAULT_MASK_VALUE, export_body_onnx
+from .torch_body import DEFAULT_MASK_VALUE, export_body_onnx
 from .model_source import WEIGHT_FILES, download_for_export, find_cached
 
 log = logging.getLogger("hefsearch.compile")
