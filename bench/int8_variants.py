@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _models import export_temp_bundle  # noqa: E402
-from encode import mixed_texts  # noqa: E402
+from hefsearch.bench.harness import export_temp_bundle
+from hefsearch.bench.encode import mixed_texts
 
 
 def build_variants(body: Path, bundle, folder: Path) -> dict[str, Path]:

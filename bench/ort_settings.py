@@ -15,16 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench._models import export_temp_bundle  # noqa: E402
+from hefsearch.bench.harness import export_temp_bundle
 
 SHAPES = [(32, 256), (32, 64), (4, 12)]
 

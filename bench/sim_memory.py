@@ -25,9 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 
 def one(bundle: str, precision: str, body: str, run_batch: int) -> None:
     """In the child: build the simulation, print JSON with the seconds and peak RSS."""
@@ -70,7 +67,7 @@ def main() -> None:
             bundle = Path(tmp) / "bundle"
             shutil.copytree(a.bundle, bundle, ignore=shutil.ignore_patterns("encoder.npu-sim.*", "build"))
         else:
-            from bench._models import export_temp_bundle
+            from hefsearch.bench.harness import export_temp_bundle
 
             bundle = export_temp_bundle(tmp=Path(tmp))
         load = os.getloadavg()[0]

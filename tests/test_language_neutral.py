@@ -226,7 +226,7 @@ MULTI = os.environ.get("HEFSEARCH_TEST_MULTILINGUAL_MODEL")
 def test_real_multilingual_model_ranks_more_translations_first(tmp_path):
     """The bundled parallel set, every sentence a document and a query for its translation:
     the default transform raises first-place hits (0.78 -> 0.90 with multilingual-e5-small)."""
-    from bench.crosslingual import top_docs
+    from hefsearch.bench.crosslingual import top_docs
     from hefsearch.compile.export.bundle import export_bundle
     from hefsearch.evaluate.parallel import load_parallel
     from hefsearch.search.language_neutral import DEFAULT_ALPHA, MIN_CHUNKS

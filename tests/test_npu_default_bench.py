@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_heldout_set_is_consistent_and_mostly_cross_lingual(tmp_path):
     sys.path.insert(0, str(ROOT))
     try:
-        from bench.multilingual_heldout import DOCS, QUERIES
-        from bench.npu_default import query_kinds, write_heldout
+        from hefsearch.bench.multilingual_heldout import DOCS, QUERIES
+        from hefsearch.bench.npu_default import query_kinds, write_heldout
     finally:
         sys.path.remove(str(ROOT))
     from hefsearch.embed.language import identify_all

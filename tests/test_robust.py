@@ -371,7 +371,7 @@ def test_sink_damping_finds_the_planted_neuron_and_leaves_other_tokens_alone(out
 def test_the_robust_bench_measures_every_space_against_the_original(trained, corpus, tmp_path, monkeypatch):
     """bench/robust.py end to end on the tiny model: the spaces it names exist, FP32 is its own
     reference, and the robust body's 8-bit space is closer to FP32 than the original's."""
-    from bench import robust as bench
+    from hefsearch.bench import robust as bench
 
     path = tmp_path / "b"
     shutil.copytree(trained[0], path, ignore=shutil.ignore_patterns("build"))
@@ -419,7 +419,7 @@ def test_the_site_group_bench_names_every_group_and_sees_the_training(trained, t
     original body in FP32 is its own reference, rounding everything costs more than rounding
     weights only, and the robust body's all-8-bit vectors are closer to FP32 than the
     original's (the training's effect, measured by another code path than the simulation)."""
-    from bench import site_groups as bench
+    from hefsearch.bench import site_groups as bench
 
     texts = _unseen_texts()
     rows = {body: bench.measure(str(trained[0]), body, texts, 16, lambda m: None) for body in ("original", "robust")}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.retrieval_sets import (CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES, NUMBER_DOCS,
+from hefsearch.bench.retrieval_sets import (CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES, NUMBER_DOCS,
                                   NUMBER_QUERIES, evaluate, write_docs)
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
