@@ -6,53 +6,21 @@
     report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/hef/emulator_report.py)
     compile   runner.compile() -> encoder.<hw_arch>[.s<SEQ>].hef, manifest updated
 
-Each stage is one function (``parse_stage``, ``preflight_stage``, ``optimize_stage``,
-``report_stage``, ``compile_stage``; ``plan_build`` checks the options first) that returns a
-small dataclass for the next; :func:`build_hef` only runs them and walks the fallback ladder.
-Every stage saves its result in the work folder (default ``BUNDLE/build/<hw_arch>.s<SEQ>/``)
-keyed by what it depends on, so a re-run skips what is done: a failed compile never redoes an
-optimisation that took hours.
+Each stage is one function (``parse_stage`` ... ``compile_stage``; ``plan_build`` checks the
+options first) that returns a small dataclass for the next; :func:`build_hef` only runs them and
+walks the fallback ladder. Every stage saves its result in the work folder (default
+``BUNDLE/build/<hw_arch>.s<SEQ>/``) keyed by what it depends on, so a failed compile never
+redoes an optimisation that took hours. Beside this driver: the plan and ladder (:mod:`.plan`),
+the DFC and its version (:mod:`.sdk`, the only importer of ``hailo_sdk_client``), errors and walls
+(:mod:`.errors`), ``state.json`` and ``build-report.json`` (:mod:`.build_record`), the model
+script (:mod:`.model_script`) and the compiled HEF's streams (:mod:`.streams`).
 
-What the stages share lives beside this driver: the plan and the fallback ladder
-(:mod:`.plan`), the DFC itself, its version and what it builds (:mod:`.sdk`, the only
-module that imports ``hailo_sdk_client``, at call time), the errors and the walls recognised by
-name (:mod:`.errors`), ``state.json`` and ``build-report.json`` (:mod:`.build_record`), the
-model script (:mod:`.model_script`) and the streams the compiled HEF has (:mod:`.streams`).
-
-Verified against the contract fake in ``tests/fakes/hailo_sdk_client`` only (written from Hailo's
-public scripts and a public user report); no real Dataflow Compiler has run this code.
-
-Defaults per chip (what is on record; docs/hailo-facts.md has the sources):
-
-- ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report on
-  the Hailo Community forum, community.hailo.ai, DFC 5.3.0): mask mode ``keys01``
-  (:mod:`hefsearch.embed.mask_layout`) and that report's model script
-  (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``zoo-a16`` (16
-  bits where the zoo's Hailo-10H text encoders put them, with the zoo's lines), and on *any*
-  failure of it, whatever the exception class, it goes straight to the report's 8-bit script,
-  exactly (the report's author later saw a cascade of failures under classes that are not
-  public; intermediate rungs would cost another optimisation each). docs/compiling.md says why
-  a 16-bit rung comes first at all and what it costs without a GPU.
-- ``hailo8`` / ``hailo8l``: the model zoo's all_minilm_l6_v2 recipe (mask mode ``scores01``,
-  the zoo's script) on DFC 3.34+, where the zoo uses ``set_input_mask_to_softmax()``; on other
-  DFC 3.x the command is probed on the parsed network and, when it is missing and no ``--mask``
-  was given, the build switches to the zoo's BERT recipe (``additive``). The ladder steps down
-  group by group (FFN output projections, LayerNorm internals, residual adds, a8).
-
-Known failure modes and what happens:
-
-- no DFC: :class:`DfcUnavailable` with how to get it (x86_64 Linux, Python 3.10-3.12, the
-  Hailo AI Software Suite or the DFC wheel from Hailo's Developer Zone);
-- calibration of the wrong rank/shape: stopped by the preflight before ``optimize()`` (the
-  SDK would raise an ``IndexError`` inside LayerNorm decomposition);
-- the two walls of the Hailo-10H report, recognised by name (also wrapped in another
-  exception, or named only in a message): ``NegativeSlopeExponentNonFixable`` in optimize() and
-  ``BackendAllocatorException`` in compile() (or optimize()). With the ladder (the default) the
-  build steps down, re-optimising only for profiles not optimised before; without it, or at the
-  last rung, the wall is explained. On Hailo-10H any other failure steps down too, and a failure
-  of the report's own script stops with its context and what to send upstream. Every attempt
-  (stage, exception class, message, seconds, time) is recorded in the work folder's
-  ``build-report.json`` and in the manifest, which also records the profile the HEF finally has.
+Each chip gets the recipe on record for it (Hailo-10H: the public report's ``keys01`` mask and
+8-bit script, after a 16-bit rung; Hailo-8/8L: the zoo MiniLM's ``scores01`` recipe, stepping
+down group by group). A missing DFC, calibration of the wrong shape and the report's walls each
+end in an error that says what to do; every attempt is recorded in ``build-report.json`` and the
+manifest. Verified against the contract fake (``tests/fakes/hailo_sdk_client``) only; no real
+DFC has run this code. Recipes, ladder and walls: docs/compiling.md; sources: docs/hailo-facts.md.
 """
 
 from __future__ import annotations

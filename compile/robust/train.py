@@ -14,11 +14,8 @@ One step, on a batch of training texts cut to ``max_tokens``:
    is distilled towards the teacher's sentence vectors (cosine plus the batch's similarity
    matrix): the 8-bit build's vectors are trained to be the original's.
 
-``fp32_weight`` sets how much the FP32 pass counts against the 8-bit one. At 10, on
-multilingual-e5-small after damping (240 held-out sentences, 100 steps), the 8-bit simulation's
-cosine to the original went 0.970 -> 0.974 and its similarity correlation 0.80 -> 0.85 while
-the FP32 vectors stayed at cosine 0.9986 to the original; at 1 the 8-bit vectors gained as much
-and the FP32 ones fell to 0.991 (0.95 similarity correlation), which costs library rankings.
+``fp32_weight`` sets how much the FP32 pass counts against the 8-bit one: the default keeps the
+FP32 vectors the original's, which library rankings need (figures: docs/performance.md).
 
 Each step's texts and quantiser variant are drawn from (seed, step), and a checkpoint holds the
 weights, the optimiser and the hinge caps, so a resumed run computes what an uninterrupted one

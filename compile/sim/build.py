@@ -6,23 +6,14 @@ every tensor an 8-bit NPU would store in 8 (or 16) bits, and lists it in the man
 encoder of kind ``npu-sim``. The runtime backend (:mod:`hefsearch.embed.backends.npu_sim`)
 only runs that file, so the Pi and a laptop need no ``onnx`` package.
 
-What the simulation does (the same site groups as ``compile hef``, :mod:`hefsearch.embed.precision`):
-
-- weights of every dense layer: per-output-channel symmetric integers (int8, or int16 where
-  the profile puts the group at 16 bits), rounded once here;
-- activations: per-tensor asymmetric unsigned integers (uint8 / uint16) with min/max ranges
-  measured on calibration data, at the embeddings input, inside every LayerNorm (decomposed
-  into x - mean, squared deviation, variance, reciprocal std, normalised x, and its output),
-  Q/K/V, attention scores, softmax, context, every dense output, GELU, the residual adds and
-  the last hidden state;
-- the attention mask either inside softmax (``softmax``, as the DFC's
-  ``set_input_mask_to_softmax()``: scores are quantised without it; the arithmetic of the HEF
-  mask modes ``keys01``, the Hailo-10H default, and ``scores01``) or ``additive`` with a given
-  value, quantised together with the scores (the HEF mask mode ``additive``; a -10000 mask
-  there swamps the 8-bit score range; about -50 does not).
-
-It is a simulation: the ranges are plain min/max of FP32 activations and rounding is to
-nearest, so it predicts what a build choice costs, not a HEF's exact numbers. Biases and
+What it rounds (the site groups of ``compile hef``, :mod:`hefsearch.embed.precision`): the weights
+of every dense layer per output channel (int8, int16 in 16-bit groups), and per tensor, with
+min/max ranges from calibration data, every activation an NPU stores: the embeddings input, the
+LayerNorm internals, Q/K/V, scores, softmax, context, dense outputs, GELU, the residual adds and
+the last hidden state. The mask goes inside softmax (the DFC's ``set_input_mask_to_softmax()``,
+as HEF modes ``keys01`` and ``scores01``) or is ``additive`` and quantised with the scores (a
+-10000 mask swamps the 8-bit score range; about -50 does not). It predicts what a build choice
+costs, not a HEF's exact numbers: ranges are plain min/max, rounding is to nearest, biases and
 LayerNorm gamma/beta stay in float.
 
 The work is split by stage: :mod:`hefsearch.compile.sim.graph` rewrites the graph (LayerNorms
