@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hefsearch.bench.harness import export_temp_bundle, load, minilm_folder, spread
+from hefsearch.bench.harness import export_temp_bundle, load, minilm_folder, paired_ratios, spread
 
 
 def mixed_texts(n: int, seed: int = 0) -> list[str]:
@@ -177,7 +177,7 @@ def main() -> None:
     for name in sides:
         got = np.concatenate(parts[name])
         cos = (got * ref).sum(1) / np.linalg.norm(got, axis=1)
-        ratios = [b / a for a, b in zip(times[name], times["st"])]
+        ratios = paired_ratios(times["st"], times[name])
         print(f"hefsearch {name:<12}: {len(texts) / sum(times[name]):8.1f} texts/s   "
               f"{statistics.median(ratios):.2f}x sentence-transformers ({spread(ratios)}; {at})   "
               f"cosine to it: mean {cos.mean():.4f}, min {cos.min():.4f}")

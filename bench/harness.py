@@ -44,10 +44,10 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def paired_ratio(numerators: Iterable[float], denominators: Iterable[float]) -> float:
-    """The median of round-by-round ratios: timings taken back to back in alternation, so a
-    noisy machine slows both sides of each pair alike."""
-    return statistics.median(a / b for a, b in zip(numerators, denominators))
+def paired_ratios(numerators: Iterable[float], denominators: Iterable[float]) -> list[float]:
+    """Round-by-round ratios of timings taken back to back in alternation, so a noisy machine
+    slows both sides of each pair alike; report their median with :func:`spread`."""
+    return [a / b for a, b in zip(numerators, denominators)]
 
 
 def rss_mb(field: str = "VmRSS") -> float:

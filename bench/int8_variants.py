@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hefsearch.bench.harness import export_temp_bundle
+from hefsearch.bench.harness import export_temp_bundle, paired_ratios
 from hefsearch.bench.encode import mixed_texts
 
 
@@ -116,7 +116,7 @@ def main() -> None:
     print(f"{len(texts)} texts, {args.slices} slices; speed = median of per-slice FP32 time / variant time")
     for name in sessions:
         cos = (np.concatenate(vecs[name]) * ref).sum(1)
-        ratio = statistics.median(a / b for a, b in zip(times["FP32"], times[name]))
+        ratio = statistics.median(paired_ratios(times["FP32"], times[name]))
         print(f"{name:46s} {ratio:5.2f}x FP32   cosine to FP32: mean {cos.mean():.4f}, min {cos.min():.4f}")
 
 
