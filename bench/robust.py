@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-VARIANTS = {  # name suffix -> build_sim keyword arguments
+VARIANTS = {  # name suffix -> SimOptions fields
     "": {},
     "-pct": {"ranges": "percentile:99.99"},
     "-wtensor": {"weights": "per-tensor"},
@@ -50,7 +50,7 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
     """{space label: simulation name}, building the missing ones."""
     from hefsearch.compile.body_choice import resolve_body, stale_builds
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
     from hefsearch.embed.bundle import Bundle
 
     out = {}
@@ -62,7 +62,7 @@ def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
             name = "a8" + suffix + ("" if body == "original" else "-" + body)
             if name not in have or name in stale:
                 say(f"building simulation {name}" + (" (its body was trained again)" if name in stale else ""))
-                build_sim(bundle, "a8", mask="inside", body=body, name=name, **kw)
+                build_sim(bundle, "a8", SimOptions(mask="inside", body=body, name=name, **kw))
             out[f"a8{suffix} {body}"] = name
     return out
 

@@ -29,7 +29,7 @@ from pathlib import Path
 def one(bundle: str, precision: str, body: str, run_batch: int) -> None:
     """In the child: build the simulation, print JSON with the seconds and peak RSS."""
     from hefsearch.compile.sim import ranges as sim_ranges
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     sim_ranges.RUN_BATCH = run_batch
     measure = sim_ranges.measure_ranges
@@ -38,7 +38,7 @@ def one(bundle: str, precision: str, body: str, run_batch: int) -> None:
 
     npu_sim.measure_ranges = sim_ranges.measure_ranges
     t = time.perf_counter()
-    r = build_sim(bundle, precision, body=body, name=f"mem-rb{run_batch}")
+    r = build_sim(bundle, precision, SimOptions(body=body, name=f"mem-rb{run_batch}"))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2  # KiB -> GiB
     print(json.dumps({"seconds": time.perf_counter() - t, "peak_gib": peak, "sites": r.sites,
                       "calibration": r.calibration}))

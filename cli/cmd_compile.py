@@ -226,14 +226,14 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
     simulation, not a HEF: its numbers predict, they do not reproduce, the chip's.
     Needs the compile extra (the onnx package) to build; running it does not.
     """
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     texts = []
     if texts_file:
         with open(texts_file, encoding="utf-8") as f:
             texts = [line.strip() for line in f if line.strip()]
-    report = build_sim(bundle, precision, mask=mask, texts=texts, calib_limit=calib_limit, body=body,
-                       ranges=ranges, weights=weights, progress=lambda m: click.echo(m, err=True))
+    options = SimOptions(mask=mask, body=body, ranges=ranges, weights=weights, texts=texts, calib_limit=calib_limit)
+    report = build_sim(bundle, precision, options, progress=lambda m: click.echo(m, err=True))
     for n in report.notices:
         click.secho(f"note: {n}", fg="yellow", err=True)
     c = report.check

@@ -26,12 +26,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def sim_bundle(sharp_bundle, tmp_path_factory):
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     out = tmp_path_factory.mktemp("bq") / "bundle"
     shutil.copytree(sharp_bundle, out)
     build_sim(out, "a8")
-    build_sim(out, "a8", mask="additive:-10000")
+    build_sim(out, "a8", SimOptions(mask="additive:-10000"))
     return out
 
 

@@ -91,10 +91,10 @@ def _unseen_texts() -> list[str]:
 
 def _sim_error(bundle: Path, body: str) -> float:
     """1 - mean cosine of the a8 simulation of ``body`` to the *original* FP32 body."""
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
     from hefsearch.embed.encoder import Encoder
 
-    r = build_sim(bundle, "a8", mask="inside", body=body)
+    r = build_sim(bundle, "a8", SimOptions(mask="inside", body=body))
     ref = Encoder.open(bundle, backend="cpu")
     sim = Encoder.open(bundle, backend="npu-sim", profile=r.name)
     texts = _unseen_texts()
@@ -142,12 +142,12 @@ def test_robust_body_keeps_the_graph_and_never_replaces_the_fp32_reference(train
 
 
 def test_builds_from_the_robust_body_have_their_own_space(trained):
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
     from hefsearch.embed.encoder import Encoder
 
     path = trained[0]
-    a = build_sim(path, "a8", mask="inside")
-    r = build_sim(path, "a8", mask="inside", body="robust")
+    a = build_sim(path, "a8", SimOptions(mask="inside"))
+    r = build_sim(path, "a8", SimOptions(mask="inside", body="robust"))
     assert (a.name, r.name) == ("a8", "a8-robust")
     ea = Encoder.open(path, backend="npu-sim", profile="a8")
     er = Encoder.open(path, backend="npu-sim", profile="a8-robust")
@@ -226,14 +226,14 @@ def test_body_choice_errors_and_cli(tiny_bert_bundle, trained):
 
 
 def test_sim_quantiser_variants(trained):
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     path = trained[0]
-    p = build_sim(path, "a8", mask="inside", ranges="percentile:99.9")
-    w = build_sim(path, "a8", mask="inside", weights="per-tensor", body="robust")
+    p = build_sim(path, "a8", SimOptions(mask="inside", ranges="percentile:99.9"))
+    w = build_sim(path, "a8", SimOptions(mask="inside", weights="per-tensor", body="robust"))
     assert (p.name, w.name) == ("a8-pct99p9", "a8-wtensor-robust")
     entries = {e.extra["name"]: e.extra for e in Bundle.open(path).encoder_entries("npu-sim")}
-    minmax = build_sim(path, "a8", mask="inside")
+    minmax = build_sim(path, "a8", SimOptions(mask="inside"))
     mm = Bundle.open(path)
     mm_ranges = next(e.extra for e in mm.encoder_entries("npu-sim") if e.extra["name"] == minmax.name)["ranges"]
     clipped = entries["a8-pct99p9"]["ranges"]
@@ -244,7 +244,7 @@ def test_sim_quantiser_variants(trained):
     from hefsearch.compile.sim.graph import SimBuildError
 
     with pytest.raises(SimBuildError, match="percentile"):
-        build_sim(path, "a8", ranges="p99")
+        build_sim(path, "a8", SimOptions(ranges="p99"))
 
 
 def test_site_fake_quant_matches_the_simulation_and_passes_gradients_inside_only():
@@ -396,10 +396,10 @@ def test_zero_steps_is_sink_damping_only(outlier_bundle, tmp_path):
     assert r.holdout_cos_after == r.holdout_cos_damped > r.holdout_cos_before
     assert Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra["damping"]["neurons"][0]["neuron"] == SINK_NEURON
     from hefsearch.compile.body_choice import resolve_body, stale_builds
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
-    build_sim(path, "a8", mask="inside", body="robust")
-    build_sim(path, "a8", mask="inside")
+    build_sim(path, "a8", SimOptions(mask="inside", body="robust"))
+    build_sim(path, "a8", SimOptions(mask="inside"))
     res = CliRunner().invoke(main, ["compile", "robust", str(path), "--steps", "0", "--sink-ratio", "0", "--restart"])
     assert res.exit_code == 0, res.output
     b = Bundle.open(path)
@@ -409,7 +409,7 @@ def test_zero_steps_is_sink_damping_only(outlier_bundle, tmp_path):
     assert stale_builds(b, resolve_body(b, "robust")) == ["a8-robust"]
     assert stale_builds(b, resolve_body(b)) == []
     assert "previous 8-bit-robust body" in res.stderr and "a8-robust" in res.stderr
-    build_sim(path, "a8", mask="inside", body="robust")
+    build_sim(path, "a8", SimOptions(mask="inside", body="robust"))
     b = Bundle.open(path)
     assert stale_builds(b, resolve_body(b, "robust")) == []
 
@@ -446,12 +446,12 @@ def test_auto_damps_a_multilingual_bundle_without_a_robust_body_first(outlier_bu
     ranking, and the simulation is built from it when it helps; a profile with 16-bit layers,
     or an English bundle, is built from the original and nothing is damped."""
     from hefsearch.compile import body_choice
-    from hefsearch.compile.sim.build import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     english = tmp_path / "en"
     shutil.copytree(outlier_bundle, english, ignore=shutil.ignore_patterns("build", "encoder.robust.onnx"))
     said: list[str] = []
-    assert build_sim(english, "a8", body="auto", progress=said.append).name == "a8"
+    assert build_sim(english, "a8", SimOptions(body="auto"), progress=said.append).name == "a8"
     assert not Bundle.open(english).encoder_entries(ROBUST_KIND)
 
     monkeypatch.setattr(body_choice, "MULTILINGUAL_VOCAB", 100)  # the tiny vocabulary counts as multilingual
@@ -460,10 +460,10 @@ def test_auto_damps_a_multilingual_bundle_without_a_robust_body_first(outlier_bu
     monkeypatch.setattr(body_choice, "MIN_GAIN", -1.0)
     path = tmp_path / "multi"
     shutil.copytree(english, path)
-    assert build_sim(path, "balanced", body="auto").name == "balanced"  # 16-bit layers: no damping
+    assert build_sim(path, "balanced", SimOptions(body="auto")).name == "balanced"  # 16-bit layers: no damping
     assert not Bundle.open(path).encoder_entries(ROBUST_KIND)
     said = []
-    r = build_sim(path, "a8", body="auto", progress=said.append)
+    r = build_sim(path, "a8", SimOptions(body="auto"), progress=said.append)
     entry = Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra
     assert entry["training"]["steps"] == 0 and len(entry["damping"]["neurons"]) == 1
     assert set(entry["parallel"]) == {"original", "robust"}

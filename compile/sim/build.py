@@ -151,14 +151,31 @@ class SimPlan:
         return {"mode": self.mask_mode, "value": self.mask_value}
 
 
-def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str | None = "original",
-             ranges: str | None = None, weights: str = "per-channel",
+@dataclass(frozen=True)
+class SimOptions:
+    """The choices of one ``compile sim`` build (its flags): the ``mask`` (None: the profile's),
+    the ``body`` (original, robust, auto), the range estimator (None: min/max;
+    ``percentile:P``), the ``weights`` granularity, extra calibration ``texts`` and the rows of
+    the calibration set used (``calib_limit``), and a ``name`` that replaces the derived one (a
+    bench's variant with its own calibration subset)."""
+
+    mask: str | None = None
+    body: str | None = "original"
+    ranges: str | None = None
+    weights: str = "per-channel"
+    texts: Sequence[str] = ()
+    calib_limit: int | None = DEFAULT_CALIB_LIMIT
+    name: str | None = None
+
+
+def plan_sim(bundle: Bundle | str | Path, precision, options: SimOptions = SimOptions(),
              progress: Callable[[str], None] | None = None) -> SimPlan:
     """Consumes the command's arguments; produces the :class:`SimPlan` (stops on a bad mask,
     range estimator or weight granularity, or a missing body). ``body`` ``auto`` (the
     command's default) chooses as ``compile hef --body auto`` does for an all-8-bit build
     (:func:`~hefsearch.compile.body_choice.choose_body`, damping a multilingual bundle's body first
     when it has no robust one); None is the original."""
+    mask, body, ranges, weights = options.mask, options.body, options.ranges, options.weights
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     profile = load_profile(precision)
@@ -242,14 +259,7 @@ def record_sim(plan: SimPlan, calib: Calibration, sim: SimGraph, ranges: dict, c
 def build_sim(
     bundle: Bundle | str | Path,
     precision: str | Path | PrecisionProfile | None = "balanced",
-    *,
-    mask: str | None = None,
-    texts: Sequence[str] = (),
-    calib_limit: int | None = DEFAULT_CALIB_LIMIT,
-    body: str | None = "original",
-    ranges: str | None = None,
-    weights: str = "per-channel",
-    name: str | None = None,
+    options: SimOptions = SimOptions(),
     progress: Callable[[str], None] | None = None,
 ) -> SimReport:
     """Write ``encoder.npu-sim.<name>.onnx`` into the bundle and list it in the manifest.
@@ -264,11 +274,11 @@ def build_sim(
                           "pip install 'hefsearch[compile]'") from None
     t0 = time.perf_counter()
     say = progress or (lambda m: None)
-    plan = plan_sim(bundle, precision, mask, body, ranges, weights, progress=say)
-    if name:  # e.g. a bench's variant with its own calibration subset
-        plan.name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)
+    plan = plan_sim(bundle, precision, options, progress=say)
+    if options.name:  # e.g. a bench's variant with its own calibration subset
+        plan.name = "".join(c if c.isalnum() or c in "-_" else "-" for c in options.name)
     profile, mode, value = plan.profile, plan.mask_mode, plan.mask_value
-    calib, notices = choose_calibration(plan.bundle, texts, calib_limit)
+    calib, notices = choose_calibration(plan.bundle, options.texts, options.calib_limit)
     sixteen = ", ".join(profile.sixteen_bit) or "none"
     say(f"simulating {profile.name} (16-bit: {sixteen}) with the mask {'inside softmax' if mode == 'softmax' else f'additive {value:g}'}")
 
