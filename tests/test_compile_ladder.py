@@ -262,16 +262,16 @@ def test_every_line_of_a_16bit_rung_cites_its_public_source(fake_dfc, calib_bund
 
 
 def test_the_zoo_lines_are_on_hailo10h_16bit_rungs_only(fake_dfc, dfc_version, calib_bundle):
-    from hefsearch.compile.hef.model_script import RECIPE_HAILO10H, RECIPE_ZOO, build_model_script
+    from hefsearch.compile.hef.model_script import RECIPE_HAILO10H, RECIPE_ZOO, ScriptSettings, build_model_script
     from hefsearch.embed.precision import load_profile
 
     hn = {"layers": {"n/input_layer1": {"type": "input_layer"}}}
     for name in ("a8",):
-        s = build_model_script(load_profile(name), hn, calibset_size=1024, batch_size=16, recipe=RECIPE_HAILO10H,
-                               mask_command=True)
+        s = build_model_script(load_profile(name), hn, ScriptSettings(calibset_size=1024, batch_size=16,
+                                                                      recipe=RECIPE_HAILO10H, mask_command=True))
         assert script_commands(s) == REPORT_LINES  # byte for byte, as the report wrote it
         assert "multiproc_policy" not in s and "spatial_defuse" not in s
-    zoo = build_model_script(load_profile("balanced"), hn, calibset_size=64, recipe=RECIPE_ZOO)
+    zoo = build_model_script(load_profile("balanced"), hn, ScriptSettings(calibset_size=64, recipe=RECIPE_ZOO))
     assert "multiproc_policy" not in zoo and "spatial_defuse" not in zoo
 
 

@@ -27,6 +27,7 @@ real DFC.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from hefsearch.embed.precision import SITE_GROUPS, PrecisionProfile, classify_onnx_node
@@ -122,31 +123,33 @@ def recipe_for(hw_arch: str) -> str:
     return RECIPE_HAILO10H if hw_arch == "hailo10h" else RECIPE_ZOO
 
 
-def build_model_script(
-    profile: PrecisionProfile,
-    hn: dict,
-    *,
-    calibset_size: int,
-    batch_size: int = 8,
-    optimization_level: int = 0,
-    compression_level: int = 0,
-    extra_lines: list[str] | tuple[str, ...] = (),
-    recipe: str = RECIPE_ZOO,
-    mask_command: bool | None = None,
-) -> str:
-    """The .alls text for ``profile`` on the parsed network ``hn``, written by ``recipe``.
+@dataclass(frozen=True)
+class ScriptSettings:
+    """What a model script says besides the precision: the calibration set's size and batch,
+    the optimisation and compression levels, the user's ``--alls-extra`` lines, the ``recipe``
+    it follows, and ``mask_command``: whether the mask input is declared with
+    ``set_input_mask_to_softmax()`` (None: when the profile applies the mask inside softmax)."""
 
-    ``mask_command``: whether the mask input is declared with ``set_input_mask_to_softmax()``
-    (default: when the profile applies the mask inside softmax).
-    """
+    calibset_size: int
+    batch_size: int = 8
+    optimization_level: int = 0
+    compression_level: int = 0
+    extra_lines: list[str] | tuple[str, ...] = ()
+    recipe: str = RECIPE_ZOO
+    mask_command: bool | None = None
+
+
+def build_model_script(profile: PrecisionProfile, hn: dict, settings: ScriptSettings) -> str:
+    """The .alls text for ``profile`` on the parsed network ``hn``, written by ``settings.recipe``."""
+    recipe, extra_lines, mask_command = settings.recipe, settings.extra_lines, settings.mask_command
     if recipe not in RECIPES:
         raise ValueError(f"unknown model-script recipe {recipe!r}")
     sites = site_layers(hn)
     command = profile.mask == "softmax" if mask_command is None else bool(mask_command)
-    calibration = (f"model_optimization_config(calibration, batch_size={int(batch_size)}, "
-                   f"calibset_size={int(calibset_size)})")
-    flavor = (f"model_optimization_flavor(optimization_level={int(optimization_level)}, "
-              f"compression_level={int(compression_level)})")
+    calibration = (f"model_optimization_config(calibration, batch_size={int(settings.batch_size)}, "
+                   f"calibset_size={int(settings.calibset_size)})")
+    flavor = (f"model_optimization_flavor(optimization_level={int(settings.optimization_level)}, "
+              f"compression_level={int(settings.compression_level)})")
     lines = [HEADER, f"# precision profile: {profile.describe()}"]
     if recipe == RECIPE_HAILO10H:
         lines.append(f"# recipe: the public Hailo-10H report (DFC 5.3.0), {REPORT_SOURCE}")
