@@ -75,8 +75,8 @@ def minilm_folder() -> str:
 
 def export_temp_bundle(model: str | None = None, tmp: Path | None = None, **export_opts) -> Path:
     """Export ``model`` (default: MiniLM) to ``tmp``/bundle (default: a new temp folder)."""
-    from hefsearch.compile.export.bundle import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
     out = Path(tmp or tempfile.mkdtemp(prefix="hefsearch-bench-")) / "bundle"
-    export_bundle(model or minilm_folder(), out, **export_opts)
+    export_bundle(model or minilm_folder(), out, ExportOptions(**export_opts))
     return out

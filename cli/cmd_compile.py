@@ -58,12 +58,11 @@ def export_cmd(model, out, seq_len, query_prefix, passage_prefix, overwrite):
     pipeline must match the full model (cosine >= 0.9999) on built-in multilingual texts.
     Needs the compile extra: pip install 'hefsearch[compile]'.
     """
-    from hefsearch.compile.export.bundle import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
-    report = export_bundle(
-        model, out, seq_len=seq_len, query_prefix=query_prefix, passage_prefix=passage_prefix,
-        overwrite=overwrite, progress=lambda m: click.echo(m, err=True),
-    )
+    options = ExportOptions(seq_len=seq_len, query_prefix=query_prefix, passage_prefix=passage_prefix,
+                            overwrite=overwrite)
+    report = export_bundle(model, out, options, progress=lambda m: click.echo(m, err=True))
     click.echo(
         f"{report.bundle}: {report.model_id}, seq_len {report.seq_len}, pooling {report.pooling}"
         f"{' + L2' if report.normalize else ''}; verified on {len(report.cosines)} texts, "

@@ -56,10 +56,10 @@ def test_export_refuses_non_empty_out(tiny_bert_model, tmp_path):
 
 
 def test_prefixes_are_recorded_and_applied(tiny_bert_model, tmp_path):
-    from hefsearch.compile.export.bundle import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
     out = tmp_path / "e5ish"
-    export_bundle(str(tiny_bert_model), out, query_prefix="query: ", passage_prefix="passage: ")
+    export_bundle(str(tiny_bert_model), out, ExportOptions(query_prefix="query: ", passage_prefix="passage: "))
     with Encoder.open(out) as enc:
         assert enc.bundle.prefixes == {"query": "query: ", "passage": "passage: "}
         q = enc.encode_queries(["hello world"])

@@ -78,12 +78,12 @@ MULTI = os.environ.get("HEFSEARCH_TEST_MULTILINGUAL_MODEL")
 def test_cross_lingual_with_a_multilingual_model(tmp_path):
     """With a multilingual encoder the cross-lingual set is where vector search shines; the
     default hybrid must not lose to it. (Not run here: no multilingual weights offline.)"""
-    from hefsearch.compile.export.bundle import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
     model = Path(MULTI)
     e5 = "e5" in model.name.lower()
-    export_bundle(str(model), tmp_path / "b", query_prefix="query: " if e5 else None,
-                  passage_prefix="passage: " if e5 else None)
+    export_bundle(str(model), tmp_path / "b", ExportOptions(query_prefix="query: " if e5 else None,
+                                                            passage_prefix="passage: " if e5 else None))
     with Encoder.open(tmp_path / "b", backend="cpu") as enc:
         lib = _library(tmp_path, CROSS_DOCS, enc)
         s = Searcher(lib, encoders={"cpu-fp32": enc})
