@@ -34,14 +34,14 @@ def build_variants(body: Path, bundle, folder: Path) -> dict[str, Path]:
                                           quantize_dynamic, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from hefsearch.compile.cpu_int8 import _ffn_down_projections, _weight_matmuls
+    from hefsearch.compile.cpu_int8 import ffn_down_projections, weight_matmuls
     from hefsearch.embed.host import HostPipeline
 
     pre = folder / "pre.onnx"
     quant_pre_process(str(body), str(pre), skip_symbolic_shape=False)
     pre_model = onnx.load(str(pre))  # read once for both node lists
-    weights = _weight_matmuls(pre_model)
-    ffn_out = _ffn_down_projections(pre_model)
+    weights = weight_matmuls(pre_model)
+    ffn_out = ffn_down_projections(pre_model)
     del pre_model
     last = max(int(n.split("layer.")[1].split("/")[0]) for n in weights if "layer." in n)
     out: dict[str, Path] = {}

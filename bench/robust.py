@@ -34,6 +34,7 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -151,8 +152,19 @@ class VectorCache:
         return v
 
 
-def measure(bundle, corpora: list[str], parallels: list[str], robust: bool, n_pseudo: int, seed: int, say,
-            cache: VectorCache | None = None):
+@dataclass
+class TextSets:
+    """What the spaces are measured on: ``--corpus NAME=DIR[:QUERIES.tsv]`` specs (a corpus
+    without queries gets ``n_pseudo`` pseudo-queries drawn with ``seed``) and ``--parallel`` TSVs
+    besides the bundled parallel set."""
+
+    corpora: list[str]
+    parallels: list[str] = field(default_factory=list)
+    n_pseudo: int = 100
+    seed: int = 0
+
+
+def measure(bundle, sets: TextSets, robust: bool, say, cache: VectorCache | None = None):
     from hefsearch.evaluate.parallel import load_parallel
     from hefsearch.evaluate.quality import evaluate_library_space, evaluate_parallel
 
@@ -162,8 +174,8 @@ def measure(bundle, corpora: list[str], parallels: list[str], robust: bool, n_ps
     ref = encs["FP32 original"]
     cache = cache or VectorCache(None)
     rows = {label: {} for label in encs}
-    for spec in corpora:
-        name, texts, docs, queries, sources = load_corpus(spec, ref, n_pseudo, seed)
+    for spec in sets.corpora:
+        name, texts, docs, queries, sources = load_corpus(spec, ref, sets.n_pseudo, sets.seed)
         say(f"{name}: {len(set(docs))} documents, {len(texts)} chunks, {len(queries)} queries")
         ids = np.arange(len(texts), dtype=np.int64)
         d_ref, q_ref = cache.encode(ref, texts, True), cache.encode(ref, queries, False)
@@ -185,7 +197,7 @@ def measure(bundle, corpora: list[str], parallels: list[str], robust: bool, n_ps
                 "fp32q_found1": cross.source_found["1"] if cross.source_found else None,
             }
             say(f"  {label}: MRR {r.mrr:.3f}, found@1 {rows[label][name]['found1']}, doc-cos {r.doc_cosine:.3f}")
-    for path in [None, *parallels]:
+    for path in [None, *sets.parallels]:
         pairs = load_parallel(path)
         pname = "parallel" if path is None else Path(path).stem
         def both(enc):
@@ -278,8 +290,8 @@ def main(argv=None) -> int:
     keep = {wanted[v.strip()] for v in args.variants.split(",") if v.strip()}
     for k in [k for k in VARIANTS if k not in keep]:
         del VARIANTS[k]
-    rows = measure(args.bundle, args.corpus, args.parallel, not args.no_robust, args.pseudo_queries, args.seed, say,
-                   VectorCache(args.cache))
+    sets = TextSets(args.corpus, args.parallel, args.pseudo_queries, args.seed)
+    rows = measure(args.bundle, sets, not args.no_robust, say, VectorCache(args.cache))
     print(render(rows))
     if trained:
         print(f"\ntraining: {json.dumps(trained)}")

@@ -376,7 +376,7 @@ def test_the_robust_bench_measures_every_space_against_the_original(trained, cor
     path = tmp_path / "b"
     shutil.copytree(trained[0], path, ignore=shutil.ignore_patterns("build"))
     monkeypatch.setattr(bench, "VARIANTS", {"": {}, "-wtensor": {"weights": "per-tensor"}})
-    rows = bench.measure(path, [f"docs={corpus}"], [], True, 20, 0, lambda m: None)
+    rows = bench.measure(path, bench.TextSets([f"docs={corpus}"], [], n_pseudo=20, seed=0), True, lambda m: None)
     assert set(rows) == {"FP32 original", "FP32 robust", "a8 original", "a8-wtensor original", "a8 robust",
                          "a8-wtensor robust"}
     assert rows["FP32 original"]["docs"]["mrr"] == 1.0 and rows["FP32 original"]["parallel"]["sim_corr"] == 1.0

@@ -237,7 +237,7 @@ def _fresh_start(student, data: TrainData, opts: RobustOptions, say):
 def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     import onnx
 
-    from .train import STATE_FILE, TrainSettings, holdout_cosines, make_student, train
+    from .train import STATE_FILE, Checkpoint, TrainSettings, holdout_cosines, make_student, train
     from hefsearch.compile.self_check import parallel_ranking, self_check
 
     b = bundle if isinstance(bundle, Bundle) else Bundle.open(bundle)
@@ -252,8 +252,8 @@ def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     work.mkdir(parents=True, exist_ok=True)
     cfg = TrainSettings(opts.steps, opts.batch, opts.lr, opts.seed, opts.randomise, opts.fp32_weight,
                         opts.similarity_weight, opts.hinge_weight, opts.checkpoint_every, opts.eval_every)
-    resumed, history, extra = train(student, data, cfg, work / STATE_FILE, opts.key(src.sha256, data.sha),
-                                    opts.restart, say, lambda: _fresh_start(student, data, opts, say))
+    checkpoint = Checkpoint(work / STATE_FILE, opts.key(src.sha256, data.sha), opts.restart)
+    resumed, history, extra = train(student, data, cfg, checkpoint, say, lambda: _fresh_start(student, data, opts, say))
     before, damped = history[0]["holdout_a8_original"], history[0]["holdout_a8"]
     last = history[-1]
     after, fp32_after = ((last["holdout_a8"], last["holdout_fp32"]) if "holdout_fp32" in last

@@ -151,9 +151,30 @@ def hinge_loss(values: dict[str, torch.Tensor], caps: dict[str, float], m: torch
     return total
 
 
-def step_loss(student: Student, e: torch.Tensor, m: torch.Tensor, variant: Variant, gen, teacher_vec: torch.Tensor,
-              caps: dict[str, float], cfg: TrainSettings) -> tuple[torch.Tensor, dict]:
+@dataclass
+class Batch:
+    """One step's texts: embeddings [N,S,H], the 0/1 mask [N,S] and the teacher's sentence
+    vectors [N,H]."""
+
+    emb: torch.Tensor
+    mask: torch.Tensor
+    teacher_vec: torch.Tensor
+
+
+@dataclass
+class Checkpoint:
+    """Where training keeps its state (``path``), the key a state must carry to be resumed (what
+    the training depends on), and whether to ignore a saved state and start over."""
+
+    path: Path
+    key: str
+    restart: bool = False
+
+
+def step_loss(student: Student, batch: Batch, variant: Variant, gen, caps: dict[str, float],
+              cfg: TrainSettings) -> tuple[torch.Tensor, dict]:
     """The three passes of one step and the loss to minimise (with its parts, for the log)."""
+    e, m, teacher_vec = batch.emb, batch.mask, batch.teacher_vec
     names = set(student.stream) | set(student.residuals)
     with torch.no_grad():
         want = {}
@@ -266,13 +287,14 @@ class Fresh:
     extra: dict  # e.g. the damping report and the hinge caps
 
 
-def train(student: Student, data: TrainData, cfg: TrainSettings, path: Path, key: str, restart: bool,
+def train(student: Student, data: TrainData, cfg: TrainSettings, checkpoint: Checkpoint,
           say: Callable[[str], None], fresh: Callable[[], Fresh]) -> tuple[int, list[dict], dict]:
-    """Trains ``student`` in place, checkpointing to ``path``; returns (the step it resumed from,
-    the history, the checkpoint's extra data). ``fresh()`` runs on a new start only (damping,
-    the first measurements); a resumed run takes its results from the checkpoint."""
+    """Trains ``student`` in place, checkpointing to ``checkpoint.path``; returns (the step it
+    resumed from, the history, the checkpoint's extra data). ``fresh()`` runs on a new start only
+    (damping, the first measurements); a resumed run takes its results from the checkpoint."""
+    path, key = checkpoint.path, checkpoint.key
     opt = torch.optim.AdamW(student.body.parameters(), lr=cfg.lr, weight_decay=0.0)
-    state = None if restart else load_state(path, key)
+    state = None if checkpoint.restart else load_state(path, key)
     if state is None:
         start = 0
         f = fresh()
@@ -295,8 +317,9 @@ def train(student: Student, data: TrainData, cfg: TrainSettings, path: Path, key
             s = int(data.lengths[b].max())
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, cfg)
-            e, m = student.tensor(data.emb[b, :s]), student.tensor(data.mask[b, :s])
-            loss, parts = step_loss(student, e, m, variant, gen, student.tensor(data.teacher[b]), caps, cfg)
+            batch = Batch(student.tensor(data.emb[b, :s]), student.tensor(data.mask[b, :s]),
+                          student.tensor(data.teacher[b]))
+            loss, parts = step_loss(student, batch, variant, gen, caps, cfg)
             opt.zero_grad(set_to_none=True)
             if not torch.isfinite(loss):  # a degenerate draw: skip it rather than poison the weights
                 continue
