@@ -4,7 +4,8 @@ other, an actor with another encoder is refused by name, the CPU FP32 space of -
 embedded by the actors too, hailo actors each take a chip of their own (two fake chips: verified
 only against the hailo_platform contract fake), and without ray the option says how to install
 it. One Ray instance serves the module (starting it costs ~10 s here), in a temp folder of its
-own and on 127.0.0.1 only; tests/index/test_hardening_ray.py covers starting, joining and stopping."""
+own and on 127.0.0.1 only; tests/index/test_ray_lifecycle.py covers starting, joining and stopping
+(a file of its own: its runs start their own Ray, never beside this module's)."""
 
 from __future__ import annotations
 

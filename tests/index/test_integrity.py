@@ -1,4 +1,4 @@
-"""Issue 11 hardening: nothing corrupt enters or stays in a space; bundle files are checked on
+"""Data integrity: nothing corrupt enters or stays in a space; bundle files are checked on
 the write path; a damaged manifest is a message; a corrupt segment does not warn forever;
 library and bundle files follow the umask."""
 

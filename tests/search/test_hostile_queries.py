@@ -1,6 +1,6 @@
-"""Issue 11, the query path and the TUI: hostile queries (lone surrogates, NUL, FTS5 syntax,
-100k characters, only punctuation, right-to-left text, emoji) in every mode and surface, empty
-queries, an unknown ``--space``, a moved bundle, file names and texts that look like markup in
+"""Hostile input on the query path (API, CLI and TUI): queries with lone surrogates, NUL, FTS5
+syntax, 100k characters, only punctuation, right-to-left text or emoji in every mode and
+surface, empty queries, an unknown ``--space``, a moved bundle, file names and texts that look like markup in
 every TUI screen, and paths stored with escaped non-UTF-8 bytes."""
 
 from __future__ import annotations

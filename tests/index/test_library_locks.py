@@ -1,4 +1,4 @@
-"""Issue 11 hardening: bounded lock waits that name the holder, read-only libraries, a full
+"""Locks and the read path: bounded lock waits that name the holder, read-only libraries, a full
 disk on the read path, and damaged SQLite files reported as messages (never a traceback)."""
 
 from __future__ import annotations
