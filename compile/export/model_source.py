@@ -19,7 +19,7 @@ Decisions:
   does ``snapshot_download`` fetch exactly the files export needs (``files_for_export``: config,
   tokenizer, one weights file with safetensors preferred, the sentence-transformers configs),
   with short timeouts. The download path is verified only against monkeypatched
-  huggingface_hub calls (tests/test_model_source.py).
+  huggingface_hub calls (tests/compile/test_model_source.py).
 """
 
 from __future__ import annotations
