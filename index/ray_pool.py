@@ -67,9 +67,9 @@ from hefsearch.embed.space_names import FP32_SPACE
 
 from .errors import FingerprintMismatch
 from .ray_session import RaySession, join_cluster, start_own_ray
-from .ray_worker import EmbedWorker, import_ray, open_bundle_encoder, ranks_on_nodes, ship_bundle
+from .ray_worker import EmbedWorker, WorkerSpec, import_ray, open_bundle_encoder, ranks_on_nodes, ship_bundle
 
-__all__ = ["RayEncoder", "RemoteSpaceEncoder", "RayPoolError", "connect", "choose_backend"]
+__all__ = ["RayEncoder", "RayPoolOptions", "RemoteSpaceEncoder", "RayPoolError", "connect", "choose_backend"]
 
 log = logging.getLogger("hefsearch.index")
 
@@ -81,6 +81,22 @@ READY_TIMEOUT_S = 300.0
 BATCH_TIMEOUT_S = 600.0
 #: how long starting waits for free CPUs or chips (those of actors just stopped come back late)
 ROOM_WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class RayPoolOptions:
+    """How :meth:`RayEncoder.start` builds the pool: the cluster (``"auto"``, ``"local"`` or an
+    address), the backend (``"auto"``: the library's default space's), the actors (None: one per
+    free device or CPU slot) and the CPUs each takes; ``also_fp32``: the actors embed the CPU FP32
+    space too; ``open_encoder(bundle, backend, opts, actor index)`` opens an actor's encoder."""
+
+    address: str = "auto"
+    backend: str | None = "auto"
+    actors: int | None = None
+    actor_cpus: float = 1.0
+    also_fp32: bool = False
+    ready_timeout_s: float = READY_TIMEOUT_S
+    open_encoder: Callable = open_bundle_encoder
 
 
 class RayPoolError(HefsearchError):
@@ -235,19 +251,18 @@ class RayEncoder(_RemoteEncoder):
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
-    def start(cls, library, bundle_path: str | Path, *, address: str = "auto", backend: str | None = "auto",
-              actors: int | None = None, actor_cpus: float = 1.0, open_encoder: Callable = open_bundle_encoder,
-              ready_timeout_s: float = READY_TIMEOUT_S, also_fp32: bool = False) -> "RayEncoder":
+    def start(cls, library, bundle_path: str | Path, options: RayPoolOptions = RayPoolOptions()) -> "RayEncoder":
         """Join the cluster, ship the bundle, start the actors and check their fingerprints.
-        ``also_fp32`` (or a library that has the CPU FP32 space): the actors embed it too."""
+        ``options.also_fp32`` (or a library that has the CPU FP32 space): the actors embed it too."""
         from hefsearch.embed.bundle import Bundle
 
-        session = connect(address)  # first: a loopback Ray needs its settings before ray is imported
+        actor_cpus = options.actor_cpus
+        session = connect(options.address)  # first: a loopback Ray needs its settings before ray is imported
         ray = import_ray()
         states: list[ActorState] = []
         try:
-            name, opts, why = choose_backend(library, backend, ray.cluster_resources())
-            n, placement = _wait_for_room(ray, name, actors, actor_cpus)
+            name, opts, why = choose_backend(library, options.backend, ray.cluster_resources())
+            n, placement = _wait_for_room(ray, name, options.actors, actor_cpus)
             on_devices = ray_resource(name) is not None
             if not on_devices and actor_cpus >= 1:
                 opts.setdefault("threads", int(actor_cpus))
@@ -255,11 +270,10 @@ class RayEncoder(_RemoteEncoder):
             key, refs = ship_bundle(ray, bundle)
             worker = ray.remote(EmbedWorker)
             spaces = {s.name: s for s in library.spaces()}
-            fp32_too, fp32_opts = also_fp32 or FP32_SPACE in spaces, {"threads": max(1, int(actor_cpus))}
-            states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i,
-                                                                       fp32_too, fp32_opts))
-                      for i in range(n)]
-            _start_actors(ray, states, on_devices, ready_timeout_s)
+            spec = WorkerSpec(name, opts, options.open_encoder, also_fp32=options.also_fp32 or FP32_SPACE in spaces,
+                              also_opts={"threads": max(1, int(actor_cpus))})
+            states = [ActorState(i, worker.options(**placement).remote(key, refs, spec, i)) for i in range(n)]
+            _start_actors(ray, states, on_devices, options.ready_timeout_s)
             _check_fingerprints(ray, states, spaces)
             _check_fingerprints(ray, states, spaces, which="also")
             return cls(ray, bundle, states, session, why)
