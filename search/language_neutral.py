@@ -189,10 +189,6 @@ def drop_neutral_space(library: "Library", name: str) -> None:
             library.set_settings(default_space=None)
 
 
-#: a vocabulary this large means a multilingual tokenizer (XLM-R: 250k; English BERT: 30k)
-MULTILINGUAL_VOCAB = 100_000
-
-
 def source_encoders(encoders) -> list:
     """The encoders whose spaces a neutral space can be derived from: every encoder of a sync
     without a post-transform (an NPU, a simulation, CPU int8 or FP32), one per space."""
@@ -221,7 +217,7 @@ def keep_language_neutral(library, encoders, wanted: bool | None) -> list[str]:
     lines = [f"re-fitted {r.space}: {r.reason}" for r in refresh_neutral_spaces(library, encoders)]
     sources = [e for e in source_encoders(encoders) if neutral_space_name(e.space_name) not in names]
     if wanted is None:
-        sources = [e for e in sources if int(e.bundle.model.get("vocab") or 0) >= MULTILINGUAL_VOCAB]
+        sources = [e for e in sources if e.bundle.multilingual]
     if not sources:
         return lines
     default = library.settings().get("default_space")
