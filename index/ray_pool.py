@@ -1,48 +1,21 @@
 """Embedding on a Ray cluster: the encoder behind ``hefsearch index PATH... --ray ADDRESS``.
 
-The driver (the machine with the library) crawls, extracts, chunks and commits exactly as a
-local run (:mod:`hefsearch.index.sync`); the first space's vectors, and the CPU FP32 space's
-(``--also-fp32``, or when the library has that space), are computed by a pool of Ray actors.
-:class:`RayEncoder` is the :class:`~hefsearch.embed.encoder.Encoder` there: its backend
-(:class:`_RemoteBackend`) carries the actors' identity (space, backend parts), the rest of the
-fingerprint and the tokenizer used for chunking come from the driver's copy of the same bundle
-(checked against the fingerprint the actors report), and batches go out with
-:meth:`RayEncoder.submit_passages` and come back, in order, with :meth:`RayEncoder.collect`
-(every space's vectors of the batch). The FP32 space appears in the sync's encoder list as a
-:class:`RemoteSpaceEncoder` (``RayEncoder.companions``) whose vectors arrive with the first
-space's, so both are committed in the same crash-safe batch and the driver's CPU embeds nothing.
+The driver (the machine with the library) crawls, extracts, chunks and commits as a local run
+(:mod:`hefsearch.index.sync`); a pool of Ray actors computes the first space's vectors, and the
+CPU FP32 space's (``--also-fp32``, or when the library has it). :class:`RayEncoder` is the
+:class:`~hefsearch.embed.encoder.Encoder` there: its backend (:class:`_RemoteBackend`) carries
+the actors' identity; tokenizer and the rest of the fingerprint come from the driver's copy of the
+bundle. Batches go out with :meth:`RayEncoder.submit_passages` and come back in order with
+:meth:`RayEncoder.collect`; the FP32 space is a :class:`RemoteSpaceEncoder`
+(``RayEncoder.companions``) whose vectors arrive with the first space's, in the same batch.
 
-Design decisions:
-
-- **ray is optional** and imported only in this module and :mod:`~hefsearch.index.ray_worker`
-  (the actor side), inside functions; without it ``--ray`` says ``pip install
-  'hefsearch[ray]'``. Every node needs hefsearch (same version: an actor with another version
-  is refused) but never the bundle: it is shipped through Ray's object store, once per node
-  (see :mod:`~hefsearch.index.ray_worker`).
-- **Actors go where the hardware is**, as each backend class declares (``ray_resource``,
-  ``device_ids()``): ``hailo`` actors need the custom resource ``hailo``
-  (``ray start ... --resources='{"hailo": N}'`` for N chips) and there is one per chip, each
-  pinned to its own chip: the actors of a node are numbered in start order and actor k takes
-  the k-th of the node's ``Device.scan()`` ids, sorted (:mod:`~hefsearch.index.ray_worker`);
-  CPU backends (``cpu``, ``cpu-int8``, ``npu-sim``) get one single-threaded actor per free
-  cluster CPU, or ``--ray-actors N``. ``auto`` keeps the backend of the library's default
-  space, else picks ``hailo`` when the cluster offers the resource, else ``cpu``.
-- **Vectors of different encoders never mix**: each actor reports its encoders' fingerprints;
-  the reference is the library's space of that name, else the fingerprint most actors share.
-  Any other actor (another chip, HEF, bundle or hefsearch version, for either space) is refused
-  by name and stopped; with no actor left the run stops before anything is written.
-- **Back-pressure**: at most :attr:`RayEncoder.max_in_flight` batches (2 per live actor) are
-  out at once; the driver commits the oldest before it sends another, so memory stays bounded
-  and commits keep the order of a local run (same chunk ids).
-- **Failures**: an actor that dies (``ray.kill``, its node gone) or whose encoder raises is
-  retired with the reason and its batches go to the others; the summary lists it. When none is
-  left the run stops with that list; every batch committed so far stays, as after a crash.
-
-Measured (bench/ray_scale.py: a local cluster on a loaded 2-core VM, actors that sleep to
-simulate a 100 frames/s NPU, MiniLM, batches of 32): 98, 190, 359, 688 chunks/s with 1, 2, 4,
-8 actors (0.98-0.86 of n x 100), then 867 with 16 = the driver's own limit measured in the
-same run (crawl + extract + chunk + commit with an instant encoder, about 850-920 chunks/s
-there); instant actors give 917.
+Contracts: ray is imported only here and in :mod:`~hefsearch.index.ray_worker`, at call time;
+the bundle travels through Ray's object store. Actors go where the backend class says
+(``ray_resource``, ``device_ids()``): one per chip, pinned; else one per free CPU or
+``--ray-actors N``. An actor whose fingerprint differs from the library's space (or the
+majority's) is refused by name. At most :attr:`RayEncoder.max_in_flight` batches are out; the
+oldest is committed first (same chunk ids as a local run). A dead or failing actor is retired
+and its batches go to the others. Figures: docs/performance.md; guide: docs/scaling.md.
 """
 
 from __future__ import annotations
