@@ -2,57 +2,21 @@
 
 In ``spaces/<name>/``:
 
-- ``index.faiss``: the FAISS index, whose ids are chunk ids: an ``IndexIDMap2`` over flat inner
-  product below :data:`DEFAULT_SQ8_THRESHOLD`, over 8-bit scalar codes (re-scored exactly from
-  the raw vectors) up to ``hnsw_threshold``, over HNSW (efSearch tuned to recall@10 >=
-  :data:`HNSW_TARGET_RECALL`) above it, and a compressed IVF index above
-  ``compress_threshold`` (library settings), or a factory string from the settings. It is a
-  cache: it can always be rebuilt from the raw vectors without re-encoding.
-- ``index.json``: what the index is and what it was measured to do (type, bytes, vectors it
-  was trained on, recall@10 against exact search, an HNSW index's ``ef_search``), written with
-  ``index.faiss``; ``status`` shows it without loading FAISS.
+- ``index.faiss``: ids are chunk ids. By size: flat inner product below
+  :data:`DEFAULT_SQ8_THRESHOLD`, 8-bit scalar codes re-scored exactly from the raw vectors up to
+  ``hnsw_threshold``, HNSW (efSearch tuned to recall@10 >= :data:`HNSW_TARGET_RECALL`) above it,
+  ``IVF<lists>,SQ4`` (:func:`compressed_factory`) above ``compress_threshold``; or a factory
+  string from the library settings. A cache: always rebuilt from the raw vectors, no re-encoding.
+- ``index.json``: what the index is and measured (type, bytes, training vectors, recall@10
+  against exact search, HNSW ``ef_search``); ``status`` reads it without loading FAISS.
 
-Compressed spaces (libraries of millions of chunks). Above ``compress_threshold`` the index
-becomes ``IVF<lists>,<codes>`` (:func:`compressed_factory`), trained on the space's own vectors
-and retrained when the space has grown :data:`RETRAIN_GROWTH` times since; every search takes
-the top :data:`RESCORE_CANDIDATES` of the codes and re-scores them exactly from the raw
-vectors. Why these choices (clustered synthetic vectors, dim 384, see ``bench/scale.py``):
-
-- Codes: :data:`COMPRESSED_CODES` = 4-bit scalar (SQ4, 192 B/vector at dim 384: 13.1% of
-  float32 flat with ids and lists; the budget was 15%). At 200k vectors, IVF512 at nprobe 32,
-  re-scoring 200 candidates: recall@10 0.99 with SQ4, 0.97 with PQ96 (96 B; 0.99 needs 500
-  candidates), 0.85 with PQ48, 0.99 with SQ8 (384 B, 25% of flat: over budget). SQ4 trains in
-  seconds (min/max per dimension; the lists' k-means is the cost), PQ96 took 254 s on 65k
-  vectors (2 loaded cores): a Pi retraining a grown space should not wait for that. With SQ4
-  the recall is bound by the lists probed, not by the codes (same recall as IVF-Flat).
-- nprobe is tuned at build (:meth:`Space.measure_recall`, :func:`_tune_nprobe`: doubling, then
-  bisection) to about the smallest value reaching :data:`TARGET_RECALL` on
-  :data:`RECALL_QUERIES` stored vectors as queries, each without its own document's chunks
-  (:data:`RECALL_LEAVE_OUT`). A query that scans more than :data:`PARALLEL_SCAN_CODES` codes
-  splits its lists over every core.
-- Measured with ``bench/scale.py`` (2 cores shared with other jobs; p50 of single queries, new
-  queries, recall@10 against exact search; ``bench/synthetic.py`` for the two kinds of vectors):
-
-  ===========  =====  =========  ======  ======  =========  ========  ==============
-  vectors      n      index      nprobe  recall  p50 / p99  flat p50  index memory
-  ===========  =====  =========  ======  ======  =========  ========  ==============
-  documents    1M     IVF1024    32      0.965   2.4 / 3.1  55 ms     202 MB (13.1%)
-  isotropic    1M     IVF1024    72      0.971   8.4 / 9.1  56 ms     202 MB (13.1%)
-  documents    10M    IVF4096    26      0.971   3.8 / 5.8  --        2.0 GB (13.1%)
-  isotropic    10M    IVF4096    288     0.972   37 / 93    --        2.0 GB (13.1%)
-  ===========  =====  =========  ======  ======  =========  ========  ==============
-
-  ``documents`` vectors have the local intrinsic dimension of real text embeddings (measured
-  against a real library by ``bench/realism.py``); ``isotropic`` ones are a far harder worst
-  case (its 10M row was measured while the test suite shared the 2 cores). At 10M: build 372 s
-  after the raw vectors were written, open 1.8 s, 2.4 GB of private memory (the codes; ids
-  are int64 arrays, 8 bytes each).
-- IVF ids: an IVF index holds its own ids, so it is not wrapped in ``IndexIDMap2`` (which
-  renumbers its map after a removal while IVF keeps the old internal ids: after removing 100
-  ids, searches returned the ids of vectors 100 places further on).
-- Raw vectors stay float32 and are only memory-mapped: re-scoring reads a few hundred rows per
-  query from the page cache, so RAM holds the codes, not the vectors. A float16 mirror would
-  halve the disk but add a second copy to keep crash-safe; the segments stay the one truth.
+Compressed spaces: trained on the space's own vectors, retrained after :data:`RETRAIN_GROWTH`
+times growth; ``nprobe`` tuned at build (:func:`_tune_nprobe`) to about the smallest value
+reaching :data:`TARGET_RECALL` on :data:`RECALL_QUERIES` stored vectors, each without its own
+document's chunks; every search re-scores the top :data:`RESCORE_CANDIDATES` from the raw
+vectors (float32, memory-mapped); a scan over :data:`PARALLEL_SCAN_CODES` codes uses every core.
+An IVF index keeps its own ids: never wrapped in ``IndexIDMap2``. Why SQ4, and the figures:
+docs/decisions.md, docs/scaling.md.
 """
 
 from __future__ import annotations

@@ -1,39 +1,25 @@
 """Answering queries: vector, keyword and hybrid search over a library.
 
 - **vector**: the query is encoded by the encoder of the space searched (never another one),
-  then FAISS finds the nearest chunks. This is what finds a German document for a Korean query.
-- **keyword**: FTS5 BM25 over chunk text (see :mod:`hefsearch.search.keyword`): chunks with
-  every query word first, then chunks with some of them.
+  then FAISS finds the nearest chunks: a German document for a Korean query.
+- **keyword**: FTS5 BM25 over chunk text (:mod:`hefsearch.search.keyword`): chunks with every
+  query word first, then chunks with some of them.
 - **hybrid** (default): reciprocal rank fusion of the vector ranking with *strong* keyword
-  evidence only: chunks containing every query word (``keyword_strength="all"``), or, when no
-  chunk has them all, chunks containing every *code* of the query (model numbers, form codes,
-  versions, acronyms: "XR-3000", "E-52", "K-45"), which are spelled alike in every language.
-  Quantities ("90 days") and codes most chunks hold ("IT" = "it") are not evidence
+  evidence only: chunks with every query word, or, when none has them all, every *code* of the
+  query ("XR-3000", "E-52"), spelled alike in every language
   (:func:`~hefsearch.search.keyword.code_terms`, :func:`~hefsearch.search.keyword.rare_terms`).
-  Keyword matches of ordinary words rarely cross languages, so fusing weak (some-words)
-  matches like vector hits pushes the right foreign-language chunk down behind same-language
-  chunks that merely share a word: classic RRF halves recall@5 on the cross-lingual set of
-  ``bench/hybrid.py`` (figures in the README).
+  Why not weak matches: docs/decisions.md, ``bench/hybrid.py``.
 
-Device fallback: when encoding the query for a space fails with ``DeviceError`` (or
-its backend is unavailable at open) and the library has a ``cpu-fp32`` space, the search is
-answered from that space with the CPU encoder and ``SearchResult.notice`` says so. An FP32
-query is never run against NPU vectors.
+Device fallback: when encoding the query for a space fails (``DeviceError``, or its backend is
+unavailable) and the library has a ``cpu-fp32`` space, that space answers with the CPU encoder
+and ``SearchResult.notice`` says so; an FP32 query never runs against NPU vectors.
 
-Hostile input: the query is cleaned first (:func:`prepare_query`: lone surrogates,
-control characters, surrounding blanks, more than ``MAX_QUERY_CHARS``). A query with nothing
-left, or a keyword query without a single word, answers no hits and a notice saying why (not
-an exception: every caller, the TUI included, shows notices). A ``space`` the library does not
-have is an error naming the spaces it has, in every mode.
-
-Latency: a search never embeds snippet sentences, so results never wait for an encoder.
-Snippets come from the query's words (:func:`~hefsearch.search.snippets.quick_snippets`); hits
-whose best sentence needs the meaning are listed in ``SearchResult.pending_snippets`` and
-:meth:`Searcher.semantic_snippets` fills them later, for the hits a person sees, with the CPU
-FP32 encoder (never the NPU, which may be indexing). The per-query work is independent of the
-library's size: one ``IN`` query on the chunks' primary key for the hits, space names (not
-member counts) to pick the re-rank default (``Library.spaces()`` counts every space's members).
-Figures: bench/query_latency.py, published in docs/performance.md.
+The query is cleaned first (:func:`prepare_query`); one with nothing left, or a keyword query
+without a word, answers no hits and a notice saying why. An unknown ``space`` is an error naming
+the library's spaces. A search never embeds snippet sentences: snippets come from the query's
+words, and :meth:`Searcher.semantic_snippets` fills ``SearchResult.pending_snippets`` later with
+the CPU FP32 encoder. Per-query work does not grow with the library (one ``IN`` query for the
+hits; space names, not member counts). Figures: ``bench/query_latency.py``, docs/performance.md.
 """
 
 from __future__ import annotations

@@ -305,12 +305,11 @@ def test_auto_language_neutral_for_every_space_a_library_searches(tmp_path, sim_
     space's neutral copy, and with --also-fp32 both copies exist, each from its own space."""
     from click.testing import CliRunner
 
-    from hefsearch.search import language_neutral
     from hefsearch.search.language_neutral import chunk_languages, neutral_transform
     from hefsearch.cli.main import main
     from hefsearch.index.library import Library
 
-    monkeypatch.setattr(language_neutral, "MULTILINGUAL_VOCAB", 100)
+    monkeypatch.setattr("hefsearch.embed.bundle.MULTILINGUAL_VOCAB", 100)
     docs = tmp_path / "docs"
     docs.mkdir()
     texts = [f"Die Rechnung Nummer {i} ist bis Ende des Monats zu bezahlen, sonst folgt eine Mahnung." for i in range(6)]

@@ -159,10 +159,10 @@ def test_the_space_guard_keeps_int8_and_fp32_vectors_apart(int8_library, int8_bu
 
 
 def test_bench_quality_measures_int8_against_fp32(int8_library, int8_bundle):
-    from hefsearch.evaluate.quality import bundle_spaces, config_line, run_quality
+    from hefsearch.evaluate.quality import QualityOptions, bundle_spaces, config_line, run_quality
 
     assert [s.name for s in bundle_spaces(Bundle.open(int8_bundle))] == ["cpu-fp32", "cpu-int8"]
-    rep = run_quality(library=int8_library, n_queries=10, rerank=5, parallel=False)
+    rep = run_quality(library=int8_library, options=QualityOptions(n_queries=10, rerank=5, parallel=False))
     assert [s.name for s in rep.spaces] == ["cpu-fp32", "cpu-int8"]
     int8 = rep.space("cpu-int8")
     assert int8.error is None and int8.label == "CPU int8" and int8.library is not None
