@@ -18,6 +18,7 @@ exported to a temporary bundle and measured alone. Per bundle it prints:
 
 from __future__ import annotations
 
+from hefsearch.search.request import SearchRequest
 import argparse
 import statistics
 import subprocess
@@ -61,7 +62,7 @@ def corpus_quality(bundle: Path, work: Path) -> dict:
     for query, expected, kind in sample_queries():
         if kind == "keyword":
             continue
-        hits = searcher.search(query, k=5, mode="vector", space="cpu-fp32", rerank=0).hits
+        hits = searcher.search(SearchRequest(query, k=5, mode="vector", space="cpu-fp32", rerank_depth=0)).hits
         names = [Path(h.path).name for h in hits]
         out[QUERY_KINDS[kind]].append((bool(names) and names[0] in expected, any(n in expected for n in names)))
     searcher.close()

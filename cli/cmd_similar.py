@@ -57,12 +57,13 @@ def similar_cmd(target, chunk_id, library_path, k, space, filters, as_json):
     Nothing is encoded: the stored vectors are compared, so this is as fast as a search
     without its query encoding. Filters work as in 'hefsearch search'.
     """
+    from hefsearch.app.requests import SimilarRequest
     from hefsearch.app.service import search_json
     from hefsearch.app.session import LibrarySession
 
     with LibrarySession.open(library_path) as session:
         chunk, doc = resolve_target(session.library, target, chunk_id)
-        result = session.similar(chunk, doc_id=doc, k=k, space=space, filters=filters)
+        result = session.similar(SimilarRequest(chunk_id=chunk, doc_id=doc, k=k, space=space, filters=filters))
         fresh = session.freshness()
     if as_json:
         echo_json(search_json(result, fresh, filters))

@@ -30,11 +30,12 @@ from __future__ import annotations
 import hmac
 import json
 from contextlib import asynccontextmanager
-from typing import Optional
 
-from hefsearch.app.service import LibraryService, ServiceError
+from hefsearch.app.api import LibraryAPI
+from hefsearch.app.service import LibraryService, ServiceError, error_json
+from hefsearch.base.errors import HefsearchError
 
-from .schema import GetBody, SearchAnswer, SearchBody
+from .schema import CompareQuery, GetBody, SearchAnswer, SearchBody, SearchQuery, SimilarQuery
 from .web import SecurityHeaders, add_web_routes, is_page
 
 def _json_response(data: dict, status: int = 200):
@@ -117,9 +118,9 @@ def _add_error_handlers(app) -> None:
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
-    @app.exception_handler(ServiceError)
-    async def _service_error(request, e: ServiceError):
-        return _json_response(e.to_dict(), e.status)
+    @app.exception_handler(HefsearchError)
+    async def _refused(request, e: HefsearchError):  # the error's class decides its status
+        return _json_response(error_json(e), e.http_status)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request, e: RequestValidationError):
@@ -154,61 +155,53 @@ def _problem(err: dict) -> str:
     return f"{where}: {err.get('msg')}" if where else str(err.get("msg"))
 
 
-def _add_search_routes(app, service: LibraryService) -> None:
+def _add_search_routes(app, service: LibraryAPI) -> None:
+    from typing import Annotated
+
     from fastapi import Body, Query
 
     errors = _errors()
 
-    def do_search(b: SearchBody) -> dict:
-        return service.search(b.query, k=b.k, mode=b.mode, space=b.space, path=b.path, type=b.type,
-                              lang=b.lang, since=b.since, until=b.until, snippets=b.snippets, rerank=b.rerank)
-
     @app.get("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
-    def search_get(query: str = Query(...), k: int = 10, mode: str = "hybrid",
-                   space: Optional[str] = None, path: Optional[str] = None,
-                   type: Optional[list[str]] = Query(None), lang: Optional[list[str]] = Query(None),
-                   since: Optional[str] = None, until: Optional[str] = None, snippets: str = "meaning",
-                   rerank: Optional[str] = None):
+    def search_get(params: Annotated[SearchQuery, Query()]):
         """Search: the same JSON as ``hefsearch search --json``."""
-        return _json_response(do_search(SearchBody(query=query, k=k, mode=mode, space=space, path=path,
-                                                   type=type, lang=lang, since=since, until=until,
-                                                   snippets=snippets, rerank=rerank)))
+        return _json_response(service.search(params.to_request(), params.snippets))
 
     @app.post("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
     def search_post(body: SearchBody = Body(...)):
         """Search with a JSON body (same fields as the GET parameters)."""
-        return _json_response(do_search(body))
+        return _json_response(service.search(body.to_request(), body.snippets))
 
 
-def _add_read_routes(app, service: LibraryService) -> None:
+def _add_read_routes(app, service: LibraryAPI) -> None:
+    from typing import Annotated
+
     from fastapi import Body, Query
+
+    from hefsearch.app.requests import GetRequest
 
     errors = _errors()
 
     @app.get("/chunks/{chunk_id}", responses=errors, response_model=None)
     def chunk(chunk_id: int):
         """One chunk: its text, document, page, line and character span."""
-        return _json_response(service.get([chunk_id])["items"][0])
+        return _json_response(service.get(GetRequest(ids=(chunk_id,)))["items"][0])
 
     @app.get("/documents/{doc_id}", responses=errors, response_model=None)
     def document(doc_id: int):
         """One document: path, kind, dates, languages, its chunks and its text."""
-        return _json_response(service.get([f"doc:{doc_id}"])["items"][0])
+        return _json_response(service.get(GetRequest(ids=(f"doc:{doc_id}",)))["items"][0])
 
     @app.post("/get", responses=errors, response_model=None)
     def get(body: GetBody = Body(...)):
         """Several chunks and documents at once."""
-        return _json_response(service.get(body.ids))
+        return _json_response(service.get(body.to_request()))
 
     @app.get("/similar", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
-    def similar(id: Optional[int] = None, doc: Optional[int] = None, k: int = 10, space: Optional[str] = None,
-                path: Optional[str] = None, type: Optional[list[str]] = Query(None),
-                lang: Optional[list[str]] = Query(None), since: Optional[str] = None, until: Optional[str] = None,
-                chunk_id: Optional[int] = None):
+    def similar(params: Annotated[SimilarQuery, Query()]):
         """Chunks of other documents most like chunk ``id`` (``chunk_id``, as hits and MCP name
         it, works too) or document ``doc``."""
-        return _json_response(service.similar(id if id is not None else chunk_id, doc_id=doc, k=k, space=space,
-                                              path=path, type=type, lang=lang, since=since, until=until))
+        return _json_response(service.similar(params.to_request()))
 
     @app.get("/status", responses=errors, response_model=None)
     def status():
@@ -221,18 +214,16 @@ def _add_read_routes(app, service: LibraryService) -> None:
         return _json_response(service.health())
 
 
-def _add_compare_route(app, service: LibraryService) -> None:
+def _add_compare_route(app, service: LibraryAPI) -> None:
+    from typing import Annotated
+
     from fastapi import Query
 
     @app.get("/compare", responses=_errors(), response_model=None)
-    def compare(query: str = Query(...), k: int = 10, mode: str = "vector",
-                space: Optional[list[str]] = Query(None), path: Optional[str] = None,
-                type: Optional[list[str]] = Query(None), lang: Optional[list[str]] = Query(None),
-                since: Optional[str] = None, until: Optional[str] = None, rerank: bool = False):
+    def compare(params: Annotated[CompareQuery, Query()]):
         """The query in two vector spaces side by side (default: the NPU or 8-bit space and
         FP32): each side's hits, overlap@k, RBO and the chunks only one side found."""
-        return _json_response(service.compare(query, k=k, mode=mode, spaces=space, path=path, type=type,
-                                              lang=lang, since=since, until=until, rerank=rerank))
+        return _json_response(service.compare(params.to_request()))
 
 
 class Guard:

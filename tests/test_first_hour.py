@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from hefsearch.search.request import SearchRequest
 from hefsearch.cli.main import main
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
@@ -268,7 +269,7 @@ def test_a_simulation_next_to_fp32_is_not_the_default_space(tmp_path, tiny_bert_
     from hefsearch.search import Searcher
 
     with Searcher(lib, bundle=str(tiny_bert_bundle)) as s:
-        assert s.search("invoice", mode="vector").space == "cpu-fp32"
+        assert s.search(SearchRequest("invoice", mode="vector")).space == "cpu-fp32"
     lib.close()
     lib = Library.open(tmp_path / "lib-sim-only")
     with noisy_encoder(tiny_bert_bundle) as sim:
