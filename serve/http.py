@@ -30,8 +30,12 @@ from __future__ import annotations
 import hmac
 import json
 from contextlib import asynccontextmanager
+from typing import Annotated
+
+from fastapi import Body, Query
 
 from hefsearch.app.api import LibraryAPI
+from hefsearch.app.requests import GetRequest
 from hefsearch.app.service import LibraryService, ServiceError, error_json
 from hefsearch.base.errors import HefsearchError
 
@@ -156,10 +160,6 @@ def _problem(err: dict) -> str:
 
 
 def _add_search_routes(app, service: LibraryAPI) -> None:
-    from typing import Annotated
-
-    from fastapi import Body, Query
-
     errors = _errors()
 
     @app.get("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
@@ -174,12 +174,6 @@ def _add_search_routes(app, service: LibraryAPI) -> None:
 
 
 def _add_read_routes(app, service: LibraryAPI) -> None:
-    from typing import Annotated
-
-    from fastapi import Body, Query
-
-    from hefsearch.app.requests import GetRequest
-
     errors = _errors()
 
     @app.get("/chunks/{chunk_id}", responses=errors, response_model=None)
@@ -215,10 +209,6 @@ def _add_read_routes(app, service: LibraryAPI) -> None:
 
 
 def _add_compare_route(app, service: LibraryAPI) -> None:
-    from typing import Annotated
-
-    from fastapi import Query
-
     @app.get("/compare", responses=_errors(), response_model=None)
     def compare(params: Annotated[CompareQuery, Query()]):
         """The query in two vector spaces side by side (default: the NPU or 8-bit space and
