@@ -2,9 +2,11 @@
 hit or a status holds reaches them all: ``hefsearch search --json``, ``similar --json``,
 ``status --json``, the HTTP API and the MCP tools.
 
-:class:`LibraryService` answers requests from outside (the server, the MCP tools): it checks
-its input against :class:`Limits` (k, query length, ids per request, concurrent work) and
-raises :class:`ServiceError` with an HTTP status and a message for anything wrong. It is
+:class:`LibraryService` answers requests from outside (the server, the MCP tools), one request
+type per operation (:class:`~hefsearch.app.api.LibraryAPI`): it checks them against
+:class:`Limits` (k, query length, ids per request, concurrent work) and raises a
+:class:`~hefsearch.base.errors.HefsearchError` for anything wrong, whose class carries its HTTP
+status (:class:`NoSuchItem` 404, :class:`ServiceError` as given, others 400). It is
 read-only: text comes from the library's database, never from the disk, and a document or hit
 outside the library's folders (:func:`~hefsearch.app.reindex.library_roots`) is neither shown
 nor returned. Each answer names the backend that encoded the query and how fresh the library is.

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hmac
 import json
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Body, Query
@@ -55,20 +56,27 @@ def _errors() -> dict:
     return {status: {"model": ErrorAnswer} for status in (400, 401, 404, 413, 503)}
 
 
+@dataclass(frozen=True)
+class McpMount:
+    """The MCP server served at ``/mcp``: ``sessions`` may be open at once (more get 503); one
+    unused for ``idle_s`` is closed."""
+
+    server: object
+    sessions: int = 64
+    idle_s: float = 600.0
+
+
 def make_http_app(service: LibraryService, *, token: str | None = None, loopback: bool = True,
-                  mcp_server=None, host: str = "127.0.0.1", body_timeout_s: float = 15.0,
-                  mcp_sessions: int = 64, mcp_session_idle_s: float = 600.0):
-    """The ASGI app: the JSON API, ``/mcp`` when ``mcp_server`` is given, and the guard.
-    ``mcp_sessions`` MCP sessions may be open at once (more get 503); one unused for
-    ``mcp_session_idle_s`` is closed."""
+                  mcp: McpMount | None = None, host: str = "127.0.0.1", body_timeout_s: float = 15.0):
+    """The ASGI app: the JSON API, ``/mcp`` when ``mcp`` is given, and the guard."""
     from fastapi import FastAPI
 
     from hefsearch.base.versions import hefsearch_version
 
     limits = service.limits
-    mcp_app = None if mcp_server is None else _mcp_app(mcp_server, limits, token=token, loopback=loopback,
-                                                       host=host, sessions=mcp_sessions,
-                                                       idle_s=mcp_session_idle_s)
+    mcp_server = None if mcp is None else mcp.server
+    mcp_app = None if mcp is None else _mcp_app(mcp.server, limits, token=token, loopback=loopback,
+                                                host=host, sessions=mcp.sessions, idle_s=mcp.idle_s)
 
     @asynccontextmanager
     async def lifespan(app):
