@@ -165,6 +165,33 @@ class LibrarySession:
             return None
 
     # -- reading ---------------------------------------------------------------------------
+    def find_target(self, target: str) -> tuple[int | None, int | None]:
+        """(None, document id) for ``PATH`` (a whole document), (chunk id, None) for ``PATH:N``
+        (its N-th chunk, from 1); a path the library does not hold is an error."""
+        import os
+
+        from hefsearch.base.terminal_text import printable
+        from hefsearch.search.api import NotInLibrary
+
+        def doc_of(path: str) -> int | None:
+            rows = self.library.query("SELECT id FROM documents WHERE path = ?", [printable(os.path.abspath(path))])
+            return rows[0][0] if rows else None
+
+        doc = doc_of(target)
+        if doc is not None:
+            return None, doc
+        path, sep, number = target.rpartition(":")
+        if sep and number.isdigit() and (doc := doc_of(path)) is not None:
+            rows = self.library.query("SELECT id FROM chunks WHERE doc_id = ? AND ordinal = ?", [doc, int(number) - 1])
+            if not rows:
+                count = self.library.query("SELECT COUNT(*) FROM chunks WHERE doc_id = ?", [doc])[0][0]
+                raise NotInLibrary(f"{path} has {count} chunk(s); there is no chunk {number}.",
+                                   f"Give a number from 1 to {count}, or the path alone for the whole document.")
+            return rows[0][0], None
+        raise NotInLibrary(f"{target} is not a document of the library {self.library.path}.",
+                           "Give the path of an indexed file (as 'hefsearch search' lists it), optionally "
+                           "with :CHUNK, or --id with a chunk_id from 'hefsearch search --json'.")
+
     def neighbours(self, hit: "Hit", around: int) -> list["ChunkRecord"]:
         """The hit's chunk with up to ``around`` chunks of its document before and after it."""
         return list(self.library.neighbours(hit.chunk_id, before=around, after=around))
