@@ -26,7 +26,6 @@ library and ``Searcher`` (vector, no re-rank) must give the figure computed here
 
 from __future__ import annotations
 
-from hefsearch.search.request import SearchRequest
 import argparse
 import csv
 import random
@@ -38,6 +37,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from hefsearch.search.request import SearchRequest  # noqa: E402
 SAMPLES = ROOT / "data" / "sample-corpus"
 
 

@@ -18,7 +18,6 @@ exported to a temporary bundle and measured alone. Per bundle it prints:
 
 from __future__ import annotations
 
-from hefsearch.search.request import SearchRequest
 import argparse
 import statistics
 import subprocess
@@ -29,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+from hefsearch.search.request import SearchRequest  # noqa: E402
 CORPUS = ROOT / "data" / "sample-corpus"
 
 from _models import export_temp_bundle  # noqa: E402  (bench/ is the script's folder)

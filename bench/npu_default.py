@@ -23,7 +23,6 @@ median wall time and the re-rank time each answer reports, with its budget.
 
 from __future__ import annotations
 
-from hefsearch.search.request import SearchRequest
 import argparse
 import csv
 import json
@@ -38,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from hefsearch.search.request import SearchRequest  # noqa: E402
 SAMPLES = ROOT / "data" / "sample-corpus"
 
 

@@ -28,7 +28,6 @@ them, so compare rows of the same run, not runs.
 
 from __future__ import annotations
 
-from hefsearch.search.request import SearchRequest
 import argparse
 import itertools
 import os
@@ -42,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from hefsearch.search.request import SearchRequest  # noqa: E402
 
 from bench.index import DIM, StubEncoder as _IndexBenchStub, vocabulary  # noqa: E402
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hefsearch.search.request import SearchRequest
 from hefsearch.cli.main import main
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
+from hefsearch.search.request import SearchRequest
 from tests.library_helpers import ctrl_c_on_batch, write_corpus
 from tests.tui_support import noisy_encoder
 

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from hefsearch.cli.main import main
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
+from hefsearch.search import Searcher
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
-from hefsearch.search import Searcher
 
 PASSAGE = ("To read a file line by line in node, create a read stream with fs.createReadStream and "
            "hand it to readline.createInterface; then iterate over the interface with for await, "

@@ -25,10 +25,10 @@ from hefsearch.index.errors import LibraryBusy, LibraryError
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import Space
 from hefsearch.index.sync import sync
-from hefsearch.search.request import SearchRequest
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
 from hefsearch.cli.main import main
+from hefsearch.search.request import SearchRequest
 from tests.library_helpers import sim_library, write_corpus
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hefsearch.search.request import SearchRequest
 from hefsearch.embed import Encoder
 from hefsearch.embed.language import identify, identify_all
 from hefsearch.embed.post_transform import LanguageNeutral, from_spec
+from hefsearch.search.request import SearchRequest
 
 
 def unit(v):

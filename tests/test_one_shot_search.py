@@ -18,12 +18,12 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.app.session import LibrarySession
-from hefsearch.search.request import SearchRequest
 from hefsearch.cli.main import main
 from hefsearch.embed.encoder import Encoder
 from hefsearch.index.faiss_index import INDEX_FILE, index_ids
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import Space
+from hefsearch.search.request import SearchRequest
 
 from tests.library_helpers import small_indexed_library
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hefsearch.search.request import SearchRequest
 from hefsearch.embed import ort_session
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.reference import REFERENCE_BACKEND, open_reference_encoder
 from hefsearch.embed.samples import VERIFY_TEXTS
+from hefsearch.search.request import SearchRequest
 
 TEXTS = list(VERIFY_TEXTS) + ["short", "a somewhat longer text " * 20]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hefsearch.search.request import SearchRequest
 from hefsearch.embed import Encoder
 from hefsearch.embed.post_transform import MeanCentering, from_spec
 from hefsearch.embed import metrics as M
+from hefsearch.search.request import SearchRequest
 
 
 def test_mean_centering_hand_computed():

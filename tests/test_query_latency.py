@@ -15,9 +15,9 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.search.request import SearchRequest
 from hefsearch.search import Searcher
 from hefsearch.search import snippets
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.grouping import tidy_snippet
 from hefsearch.search.snippets import quick_snippets
 from tests.library_helpers import count_passages

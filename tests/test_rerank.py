@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from hefsearch.embed import Encoder
-from hefsearch.search.request import SearchRequest
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
+from hefsearch.search.request import SearchRequest
 from tests.library_helpers import TOPICS
 
 QUERIES = [base for _, base in TOPICS] + ["payment deadline", "platform four", "olive oil sauce",

@@ -17,10 +17,10 @@ from hefsearch.base.errors import BackendUnavailable, DeviceError
 from hefsearch.index.errors import FingerprintMismatch
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.search.filters import Filters
-from hefsearch.search.request import SearchRequest
 from hefsearch.search import Searcher, compare
 from hefsearch.search.comparison import ranking_agreement
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.fusion import rrf
 from hefsearch.search.keyword import keyword_search, parse_query
 from tests.library_helpers import write_corpus

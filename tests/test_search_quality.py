@@ -21,8 +21,8 @@ from bench.retrieval_sets import (CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLI
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.search.request import SearchRequest
 from hefsearch.search import Searcher
+from hefsearch.search.request import SearchRequest
 
 
 def _library(tmp_path, docs, encoder):

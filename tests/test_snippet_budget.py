@@ -10,11 +10,11 @@ import pytest
 
 from hefsearch.app.service import LibraryService, Limits
 from hefsearch.app.session import LibrarySession
-from hefsearch.search.request import SearchRequest
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher, snippets
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.snippets import SemanticSnippets, sentences_of
 
 QUERY = "Rechnung Zahlungsfrist Steuerbehoerde"  # shares no word with the corpus

@@ -21,8 +21,8 @@ from hefsearch.index.errors import FingerprintMismatch
 from hefsearch.index.encoders import open_sync_encoders
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.search.request import SearchRequest
 from hefsearch.search import Searcher
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.rerank import default_depth
 from hefsearch.tui.present import pick_compare_spaces, space_label
 from tests.library_helpers import write_corpus

@@ -23,8 +23,8 @@ from hefsearch.embed.bundle import Bundle  # noqa: E402
 from hefsearch.embed.encoder import Encoder  # noqa: E402
 from hefsearch.index.library import Library  # noqa: E402
 from hefsearch.index.sync import sync  # noqa: E402
-from hefsearch.search.request import SearchRequest
 from hefsearch.search import compare  # noqa: E402
+from hefsearch.search.request import SearchRequest  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
 from hefsearch.tui.present import one_line  # noqa: E402
 from tests.tui_support import (CORPUS, build_app, cpu_encoder, noisy_encoder, search, wait_for,  # noqa: E402
