@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 
-from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError
+from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError, NotFound
 from hefsearch.embed.space_names import FP32_SPACE
 from hefsearch.index.formats import CONTAINER_KINDS
 
@@ -97,6 +97,12 @@ class Hit:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def also_in_text(self, names: int = 3) -> str:
+        """'also in: fs.html, all.html (+2)': the files folded under this hit, by name."""
+        shown = [p.rsplit("/", 1)[-1] for p in self.also_in[:names]]
+        more = len(self.also_in) - len(shown)
+        return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
+
     @property
     def shown_score(self) -> float:
         """The score to print: the cosine where there is one, else the ranking score (BM25)."""
@@ -146,14 +152,18 @@ class SearchResult:
 
 
 def also_in_text(hit: Hit, names: int = 3) -> str:
-    """'also in: fs.html, all.html (+2)': the files folded under a hit, by name."""
-    shown = [p.rsplit("/", 1)[-1] for p in hit.also_in[:names]]
-    more = len(hit.also_in) - len(shown)
-    return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
+    """:meth:`Hit.also_in_text` (front ends call the method)."""
+    return hit.also_in_text(names)
 
 
 class SearchError(HefsearchError):
     title = "search error"
+
+
+class NotInLibrary(SearchError, NotFound):
+    """A chunk or document id the library does not have (404 over HTTP)."""
+
+    title = "not found"
 
 
 def prepare_query(query: str) -> tuple[str, list[str]]:
@@ -315,23 +325,14 @@ class Searcher:
         self._closed_encoders = closed
 
     # -- searching -----------------------------------------------------------------------
-    def search(self, query: "str | SearchRequest", *, k: int = 10, mode: str = "hybrid",
-               space: str | None = None, path_glob: str | None = None,
-               kinds: Sequence[str] | None = None, rerank: int | None = None, fallback: bool = True,
-               all_chunks: bool = False, filters: Filters | None = None) -> SearchResult:
-        """The top ``k`` hits: one per document, copies folded (:mod:`.grouping`), unless
-        ``all_chunks`` (the ``k`` best chunks, as the retrievers rank them). ``filters``
-        (dates, types, languages, ...: :mod:`hefsearch.search.filters`) combine with
-        ``path_glob`` and ``kinds``. ``query`` may be a whole :class:`SearchRequest` (then its
-        fields replace the keyword arguments but ``rerank`` and ``fallback``).
+    def search(self, request: SearchRequest) -> SearchResult:
+        """The top ``request.k`` hits: one per document, copies folded (:mod:`.grouping`),
+        unless ``all_chunks`` (the ``k`` best chunks, as the retrievers rank them), within
+        ``request.filters`` (:mod:`hefsearch.search.filters`).
 
         Stage by stage (each a method filling one :class:`SearchRun`): check, vector, keyword,
-        rank, fetch (and group), snippets, hits. ``rerank``: FP32 re-rank depth (None: the
-        default for the space searched)."""
-        request = query if isinstance(query, SearchRequest) else SearchRequest(
-            seq=0, query=query, mode=mode, k=k, path_glob=path_glob, kinds=kinds,
-            filters=filters or Filters(), space=space, all_chunks=all_chunks)
-        run = self._start(request, rerank, fallback)
+        rank, fetch (and group), snippets, hits."""
+        run = self._start(request)
         if run.notice is not None:  # nothing to search for
             return SearchResult(query=run.query, mode=request.mode, space=None, hits=[],
                                 timings={"total": _ms(run.started)}, notice=run.notice)
@@ -344,10 +345,9 @@ class Searcher:
         self._snippet_stage(run)
         return self._result(run)
 
-    def _start(self, request: SearchRequest, rerank: int | None, fallback: bool) -> SearchRun:
+    def _start(self, request: SearchRequest) -> SearchRun:
         """The request checked and the query cleaned; ``notice`` set when nothing is left."""
         started = time.perf_counter()
-        filters = request.all_filters()
         if request.mode not in MODES:
             raise SearchError(f"Unknown search mode {request.mode!r}.", f"Choose one of: {', '.join(MODES)}.")
         if request.space is not None:
@@ -357,8 +357,10 @@ class Searcher:
         depth = max(FUSION_DEPTH, 3 * k) if request.mode == "hybrid" else k
         if not request.all_chunks:  # candidates enough for k documents after grouping
             depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k)
-        run = SearchRun(request=request, query=query, filters=filters, k=k, depth=depth,
-                        rerank=rerank, asked_rerank=rerank, fallback=fallback, started=started, notices=notices)
+        rerank = request.rerank_depth
+        run = SearchRun(request=request, query=query, filters=request.filters, k=k, depth=depth,
+                        rerank=rerank, asked_rerank=rerank, fallback=request.fallback, started=started,
+                        notices=notices)
         if not query or (request.mode == "keyword" and not parse_query(query)):
             run.notice = " ".join([*notices, NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE])
         return run

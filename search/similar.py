@@ -15,7 +15,7 @@ import numpy as np
 
 from hefsearch.index import documents
 
-from .api import Hit, SearchError, SearchResult, _ms
+from .api import Hit, NotInLibrary, SearchError, SearchResult, _ms
 from .filters import Filters
 from .snippets import window
 
@@ -35,13 +35,13 @@ def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | 
     if chunk_id is not None:
         place = documents.chunk_place(library.query, chunk_id)
         if place is None:
-            raise SearchError(f"The library has no chunk {chunk_id}.", "Take an id from a search result.")
+            raise NotInLibrary(f"The library has no chunk {chunk_id}.", "Take an id from a search result.")
         doc_id, path, ordinal = place
         ids, what = [int(chunk_id)], f"{path} chunk {ordinal + 1}"
     else:
         what = documents.document_path(library.query, doc_id)
         if what is None:
-            raise SearchError(f"The library has no document {doc_id}.", "Take an id from a search result.")
+            raise NotInLibrary(f"The library has no document {doc_id}.", "Take an id from a search result.")
         ids = documents.chunk_ids_of(library.query, doc_id)
         if not ids:
             raise SearchError(f"{what} has no text in the library (nothing to compare).")

@@ -13,6 +13,7 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.embed.language import identify, identify_all
 from hefsearch.embed.post_transform import LanguageNeutral, from_spec
+from hefsearch.search.request import SearchRequest
 
 
 def unit(v):
@@ -188,7 +189,7 @@ def test_derived_space_follows_the_library_and_is_refitted_when_it_grows(tmp_pat
     assert np.allclose(sp.vectors(ids), from_spec(spec).apply(lib.space("cpu-fp32").vectors(ids),
                                                                   languages=langs), atol=1e-6)
     s = Searcher(lib)  # reopens the neutral encoder from the stored spec; fingerprints match
-    res = s.search("Rechnung bezahlen", k=3, mode="vector", space="cpu-fp32-neutral", rerank=0)
+    res = s.search(SearchRequest("Rechnung bezahlen", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0))
     assert res.hits and res.space == "cpu-fp32-neutral"
     s.close()
 
@@ -212,7 +213,7 @@ def test_derived_space_follows_the_library_and_is_refitted_when_it_grows(tmp_pat
     fresh = LanguageNeutral.fit(raw, langs, alpha=0.5, min_chunks=5)  # as if derived today
     assert np.allclose(lib.space("cpu-fp32-neutral").vectors(ids), fresh.apply(raw, languages=langs), atol=1e-5)
     s = Searcher(lib)
-    assert s.search("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank=0).hits
+    assert s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0)).hits
     s.close()
     lib.close()
 

@@ -22,6 +22,7 @@ from hefsearch.index.encoders import open_sync_encoders
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.rerank import default_depth
 from hefsearch.tui.present import pick_compare_spaces, space_label
 from tests.library_helpers import write_corpus
@@ -139,7 +140,7 @@ def test_indexing_with_int8_fills_its_own_space_and_reranks_with_fp32(int8_libra
     assert default_depth(int8_library, "cpu-int8") > 0 and default_depth(int8_library, "cpu-fp32") == 0
     s = Searcher(int8_library)
     try:
-        res = s.search("trains and stations", mode="vector", k=3)
+        res = s.search(SearchRequest("trains and stations", mode="vector", k=3))
     finally:
         s.close()
     assert res.space == "cpu-int8" and res.backend_label == "CPU int8" and "rerank" in res.timings
