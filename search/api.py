@@ -335,7 +335,7 @@ class Searcher:
         run = self._start(request)
         if run.notice is not None:  # nothing to search for
             return SearchResult(query=run.query, mode=request.mode, space=None, hits=[],
-                                timings={"total": _ms(run.started)}, notice=run.notice)
+                                timings={"total": elapsed_ms(run.started)}, notice=run.notice)
         if request.mode in ("vector", "hybrid"):
             self._vector_stage(run)
         if request.mode in ("keyword", "hybrid"):
@@ -382,7 +382,7 @@ class Searcher:
         allowed = self._allowed(run.filters)
         sp = self.library.space(run.space)
         scores, ids = sp.search(run.query_vec, max(run.depth, run.rerank or 0), allowed=allowed)
-        run.timings["search"] = _ms(t)
+        run.timings["search"] = elapsed_ms(t)
         run.vec_ids = [int(i) for i in ids[0] if i >= 0]
         run.vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}
         if run.rerank:
@@ -414,7 +414,7 @@ class Searcher:
                                       filters=filters)
                 kw += [m for m in more if m[0] not in have][: k - len(kw)]
         run.kw = kw
-        run.timings["keyword"] = _ms(t)
+        run.timings["keyword"] = elapsed_ms(t)
 
     def _rank_stage(self, run: SearchRun) -> None:
         if run.mode == "vector":
@@ -435,7 +435,7 @@ class Searcher:
         if not run.request.all_chunks:
             run.groups = {g.chunk_id: g for g in group([i for i, _, _ in run.ranked], run.records, run.k)}
             run.ranked = [r for r in run.ranked if r[0] in run.groups]
-        run.timings["fetch"] = _ms(t)
+        run.timings["fetch"] = elapsed_ms(t)
 
     def _snippet_stage(self, run: SearchRun) -> None:
         """Vector hits' snippets from the query's words now; those that need the meaning are
@@ -449,7 +449,7 @@ class Searcher:
         run.snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
         run.pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
         run.snippets.update(kw_snip)
-        run.timings["snippet"] = _ms(t)
+        run.timings["snippet"] = elapsed_ms(t)
 
     def _result(self, run: SearchRun) -> SearchResult:
         similarity = self._similarities([i for i, _, _ in run.ranked], run.vec_scores, run.space, run.query_vec)
@@ -461,7 +461,7 @@ class Searcher:
                             line=rec.line, start=rec.start, end=rec.end, snippet=snip, text=rec.text,
                             doc_kind=rec.doc_kind, sources=dict(src), similarity=similarity.get(i),
                             more_in_file=len(g.more) if g else 0, also_in=list(g.also_in) if g else []))
-        run.timings["total"] = _ms(run.started)
+        run.timings["total"] = elapsed_ms(run.started)
         if run.query_vec is not None:
             self._last_query = (run.space, run.query, run.query_vec[0])
         notice = " ".join([*run.notices, run.notice] if run.notice else run.notices) or None
@@ -532,8 +532,8 @@ class Searcher:
             enc = self.encoder_for(space)
             t_encode = time.perf_counter()  # the encoding alone, not the wait for the encoder's open
             vec = enc.encode_queries([query])
-            self._last_encode_ms = _ms(t_encode)
-            timings["encode"] = _ms(t)
+            self._last_encode_ms = elapsed_ms(t_encode)
+            timings["encode"] = elapsed_ms(t)
             return enc, vec, space, None
         except (DeviceError, BackendUnavailable) as e:
             what = self._label_of(space)
@@ -547,7 +547,7 @@ class Searcher:
             log.warning("%s failed (%s); answering from the FP32 space", what, e.message)
             enc = self.encoder_for(FP32_SPACE)
             vec = enc.encode_queries([query])
-            timings["encode"] = _ms(t)
+            timings["encode"] = elapsed_ms(t)
             return enc, vec, FP32_SPACE, f"{what} failed: {e.message}; answered from the FP32 space"
 
     def _label_of(self, space: str) -> str:
@@ -573,10 +573,10 @@ class Searcher:
         t = time.perf_counter()
         ids, scores, info = rr.rerank_candidates(self, query=query, space=space, ids=ids, scores=scores, top=n,
                                                  budget_ms=self.rerank_budget_ms)
-        timings["rerank"] = _ms(t)
+        timings["rerank"] = elapsed_ms(t)
         return list(ids), dict(scores), info
 
 
-def _ms(t0: float) -> float:
+def elapsed_ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
 

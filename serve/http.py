@@ -247,23 +247,23 @@ class Guard:
         if self.token is not None and not is_page(scope):  # the page asks for the token itself
             scheme, _, value = first("authorization").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token):
-                return await _refuse(send, 401, "A token is needed: send 'Authorization: Bearer TOKEN'.",
+                return await refuse(send, 401, "A token is needed: send 'Authorization: Bearer TOKEN'.",
                                      "The token was printed when the server first started and is in its "
                                      "token file (hefsearch serve --help: --token-file).",
                                      [(b"www-authenticate", b'Bearer realm="hefsearch"')], close=True)
         elif self.loopback and not _loopback_name(_host_name(first("host"))):
-            return await _refuse(send, 403, "This server listens on loopback only and answers requests "
+            return await refuse(send, 403, "This server listens on loopback only and answers requests "
                                             "addressed to a loopback address (127.0.0.1, ::1) or localhost.",
                                  "To search from another machine, start it with --host ADDRESS (a token "
                                  "is then required).", close=True)
         lengths, chunked = headers.get("content-length"), headers.get("transfer-encoding")
         if chunked is not None and lengths is not None or lengths is not None and len(set(lengths)) > 1:
-            return await _refuse(send, 400, "The request has both a Content-Length and a Transfer-Encoding "
+            return await refuse(send, 400, "The request has both a Content-Length and a Transfer-Encoding "
                                             "(or two Content-Lengths): its size is ambiguous, so it is refused.",
                                  "Send one of them.", close=True)
         length = lengths[0].strip() if lengths else None
         if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > self.max_body):
-            return await _refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
+            return await refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
         if chunked is not None or (length is not None and int(length) > 0):
             body = await self._read_body(receive, send)
             if body is None:
@@ -279,7 +279,7 @@ class Guard:
         so a second request with an id still in flight took the first one's answer stream and
         left one of them unanswered for ever."""
         if key in self._in_flight:
-            return await _refuse(send, 409, "A request with this JSON-RPC id is still being answered in this "
+            return await refuse(send, 409, "A request with this JSON-RPC id is still being answered in this "
                                             "MCP session.", "Give every request of a session its own id.")
         self._in_flight.add(key)
         try:
@@ -302,13 +302,13 @@ class Guard:
                 part = message.get("body", b"")
                 seen += len(part)
                 if seen > self.max_body:
-                    await _refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
+                    await refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
                     return None
                 parts.append(part)
                 if not message.get("more_body", False):
                     return b"".join(parts)
         if deadline.cancelled_caught:
-            await _refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
+            await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
                           "Send the whole body at once (the server's --body-timeout).", close=True)
         return None
 
@@ -355,7 +355,7 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def _refuse(send, status: int, message: str, hint: str | None = None, extra: list | None = None,
+async def refuse(send, status: int, message: str, hint: str | None = None, extra: list | None = None,
                   close: bool = False) -> None:
     """An error answer from the guard; ``close``: the connection ends after it (a body may be
     unread, so the next bytes cannot be trusted to start a request)."""
