@@ -144,12 +144,6 @@ MAX_DOCSTRING = 25
 LONG_DOCSTRING_ALLOWED = {
     "compile/dfc.py", "compile/dfc_onnx.py", "compile/model_script.py", "compile/model_source.py",
     "compile/npu_sim.py", "compile/robust.py",
-    "embed/backends/hailo.py", "embed/hef_contract.py", "embed/language.py", "embed/mask_layout.py",
-    "embed/precision.py",
-    "index/faiss_index.py", "index/library.py", "index/ray_pool.py", "index/ray_session.py", "index/store.py",
-    "index/sync.py",
-    "search/api.py", "search/language_neutral.py",
-    "app/watch.py",
 }
 
 
