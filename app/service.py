@@ -2,9 +2,11 @@
 hit or a status holds reaches them all: ``hefsearch search --json``, ``similar --json``,
 ``status --json``, the HTTP API and the MCP tools.
 
-:class:`LibraryService` answers requests from outside (the server, the MCP tools): it checks
-its input against :class:`Limits` (k, query length, ids per request, concurrent work) and
-raises :class:`ServiceError` with an HTTP status and a message for anything wrong. It is
+:class:`LibraryService` answers requests from outside (the server, the MCP tools), one request
+type per operation (:class:`~hefsearch.app.api.LibraryAPI`): it checks them against
+:class:`Limits` (k, query length, ids per request, concurrent work) and raises a
+:class:`~hefsearch.base.errors.HefsearchError` for anything wrong, whose class carries its HTTP
+status (:class:`NoSuchItem` 404, :class:`ServiceError` as given, others 400). It is
 read-only: text comes from the library's database, never from the disk, and a document or hit
 outside the library's folders (:func:`~hefsearch.app.reindex.library_roots`) is neither shown
 nor returned. Each answer names the backend that encoded the query and how fresh the library is.
@@ -14,16 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
-from hefsearch.base.errors import HefsearchError
+from hefsearch.base.errors import HefsearchError, NotFound
 from hefsearch.index import documents
-from hefsearch.search.api import MAX_QUERY_CHARS, MODES, prepare_query
-from hefsearch.search.filters import Filters, make_filters
+from hefsearch.search.api import MAX_QUERY_CHARS
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.snippets import SEMANTIC_BUDGET_MS
 
 from .reindex import library_roots, under_roots
+from .requests import CompareRequest, GetRequest, SimilarRequest
+from .searching import MODES, check_query
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.index.library import LibraryStatus
@@ -59,16 +64,30 @@ SNIPPETS = ("meaning", "quick")
 
 
 class ServiceError(HefsearchError):
-    """A request that cannot be answered; ``status`` is its HTTP status."""
+    """A request that cannot be answered as asked; ``http_status`` is its HTTP status (400
+    unless given: 413 too large, 503 busy or unreachable, 500 the server's fault)."""
 
     title = "request refused"
 
     def __init__(self, message: str, hint: str | None = None, *, status: int = 400):
         super().__init__(message, hint)
-        self.status = status
+        self.http_status = status
+
+    @property
+    def status(self) -> int:
+        return self.http_status
 
     def to_dict(self) -> dict:
-        return {"error": {"status": self.status, "message": self.message, "hint": self.hint}}
+        return error_json(self)
+
+
+class NoSuchItem(NotFound):
+    """An id that is no chunk or document of the library, or one outside its folders (404)."""
+
+
+def error_json(error: HefsearchError) -> dict:
+    """An error as the server answers it (HTTP and MCP): ``{"error": {"status", "message", "hint"}}``."""
+    return {"error": {"status": error.http_status, "message": error.message, "hint": error.hint}}
 
 
 # -- the shared answers ------------------------------------------------------------------------
@@ -138,20 +157,16 @@ class LibraryService:
             raise ServiceError(f"k must be between 1 and {self.limits.max_k} (got {k}).")
         return k
 
-    def _check_query(self, query, mode: str) -> None:
-        if not isinstance(query, str) or not prepare_query(query)[0]:
-            raise ServiceError("The query is empty.", "Give the words to look for in 'query'.")
-        if len(query) > self.limits.max_query_chars:
-            raise ServiceError(f"The query is {len(query):,} characters long; at most "
+    def _check_search(self, request: SearchRequest) -> SearchRequest:
+        """The request's text, query, length and mode checked; ``k`` within the limits."""
+        check_text(query=request.query, mode=request.mode, space=request.space)
+        check_query(request.query)
+        if len(request.query) > self.limits.max_query_chars:
+            raise ServiceError(f"The query is {len(request.query):,} characters long; at most "
                                f"{self.limits.max_query_chars:,} are allowed.", status=413)
-        if mode not in MODES:
-            raise ServiceError(f"Unknown mode {mode!r}.", f"Choose one of: {', '.join(MODES)}.")
-
-    def _filters(self, **given) -> Filters:
-        try:
-            return make_filters(**given)
-        except HefsearchError as e:
-            raise ServiceError(e.message, e.hint) from None
+        if request.mode not in MODES:
+            raise ServiceError(f"Unknown mode {request.mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+        return replace(request, k=self._k(request.k))
 
     def _roots(self) -> list:
         return library_roots(self.session.library)
@@ -166,50 +181,32 @@ class LibraryService:
         return result
 
     # -- answers -----------------------------------------------------------------------------
-    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", space: str | None = None,
-               path: str | None = None, type: Iterable[str] | None = None, kind: Iterable[str] | None = None,
-               lang: Iterable[str] | None = None, since=None, until=None, snippets: str = "meaning",
-               rerank: int | str | None = None) -> dict:
-        """``rerank``: FP32 re-rank depth, ``"off"``, or None (the default); ``snippets``: "meaning" (the sentence closest in meaning, as ``hefsearch search``
-        prints; sentence encodings on the CPU, cached per chunk, within
-        ``Limits.snippet_budget_ms``: hits that do not fit keep the quick one) or "quick" (from
-        the query's words only, as ``--quick-snippets``)."""
-        from .session import SearchRequest
-
-        check_text(query=query, mode=mode, space=space, path=path, type=type, kind=kind, lang=lang, since=since,
-                   until=until, snippets=snippets)
-        self._check_query(query, mode)
+    def search(self, request: SearchRequest, snippets: str = "meaning") -> dict:
+        """The JSON of ``hefsearch search --json`` for ``request``. ``snippets``: "meaning" (the
+        sentence closest in meaning, as ``hefsearch search`` prints; sentence encodings on the
+        CPU, cached per chunk, within ``Limits.snippet_budget_ms``: hits that do not fit keep
+        the quick one) or "quick" (from the query's words only, as ``--quick-snippets``)."""
+        request = self._check_search(request)
+        check_text(snippets=snippets)
         if snippets not in SNIPPETS:
             raise ServiceError(f"Unknown snippets {snippets!r}.", f"Choose one of: {', '.join(SNIPPETS)}.")
-        from hefsearch.search.rerank import RerankError, parse_depth
-
-        try:
-            depth = parse_depth(rerank)
-        except RerankError as e:
-            raise ServiceError(e.message, e.hint) from None
-        filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
         with self._busy():
-            result = self._call(self.session.search, SearchRequest(
-                seq=0, query=query, mode=mode, k=self._k(k), filters=filters, space=space, rerank_depth=depth),
-                semantic_snippets=snippets == "meaning", snippet_budget_ms=self.limits.snippet_budget_ms)
-        return search_json(self._inside(result), self.session.freshness(), filters)
+            result = self.session.search(request, semantic_snippets=snippets == "meaning",
+                                         snippet_budget_ms=self.limits.snippet_budget_ms)
+        return search_json(self._inside(result), self.session.freshness(), request.filters)
 
-    def compare(self, query: str, *, k: int = 10, mode: str = "vector", spaces=None, path: str | None = None,
-                type=None, kind=None, lang=None, since=None, until=None, rerank: bool = False) -> dict:
+    def compare(self, request: CompareRequest) -> dict:
         """The same query in two vector spaces side by side (the TUI's compare view): by default
         the library's quantised space (NPU, its simulation, or CPU int8) and FP32, each chunk as
-        its encoder ranks it, with overlap@k and RBO. ``rerank``: let the NPU side be re-ranked
-        with FP32 vectors (default: its own ranking, what 8 bits cost)."""
-        from .session import SearchRequest
+        its encoder ranks it, with overlap@k and RBO. ``request.rerank``: let the NPU side be
+        re-ranked with FP32 vectors (default: its own ranking, what 8 bits cost)."""
         from .spaces import compare_fix, pick_compare_spaces, space_label
 
-        check_text(query=query, mode=mode, spaces=spaces, path=path, type=type, kind=kind, lang=lang, since=since,
-                   until=until)
-        self._check_query(query, mode)
-        filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
+        search = self._check_search(request.search)
+        check_text(spaces=list(request.spaces or ()))
         infos = {s.name: s for s in self.session.library.spaces()}
-        if spaces:
-            pair = tuple(spaces)
+        if request.spaces:
+            pair = tuple(request.spaces)
             unknown = [name for name in pair if name not in infos]
             if len(pair) != 2 or unknown:
                 raise ServiceError(f"Compare needs two of this library's spaces (got {', '.join(pair)}).",
@@ -220,32 +217,29 @@ class LibraryService:
                 raise ServiceError("This library has no NPU (or 8-bit) space next to its FP32 space to compare.",
                                    "Give it one: " + compare_fix(list(infos), str(self.session.library_path)))
         with self._busy():
-            result = self._call(self.session.compare, SearchRequest(
-                seq=0, query=query, mode=mode, k=self._k(k), filters=filters, rerank=bool(rerank)), pair)
+            result = self.session.compare(replace(request, search=search, spaces=pair))
         for side in (result.left, result.right):
             self._inside(side)
         data = result.to_dict()
         data["sides"] = [{"space": name, "label": space_label(infos[name])} for name in pair]
         data["library"] = self.session.freshness().to_dict()
-        if not filters.empty:
-            data["filters"] = filters.to_dict()
+        if not search.filters.empty:
+            data["filters"] = search.filters.to_dict()
         return data
 
-    def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, k: int = 10,
-                space: str | None = None, path: str | None = None, type=None, kind=None, lang=None,
-                since=None, until=None) -> dict:
-        check_text(space=space, path=path, type=type, kind=kind, lang=lang, since=since, until=until)
-        filters = self._filters(path_glob=path, kinds=kind, types=type, langs=lang, since=since, until=until)
-        self._check_visible(chunk_id=chunk_id, doc_id=doc_id)
+    def similar(self, request: SimilarRequest) -> dict:
+        """Chunks of other documents like a chunk or a document, as JSON (``similar --json``)."""
+        check_text(space=request.space)
+        self._check_visible(chunk_id=request.chunk_id, doc_id=request.doc_id)
+        request = replace(request, k=self._k(request.k))
         with self._busy():
-            result = self._call(self.session.similar, chunk_id, doc_id=doc_id, k=self._k(k), space=space,
-                                filters=filters)
-        return search_json(self._inside(result), self.session.freshness(), filters)
+            result = self.session.similar(request)
+        return search_json(self._inside(result), self.session.freshness(), request.filters)
 
-    def get(self, ids: Iterable[Any]) -> dict:
+    def get(self, request: GetRequest) -> dict:
         """The text and location of chunks (``123``) and documents (``"doc:45"``), in the order
         asked. An id the library does not have, or outside its folders, is refused (404)."""
-        ids = list(ids if isinstance(ids, (list, tuple)) else [ids])
+        ids = list(request.ids)
         check_text(ids=ids)
         if not ids:
             raise ServiceError("No ids given.", "Pass the chunk_id of search hits, or 'doc:ID' for a document.")
@@ -298,16 +292,6 @@ class LibraryService:
                 "freshness": fresh.to_dict()}
 
     # -- helpers -----------------------------------------------------------------------------
-    def _call(self, fn, *args, **kwargs):
-        """Errors of the search API as 400/404 answers with their message and hint."""
-        try:
-            return fn(*args, **kwargs)
-        except ServiceError:
-            raise
-        except HefsearchError as e:
-            status = 404 if "has no chunk" in e.message or "has no document" in e.message else 400
-            raise ServiceError(e.message, e.hint, status=status) from None
-
     def _visible(self, path: str) -> bool:
         roots = self._roots()
         return not roots or under_roots(path, roots)
@@ -333,9 +317,9 @@ def parse_id(raw: Any) -> tuple[str, int]:
         kind, number = "chunk", text
     kind = {"chunk": "chunk", "c": "chunk", "doc": "doc", "document": "doc", "d": "doc"}.get(kind.lower())
     if kind is None or not (number.isascii() and number.isdigit()) or int(number) > MAX_ID:
-        raise ServiceError(f"{text[:80]!r} is not an id of this library.",
-                           "Ids are the chunk_id of search hits (e.g. 123) or 'doc:ID' for a whole "
-                           "document; paths are never read.", status=404)
+        raise NoSuchItem(f"{text[:80]!r} is not an id of this library.",
+                         "Ids are the chunk_id of search hits (e.g. 123) or 'doc:ID' for a whole "
+                         "document; paths are never read.")
     return kind, int(number)
 
 
@@ -345,7 +329,7 @@ def _int(value) -> int:
             raise TypeError
         n = int(value)
     except (TypeError, ValueError):
-        raise ServiceError(f"{str(value)[:80]!r} is not an id.", status=404) from None
+        raise NoSuchItem(f"{str(value)[:80]!r} is not an id.") from None
     if not 0 <= n <= MAX_ID:
         raise _not_found("chunk or document", n)
     return n
@@ -364,9 +348,9 @@ def check_text(**given) -> None:
                                        "Send text as UTF-8.") from None
 
 
-def _not_found(what: str, n) -> ServiceError:
-    return ServiceError(f"The library has no {what} {n}.",
-                        "Take the id from a search result (chunk_id) or a document id (doc:ID).", status=404)
+def _not_found(what: str, n) -> "NoSuchItem":
+    return NoSuchItem(f"The library has no {what} {n}.",
+                      "Take the id from a search result (chunk_id) or a document id (doc:ID).")
 
 
 def join_chunks(chunks: list[dict], limit: int) -> tuple[str, bool]:

@@ -15,8 +15,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from hefsearch.search.filters import Filters
-from hefsearch.search.request import SearchRequest  # noqa: F401  (re-exported: front ends build requests)
+from hefsearch.search.request import SearchRequest
 
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,8 +25,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.search import Comparison, Hit, Searcher, SearchResult
 
     from .freshness import Freshness
+    from .requests import CompareRequest, SimilarRequest
 
 log = logging.getLogger("hefsearch.app")
+
+
+def library_location(name_or_path: str | Path | None) -> Path:
+    """Where the library ``name_or_path`` lives (None: ``$HEFSEARCH_LIBRARY``, else the data
+    dir's ``library``; a bare name: a folder in the data dir), without opening it."""
+    from hefsearch.index.library import resolve_library_path
+
+    return resolve_library_path(name_or_path)
 
 
 def open_sync_encoders(library: "Library") -> list["Encoder"]:
@@ -99,7 +107,7 @@ class LibrarySession:
         instead), within ``snippet_budget_ms`` when given (the server's: hits that do not fit
         keep their stand-in and stay in ``pending_snippets``)."""
         with self._engine:
-            result = self.searcher.search(request, rerank=request.rerank_depth)
+            result = self.searcher.search(request)
             if semantic_snippets and result.pending_snippets:
                 import time
 
@@ -108,25 +116,27 @@ class LibrarySession:
                 result.timings["semantic_snippets"] = (time.perf_counter() - t) * 1000.0
             return result
 
-    def compare(self, request: SearchRequest, spaces: tuple[str, str]) -> "Comparison":
+    def compare(self, request: "CompareRequest") -> "Comparison":
+        """``request.search`` in both of ``request.spaces`` (which must be given), each side as
+        its encoder ranks it; the NPU side FP32 re-ranked only when ``request.rerank``."""
+        from dataclasses import replace
+
         from hefsearch.search import compare
 
-        filters = request.all_filters()
-        options = {} if filters.empty else {"filters": filters}
-        if not request.rerank:
-            options["rerank"] = 0  # the NPU space's own ranking; None = the API's default
+        if request.spaces is None:
+            raise ValueError("compare needs its two spaces")
+        # rerank_depth None: the search API's default; 0: the NPU space's own ranking
+        search = replace(request.search, rerank_depth=None if request.rerank else 0)
         with self._engine:
-            return compare(self.searcher, request.query, spaces=spaces, k=request.k,
-                           mode=request.mode, **options)
+            return compare(self.searcher, search, request.spaces)
 
-    def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, k: int = 10,
-                space: str | None = None, filters: Filters | None = None) -> "SearchResult":
+    def similar(self, request: "SimilarRequest") -> "SearchResult":
         """Chunks of other documents nearest to a chunk (or a whole document)."""
         from hefsearch.search.similar import similar
 
         with self._engine:
-            return similar(self.searcher, chunk_id=chunk_id, doc_id=doc_id, k=k, space=space,
-                           filters=filters)
+            return similar(self.searcher, chunk_id=request.chunk_id, doc_id=request.doc_id, k=request.k,
+                           space=request.space, filters=request.filters)
 
     def semantic_snippets(self, result: "SearchResult", hits) -> dict[int, str]:
         """Meaning-based snippets for ``hits`` of ``result`` (CPU FP32, cached per chunk)."""
@@ -140,7 +150,7 @@ class LibrarySession:
         if space is None:
             return
         with self._engine:
-            self.searcher.search("warm up", k=1, mode="vector", space=space, fallback=False)
+            self.searcher.search(SearchRequest("warm up", mode="vector", k=1, space=space, fallback=False))
 
     def backend_label(self, space: str | None) -> str | None:
         """What encodes queries of ``space`` ("CPU FP32", "Hailo-10H", ...), once its encoder is
@@ -155,6 +165,33 @@ class LibrarySession:
             return None
 
     # -- reading ---------------------------------------------------------------------------
+    def find_target(self, target: str) -> tuple[int | None, int | None]:
+        """(None, document id) for ``PATH`` (a whole document), (chunk id, None) for ``PATH:N``
+        (its N-th chunk, from 1); a path the library does not hold is an error."""
+        import os
+
+        from hefsearch.base.terminal_text import printable
+        from hefsearch.search.api import NotInLibrary
+
+        def doc_of(path: str) -> int | None:
+            rows = self.library.query("SELECT id FROM documents WHERE path = ?", [printable(os.path.abspath(path))])
+            return rows[0][0] if rows else None
+
+        doc = doc_of(target)
+        if doc is not None:
+            return None, doc
+        path, sep, number = target.rpartition(":")
+        if sep and number.isdigit() and (doc := doc_of(path)) is not None:
+            rows = self.library.query("SELECT id FROM chunks WHERE doc_id = ? AND ordinal = ?", [doc, int(number) - 1])
+            if not rows:
+                count = self.library.query("SELECT COUNT(*) FROM chunks WHERE doc_id = ?", [doc])[0][0]
+                raise NotInLibrary(f"{path} has {count} chunk(s); there is no chunk {number}.",
+                                   f"Give a number from 1 to {count}, or the path alone for the whole document.")
+            return rows[0][0], None
+        raise NotInLibrary(f"{target} is not a document of the library {self.library.path}.",
+                           "Give the path of an indexed file (as 'hefsearch search' lists it), optionally "
+                           "with :CHUNK, or --id with a chunk_id from 'hefsearch search --json'.")
+
     def neighbours(self, hit: "Hit", around: int) -> list["ChunkRecord"]:
         """The hit's chunk with up to ``around`` chunks of its document before and after it."""
         return list(self.library.neighbours(hit.chunk_id, before=around, after=around))

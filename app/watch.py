@@ -1,31 +1,19 @@
 """``hefsearch watch``: keep a library current while its folders change.
 
-How it works:
-
-1. **One watcher per library**, holding ``watch.lock`` (see :mod:`hefsearch.app.freshness`)
-   and writing its state to ``watch.json`` for ``status``, the TUI and the server.
-2. **Events first, then the catch-up**: the folder watch (``watchfiles``: inotify on Linux)
-   starts before a full incremental sync of the library's folders, so whatever changed while
-   no watcher ran (after a crash, ``kill -9``, a reboot) is indexed, and nothing that changes
-   during the catch-up is missed. The catch-up is an ordinary ``hefsearch index`` run: files
-   with the same size and mtime are not even read.
-3. **Debounced, batched, changed paths only**: events are gathered until the folders are
-   quiet for ``step_ms`` (at most ``debounce_ms``), irrelevant ones dropped (the library's own
-   folder, hidden names, and names ``index`` would not read:
-   :func:`hefsearch.index.filetypes.may_be_indexed` with the library's ``--ext`` suffixes,
-   unless documents are stored under them), and the rest
-   synced with ``sync(..., paths=...)``: the same rules as ``index`` (roots only, ignore files,
-   secret files, size caps) and the same crash-safe batches, without crawling the other files.
-   A rename is a deletion and a creation; a changed ``.hefsearchignore`` re-syncs its folder.
-4. **Polling** where events do not arrive: network and FUSE mounts (NFS, SMB/CIFS, sshfs,
-   9p, ...: read from ``/proc/self/mountinfo``) are polled every ``poll_interval_s``;
-   ``--poll`` forces it, ``--no-poll`` forbids it; if the kernel refuses more inotify watches
-   the watcher switches to polling by itself and says so.
-5. **Sharing**: the write lock is taken only for a run (bounded wait of 5 s; when another
-   writer holds it, e.g. ``hefsearch index`` or the TUI's re-index, the paths wait and are
-   retried); the encoders (the NPU) are opened for a run and closed after ``idle_close_s`` of
-   quiet, so a quiet watcher holds no device. Searches never wait for it.
-6. A full rescan every ``rescan_s`` (default an hour) catches what events cannot see.
+- One watcher per library, holding ``watch.lock`` and writing ``watch.json`` for ``status``,
+  the TUI and the server (:mod:`hefsearch.app.freshness`).
+- Events first, then the catch-up: the folder watch (``watchfiles``, inotify) starts before an
+  ordinary incremental sync, so what changed while no watcher ran is indexed and nothing that
+  changes during the catch-up is missed.
+- Debounced, batched, changed paths only: events wait for ``step_ms`` of quiet (at most
+  ``debounce_ms``); paths ``index`` would not read are dropped; the rest go through
+  ``sync(..., paths=...)``, the same rules and crash-safe batches as ``index``. A changed
+  ``.hefsearchignore`` re-syncs its folder.
+- Polling every ``poll_interval_s`` where events do not arrive (network and FUSE mounts, from
+  ``/proc/self/mountinfo``; ``--poll``/``--no-poll``; also when inotify runs out of watches).
+- Sharing: the write lock is taken per run (bounded wait, then retried); encoders are closed
+  after ``idle_close_s`` of quiet, so a quiet watcher holds no device. Searches never wait.
+- A full rescan every ``rescan_s`` catches what events cannot see.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 from hefsearch.bench.harness import ROOT
 
+from hefsearch.search.request import SearchRequest
 SAMPLES = ROOT / "data" / "sample-corpus"
 
 
@@ -172,7 +173,7 @@ def check_library_path(lib, enc, alpha: float, min_chunks: int, expected: dict) 
     try:
         hits = []
         for q, want, kind in sample_queries():
-            res = s.search(q, k=1, mode="vector", space=sp.info.name, rerank=0)
+            res = s.search(SearchRequest(q, k=1, mode="vector", space=sp.info.name, rerank_depth=0))
             hits.append((kind, bool(res.hits) and Path(res.hits[0].path).name in want))
     finally:
         s.close()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from hefsearch.bench.crosslingual import sample_queries  # (queries.tsv, each with its kind)
 from hefsearch.bench.harness import ROOT, export_temp_bundle
+from hefsearch.search.request import SearchRequest
 
 CORPUS = ROOT / "data" / "sample-corpus"
 
@@ -59,7 +60,7 @@ def corpus_quality(bundle: Path, work: Path) -> dict:
     for query, expected, kind in sample_queries():
         if kind == "keyword":
             continue
-        hits = searcher.search(query, k=5, mode="vector", space="cpu-fp32", rerank=0).hits
+        hits = searcher.search(SearchRequest(query, k=5, mode="vector", space="cpu-fp32", rerank_depth=0)).hits
         names = [Path(h.path).name for h in hits]
         out[QUERY_KINDS[kind]].append((bool(names) and names[0] in expected, any(n in expected for n in names)))
     searcher.close()

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from hefsearch.bench.harness import ROOT
+from hefsearch.search.request import SearchRequest
 
 
 MODES = ("vector", "keyword", "hybrid")
@@ -54,7 +55,7 @@ def with_copies(folder: Path) -> dict[str, set[str]]:
 def evaluate(searcher, queries, mode: str, all_chunks: bool) -> dict[str, float]:
     out = {"recall@5": 0.0, "mrr@10": 0.0, "named recall@5": 0.0, "named mrr@10": 0.0, "files in top 10": 0.0}
     for query, relevant in queries:
-        res = searcher.search(query, mode=mode, k=10, all_chunks=all_chunks)
+        res = searcher.search(SearchRequest(query, mode=mode, k=10, all_chunks=all_chunks))
         files = [h.path.rsplit("/", 1)[-1] for h in res.hits]
         out["files in top 10"] += len(set(files))
         named = [{f, *(p.rsplit("/", 1)[-1] for p in h.also_in)} for f, h in zip(files, res.hits)]

@@ -29,6 +29,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 
 DIM = 384
 
@@ -187,12 +189,12 @@ def bench_latency(bundle: Path | None, tmp: Path, sizes: list[int], n_queries: i
         lib = Library.open(path)
         s = Searcher(lib, encoders={"cpu-fp32": StubEncoder()})
         for q in queries[:10]:
-            s.search(q, mode="hybrid")  # warm caches
+            s.search(SearchRequest(q, mode="hybrid"))  # warm caches
         for mode in ("vector", "keyword", "hybrid"):
             times = []
             for q in queries:
                 t = time.perf_counter()
-                s.search(q, mode=mode, k=10)
+                s.search(SearchRequest(q, mode=mode, k=10))
                 times.append((time.perf_counter() - t) * 1000)
             times.sort()
             p50 = statistics.median(times)
@@ -200,7 +202,7 @@ def bench_latency(bundle: Path | None, tmp: Path, sizes: list[int], n_queries: i
             print(f"   {size:7d} {mode:8s} {p50:7.2f} {p99:7.2f}   {rss_mb():7.0f}")
         t = time.perf_counter()
         for q in queries[:50]:
-            s.search(q, mode="vector", k=10, path_glob="*/pdf/*")
+            s.search(SearchRequest(q, mode="vector", k=10, filters=Filters(path_glob="*/pdf/*")))
         filt = (time.perf_counter() - t) * 1000 / 50
         print(f"   {size:7d} vector + path filter (20% of chunks): mean {filt:.2f} ms;"
               f" built in {build_s:.0f} s; RSS {rss_mb():.0f} MB (process baseline {base:.0f} MB)")

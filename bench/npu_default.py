@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from hefsearch.bench.harness import ROOT
+from hefsearch.search.request import SearchRequest
 
 SAMPLES = ROOT / "data" / "sample-corpus"
 
@@ -115,7 +116,7 @@ def evaluate(library: Path, queries, kinds, **search) -> dict:
         try:
             space = None
             for q, want in queries:
-                res = s.search(q, k=10, **search)
+                res = s.search(SearchRequest(q, k=10, **search))
                 space = res.space
                 names = [Path(h.path).name for h in res.hits]
                 rank = next((i for i, n in enumerate(names, 1) if n in want), None)
@@ -188,7 +189,7 @@ def main(argv=None) -> int:
             print(f"| {backend}{f' {sim}' if sim else ''}, default | {r['space']} {fmt(r)}")
             if sim:
                 plain = f"npu-sim-{sim}"
-                r = evaluate(lib, queries, kinds, space=plain, rerank=0)
+                r = evaluate(lib, queries, kinds, space=plain, rerank_depth=0)
                 print(f"| {backend} {sim}, plain space | {plain} {fmt(r)}")
         if args.one_shot and name == "heldout" and sims:
             lib = work / f"lib-{name}-{sims[0]}"

@@ -39,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hefsearch.bench.index import DIM, StubEncoder as _IndexBenchStub, vocabulary
 from hefsearch.bench.harness import load
+from hefsearch.bench.index import DIM, StubEncoder as _IndexBenchStub, vocabulary
+from hefsearch.search.request import SearchRequest
 
 LIBRARY_GOAL_MS = 10.0
 WHOLE_QUERY_GOAL_MS = 30.0  # p95
@@ -114,11 +115,11 @@ def run_queries(runs: dict[str, tuple], queries: list[str]) -> dict[str, dict[st
     runs take turns query by query, so a burst of load on the machine hits them alike."""
     for searcher, options in runs.values():
         for q in queries[:10]:
-            searcher.search(q, **options)  # warm caches
+            searcher.search(SearchRequest(q, **options))  # warm caches
     out: dict[str, dict[str, list[float]]] = {label: {} for label in runs}
     for q in queries:
         for label, (searcher, options) in runs.items():
-            for stage, ms in searcher.search(q, **options).timings.items():
+            for stage, ms in searcher.search(SearchRequest(q, **options)).timings.items():
                 out[label].setdefault(stage, []).append(ms)
     return out
 
@@ -235,7 +236,7 @@ def bench_whole(path: Path, bundle: Path, queries: list[str]) -> None:
             print_row(f"vector, snippets={label}", t, library_part(t))
         later = []
         for q in queries[:50]:
-            res = quick.search(q, mode="vector", k=10)
+            res = quick.search(SearchRequest(q, mode="vector", k=10))
             t0 = time.perf_counter()
             quick.semantic_snippets(res, res.hits[:5])
             later.append((time.perf_counter() - t0) * 1000)
@@ -251,7 +252,7 @@ def bench_whole(path: Path, bundle: Path, queries: list[str]) -> None:
 def bench_answer(lib, enc, queries: list[str]) -> None:
     """The server's answer with meaning-based snippets (LibrarySession.search as the service
     calls it): within the snippet budget against unbounded (before), fresh sentence caches each."""
-    from hefsearch.app.session import LibrarySession, SearchRequest
+    from hefsearch.app.session import LibrarySession
     from hefsearch.search import Searcher
     from hefsearch.search.snippets import SEMANTIC_BUDGET_MS
 
@@ -261,7 +262,7 @@ def bench_answer(lib, enc, queries: list[str]) -> None:
         times, left = [], []
         for i, q in enumerate(queries[:10] + queries):
             t0 = time.perf_counter()
-            res = session.search(SearchRequest(seq=0, query=q, mode="vector", k=10),
+            res = session.search(SearchRequest(query=q, mode="vector", k=10),
                                  semantic_snippets=True, snippet_budget_ms=budget)
             if i >= 10:  # after the warm-up
                 times.append((time.perf_counter() - t0) * 1000)

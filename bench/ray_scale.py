@@ -109,7 +109,7 @@ def main() -> None:
     from hefsearch.bench.index import write_folder
     from hefsearch.embed import Encoder
     from hefsearch.index.library import Library
-    from hefsearch.index.ray_pool import RayEncoder
+    from hefsearch.index.ray_pool import RayEncoder, RayPoolOptions
 
     tmp = Path(tempfile.mkdtemp(prefix="hefsearch-ray-bench-"))
     os.environ["HEFSEARCH_HOME"] = str(tmp / "home")  # the actors' bundle cache stays in tmp
@@ -135,8 +135,8 @@ def main() -> None:
               f"{'/driver':>8} {'actor frames/s':>15}")
         for n, fps in [(n, args.fps) for n in args.actors] + [(max(args.actors), 0.0)]:
             lib_for_identity = Library.open(tmp / "identity")
-            pool = RayEncoder.start(lib_for_identity, args.bundle, address="auto", backend="cpu", actors=n,
-                                    actor_cpus=0, open_encoder=simulated_opener(fps))
+            pool = RayEncoder.start(lib_for_identity, args.bundle, RayPoolOptions(
+                address="auto", backend="cpu", actors=n, actor_cpus=0, open_encoder=simulated_opener(fps)))
             lib_for_identity.close()
             try:
                 rates, peer = [], []

@@ -194,7 +194,9 @@ def evaluate(searcher, queries, mode: str, k: int = 5) -> dict[str, float]:
     """recall@k and MRR@10 of one mode; a hit counts when its file is the relevant document."""
     found, rr = 0, 0.0
     for query, relevant in queries:
-        res = searcher.search(query, mode=mode, k=10)
+        from hefsearch.search.request import SearchRequest
+
+        res = searcher.search(SearchRequest(query, mode=mode, k=10))
         names = [h.path.rsplit("/", 1)[-1][:-4] for h in res.hits]
         if relevant in names[:k]:
             found += 1

@@ -166,7 +166,7 @@ class TextSets:
 
 def measure(bundle, sets: TextSets, robust: bool, say, cache: VectorCache | None = None):
     from hefsearch.evaluate.parallel import load_parallel
-    from hefsearch.evaluate.quality import evaluate_library_space, evaluate_parallel
+    from hefsearch.evaluate.quality import QueryDocs, evaluate_library_space, evaluate_parallel
 
     bodies = ["original"] + (["robust"] if robust else [])
     sims = ensure_sims(bundle, bodies, say)
@@ -184,10 +184,10 @@ def measure(bundle, sets: TextSets, robust: bool, say, cache: VectorCache | None
             d = d_ref if enc is ref else cache.encode(enc, texts, True)
             q = q_ref if enc is ref else cache.encode(enc, queries, False)
             ms = (time.perf_counter() - t0) * 1000 / max(1, len(texts) + len(queries))
-            r = evaluate_library_space(q_space=q, doc_space=d, ids=ids, q_fp32=q_ref, doc_fp32=d_ref,
-                                       sources=sources, depth=30, ms_per_query=ms)
-            cross = evaluate_library_space(q_space=q_ref, doc_space=d, ids=ids, q_fp32=q_ref, doc_fp32=d_ref,
-                                           sources=sources, depth=0, ms_per_query=0)
+            reference = QueryDocs(q_ref, d_ref)
+            r = evaluate_library_space(QueryDocs(q, d), reference, ids, sources=sources, depth=30, ms_per_query=ms)
+            cross = evaluate_library_space(QueryDocs(q_ref, d), reference, ids, sources=sources, depth=0,
+                                           ms_per_query=0)
             rows[label][name] = {
                 "mrr": r.mrr, "r1": r.recall["1"],
                 "found1": r.source_found["1"] if r.source_found else None,

@@ -54,7 +54,7 @@ def quality_cmd(library_path, bundle, spaces, queries_file, n_queries, rerank, n
     An NPU simulation ('hefsearch compile sim') shows what a build choice would cost before
     you compile; it is labelled as a simulation, never as a HEF.
     """
-    from hefsearch.evaluate.quality import plot_recall, read_queries, run_quality
+    from hefsearch.evaluate.quality import QualityOptions, plot_recall, read_queries, run_quality
 
     library = None
     if not no_library:
@@ -68,11 +68,10 @@ def quality_cmd(library_path, bundle, spaces, queries_file, n_queries, rerank, n
             click.secho(f"note: no library ({getattr(e, 'message', e)}); measuring the parallel set only.",
                         fg="yellow", err=True)
     try:
-        report = run_quality(
-            bundle, library=library, spaces=[s.strip() for s in spaces.split(",") if s.strip()] if spaces else None,
-            queries=read_queries(queries_file) if queries_file else None, n_queries=n_queries,
-            rerank=rerank, seed=seed, progress=lambda m: click.echo(m, err=True),
-        )
+        options = QualityOptions(spaces=[s.strip() for s in spaces.split(",") if s.strip()] if spaces else None,
+                                 queries=read_queries(queries_file) if queries_file else None, n_queries=n_queries,
+                                 rerank=rerank, seed=seed)
+        report = run_quality(bundle, library, options, progress=lambda m: click.echo(m, err=True))
     finally:
         if library is not None:
             library.close()

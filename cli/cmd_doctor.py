@@ -74,10 +74,10 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
 
 def _write_hardware_report(path, bundle, library) -> None:
     from hefsearch.base.atomic_write import write_json_atomic
-    from hefsearch.diagnose.hardware_report import _json_default, build_report, summary
+    from hefsearch.diagnose.hardware_report import build_report, json_default, summary
 
     report = build_report(bundle, library, say=lambda m: click.echo(f"report: {m} ...", err=True))
-    write_json_atomic(Path(path), json.loads(json.dumps(report, default=_json_default)))
+    write_json_atomic(Path(path), json.loads(json.dumps(report, default=json_default)))
     for line in summary(report):
         click.echo(line)
     click.echo(f"wrote {path}: please attach it to your report (it holds no document text).")

@@ -340,10 +340,10 @@ def shown(path) -> str:
 def _start_ray(library, bundle, backend, address, actors, also_fp32):
     """The Ray pool that embeds the first space, and the CPU FP32 one (hefsearch.index.ray_pool)."""
     from hefsearch.index.encoders import resolve_bundle
-    from hefsearch.index.ray_pool import RayEncoder
+    from hefsearch.index.ray_pool import RayEncoder, RayPoolOptions
 
-    return RayEncoder.start(library, resolve_bundle(library, bundle), address=address, backend=backend,
-                            actors=actors, also_fp32=also_fp32)
+    return RayEncoder.start(library, resolve_bundle(library, bundle),
+                            RayPoolOptions(address=address, backend=backend, actors=actors, also_fp32=also_fp32))
 
 
 def _print_actors(console, actors: list[dict]) -> None:

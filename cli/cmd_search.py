@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
+from hefsearch.app.searching import EMPTY_QUERY_NOTICE, MODES, check_query
 
 from .main import may_exit_quickly
 from .options import bundle_option, echo_json, filter_options, json_option, library_option, rerank_option
@@ -12,9 +12,8 @@ from .options import bundle_option, echo_json, filter_options, json_option, libr
 
 def refuse_blank_query(query: str) -> None:
     """An empty query is a usage error (exit 2): searching for nothing has no answer."""
-    if not prepare_query(query)[0]:
-        raise SearchError(EMPTY_QUERY_NOTICE.removesuffix("."),
-                          'Give the words to look for, e.g. hefsearch search "tax deadline".')
+    check_query(query, message=EMPTY_QUERY_NOTICE.removesuffix("."),
+                hint='Give the words to look for, e.g. hefsearch search "tax deadline".')
 
 
 @click.command("search")
@@ -54,11 +53,12 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
     Filters: --path GLOB, --type pdf,docx, --lang de, --since 7d, --until 2024-01-01.
     A server keeps the encoder warm between queries: hefsearch serve.
     """
-    from hefsearch.app.session import LibrarySession, SearchRequest
-    from hefsearch.search.snippets import CLI_BUDGET_MS
+    from hefsearch.app.searching import CLI_BUDGET_MS
+    from hefsearch.app.session import LibrarySession
+    from hefsearch.search.request import SearchRequest
 
     refuse_blank_query(query)
-    request = SearchRequest(seq=0, query=query, mode=mode, k=k, filters=filters, space=space,
+    request = SearchRequest(query=query, mode=mode, k=k, filters=filters, space=space,
                             all_chunks=all_chunks, rerank_depth=rerank)
     # One query: only the searched space's index is read, while its encoder opens beside it
     with LibrarySession.open(library_path, bundle=bundle, load_spaces=False) as session:

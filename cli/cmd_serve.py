@@ -105,25 +105,6 @@ def mcp_cmd(library_path, url, token_file, bundle):
     and not writable by others, a live 'hefsearch serve' of yours on that port); the token
     never comes from the record.
     """
-    import sys
+    from hefsearch.serve.mcp_stdio import serve_stdio
 
-    from hefsearch.serve.remote import RemoteService
-
-    from .mcp_stdio import local_service, mcp_token, recorded_server, run_stdio
-
-    say = lambda line: click.echo(line, err=True)  # noqa: E731
-    token = mcp_token(token_file, say)
-    local = False
-    if url is None:
-        url, token, why = recorded_server(library_path, token, say)
-        local = url is not None
-        if why:
-            click.echo(f"hefsearch mcp: not using the recorded server: {why}", err=True)
-    if url is not None:
-        click.echo(f"hefsearch mcp: answering from {url}", err=True)
-        run_stdio(RemoteService(url, token, local=local))
-        return
-    with local_service(library_path, bundle) as service:
-        click.echo(f"hefsearch mcp: answering from {service.session.library_path} in this process", err=True)
-        sys.stdout.flush()
-        run_stdio(service)
+    serve_stdio(library_path, url, token_file, bundle, say=lambda line: click.echo(line, err=True))

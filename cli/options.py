@@ -63,7 +63,7 @@ def filter_options(f):
     may return (:mod:`hefsearch.search.filters`); the verb gets them as one ``filters`` value."""
     import functools
 
-    from hefsearch.index.formats import KINDS, type_names
+    from hefsearch.app.searching import KINDS, type_names
 
     kinds = KINDS
     types = ", ".join(type_names())
@@ -88,7 +88,7 @@ def filter_options(f):
 
     @functools.wraps(f)
     def wrapper(*args, path_glob, types, kinds, langs, since, until, **kwargs):
-        from hefsearch.search.filters import make_filters
+        from hefsearch.app.searching import make_filters
 
         kwargs["filters"] = make_filters(path_glob=path_glob, kinds=kinds, types=types, langs=langs,
                                          since=since, until=until)
@@ -105,7 +105,7 @@ class RerankDepth(click.ParamType):
     name = "N|off"
 
     def convert(self, value, param, ctx):
-        from hefsearch.search.rerank import RerankError, parse_depth
+        from hefsearch.app.searching import RerankError, parse_depth
 
         try:
             return parse_depth(value)

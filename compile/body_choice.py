@@ -33,8 +33,6 @@ ALL_8BIT_CHIPS = ("hailo10h",)
 MIN_GAIN = 0.005
 MIN_FP32_COSINE = 0.995
 PARALLEL_TOLERANCE = 0.002
-#: a tokenizer vocabulary this large means a multilingual bundle (XLM-R: 250k; English BERT: 30k)
-MULTILINGUAL_VOCAB = 100_000
 #: manifest kind of the trained body (the original's kind is "onnx")
 ROBUST_KIND = "onnx-robust"
 ROBUST_FILE = "encoder.robust.onnx"
@@ -120,10 +118,6 @@ def robust_gain(bundle: Bundle) -> tuple[bool, str]:
     return True, what
 
 
-def is_multilingual(bundle: Bundle) -> bool:
-    return int(bundle.model.get("vocab") or 0) >= MULTILINGUAL_VOCAB
-
-
 def choose_body(bundle: Bundle, body: str | None, hw_arch: str | None, all_8bit: bool,
                 make_damped=None) -> tuple[Body, str]:
     """The body a build (HEF or simulation) starts from, and why. ``auto`` (or None) takes the
@@ -136,7 +130,7 @@ def choose_body(bundle: Bundle, body: str | None, hw_arch: str | None, all_8bit:
         return resolve_body(bundle, name), f"--body {name}"
     if hw_arch not in ALL_8BIT_CHIPS and not all_8bit:
         return resolve_body(bundle), f"auto: {hw_arch or 'this profile'} keeps 16-bit layers; the original body"
-    if make_damped is not None and not bundle.encoder_entries(ROBUST_KIND) and is_multilingual(bundle):
+    if make_damped is not None and not bundle.encoder_entries(ROBUST_KIND) and bundle.multilingual:
         make_damped(bundle)
     helps, why = robust_gain(bundle)
     if helps:

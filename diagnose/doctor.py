@@ -72,7 +72,7 @@ class DoctorReport:
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
 
 
-def _dist_version(name: str) -> str | None:
+def dist_version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -92,7 +92,7 @@ def check_python() -> Check:
 def check_packages() -> Check:
     found, missing = [], []
     for name in ("hefsearch",) + RUNTIME_PACKAGES:
-        v = _dist_version(name)
+        v = dist_version(name)
         (found if v else missing).append(f"{name} {v}" if v else name)
     if missing:
         return Check("packages", FAIL, f"missing: {', '.join(missing)}; found: {', '.join(found)}",
@@ -108,7 +108,7 @@ def check_hailort() -> tuple[Check, str | None]:
     except HefsearchError as e:
         return Check("HailoRT", WARN, f"{e.message} The CPU backends work; the NPU does not.", e.hint), None
     version = str(getattr(hp, "__version__", "unknown"))
-    np_version = _dist_version("numpy") or "?"
+    np_version = dist_version("numpy") or "?"
     if sys.version_info < (3, 13) and (major_version(np_version) or 0) >= 2:
         return Check("HailoRT", WARN, f"HailoRT {version} (hailo_platform) loads, but numpy is {np_version}; "
                      "HailoRT's wheel requires numpy<2 on Python < 3.13",

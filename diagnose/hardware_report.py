@@ -41,12 +41,12 @@ def _guard(fn, *args, **kw):
 def versions() -> dict:
     from hefsearch.embed.hailo_device import runtime_version
 
-    from .doctor import _dist_version
+    from .doctor import dist_version
 
     out = {"python": sys.version.split()[0], "platform": platform.platform(), "machine": platform.machine(),
            "hailort": runtime_version()}
     for dist in ("hefsearch", "numpy", "onnxruntime", "tokenizers", "faiss-cpu"):
-        out[dist] = _dist_version(dist)
+        out[dist] = dist_version(dist)
     return out
 
 
@@ -178,7 +178,7 @@ def summary(report: dict) -> list[str]:
     return lines
 
 
-def _json_default(o):
+def json_default(o):
     if isinstance(o, (np.integer,)):
         return int(o)
     if isinstance(o, (np.floating,)):

@@ -41,6 +41,8 @@ MANIFEST = "manifest.json"
 TABLES = ("word", "position", "token_type")
 REQUIRED_KEYS = ("schema", "model", "seq_len", "pooling", "normalize", "position_ids", "files", "encoders")
 POOLINGS = ("mean", "cls", "max")  # embed/host.py POOLERS
+#: a tokenizer vocabulary this large means a multilingual model (XLM-R: 250k; English BERT: 30k)
+MULTILINGUAL_VOCAB = 100_000
 #: the recovery for a manifest that does not hold what this hefsearch wrote
 REEXPORT = ("Copy the whole bundle folder again from where it was made, or re-export it: "
             "hefsearch compile export MODEL --out BUNDLE")
@@ -213,6 +215,11 @@ class Bundle:
     @property
     def model_hash(self) -> str:
         return self.model["hash"]
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether the model is multilingual, told by its vocabulary's size (:data:`MULTILINGUAL_VOCAB`)."""
+        return int(self.model.get("vocab") or 0) >= MULTILINGUAL_VOCAB
 
     @property
     def hidden(self) -> int:

@@ -1,33 +1,21 @@
 """The HEF's stream contract and output layouts, without any Hailo SDK (numpy only).
 
 A compiled encoder body (ARCHITECTURE.md section 4) has two inputs and one logical output:
+``embeddings`` (the host's embedding sum, SEQ x H per frame), ``attention_mask`` (in the layout
+the HEF was compiled for, :mod:`hefsearch.embed.mask_layout`) and ``last_hidden_state`` (SEQ x H
+per frame, possibly split over several streams). The manifest's HEF entry records, by role, the
+streams the compiled HEF has (``inputs``, ``outputs``, ``mask_input``; written by compile/hef/build.py).
 
-- ``embeddings``: the host's embedding sum, SEQ x H values per frame (parsed [1, SEQ, H]);
-- ``attention_mask``: the mask in the layout the HEF was compiled for
-  (:mod:`hefsearch.embed.mask_layout`: score-shaped 0/1, or one additive value per key);
-- ``last_hidden_state``: SEQ x H per frame, possibly split over several output streams.
-
-The bundle manifest's HEF entry records, by role, the streams the compiled HEF has (read from
-the HEF after ``compile()``, see compile/hef/build.py)::
-
-    "inputs":  {"embeddings":     {"name": "<net>/input_layer1", "shape": [16, 8, 384]},
-                "attention_mask": {"name": "<net>/input_layer2", "shape": [16, 8, 1536]}},
-    "outputs": {"last_hidden_state": {"names": ["<net>/layer_normalization13"], "shape": [1, 128, 384]}},
-    "mask_input": {"layout": "scores", "heads": 12, ...}
-
-Matching is by meaning, as HailoRT itself binds by name and the allocator reshapes freely
+Matching is by meaning, as HailoRT binds by name and the allocator reshapes freely
 (docs/hailo-facts.md): an input is found by its recorded name, else by its element count; a
-stream whose shape differs from the record but holds the same number of elements is fed
-row-major in the HEF's shape (the automatic spatial reshape folds [1,128,C] into [16,8,C]);
-input order is a note, never an error; outputs that add up to SEQ x H are accepted under any
-name. Only a real mismatch (element counts, types, TRANSPOSED flags, unreadable layouts) is
-refused, naming the stream. :class:`OutputAssembler` turns whatever the HEF's outputs are
-(shape, format order, format type, quantisation, split) into [N, SEQ, H] float32, reading every
-one of those from the HEF instead of assuming them; :func:`to_stream` lays host frames out
-in an input stream's shape and order.
+stream of another shape with the same element count is fed row-major in the HEF's shape; input
+order is a note, never an error; outputs adding up to SEQ x H are accepted under any name. Only
+a real mismatch (element counts, types, TRANSPOSED flags, unreadable layouts) is refused, naming
+the stream. :class:`OutputAssembler` turns the HEF's outputs into [N, SEQ, H] float32, reading
+shape, format order, type, quantisation and split from the HEF; :func:`to_stream` lays host
+frames out in an input stream's shape and order.
 
-Verified against the contract fakes in ``tests/fakes`` only (``fake_hef.py``, ``hailo_platform``);
-no HEF from a real Dataflow Compiler has been read by this code yet.
+Verified against the contract fakes in ``tests/fakes`` only, not a HEF of a real Dataflow Compiler.
 """
 
 from __future__ import annotations

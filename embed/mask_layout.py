@@ -1,31 +1,22 @@
-"""What a compiled HEF receives as its attention-mask input, and how the host builds it.
+"""What a compiled HEF receives as its attention-mask input, and how the host builds it (numpy only).
 
-Three HEF mask modes, each following one public recipe (``HEF_MASK_MODES``; sources in
+Three HEF mask modes (``HEF_MASK_MODES``), each following one public recipe (sources in
 docs/hailo-facts.md):
 
-- ``keys01`` (the public Hailo-10H report on the Hailo Community forum, community.hailo.ai: DFC 5.3.0,
-  paraphrase-multilingual-MiniLM-L12-v2): ONNX [N, 1, 1, S] parsed NHWC, and
-  ``set_input_mask_to_softmax()`` makes the network take the raw 0/1 token mask, applied inside
-  every softmax. The report's start node is the mask ``/Mul`` itself (its input passes that Mul);
-  hefsearch's body is cut *after* the Mul, so the mask input feeds the score Adds directly. No
-  public source shows that exact cut with the command (docs/hailo-facts.md, open questions). Layout
-  ``keys01``: one 0/1 value per key, S values (S bytes in uint8) per frame.
-- ``scores01`` (the model zoo's all_minilm_l6_v2, Hailo-8/8L on DFC 3.34): the tensor that is
-  added to the attention scores, parsed from an ONNX input [N, heads, S, S] with format NGWC,
-  also with ``set_input_mask_to_softmax()``. Layout ``scores``: one row per query token,
-  ``heads x S`` columns (column ``h * S + k`` is key ``k`` of head ``h``) of 0/1 values (the
-  zoo's calibration record calls it ``multiplicative_mask``). 128 tokens x 12 heads gives the
-  zoo's published 16x8x1536 after the allocator folds the 128 rows into 16x8.
-- ``additive`` (the model zoo's bert_base_uncased): the additive bias itself,
-  ``(1 - mask) * mask_value``, one value per key (ONNX [N, 1, 1, S], parsed as [1, S, 1]); no
-  mask command. Layout ``keys``.
+- ``keys01`` (the public Hailo-10H report on community.hailo.ai, DFC 5.3.0): ONNX [N, 1, 1, S]
+  parsed NHWC with ``set_input_mask_to_softmax()``: the raw 0/1 token mask, applied inside every
+  softmax. hefsearch cuts the body after the mask ``/Mul`` (the report starts at it; no public
+  source shows that exact cut). Layout ``keys01``: one 0/1 value per key.
+- ``scores01`` (the model zoo's all_minilm_l6_v2, Hailo-8/8L, DFC 3.34): ONNX [N, heads, S, S]
+  parsed NGWC, with ``set_input_mask_to_softmax()``. Layout ``scores``: one row per query token,
+  ``heads x S`` columns (column ``h * S + k`` is key ``k`` of head ``h``) of 0/1 values; 128
+  tokens x 12 heads is the zoo's 16x8x1536 once the allocator folds the rows.
+- ``additive`` (the model zoo's bert_base_uncased): the bias ``(1 - mask) * mask_value``, one
+  value per key (ONNX [N, 1, 1, S], parsed [1, S, 1]); no mask command. Layout ``keys``.
 
-HEFs built before any of these recipes took the raw 0/1 mask [1, 1, S] through Sub/Mul inside
-the HEF; the host feeds them exactly as ``keys01`` (a manifest entry without ``mask_input`` is
-read as that layout), so such a bundle keeps working.
-
-A layout is recorded in the HEF's manifest entry (``mask_input``) by ``compile hef`` so the
-runtime builds exactly what the HEF expects. numpy only.
+A manifest entry without ``mask_input`` (HEFs from before these recipes) is read as ``keys01``.
+``compile hef`` records the layout in the HEF's manifest entry, so the runtime builds exactly
+what the HEF expects.
 """
 
 from __future__ import annotations

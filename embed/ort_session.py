@@ -1,28 +1,19 @@
 """ONNX Runtime sessions for the CPU backends: the options, and a cache of optimised models.
 
-Opening a session on the bundle's body costs ONNX Runtime's graph optimisation every time
-(constant folding, fusions, layout) on a 40 MB graph; a one-shot ``hefsearch search`` paid it
-on every start. :func:`open_body_session` keeps ONNX Runtime's own optimised model
-(``SessionOptions.optimized_model_filepath``) in the user cache dir (``cache_dir()/ort``),
-keyed by the body's sha256 as the manifest records it, the file's size and mtime, the ONNX
-Runtime version, the machine and the rewrite recipe, and loads it later with optimisation off.
+ONNX Runtime optimises a graph at every session open; :func:`open_body_session` keeps its
+optimised model (``SessionOptions.optimized_model_filepath``) in ``cache_dir()/ort``, keyed by
+the body's manifest sha256, the file's size and mtime, the ONNX Runtime version, the machine and
+the rewrite recipe, and later loads it with optimisation off.
 
-Each entry is a folder, ``KEY.VARIANT/``, holding ``model.onnx`` (the graph, a few kB) and
-``weights`` (its initializers as ONNX external data). ONNX Runtime memory-maps external data
-instead of copying it out of a parsed protobuf: a cold process opened the cached MiniLM body in
-~50 ms this way against ~130 ms with the weights inside the model, nearly all of the difference
-being the kernel's page faults on fresh copies of 40 MB. An entry is written whole in a temp
-folder and renamed into place (a crash leaves no entry or a complete one; two writers racing
-keep one entry, the loser's is discarded) and never rewritten. An entry ONNX Runtime cannot load
-(cut short, damaged) is removed and rebuilt; a read-only cache dir only costs the optimisation.
-
-For a bulk encoder (indexing, back-fill, benches) of an FP32 body, the cached model is built
-from a copy with fused attention (:mod:`hefsearch.embed.attention_fusion`, in a child process,
-when the ``onnx`` package is installed), checked against the body on a probe batch (pooled
-cosine >= 0.99999) before it is kept; later opens, queries too, find it. Without ``onnx``, or
-when the check fails, the plain optimised body is cached. ``HEFSEARCH_ORT_CACHE=0`` turns the
-cache off (every open optimises in memory, as before); ``HEFSEARCH_ORT_FUSE=0`` turns fusion off.
-The bundle's body file is never written.
+An entry is a folder ``KEY.VARIANT/`` with ``model.onnx`` (the graph) and ``weights`` (its
+initializers as external data, memory-mapped by ONNX Runtime: faster cold opens,
+docs/performance.md). It is written whole in a temp folder and renamed into place, never
+rewritten; one ONNX Runtime cannot load is removed and rebuilt; a read-only cache dir only costs
+the optimisation. For a bulk encoder of an FP32 body the cached model has fused attention
+(:mod:`hefsearch.embed.attention_fusion`, in a child process, when ``onnx`` is installed),
+kept only if it matches the body on a probe batch (pooled cosine >= 0.99999).
+``HEFSEARCH_ORT_CACHE=0`` turns the cache off, ``HEFSEARCH_ORT_FUSE=0`` the fusion. The bundle's
+body file is never written.
 """
 
 from __future__ import annotations

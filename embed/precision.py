@@ -1,34 +1,17 @@
 """Precision profiles: which parts of the encoder body get 16 bits on the NPU (torch- and DFC-free).
 
-One definition shared by the compiler (``compile/hef/model_script.py`` turns a profile into a
-Dataflow Compiler model script) and the NPU simulation backend (which fake-quantises the
-same sites of the ONNX body), so "balanced" means the same thing in both places.
+Shared by the compiler (``compile/hef/model_script.py``: a DFC model script) and the NPU simulation
+(fake-quantising the same sites of the ONNX body), so a profile means the same in both.
 
-A transformer layer is split into *site groups*, the places an 8-bit NPU build loses
-precision. A profile maps every group to 8 or 16 bits and says how the attention mask is
-applied:
-
-- ``mask="softmax"``: the raw 0/1 mask goes into every softmax (the DFC's
-  ``set_input_mask_to_softmax()``); no additive bias ever sits in the 8-bit score tensor.
-- ``mask="additive"``: the graph's own additive bias ``(1 - mask) * mask_value`` (the bundle's
-  moderate value, about -50) is added to the scores and quantised with them.
-
-Built-in profiles:
-
-- ``a8``: every group 8-bit.
-- ``balanced`` (default): 16 bits on the residual adds, the LayerNorm internals (the x-mean and
-  squared-deviation tensors of a decomposed LayerNorm) and the FFN output projections; 8 bits
-  elsewhere. In our fake-quantisation study of MiniLM these three groups took an 8-bit build
-  from cosine 0.81 to 0.987 against FP32; 16-bit softmax changed nothing, and 16 bits on the
-  attention path is what crashed the DFC 5.3.0 allocator (``BackendAllocatorException``).
-- ``zoo-a16``: 16 bits where Hailo's own 12-layer text encoders for Hailo-10H put them
-  (hailo_model_zoo ``cfg/alls/generic/clip_vit_b_32_text_encoder.alls`` and
-  ``siglip2_b_32_256_text_encoder.alls``: ``input_layer1``, ``{ew_add*}``, ``{conv*}``): the
-  embeddings input, the residual adds and every projection (Q/K/V, attention output, both FFN
-  convs); plus the LayerNorm internals, which those scripts reach not by a16 lines but by
-  ``layer_norm_decomposition(..., bit_decomposition_mode=uniform_precision)`` (own reading, not
-  verified: the decomposed LayerNorm keeps the 16 bits of the residual adds feeding it). The
-  attention path stays 8-bit. The first rung on Hailo-10H.
+A transformer layer is split into *site groups*, the places an 8-bit build loses precision. A
+profile maps every group to 8 or 16 bits and says how the attention mask is applied:
+``mask="softmax"`` (the raw 0/1 mask into every softmax, the DFC's
+``set_input_mask_to_softmax()``) or ``mask="additive"`` (the graph's ``(1 - mask) * mask_value``
+added to the scores and quantised with them). Built in: ``a8`` (all 8-bit); ``balanced``
+(default: 16 bits on the residual adds, the LayerNorm internals, the FFN output projections);
+``zoo-a16`` (16 bits where Hailo's own Hailo-10H text encoders put them, hailo_model_zoo
+``clip_vit_b_32_text_encoder.alls`` and ``siglip2_b_32_256_text_encoder.alls``, plus the
+LayerNorm internals by our reading of their ``layer_norm_decomposition``: docs/compiling.md).
 
 A user profile is a JSON file (or TOML on Python 3.11+)::
 
@@ -37,8 +20,7 @@ A user profile is a JSON file (or TOML on Python 3.11+)::
      "mask": "softmax",               # optional: "softmax" (default) or "additive"
      "bits": {"residual_add": 16, "layernorm": 16, "ffn_out": 8}}
 
-The flat form ``{"residual_add": 16, "layernorm": 16}`` is accepted too. Unknown group names
-and bit widths other than 8/16 are errors.
+The flat form ``{"residual_add": 16}`` is accepted too; unknown groups and widths are errors.
 """
 
 from __future__ import annotations

@@ -377,11 +377,20 @@ def file_found(sources, got: list[list[int]], records: dict) -> dict:
             for name, rows in (("chunks", as_ranked), ("per_file", per_file))}
 
 
-def evaluate_library_space(*, q_space: np.ndarray, doc_space: np.ndarray, ids: np.ndarray,
-                           q_fp32: np.ndarray, doc_fp32: np.ndarray, sources: list[int] | None,
+@dataclass
+class QueryDocs:
+    """One space's vectors of the benchmark's queries, and of its chunks (rows in ``ids`` order)."""
+
+    queries: np.ndarray
+    docs: np.ndarray
+
+
+def evaluate_library_space(space: QueryDocs, reference: QueryDocs, ids: np.ndarray, *, sources: list | None,
                            depth: int, ms_per_query: float, records: dict | None = None) -> LibraryResult:
-    """All library metrics of one space against FP32 on the same chunks (exact search);
-    ``records`` (chunk id -> record) adds the by-file metrics of labelled queries."""
+    """All library metrics of one space against the reference (FP32) on the same chunks (exact
+    search), re-ranked at ``depth`` (0: not); ``records`` (chunk id -> record) adds the by-file
+    metrics of labelled queries."""
+    q_space, doc_space, q_fp32, doc_fp32 = space.queries, space.docs, reference.queries, reference.docs
     deep = max(10, depth, max(PLOT_KS))
     fp_rank = _ranking(q_fp32 @ doc_fp32.T, ids, 10)
     truth = [r[0] for r in fp_rank]
@@ -418,19 +427,23 @@ def evaluate_library_space(*, q_space: np.ndarray, doc_space: np.ndarray, ids: n
 
 
 # -- the whole run ---------------------------------------------------------------------------------
-def run_quality(
-    bundle: str | Path | None = None,
-    *,
-    library: "Library | None" = None,
-    spaces: Sequence[str] | None = None,
-    queries: "QuerySet | Sequence[str] | None" = None,
-    n_queries: int = DEFAULT_QUERIES,
-    rerank: int = 30,
-    parallel: bool = True,
-    seed: int = 0,
-    encoders: dict[str, "Encoder"] | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> QualityReport:
+@dataclass
+class QualityOptions:
+    """What ``bench quality`` measures: ``spaces`` (None: every one; FP32 always), the parallel
+    set or not, and on a library: its ``queries`` (None: ``n_queries`` pseudo-queries cut from
+    random chunks, drawn with ``seed``) and the FP32 re-ranking depth (0: none)."""
+
+    spaces: Sequence[str] | None = None
+    queries: "QuerySet | Sequence[str] | None" = None
+    n_queries: int = DEFAULT_QUERIES
+    rerank: int = 30
+    parallel: bool = True
+    seed: int = 0
+
+
+def run_quality(bundle: str | Path | None = None, library: "Library | None" = None,
+                options: QualityOptions = QualityOptions(), *, encoders: dict[str, "Encoder"] | None = None,
+                progress: Callable[[str], None] | None = None) -> QualityReport:
     """Measure every chosen space on the parallel set and (with ``library``) on its chunks.
 
     ``encoders`` may inject encoders by space name (tests, the TUI); the others are opened from
@@ -445,7 +458,7 @@ def run_quality(
     if bundle is None:
         raise QualityError("No model bundle given.", "Pass --bundle BUNDLE, or --library of an indexed library.")
     b = bundle if isinstance(bundle, Bundle) else Bundle.open(bundle)
-    specs = choose_spaces(b, library, spaces)
+    specs = choose_spaces(b, library, options.spaces)
     notices: list[str] = []
     opened: dict[str, Encoder] = dict(encoders or {})
     own: list[Encoder] = []
@@ -473,7 +486,7 @@ def run_quality(
         pairs = load_parallel()
         par_info = {"pairs": len(pairs), "languages": languages(pairs),
                     "language_pairs": list(by_language_pair(pairs)), "near_duplicate_rows": len(near_duplicate_rows(pairs))}
-        if parallel:
+        if options.parallel:
             ref = None
             for r in live:
                 say(f"parallel set: {r.label}")
@@ -484,7 +497,7 @@ def run_quality(
 
         lib_info = None
         if library is not None:
-            lib_info, lib_notices = _run_library(library, specs, live, opened, queries, n_queries, rerank, seed, say)
+            lib_info, lib_notices = _run_library(library, specs, live, opened, options, say)
             notices += lib_notices
     finally:
         for enc in own:
@@ -495,9 +508,10 @@ def run_quality(
     )
 
 
-def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed, say):
+def _run_library(library, specs, live, opened, options: QualityOptions, say):
     from hefsearch.search.rerank import fp32_vectors
 
+    queries, rerank, seed = options.queries, options.rerank, options.seed
     notices: list[str] = []
     in_lib = {s.name for s in specs if s.in_library}
     if not any(r.name in in_lib for r in live):
@@ -513,7 +527,7 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
             if unmatched:
                 notices.append(f"{unmatched} expected file(s) of the queries file are not in the library.")
     else:
-        picked = pseudo_queries(library, n_queries, seed)
+        picked = pseudo_queries(library, options.n_queries, seed)
         qs, sources, source_kind = [q for q, _ in picked], [c for _, c in picked], "pseudo"
     if not qs:
         return None, ["The library has no chunks: library metrics skipped."]
@@ -569,7 +583,7 @@ def _run_library(library, specs, live, opened, queries, n_queries, rerank, seed,
             keep = set(members.tolist())
             src = [({x} if isinstance(x, int) else set(x)) & keep for x in sources]
         r.library = evaluate_library_space(
-            q_space=q_space, doc_space=doc_space, ids=members, q_fp32=q_fp32_r, doc_fp32=doc_fp32,
+            QueryDocs(q_space, doc_space), QueryDocs(q_fp32_r, doc_fp32), members,
             sources=src, depth=0 if r.name in (FP32, ref) else rerank, ms_per_query=ms,
             records=_candidate_records(library, q_space, doc_space, members) if src else None)
         r.library.reference = ref or FP32

@@ -59,7 +59,7 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
     """The member jobs of a mail file (new and changed messages only), then the file's own job
     (its hash, and ``drop_ids``: members no longer in the file). A file that cannot be read
     is one failed job and keeps its members."""
-    from .extract_mail import open_regular, read_message, split_mbox
+    from .extract_mail import open_regular, split_mbox
 
     old = getattr(job, "old_members", None) or {}
     seen: dict[str, int] = {}
@@ -74,7 +74,7 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
                 digest.update(raw)
                 messages = iter([(1, raw, None)])
             for number, raw, error in messages:
-                member = _member_job(job, number, raw, error, seen, old, read_message, max_bytes)
+                member = _member_job(job, _member_name(number, raw, seen), raw or b"", error, max_bytes)
                 kept.add(member.path)
                 if member.same_content:
                     continue
@@ -147,25 +147,31 @@ class _Hashing:
         return line
 
 
-def _member_job(job: Job, number: int, raw: bytes | None, error: str | None, seen: dict[str, int],
-                old: dict[str, tuple], read_message, max_bytes: int | None) -> Job:
+def _member_name(number: int, raw: bytes | None, seen: dict[str, int]) -> str:
+    """A message's name inside its file: from its Message-ID (or its hash), unique in ``seen``;
+    one refused by the stream (too large, ``raw`` None) is named by its number."""
     from email.parser import BytesHeaderParser
     from email import policy
 
     from .extract_mail import header_text, member_key
 
-    if raw is None:  # refused by the stream (too large): named by its number
-        key = f"message-{number}"
-        raw = b""
-    else:
-        try:
-            headers = BytesHeaderParser(policy=policy.default).parsebytes(raw[: 256 << 10])
-            message_id = header_text(headers.get("Message-ID")).strip("<>")
-        except Exception:  # noqa: BLE001 - the body parse reports a bad message
-            message_id = ""
-        key = member_key(message_id, raw, seen)
+    if raw is None:
+        return f"message-{number}"
+    try:
+        headers = BytesHeaderParser(policy=policy.default).parsebytes(raw[: 256 << 10])
+        message_id = header_text(headers.get("Message-ID")).strip("<>")
+    except Exception:  # noqa: BLE001 - the body parse reports a bad message
+        message_id = ""
+    return member_key(message_id, raw, seen)
+
+
+def _member_job(job: Job, key: str, raw: bytes, error: str | None, max_bytes: int | None) -> Job:
+    """The job of one message of a mail file: unchanged (same hash as its stored row), failed,
+    or read, its text waiting in ``text_of``."""
+    from .extract_mail import read_message
+
     path = f"{job.path}/{key}"
-    row = old.get(path)
+    row = (getattr(job, "old_members", None) or {}).get(path)
     sha = hashlib.sha256(raw).hexdigest()
     member = Job(path, len(raw), job.mtime_ns, job.kind, None if row is None else row[0],
                  None if row is None else row[4], sha256=sha)

@@ -8,7 +8,7 @@ import re
 import sys
 
 from .extract_base import ExtractedText, ExtractionError, describe
-from .extract_text import decode_text, _reject_binary
+from .extract_text import decode_text, reject_binary
 
 
 def extract_html(data: bytes, max_chars: int | None = None) -> ExtractedText:
@@ -45,7 +45,7 @@ def html_to_text(data: bytes, parser: str | None = None) -> str:
     names and a few counters are kept; no tree is built. Memory is therefore bounded by the
     file and the text it yields (an 11 MB file of 1M nested ``<div>``: 21 MB at peak with the
     file's bytes, instead of 555 MB for a BeautifulSoup tree; ``bench/hostile_extract.py``)."""
-    _reject_binary(data)
+    reject_binary(data)
     data = data.replace(b"\x00", b"")
     try:
         sink = _parse_html(data, parser or html_parser())

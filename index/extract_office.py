@@ -14,14 +14,17 @@ from __future__ import annotations
 import io
 
 from .extract_base import ExtractedText, ExtractionError, clean_text
-from .extract_zip import (count_text, drop_read, iter_xml, joined, local_name, open_archive, part_name, read_part,
-                          text_blocks, xml_root)
+from .extract_zip import (BlockTags, TextBudget, drop_read, iter_xml, joined, local_name, open_archive, part_name,
+                          read_part, text_blocks, xml_root)
 
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
 _DRAW = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
 #: sections (slides, sheets) one file may have
 MAX_SECTIONS = 5_000
+#: a slide's text: its paragraphs <a:p>, their runs' <a:t>, tabs and line breaks
+_PPTX_PARAGRAPHS = BlockTags(block=frozenset({"p"}), text=frozenset({"t"}), tab=frozenset({"tab"}),
+                             line_break=frozenset({"br"}))
 
 
 def _text(node) -> str:
@@ -39,7 +42,7 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
     except ExtractionError:
         mimetype = ""
     sheets, slides = mimetype.endswith(".spreadsheet"), mimetype.endswith(".presentation")
-    counter = [0]
+    budget = TextBudget(what, max_chars)
     sections: list[tuple[str, list[str]]] = []
     loose: list[str] = []  # text outside any sheet or slide (a text document's body)
     row: list[str] | None = None
@@ -64,7 +67,7 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
             if depth == 0:
                 text = _odf_text(elem)
                 if text:
-                    count_text(counter, len(text), what, max_chars)
+                    budget.add(len(text))
                     target = row if row is not None else (sections[-1][1] if sections else loose)
                     target.append(text)
         elif local == "table-cell" and row is not None:
@@ -139,13 +142,12 @@ def extract_pptx(data: bytes, max_chars: int | None = None) -> ExtractedText:
     pres = xml_root(zf, "ppt/presentation.xml", what)
     rels = _rels(zf, "ppt/presentation.xml", what)
     order = [rels.get(el.get(_R)) for el in pres.iter() if local_name(el) == "sldId"]
-    counter = [0]
+    budget = TextBudget(what, max_chars)
     sections: list[tuple[str, str]] = []
     for number, name in enumerate((n for n in order if n), start=1):
         if number > MAX_SECTIONS:
             raise ExtractionError(f"{what} has more than {MAX_SECTIONS} slides; refusing")
-        blocks = text_blocks(zf, name, what, frozenset({"p"}), counter, max_chars,
-                             text_tags=frozenset({"t"}), tab_tags=frozenset({"tab"}), break_tags=frozenset({"br"}))
+        blocks = text_blocks(zf, name, _PPTX_PARAGRAPHS, budget)
         sections.append((f"Slide {number}", "\n\n".join(blocks)))
     if not sections:
         raise ExtractionError(f"{what} is corrupt: no slides listed in ppt/presentation.xml")
@@ -161,13 +163,13 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
     zf = open_archive(data, what)
     book = xml_root(zf, "xl/workbook.xml", what)
     rels = _rels(zf, "xl/workbook.xml", what)
-    counter = [0]
+    budget = TextBudget(what, max_chars)
     shared: list[str] = []
     if "xl/sharedStrings.xml" in zf.namelist():
         for _, el in iter_xml(zf, "xl/sharedStrings.xml", what, tag="{*}si"):
             text = "".join(t.text or "" for t in el.iter("{*}t"))
             shared.append(text)
-            count_text(counter, len(text), what, max_chars)
+            budget.add(len(text))
             drop_read(el)
     sections: list[tuple[str, str]] = []
     for sheet in (el for el in book.iter() if local_name(el) == "sheet"):
@@ -182,7 +184,7 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
             line = " | ".join(c for c in cells if c)
             if line:
                 rows.write(line + "\n")
-                count_text(counter, len(line), what, max_chars)
+                budget.add(len(line))
             drop_read(el)
         sections.append((f"Sheet: {sheet.get('name') or len(sections) + 1}", rows.getvalue().rstrip("\n")))
     if not sections:

@@ -53,7 +53,7 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
     wide = _guess_bomless_utf16(data)
     if wide is not None:
         return clean_text(wide[0]), wide[1]
-    data = _reject_binary(data)
+    data = reject_binary(data)
     try:
         return clean_text(data.decode("utf-8")), "utf-8"
     except UnicodeDecodeError:
@@ -106,7 +106,7 @@ def _control_share(data: bytes) -> float:
     return (len(data) - len(data.translate(None, _CONTROL_BYTES))) / len(data)
 
 
-def _reject_binary(data: bytes) -> bytes:
+def reject_binary(data: bytes) -> bytes:
     """Return ``data`` without stray NULs, or raise if it looks like binary data."""
     nuls = data.count(0)
     stripped = data.replace(b"\x00", b"") if nuls else data

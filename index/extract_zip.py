@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import posixpath
 import zipfile
+from dataclasses import dataclass
 from typing import Iterator
 
 from .extract_base import ExtractionError, describe, join_numbered, too_much_text
@@ -119,40 +120,53 @@ def xml_root(zf: zipfile.ZipFile, name: str, what: str, cap: int = 4 << 20):
         raise ExtractionError(f"{what} is corrupt: part {name}: {describe(e)}") from None
 
 
-def text_blocks(zf: zipfile.ZipFile, name: str, what: str, block_tags: frozenset[str],
-                counter: list[int], max_chars: int | None, *, text_tags: frozenset[str] | None = None,
-                tab_tags: frozenset[str] = frozenset(), break_tags: frozenset[str] = frozenset(),
-                space_tags: frozenset[str] = frozenset()) -> list[str]:
-    """The text of each outermost ``block_tags`` element of a part (names without their
-    namespace), in document order, by one streaming pass: an element is dropped once read, so
-    memory is bounded by the largest block. ``text_tags``: only their text counts (None: all
-    text). ``counter[0]`` counts characters across parts; past ``max_chars`` the document is
-    refused (the --max-size cap on the text of compressed formats)."""
+@dataclass(frozen=True)
+class BlockTags:
+    """Which elements (names without their namespace) make the text blocks of a part:
+    ``block`` the blocks; ``text`` the only ones whose text counts (None: all text); ``tab``
+    and ``line_break`` those read as a tab and a line break."""
+
+    block: frozenset[str]
+    text: frozenset[str] | None = None
+    tab: frozenset[str] = frozenset()
+    line_break: frozenset[str] = frozenset()
+
+
+class TextBudget:
+    """A document's characters of text so far, across its parts; past ``max_chars`` the
+    document (``what``, as messages name it) is refused: the --max-size cap on the text of
+    compressed formats."""
+
+    def __init__(self, what: str, max_chars: int | None):
+        self.what, self.max_chars, self.used = what, max_chars, 0
+
+    def add(self, chars: int) -> None:
+        self.used += chars
+        if self.max_chars is not None and self.used > self.max_chars:
+            raise too_much_text(self.what, self.max_chars)
+
+
+def text_blocks(zf: zipfile.ZipFile, name: str, tags: BlockTags, budget: TextBudget) -> list[str]:
+    """The text of each outermost ``tags.block`` element of a part, in document order, by one
+    streaming pass: an element is dropped once read, so memory is bounded by the largest block.
+    Every block's characters count against ``budget``."""
     blocks: list[str] = []
     depth = 0
-    for event, elem in iter_xml(zf, name, what, events=("start", "end")):
+    for event, elem in iter_xml(zf, name, budget.what, events=("start", "end")):
         local = local_name(elem)
         if event == "start":
-            depth += local in block_tags
+            depth += local in tags.block
             continue
-        if local in block_tags:
+        if local in tags.block:
             depth -= 1
             if depth == 0:
-                text = _element_text(elem, text_tags, tab_tags, break_tags, space_tags).strip()
+                text = _element_text(elem, tags).strip()
                 if text:
                     blocks.append(text)
-                    count_text(counter, len(text), what, max_chars)
+                    budget.add(len(text))
         if depth == 0:  # drop what has been read, or a long part fills memory
             drop_read(elem)
     return blocks
-
-
-def count_text(counter: list[int], add: int, what: str, max_chars: int | None) -> None:
-    """``add`` characters more in ``counter[0]`` (a document's text so far); past ``max_chars``
-    the document is refused (the --max-size cap on the text of compressed formats)."""
-    counter[0] += add
-    if max_chars is not None and counter[0] > max_chars:
-        raise too_much_text(what, max_chars)
 
 
 def local_name(elem) -> str:
@@ -171,7 +185,7 @@ def drop_read(elem) -> None:
             del parent[0]
 
 
-def _element_text(elem, text_tags, tab_tags, break_tags, space_tags) -> str:
+def _element_text(elem, tags: BlockTags) -> str:
     """An element's text in reading order (text, then children, then each child's tail)."""
     from lxml import etree
 
@@ -179,28 +193,15 @@ def _element_text(elem, text_tags, tab_tags, break_tags, space_tags) -> str:
     for event, node in etree.iterwalk(elem, events=("start", "end")):
         local = local_name(node)
         if event == "start":
-            if local in tab_tags:
+            if local in tags.tab:
                 out.append("\t")
-            elif local in break_tags:
+            elif local in tags.line_break:
                 out.append("\n")
-            elif local in space_tags:
-                out.append(" " * _spaces(node.get(_TEXT_C)))
-            elif node.text and (text_tags is None or local in text_tags):
+            elif node.text and (tags.text is None or local in tags.text):
                 out.append(node.text)
-        elif node is not elem and node.tail and text_tags is None:
+        elif node is not elem and node.tail and tags.text is None:
             out.append(node.tail)
     return "".join(out)
-
-
-_TEXT_C = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}c"
-
-
-def _spaces(count: str | None) -> int:
-    """ODF's <text:s text:c="N"/>: N spaces (at most 100; a bad count is one)."""
-    try:
-        return max(1, min(100, int(count or 1)))
-    except ValueError:
-        return 1
 
 
 def joined(sections: list[tuple[str, str]]) -> tuple[str, list[tuple[int, int, int]]]:

@@ -121,9 +121,9 @@ def probe(factory: str, dim: int) -> dict:
     import numpy as np
 
     from .errors import SpaceError
-    from .spaces import _faiss, faiss_reason, ivf_of, make_index
+    from .faiss_index import faiss_reason, ivf_of, load_faiss, make_index
 
-    faiss = _faiss()
+    faiss = load_faiss()
     rng = np.random.default_rng(0)
 
     def unit(n: int) -> np.ndarray:

@@ -2,57 +2,21 @@
 
 In ``spaces/<name>/``:
 
-- ``index.faiss``: the FAISS index, whose ids are chunk ids: an ``IndexIDMap2`` over flat inner
-  product below :data:`DEFAULT_SQ8_THRESHOLD`, over 8-bit scalar codes (re-scored exactly from
-  the raw vectors) up to ``hnsw_threshold``, over HNSW (efSearch tuned to recall@10 >=
-  :data:`HNSW_TARGET_RECALL`) above it, and a compressed IVF index above
-  ``compress_threshold`` (library settings), or a factory string from the settings. It is a
-  cache: it can always be rebuilt from the raw vectors without re-encoding.
-- ``index.json``: what the index is and what it was measured to do (type, bytes, vectors it
-  was trained on, recall@10 against exact search, an HNSW index's ``ef_search``), written with
-  ``index.faiss``; ``status`` shows it without loading FAISS.
+- ``index.faiss``: ids are chunk ids. By size: flat inner product below
+  :data:`DEFAULT_SQ8_THRESHOLD`, 8-bit scalar codes re-scored exactly from the raw vectors up to
+  ``hnsw_threshold``, HNSW (efSearch tuned to recall@10 >= :data:`HNSW_TARGET_RECALL`) above it,
+  ``IVF<lists>,SQ4`` (:func:`compressed_factory`) above ``compress_threshold``; or a factory
+  string from the library settings. A cache: always rebuilt from the raw vectors, no re-encoding.
+- ``index.json``: what the index is and measured (type, bytes, training vectors, recall@10
+  against exact search, HNSW ``ef_search``); ``status`` reads it without loading FAISS.
 
-Compressed spaces (libraries of millions of chunks). Above ``compress_threshold`` the index
-becomes ``IVF<lists>,<codes>`` (:func:`compressed_factory`), trained on the space's own vectors
-and retrained when the space has grown :data:`RETRAIN_GROWTH` times since; every search takes
-the top :data:`RESCORE_CANDIDATES` of the codes and re-scores them exactly from the raw
-vectors. Why these choices (clustered synthetic vectors, dim 384, see ``bench/scale.py``):
-
-- Codes: :data:`COMPRESSED_CODES` = 4-bit scalar (SQ4, 192 B/vector at dim 384: 13.1% of
-  float32 flat with ids and lists; the budget was 15%). At 200k vectors, IVF512 at nprobe 32,
-  re-scoring 200 candidates: recall@10 0.99 with SQ4, 0.97 with PQ96 (96 B; 0.99 needs 500
-  candidates), 0.85 with PQ48, 0.99 with SQ8 (384 B, 25% of flat: over budget). SQ4 trains in
-  seconds (min/max per dimension; the lists' k-means is the cost), PQ96 took 254 s on 65k
-  vectors (2 loaded cores): a Pi retraining a grown space should not wait for that. With SQ4
-  the recall is bound by the lists probed, not by the codes (same recall as IVF-Flat).
-- nprobe is tuned at build (:meth:`Space.measure_recall`, :func:`_tune_nprobe`: doubling, then
-  bisection) to about the smallest value reaching :data:`TARGET_RECALL` on
-  :data:`RECALL_QUERIES` stored vectors as queries, each without its own document's chunks
-  (:data:`RECALL_LEAVE_OUT`). A query that scans more than :data:`PARALLEL_SCAN_CODES` codes
-  splits its lists over every core.
-- Measured with ``bench/scale.py`` (2 cores shared with other jobs; p50 of single queries, new
-  queries, recall@10 against exact search; ``bench/synthetic.py`` for the two kinds of vectors):
-
-  ===========  =====  =========  ======  ======  =========  ========  ==============
-  vectors      n      index      nprobe  recall  p50 / p99  flat p50  index memory
-  ===========  =====  =========  ======  ======  =========  ========  ==============
-  documents    1M     IVF1024    32      0.965   2.4 / 3.1  55 ms     202 MB (13.1%)
-  isotropic    1M     IVF1024    72      0.971   8.4 / 9.1  56 ms     202 MB (13.1%)
-  documents    10M    IVF4096    26      0.971   3.8 / 5.8  --        2.0 GB (13.1%)
-  isotropic    10M    IVF4096    288     0.972   37 / 93    --        2.0 GB (13.1%)
-  ===========  =====  =========  ======  ======  =========  ========  ==============
-
-  ``documents`` vectors have the local intrinsic dimension of real text embeddings (measured
-  against a real library by ``bench/realism.py``); ``isotropic`` ones are a far harder worst
-  case (its 10M row was measured while the test suite shared the 2 cores). At 10M: build 372 s
-  after the raw vectors were written, open 1.8 s, 2.4 GB of private memory (the codes; ids
-  are int64 arrays, 8 bytes each).
-- IVF ids: an IVF index holds its own ids, so it is not wrapped in ``IndexIDMap2`` (which
-  renumbers its map after a removal while IVF keeps the old internal ids: after removing 100
-  ids, searches returned the ids of vectors 100 places further on).
-- Raw vectors stay float32 and are only memory-mapped: re-scoring reads a few hundred rows per
-  query from the page cache, so RAM holds the codes, not the vectors. A float16 mirror would
-  halve the disk but add a second copy to keep crash-safe; the segments stay the one truth.
+Compressed spaces: trained on the space's own vectors, retrained after :data:`RETRAIN_GROWTH`
+times growth; ``nprobe`` tuned at build (:func:`tune_nprobe`) to about the smallest value
+reaching :data:`TARGET_RECALL` on :data:`RECALL_QUERIES` stored vectors, each without its own
+document's chunks; every search re-scores the top :data:`RESCORE_CANDIDATES` from the raw
+vectors (float32, memory-mapped); a scan over :data:`PARALLEL_SCAN_CODES` codes uses every core.
+An IVF index keeps its own ids: never wrapped in ``IndexIDMap2``. Why SQ4, and the figures:
+docs/decisions.md, docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -135,12 +99,12 @@ MAX_THRESHOLD = 10**12
 _FAISS = None
 
 
-def _faiss():
+def load_faiss():
     """FAISS, imported on first use (``hefsearch --help`` stays fast).
 
     Searches run one query at a time, where OpenMP's thread start-up and barriers cost more
     than the scan itself (18 ms instead of 0.1 ms for a small index on 2 cores), so FAISS runs
-    single-threaded except while building an index (:func:`_threads`).
+    single-threaded except while building an index (:func:`using_all_threads`).
     """
     global _FAISS
     if _FAISS is None:
@@ -151,14 +115,14 @@ def _faiss():
     return _FAISS
 
 
-class _threads:
+class using_all_threads:
     """Let FAISS use every core for a bulk build or a big scan, then go back to one thread."""
 
     def __enter__(self):
-        _faiss().omp_set_num_threads(os.cpu_count() or 1)
+        load_faiss().omp_set_num_threads(os.cpu_count() or 1)
 
     def __exit__(self, *exc):
-        _faiss().omp_set_num_threads(1)
+        load_faiss().omp_set_num_threads(1)
 
 
 def compressed_factory(n: int) -> str:
@@ -181,7 +145,7 @@ def make_index(factory: str, dim: int, n: int = 0):
 
     IVF indexes hold their own ids and are returned as they are; every other index is wrapped
     in ``IndexIDMap2`` (ids are chunk ids)."""
-    faiss = _faiss()
+    faiss = load_faiss()
     if factory == COMPRESSED_FACTORY:
         factory = compressed_factory(n)
     if factory in ("Flat", "FlatIP", ""):
@@ -210,17 +174,17 @@ def make_index(factory: str, dim: int, n: int = 0):
 
 def inner_index(index):
     """The index under the id map (or the index itself: IVF keeps its own ids)."""
-    faiss = _faiss()
+    faiss = load_faiss()
     return faiss.downcast_index(index.index) if hasattr(index, "id_map") else faiss.downcast_index(index)
 
 
 def ivf_of(index):
     """The IVF part of an index, or None."""
-    return _faiss().try_extract_index_ivf(index) if index is not None else None
+    return load_faiss().try_extract_index_ivf(index) if index is not None else None
 
 
 def index_ids(index) -> np.ndarray:
-    faiss = _faiss()
+    faiss = load_faiss()
     if not index.ntotal:
         return np.empty(0, np.int64)
     if hasattr(index, "id_map"):
@@ -234,7 +198,7 @@ def index_ids(index) -> np.ndarray:
 
 def describe_index(index) -> str:
     """'Flat', 'HNSW32', 'IVF1024,PQ96', ... as read from the index itself."""
-    faiss = _faiss()
+    faiss = load_faiss()
     inner = inner_index(index)
     if isinstance(inner, faiss.IndexFlat):
         return "Flat"
@@ -271,7 +235,7 @@ def ann_search(index, raw, q: np.ndarray, k: int, sel=None, *,
     """The index's top-k (``sel``: an id selector). A compressed (IVF) index returns
     :data:`RESCORE_CANDIDATES` candidates, an SQ8 one :data:`SQ8_RESCORE_CANDIDATES` (or 2k),
     re-scored exactly from the raw vectors. ``ef_search``: an HNSW index's tuned efSearch."""
-    faiss = _faiss()
+    faiss = load_faiss()
     inner = inner_index(index)
     ivf = ivf_of(index)
     codes = isinstance(inner, faiss.IndexScalarQuantizer)
@@ -290,7 +254,7 @@ def ann_search(index, raw, q: np.ndarray, k: int, sel=None, *,
     big = ivf is not None and ivf.ntotal * ivf.nprobe >= PARALLEL_SCAN_CODES * max(ivf.nlist, 1)
     if big:  # one query's lists are split over every core (parallel_mode 1), a batch by query (0)
         ivf.parallel_mode = 1 if len(q) < max(2, os.cpu_count() or 1) else 0
-    with _threads() if big else contextlib.nullcontext():
+    with using_all_threads() if big else contextlib.nullcontext():
         d, i = index.search(q, fetch, params=params)
     return (d, i) if ivf is None and not codes else rescore(raw, q, i, k)
 
@@ -299,7 +263,7 @@ def tune_ef_search(hnsw, recall) -> tuple[int, float]:
     """The smallest efSearch of a doubling from :data:`HNSW_EF_START` whose ``recall(ef)``
     reaches :data:`HNSW_TARGET_RECALL` (else :data:`HNSW_EF_MAX`), and that recall."""
     r = 0.0
-    for ef in _doubling(HNSW_EF_START, HNSW_EF_MAX):
+    for ef in doubling_steps(HNSW_EF_START, HNSW_EF_MAX):
         r = recall(ef)
         if r >= HNSW_TARGET_RECALL:
             return ef, r
@@ -348,7 +312,7 @@ def exact_top_k(q: np.ndarray, ids: np.ndarray, get, k: int, block: int = 65_536
     return np.take_along_axis(best_i, np.argsort(-best_s, axis=1, kind="stable"), 1)
 
 
-def _vectors_to_train(factory: str, dim: int) -> int:
+def vectors_to_train(factory: str, dim: int) -> int:
     """Vectors a space needs before an index of ``factory`` that must be trained is built
     (fewer: Flat, exact): at least 1000, and as many as FAISS needs (an IVF's lists, 2^bits
     for a PQ's codebooks), measured by the factory check."""
@@ -369,18 +333,18 @@ def factory_problem(factory: str, dim: int) -> str | None:
     return None if check.ok else check.reason
 
 
-def _without(row: np.ndarray, own: int, k: int) -> set[int]:
+def outside_own_document(row: np.ndarray, own: int, k: int) -> set[int]:
     """The first ``k`` ids of ``row`` outside the query's own document (module doc)."""
     return set([int(i) for i in row.tolist() if i >= 0 and abs(i - own) > RECALL_LEAVE_OUT][:k])
 
 
-def _tune_nprobe(ivf, recall) -> float:
+def tune_nprobe(ivf, recall) -> float:
     """Set ``ivf.nprobe`` to about the smallest value whose ``recall()`` reaches
     :data:`TARGET_RECALL` (or to nlist); returns that recall. Doubles from nlist/256 first, then
     bisects the last doubling to within 1/8: at 10M vectors the step from 256 to 512 lists alone
     is 30 ms per query."""
     lo, r = None, 0.0
-    for nprobe in _doubling(max(8, ivf.nlist // 256), ivf.nlist):
+    for nprobe in doubling_steps(max(8, ivf.nlist // 256), ivf.nlist):
         ivf.nprobe = nprobe
         r = recall()
         if r >= TARGET_RECALL:
@@ -400,7 +364,7 @@ def _tune_nprobe(ivf, recall) -> float:
     return best
 
 
-def _doubling(start: int, stop: int) -> list[int]:
+def doubling_steps(start: int, stop: int) -> list[int]:
     out = [min(start, stop)]
     while out[-1] < stop:
         out.append(min(out[-1] * 2, stop))

@@ -3,34 +3,23 @@
 Crash safety: SQLite is the commit point.
 
 1. A batch is embedded in memory first (nothing written).
-2. Under the library write lock (``library.lock``, an ``flock`` held by the one writer), each
-   space's vectors for the batch are written as a new raw segment: temp file, fsync, atomic
-   rename, fsync of the folder. The segment carries chunk ids reserved inside the open SQLite
-   transaction (the chunks are inserted first, in the same transaction).
-3. The same SQLite transaction inserts the batch's documents, chunks and ``space_members`` rows
-   and commits. Only now does the batch exist; readers see all of it or none of it (WAL).
-4. The in-memory FAISS index gets the new ids; the FAISS file is saved now and then (it is a
-   cache of the raw vectors).
+2. Under the write lock (``library.lock``, an ``flock`` of the one writer), each space's vectors
+   are written as a new raw segment (temp file, fsync, rename, fsync of the folder), carrying
+   chunk ids reserved inside the open SQLite transaction.
+3. That transaction inserts the documents, chunks and ``space_members`` rows and commits: only
+   now does the batch exist; readers see all of it or none (WAL).
+4. The in-memory FAISS index gets the new ids; its file (a cache) is saved now and then.
 
-A crash before 3 leaves a segment whose ids SQLite never committed; a crash after 3 leaves a
-FAISS file that lags behind SQLite. The reconcile step, run at open (when no other process is
-writing) and whenever the write lock is taken, repairs both: segments with no committed member
-are deleted, ids in the FAISS file that SQLite does not list are removed, and members missing
-from FAISS are added from the raw vectors. A member whose raw vector is missing (someone
-deleted files) loses its membership; the next sync embeds such chunks again (sync back-fills
-every chunk a space lacks). So after every open, each space's FAISS ids equal its
-``space_members`` rows, and a re-run of an interrupted sync ends with exactly the chunks of a
-clean run: documents are committed whole (one document's old chunks are replaced by its new
-ones in one transaction), and documents a killed run never committed are simply done again.
+Reconcile (at open and whenever the write lock is taken) repairs a crash at any point: segments
+with no committed member are deleted, FAISS ids SQLite does not list are removed, missing
+members are added from the raw vectors (a member without its raw vector loses its membership,
+and the next sync embeds it again). So each space's FAISS ids equal its ``space_members`` rows.
+Readers in other processes never repair: they follow their own snapshot and refresh when
+``PRAGMA data_version`` changes.
 
-Readers in other processes never repair: they bring their in-memory FAISS index to the member
-set of their own SQLite snapshot, and refresh when ``PRAGMA data_version`` says another
-connection committed.
-
-Nothing waits forever: taking the write lock waits at most :data:`LOCK_WAIT_S` seconds (or
-not at all), then raises :class:`LibraryBusy` naming the holder, whose pid, command and start
-time the lock file records. A library this process cannot write (read-only folder or mount, a
-full disk) opens read-only: no lock file, no repairs, no migrations; searching still works.
+Nothing waits forever: the write lock waits at most :data:`LOCK_WAIT_S`, then raises
+:class:`LibraryBusy` naming the holder (pid, command, start time). A library this process cannot
+write opens read-only: no lock, no repairs, no migrations; searching still works.
 """
 
 from __future__ import annotations

@@ -1,48 +1,21 @@
 """Embedding on a Ray cluster: the encoder behind ``hefsearch index PATH... --ray ADDRESS``.
 
-The driver (the machine with the library) crawls, extracts, chunks and commits exactly as a
-local run (:mod:`hefsearch.index.sync`); the first space's vectors, and the CPU FP32 space's
-(``--also-fp32``, or when the library has that space), are computed by a pool of Ray actors.
-:class:`RayEncoder` is the :class:`~hefsearch.embed.encoder.Encoder` there: its backend
-(:class:`_RemoteBackend`) carries the actors' identity (space, backend parts), the rest of the
-fingerprint and the tokenizer used for chunking come from the driver's copy of the same bundle
-(checked against the fingerprint the actors report), and batches go out with
-:meth:`RayEncoder.submit_passages` and come back, in order, with :meth:`RayEncoder.collect`
-(every space's vectors of the batch). The FP32 space appears in the sync's encoder list as a
-:class:`RemoteSpaceEncoder` (``RayEncoder.companions``) whose vectors arrive with the first
-space's, so both are committed in the same crash-safe batch and the driver's CPU embeds nothing.
+The driver (the machine with the library) crawls, extracts, chunks and commits as a local run
+(:mod:`hefsearch.index.sync`); a pool of Ray actors computes the first space's vectors, and the
+CPU FP32 space's (``--also-fp32``, or when the library has it). :class:`RayEncoder` is the
+:class:`~hefsearch.embed.encoder.Encoder` there: its backend (:class:`_RemoteBackend`) carries
+the actors' identity; tokenizer and the rest of the fingerprint come from the driver's copy of the
+bundle. Batches go out with :meth:`RayEncoder.submit_passages` and come back in order with
+:meth:`RayEncoder.collect`; the FP32 space is a :class:`RemoteSpaceEncoder`
+(``RayEncoder.companions``) whose vectors arrive with the first space's, in the same batch.
 
-Design decisions:
-
-- **ray is optional** and imported only in this module and :mod:`~hefsearch.index.ray_worker`
-  (the actor side), inside functions; without it ``--ray`` says ``pip install
-  'hefsearch[ray]'``. Every node needs hefsearch (same version: an actor with another version
-  is refused) but never the bundle: it is shipped through Ray's object store, once per node
-  (see :mod:`~hefsearch.index.ray_worker`).
-- **Actors go where the hardware is**, as each backend class declares (``ray_resource``,
-  ``device_ids()``): ``hailo`` actors need the custom resource ``hailo``
-  (``ray start ... --resources='{"hailo": N}'`` for N chips) and there is one per chip, each
-  pinned to its own chip: the actors of a node are numbered in start order and actor k takes
-  the k-th of the node's ``Device.scan()`` ids, sorted (:mod:`~hefsearch.index.ray_worker`);
-  CPU backends (``cpu``, ``cpu-int8``, ``npu-sim``) get one single-threaded actor per free
-  cluster CPU, or ``--ray-actors N``. ``auto`` keeps the backend of the library's default
-  space, else picks ``hailo`` when the cluster offers the resource, else ``cpu``.
-- **Vectors of different encoders never mix**: each actor reports its encoders' fingerprints;
-  the reference is the library's space of that name, else the fingerprint most actors share.
-  Any other actor (another chip, HEF, bundle or hefsearch version, for either space) is refused
-  by name and stopped; with no actor left the run stops before anything is written.
-- **Back-pressure**: at most :attr:`RayEncoder.max_in_flight` batches (2 per live actor) are
-  out at once; the driver commits the oldest before it sends another, so memory stays bounded
-  and commits keep the order of a local run (same chunk ids).
-- **Failures**: an actor that dies (``ray.kill``, its node gone) or whose encoder raises is
-  retired with the reason and its batches go to the others; the summary lists it. When none is
-  left the run stops with that list; every batch committed so far stays, as after a crash.
-
-Measured (bench/ray_scale.py: a local cluster on a loaded 2-core VM, actors that sleep to
-simulate a 100 frames/s NPU, MiniLM, batches of 32): 98, 190, 359, 688 chunks/s with 1, 2, 4,
-8 actors (0.98-0.86 of n x 100), then 867 with 16 = the driver's own limit measured in the
-same run (crawl + extract + chunk + commit with an instant encoder, about 850-920 chunks/s
-there); instant actors give 917.
+Contracts: ray is imported only here and in :mod:`~hefsearch.index.ray_worker`, at call time;
+the bundle travels through Ray's object store. Actors go where the backend class says
+(``ray_resource``, ``device_ids()``): one per chip, pinned; else one per free CPU or
+``--ray-actors N``. An actor whose fingerprint differs from the library's space (or the
+majority's) is refused by name. At most :attr:`RayEncoder.max_in_flight` batches are out; the
+oldest is committed first (same chunk ids as a local run). A dead or failing actor is retired
+and its batches go to the others. Figures: docs/performance.md; guide: docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -67,9 +40,9 @@ from hefsearch.embed.space_names import FP32_SPACE
 
 from .errors import FingerprintMismatch
 from .ray_session import RaySession, join_cluster, start_own_ray
-from .ray_worker import EmbedWorker, import_ray, open_bundle_encoder, ranks_on_nodes, ship_bundle
+from .ray_worker import EmbedWorker, WorkerSpec, import_ray, open_bundle_encoder, ranks_on_nodes, ship_bundle
 
-__all__ = ["RayEncoder", "RemoteSpaceEncoder", "RayPoolError", "connect", "choose_backend"]
+__all__ = ["RayEncoder", "RayPoolOptions", "RemoteSpaceEncoder", "RayPoolError", "connect", "choose_backend"]
 
 log = logging.getLogger("hefsearch.index")
 
@@ -81,6 +54,22 @@ READY_TIMEOUT_S = 300.0
 BATCH_TIMEOUT_S = 600.0
 #: how long starting waits for free CPUs or chips (those of actors just stopped come back late)
 ROOM_WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class RayPoolOptions:
+    """How :meth:`RayEncoder.start` builds the pool: the cluster (``"auto"``, ``"local"`` or an
+    address), the backend (``"auto"``: the library's default space's), the actors (None: one per
+    free device or CPU slot) and the CPUs each takes; ``also_fp32``: the actors embed the CPU FP32
+    space too; ``open_encoder(bundle, backend, opts, actor index)`` opens an actor's encoder."""
+
+    address: str = "auto"
+    backend: str | None = "auto"
+    actors: int | None = None
+    actor_cpus: float = 1.0
+    also_fp32: bool = False
+    ready_timeout_s: float = READY_TIMEOUT_S
+    open_encoder: Callable = open_bundle_encoder
 
 
 class RayPoolError(HefsearchError):
@@ -235,19 +224,18 @@ class RayEncoder(_RemoteEncoder):
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
-    def start(cls, library, bundle_path: str | Path, *, address: str = "auto", backend: str | None = "auto",
-              actors: int | None = None, actor_cpus: float = 1.0, open_encoder: Callable = open_bundle_encoder,
-              ready_timeout_s: float = READY_TIMEOUT_S, also_fp32: bool = False) -> "RayEncoder":
+    def start(cls, library, bundle_path: str | Path, options: RayPoolOptions = RayPoolOptions()) -> "RayEncoder":
         """Join the cluster, ship the bundle, start the actors and check their fingerprints.
-        ``also_fp32`` (or a library that has the CPU FP32 space): the actors embed it too."""
+        ``options.also_fp32`` (or a library that has the CPU FP32 space): the actors embed it too."""
         from hefsearch.embed.bundle import Bundle
 
-        session = connect(address)  # first: a loopback Ray needs its settings before ray is imported
+        actor_cpus = options.actor_cpus
+        session = connect(options.address)  # first: a loopback Ray needs its settings before ray is imported
         ray = import_ray()
         states: list[ActorState] = []
         try:
-            name, opts, why = choose_backend(library, backend, ray.cluster_resources())
-            n, placement = _wait_for_room(ray, name, actors, actor_cpus)
+            name, opts, why = choose_backend(library, options.backend, ray.cluster_resources())
+            n, placement = _wait_for_room(ray, name, options.actors, actor_cpus)
             on_devices = ray_resource(name) is not None
             if not on_devices and actor_cpus >= 1:
                 opts.setdefault("threads", int(actor_cpus))
@@ -255,11 +243,10 @@ class RayEncoder(_RemoteEncoder):
             key, refs = ship_bundle(ray, bundle)
             worker = ray.remote(EmbedWorker)
             spaces = {s.name: s for s in library.spaces()}
-            fp32_too, fp32_opts = also_fp32 or FP32_SPACE in spaces, {"threads": max(1, int(actor_cpus))}
-            states = [ActorState(i, worker.options(**placement).remote(key, refs, name, opts, open_encoder, i,
-                                                                       fp32_too, fp32_opts))
-                      for i in range(n)]
-            _start_actors(ray, states, on_devices, ready_timeout_s)
+            spec = WorkerSpec(name, opts, options.open_encoder, also_fp32=options.also_fp32 or FP32_SPACE in spaces,
+                              also_opts={"threads": max(1, int(actor_cpus))})
+            states = [ActorState(i, worker.options(**placement).remote(key, refs, spec, i)) for i in range(n)]
+            _start_actors(ray, states, on_devices, options.ready_timeout_s)
             _check_fingerprints(ray, states, spaces)
             _check_fingerprints(ray, states, spaces, which="also")
             return cls(ray, bundle, states, session, why)

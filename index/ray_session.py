@@ -1,38 +1,22 @@
 """The Ray instance under ``hefsearch index --ray``: one that hefsearch starts and stops
-(``local``), or a cluster it joins (``auto``, ``HOST:6379``, ``ray://HOST:10001``).
+(``local``), or a cluster it joins (``auto``, ``HOST:6379``, ``ray://HOST:10001``);
+:func:`hefsearch.index.ray_pool.connect` picks one, and only this module touches Ray's lifecycle.
 
-:func:`hefsearch.index.ray_pool.connect` picks one of the two; the pool never touches Ray's
-lifecycle otherwise. Design decisions:
+- ``local`` always starts a Ray of its own (``ray.init(address="local")``, 127.0.0.1, no
+  dashboard), never one named by ``$RAY_ADDRESS`` or a stale current-cluster file.
+- Joining is bounded: :func:`probe` opens a TCP connection to the address Ray would dial within
+  :data:`JOIN_PROBE_S` and fails at once naming it; something that answers but is no GCS gets
+  one attempt of Ray's own instead of twenty.
+- A Ray hefsearch started, it stops with every process: :meth:`RaySession.close` (success,
+  error, Ctrl+C) snapshots the processes this run started, calls ``ray.shutdown()``, waits
+  :data:`STOP_WAIT_S` and kills what is left; on Linux the driver is a child subreaper while
+  its Ray runs, so orphaned agents come back to it. SIGTERM and SIGHUP raise :class:`_Terminated`
+  (a ``KeyboardInterrupt``) and are held while Ray spawns its processes, so a signal to
+  hefsearch's process group reaches only the driver, which stops its Ray in order.
+- Ray's own output goes to ``<cache>/ray-driver.log`` (``-v`` shows it).
 
-- **``local`` always starts a Ray of its own** (``ray.init(address="local")``, bound to
-  127.0.0.1, no dashboard). ``ray.init(address=None)`` would instead join whatever cluster
-  ``$RAY_ADDRESS`` or Ray's temp folder (``<temp>/ray/ray_current_cluster``, written by ``ray
-  start`` and left behind when that Ray dies) names: a stale one made a run wait 13 minutes
-  for a GCS that was gone.
-- **Joining is bounded**: before ``ray.init`` dials an address (the one Ray itself resolves:
-  the address given, ``$RAY_ADDRESS``, or the current-cluster file for ``auto``),
-  :func:`probe` opens a TCP connection to it within :data:`JOIN_PROBE_S`; nothing answering
-  fails at once, naming the address and where it came from. Something that accepts but is no
-  GCS gets one attempt of Ray's own (``RAY_gcs_server_port_wait_time_s=1``, about 40 s)
-  instead of twenty.
-- **A Ray hefsearch started, it stops, with every process**: the GCS, the raylet, the
-  dashboard and runtime-env agents and the workers. :meth:`RaySession.close` (success, error,
-  Ctrl+C) snapshots the processes this run started (descendants that were not there before
-  it), calls ``ray.shutdown()``, waits :data:`STOP_WAIT_S` and kills what is left, including
-  processes orphaned on the way: on Linux the driver is a child subreaper while its Ray runs,
-  so an agent whose raylet died is re-parented to it, not to init. SIGTERM and SIGHUP raise
-  :class:`_Terminated` (a ``KeyboardInterrupt``), so they unwind like Ctrl+C; they are held
-  while Ray spawns its processes, which therefore start with both blocked (as Ray already
-  blocks SIGINT in them): a ``kill`` aimed at hefsearch's process group (``timeout``, a
-  closed terminal, a service manager) reaches only the driver, which stops its Ray in order,
-  instead of killing the raylet under a driver that then aborts and leaves the agents running.
-- **Ray's own output stays out of the terminal**: its start-up and shutdown messages (token
-  notice, "Started a local Ray instance", the autoscaler's error report, C++ connection
-  warnings) go to ``<cache>/ray-driver.log`` and Ray's logger is set to errors; ``-v`` shows
-  them.
-
-Verified on Linux with Ray 2.x; elsewhere the subreaper and signal holding are skipped and
-``ray.shutdown()`` alone stops the instance.
+Verified on Linux with Ray 2.x; elsewhere the subreaper and signal holding are skipped.
+Why (a stale cluster file, Ray's ~40 s retries): docs/decisions.md.
 """
 
 from __future__ import annotations

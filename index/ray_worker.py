@@ -28,6 +28,7 @@ import shutil
 import socket
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -132,14 +133,25 @@ def _space_identity(enc) -> dict:
             "seq_lens": None if seq_lens is None else list(seq_lens)}
 
 
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What every actor of a pool opens: ``open_encoder(bundle, backend, opts, actor index)``,
+    and with ``also_fp32`` the CPU FP32 reference too, with ``also_opts``."""
+
+    backend: str
+    opts: dict
+    open_encoder: Callable
+    also_fp32: bool = False
+    also_opts: dict = field(default_factory=dict)
+
+
 class EmbedWorker:
     """One Ray actor: the bundle fetched to its node, its encoder(s), texts in, vectors out.
     An encoder that cannot open is reported by :meth:`start`, not raised."""
 
-    def __init__(self, key: str, refs: dict, backend: str, opts: dict, open_encoder: Callable,
-                 actor_index: int, also_fp32: bool = False, also_opts: dict | None = None):
-        self._args = (key, refs, backend, dict(opts), open_encoder, actor_index)
-        self._also = (also_fp32, dict(also_opts or {}))
+    def __init__(self, key: str, refs: dict, spec: WorkerSpec, actor_index: int):
+        self._bundle = (key, refs)
+        self.spec, self.actor_index = spec, actor_index
         self.encoders: list = []
         self.failure, self.device = "", None
 
@@ -150,19 +162,18 @@ class EmbedWorker:
     def start(self, rank_on_node: int | None, actors_on_node: int) -> dict:
         """Open the encoder(s); ``rank_on_node`` (hailo actors) picks this actor's chip.
         Returns :meth:`identity`."""
-        key, refs, backend, opts, open_encoder, index = self._args
-        also_fp32, also_opts = self._also
+        spec, index, opts = self.spec, self.actor_index, dict(self.spec.opts)
         try:
-            bundle = materialise_bundle(key, refs)
+            bundle = materialise_bundle(*self._bundle)
             if rank_on_node is not None:  # a backend on devices (its ray_resource): one chip each
                 from hefsearch.embed.backends import load_backend_class
 
-                self.device = device_for_rank(load_backend_class(backend).device_ids(), rank_on_node,
+                self.device = device_for_rank(load_backend_class(spec.backend).device_ids(), rank_on_node,
                                               actors_on_node, socket.gethostname())
                 opts["device_id"] = self.device
-            self.encoders.append(open_encoder(bundle, backend, opts, index))
-            if also_fp32 and self.encoders[0].space_name != FP32_SPACE:
-                self.encoders.append(open_encoder(bundle, REFERENCE_BACKEND, also_opts, index))
+            self.encoders.append(spec.open_encoder(bundle, spec.backend, opts, index))
+            if spec.also_fp32 and self.encoders[0].space_name != FP32_SPACE:
+                self.encoders.append(spec.open_encoder(bundle, REFERENCE_BACKEND, dict(spec.also_opts), index))
         except Exception as e:
             self.failure = explain(e)
             self.close()

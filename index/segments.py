@@ -35,7 +35,7 @@ import numpy as np
 from hefsearch.base.atomic_write import fsync_dir, write_atomic
 
 from .errors import SpaceError
-from .space_ids import IdSet, _with_room, in_sorted, sorted_ids
+from .space_ids import IdSet, in_sorted, sorted_ids, with_room
 
 log = logging.getLogger("hefsearch.index")
 
@@ -197,7 +197,7 @@ class RawVectors:
         n, k = len(self._ids), len(ids)
         if self._room is None or len(self._room[0]) < n + k:
             size = n + k + max(n // 4, 4096)
-            self._room = tuple(_with_room(a, size) for a in (self._ids, self._seg, self._row))
+            self._room = tuple(with_room(a, size) for a in (self._ids, self._seg, self._row))
         for buf, extra in zip(self._room, (ids, seg, row)):
             buf[n : n + k] = extra
         room = self._room

@@ -124,7 +124,7 @@ class IdSet:
             if room is not None and room.used == n and n + k <= len(room.buf):
                 room.used = n + k
             else:
-                room = _Room(_with_room(self.ids, n + k + max(n // 4, 1024)), n + k)
+                room = _Room(with_room(self.ids, n + k + max(n // 4, 1024)), n + k)
         room.buf[n : n + k] = extra
         return IdSet._of(room.buf[: n + k], room)
 
@@ -154,7 +154,7 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
 
 
 
-def _with_room(arr: np.ndarray, size: int) -> np.ndarray:
+def with_room(arr: np.ndarray, size: int) -> np.ndarray:
     """A new buffer of ``size`` elements starting with a copy of ``arr``."""
     buf = np.empty(size, arr.dtype)
     buf[: len(arr)] = arr

@@ -38,10 +38,10 @@ from .faiss_index import (  # noqa: F401  (re-exported: the Space API's names)
     COMPRESSED_CODES, COMPRESSED_FACTORY, DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_FACTORY,
     DEFAULT_HNSW_THRESHOLD, EXACT_FILTER_LIMIT, INDEX_FILE, INDEX_META_FILE, LOAD_CHECK_SAMPLE,
     MAX_THRESHOLD, MIN_COMPRESSED, OWN_FACTORIES, PARALLEL_SCAN_CODES, RECALL_LEAVE_OUT,
-    RECALL_QUERIES, RESCORE_CANDIDATES, RETRAIN_GROWTH, SELF_FIND_SHARE, TARGET_RECALL, _doubling,
-    _faiss, _threads, _tune_nprobe, _vectors_to_train, _without, ann_search, compressed_factory, describe_index,
-    exact_scores, exact_top_k, factory_problem, faiss_reason, index_ids, inner_index, ivf_of, make_index,
-    read_index_stats)
+    RECALL_QUERIES, RESCORE_CANDIDATES, RETRAIN_GROWTH, SELF_FIND_SHARE, TARGET_RECALL, ann_search,
+    compressed_factory, describe_index, doubling_steps, exact_scores, exact_top_k, factory_problem, faiss_reason,
+    index_ids, inner_index, ivf_of, load_faiss, make_index, outside_own_document, read_index_stats, tune_nprobe,
+    using_all_threads, vectors_to_train)
 from .segments import (  # noqa: F401  (re-exported)
     FULL_COMPACT_ROWS, IDS_SUFFIX, MAX_SEGMENTS, MERGE_FANIN, SEGMENT_RE, RawVectors, ids_file,
     record_dtype)
@@ -250,7 +250,7 @@ class Space:
         return np.concatenate(bad) if bad else np.empty(0, np.int64)
 
     def _stores_exact_vectors(self) -> bool:
-        faiss = _faiss()
+        faiss = load_faiss()
         base = inner_index(self.index)
         if hasattr(base, "hnsw"):
             base = faiss.downcast_index(base.storage)
@@ -261,7 +261,7 @@ class Space:
         if not path.exists():
             return None
         try:
-            index = _faiss().read_index(str(path))
+            index = load_faiss().read_index(str(path))
         except Exception as e:
             log.warning("rebuilding unreadable FAISS index %s: %s", path, e)
             return None
@@ -322,7 +322,7 @@ class Space:
         t0 = time.perf_counter()
         index = make_index(factory, self.info.dim, len(ids))
         if not index.is_trained:
-            if len(ids) < _vectors_to_train(factory, self.info.dim):  # Flat until then: see _needs_retrain
+            if len(ids) < vectors_to_train(factory, self.info.dim):  # Flat until then: see _needs_retrain
                 log.warning("space %s: %d vectors are too few to train %r; using Flat",
                             self.info.name, len(ids), factory)
                 index = make_index("Flat", self.info.dim)
@@ -330,9 +330,9 @@ class Space:
                 ivf = ivf_of(index)
                 n_train = max(100_000, 64 * ivf.nlist) if ivf is not None else 100_000
                 pick = np.sort(np.random.default_rng(0).permutation(len(ids))[:n_train])
-                with _threads():
+                with using_all_threads():
                     index.train(self.raw.get(ids[pick]))
-        with _threads():  # block by block from the memory-mapped segments: bounded RAM
+        with using_all_threads():  # block by block from the memory-mapped segments: bounded RAM
             for s in range(0, len(ids), 262_144):
                 index.add_with_ids(self.raw.get(ids[s : s + 262_144]), ids[s : s + 262_144])
         self.index = index
@@ -374,7 +374,7 @@ class Space:
         ``queries`` stored vectors of the space as queries, each query's own document left out
         of both lists (ids within :data:`RECALL_LEAVE_OUT` of its own id; reads every raw
         vector once). An IVF index first gets the smallest
-        ``nprobe`` reaching :data:`TARGET_RECALL` (:func:`_tune_nprobe`): how far neighbours
+        ``nprobe`` reaching :data:`TARGET_RECALL` (:func:`tune_nprobe`): how far neighbours
         spread over the lists depends on the data, not only on its size; an HNSW index the
         smallest efSearch of a doubling reaching :data:`HNSW_TARGET_RECALL`
         (:func:`tune_ef_search`, kept in ``index.json`` as ``ef_search``)."""
@@ -390,14 +390,14 @@ class Space:
 
             def recall(ef: int | None = None) -> float:
                 found = ann_search(self.index, self.raw, q, wide, ef_search=ef or self._ef_search())[1]
-                hits = [len(_without(f, own, k) & _without(t, own, k)) / k
+                hits = [len(outside_own_document(f, own, k) & outside_own_document(t, own, k)) / k
                         for f, t, own in zip(found, truth, q_ids)]
                 return float(np.mean(hits))
 
             ivf = ivf_of(self.index)
             out = {"recall_queries": len(q), "recall_vectors": int(len(ids))}
             if ivf is not None:
-                r = _tune_nprobe(ivf, recall)
+                r = tune_nprobe(ivf, recall)
                 out["nprobe"] = int(ivf.nprobe)
             elif hasattr(inner_index(self.index), "hnsw"):
                 out["ef_search"], r = tune_ef_search(inner_index(self.index), recall)
@@ -409,7 +409,7 @@ class Space:
     def save(self) -> None:
         """Persist the FAISS index atomically (a cache: reconcile repairs a stale one)."""
         with self._lock:
-            faiss = _faiss()
+            faiss = load_faiss()
             write_atomic(self.folder / INDEX_FILE, lambda tmp: faiss.write_index(self.index, tmp))
             stats = {**self.index_stats, "type": describe_index(self.index),
                      "vectors": int(self.index.ntotal)}
@@ -525,7 +525,7 @@ class Space:
             return False
         factory, n = self.info.index_factory, len(self._members)
         if self._is_flat():
-            return n >= _vectors_to_train(factory, self.info.dim) and self._factory_needs_training()
+            return n >= vectors_to_train(factory, self.info.dim) and self._factory_needs_training()
         if factory != COMPRESSED_FACTORY or ivf_of(self.index) is None:
             return False
         trained = self.index_stats.get("trained_on") or self.index.ntotal
@@ -617,7 +617,7 @@ class Space:
                     cand = cand[self._members.contains(cand)]
                     return self._exact(q, cand, k, scores, ids) if len(cand) else (scores, ids)
                 extra = len(self._in_index) - len(self._members)
-                d, i = self._ann(q, min(k + extra, len(cand)), _faiss().IDSelectorBatch(cand))
+                d, i = self._ann(q, min(k + extra, len(cand)), load_faiss().IDSelectorBatch(cand))
             else:
                 extra = len(self._in_index) - len(self._members)  # tombstones (HNSW)
                 d, i = self._ann(q, min(k + extra, self.index.ntotal))
@@ -640,7 +640,7 @@ class Space:
         return not hasattr(inner_index(self.index), "hnsw")
 
     def _is_flat(self) -> bool:
-        return isinstance(inner_index(self.index), _faiss().IndexFlat)
+        return isinstance(inner_index(self.index), load_faiss().IndexFlat)
 
     def _exact(self, q, cand, k, scores, ids):
         return exact_scores(q, self.raw.get(cand), cand, k, scores, ids)

@@ -1,42 +1,22 @@
 """The SQLite side of the library: schema, numbered migrations, connections, transactions.
 
-``library.db`` is opened in WAL mode (readers never block the writer and see only committed
-transactions) with a busy timeout, foreign keys on, and Python's autocommit mode so every
-transaction is an explicit ``BEGIN IMMEDIATE ... COMMIT`` (see :func:`transaction`).
+``library.db`` is opened in WAL mode (readers see only committed transactions), with a busy
+timeout, foreign keys on, and autocommit so every transaction is an explicit
+``BEGIN IMMEDIATE ... COMMIT`` (:func:`transaction`). Migrations are a numbered list;
+``PRAGMA user_version`` counts those run, each in one transaction with its version bump.
 
-Schema (migration 1):
+Tables: ``documents`` (one row per file ever seen: status ``ok``, ``failed`` or ``stale``: an
+earlier version kept while the file now fails; a mail message is a row at ``FILE/KEY``);
+``chunks`` (its AUTOINCREMENT id is the FAISS id in every space, never handed out twice);
+``chunks_fts`` (FTS5 over the chunk text, external content, ``unicode61 remove_diacritics 2``);
+``chunks_cjk`` (a contentless trigram FTS5 table for chunks in scripts without spaces between
+words, filled by a trigger only for such chunks; words under three characters go by LIKE);
+``spaces`` / ``space_members`` (a space's fingerprint and backend; its committed chunk ids);
+``settings`` (key -> JSON); ``failures`` (files the last sync skipped, for a person to see).
 
-- ``documents``: one row per file ever seen under an indexed root: path (unique), size,
-  mtime_ns, sha256, kind, status (``ok``; ``failed``: never indexed, ``error`` says why;
-  ``stale``: the file now fails to extract, the previously indexed version is kept and
-  ``error`` says why), chunk count, indexed_at, encoding (a text file's; ``ocr:PAGES`` for a
-  document read by OCR). A message of a mail file is a row of its own at ``FILE/KEY``
-  (:mod:`hefsearch.index.containers`), its mtime_ns the message's date.
-- ``chunks``: ``id INTEGER PRIMARY KEY AUTOINCREMENT`` is also the FAISS id in every space, so
-  an id is never handed out twice for different text (AUTOINCREMENT never reuses a committed
-  id). Char span, PDF page, 1-based line of ``start``, token count and ``cut``.
-- ``chunks_fts``: FTS5 over chunk text, external content (no second copy of the text), kept in
-  sync by triggers, tokenizer ``unicode61 remove_diacritics 2`` (so "resume" finds "résumé").
-- ``chunks_cjk``: a trigram FTS5 table over the chunks written in scripts without spaces
-  between words (Han, kana, Hangul, Thai...). unicode61 makes a whole CJK run one token, so
-  "发票" would never match inside "这是一张发票"; the trigram table matches substrings of three
-  or more characters (shorter words are matched with LIKE on the chunk text). Only chunks
-  containing such characters are added (a trigger with a GLOB over those Unicode ranges), so
-  Latin-only libraries pay nothing for it. It is contentless (the text lives in ``chunks``),
-  since an external-content table must index every row of its content table.
-- ``spaces`` / ``space_members``: one row per vector space (fingerprint and its parts, the
-  backend that produced it) and, per space, which chunk ids have a committed vector.
-- ``settings``: key -> JSON value (the bundle, the default space, index factory, ...).
-- ``chunks.lang`` (migration 3): each chunk's language, detected once at indexing.
-- ``failures``: files the last sync skipped for a reason a person should see (too large,
-  unreadable, special file, symlink loop, broken link).
-
-SQLite errors a user's files or disk cause (a damaged or truncated file, a full disk, a
-read-only file, a lock held too long) come out of every query as :class:`LibraryError` naming
-the file and what to do (:func:`explain`); other SQLite errors are bugs and keep their type.
-
-Migrations are a numbered list; ``PRAGMA user_version`` records how many have run, and each
-runs in its own transaction together with the version bump.
+SQLite errors that a user's files or disk cause (damaged file, full disk, read-only file, a
+lock held too long) come out as :class:`LibraryError` naming the file and what to do
+(:func:`explain`); other SQLite errors are bugs and keep their type.
 """
 
 from __future__ import annotations

@@ -1,40 +1,21 @@
 """Incremental sync: make the library match a set of folders.
 
-For each file under the roots: unchanged (same size and mtime, or else the same sha256) is
-skipped; new or changed files are extracted, chunked and embedded by every encoder into its
-own space; files gone from disk are removed from SQLite and every space. A file that fails to
-extract is recorded with its reason; if an earlier version of it was indexed, that version is
-kept (status ``stale``) rather than lost. Indexed data is only removed when its file is gone
-(or newly excluded): files under a folder that could not be listed, and files that are
-unreadable or over ``--max-size`` right now, keep what is indexed, and the failure says so.
+Unchanged files (same size and mtime, else the same sha256) are skipped; new or changed ones are
+extracted, chunked and embedded by every encoder into its own space; files gone from disk are
+removed from SQLite and every space. A file that fails keeps its indexed version (``stale``) and
+its reason; indexed data goes only with its file (or a new exclusion), never because a folder or
+file cannot be read right now. Names stay as the OS gives them; ``documents.path`` is printable
+and ``path_bytes`` keeps the real name. A full disk stops the sync with :class:`DiskFull`; the
+batches committed before it stay.
 
-File names are kept as the OS gives them (undecodable bytes as lone surrogates) to open the
-file; ``documents.path`` holds the printable form (:func:`~hefsearch.base.terminal_text.printable`)
-and ``documents.path_bytes`` the real name when the two differ, so such a file is matched,
-found unchanged and removed like any other.
+Batches of whole documents are committed one transaction each (crash safety:
+:mod:`hefsearch.index.library`), so a re-run after an interruption ends as a clean run would.
+Finally every space is back-filled with the chunks it lacks.
 
-A full disk (a vector segment, the FAISS index or SQLite cannot be written) stops the sync with
-:class:`DiskFull`; every batch committed before it stays, and the next run continues.
-
-Work is done in batches: a bounded number of chunks is embedded in memory, then committed in
-one SQLite transaction (see :mod:`hefsearch.index.library` for why that is crash-safe). A
-document is always committed whole, so an interrupted sync re-done ends with exactly the
-chunks a clean run produces. Extraction and chunking run one file ahead in a background
-thread while the encoder works.
-
-Finally every space of the sync is back-filled: chunks it does not hold yet (a space added
-later, e.g. ``--also-fp32`` on a second run, or vectors lost on disk) are embedded.
-
-The stages, each one function under the write lock (:func:`_sync` only runs them), each in
-the module of its seam: ``_open_spaces`` (spaces and settings), ``sync_plan.crawl_stage``
-(stat only) and ``sync_plan.compare`` (crawl vs stored rows -> a plan of work and removals),
-``_remove_documents``, ``sync_batches.index_files`` (a ``sync_prepare.Prefetch`` thread
-prepares files, ``flush`` embeds and ``commit`` writes one batch; with a :class:`BatchSubmitter`
-first encoder, a Ray pool, up to ``max_in_flight`` batches are out at once and ``land``
-collects and commits them in the order sent), ``_backfill`` and ``_record_sync`` (failures
-table, ``last_sync``). What a sync takes and gives (``SyncOptions``, ``ProgressEvent``,
-``SyncReport``, ``DiskFull``) is in ``sync_types``, the progress and its ETA in
-``sync_progress``; every statement on the documents and chunks tables in ``documents``.
+The stages run under the write lock (:func:`_sync`), each in the module of its seam:
+``_open_spaces``; ``sync_plan`` (crawl, compare); ``_remove_documents``; ``sync_batches``
+(prepare one file ahead, embed, commit; a Ray pool's batches in flight); ``_backfill``;
+``_record_sync``. Types in ``sync_types``, progress in ``sync_progress``, SQL in ``documents``.
 """
 
 from __future__ import annotations
@@ -58,7 +39,7 @@ from .containers import attach_members, split_members
 from .crawl import is_under
 from .library import Library, utc_now
 from .store import is_disk_full, put_setting
-from .sync_batches import index_files
+from .sync_batches import BatchTarget, index_files
 from .sync_plan import compare, crawl_stage
 from .sync_prepare import chunk_languages
 from .sync_progress import Progress
@@ -171,8 +152,7 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
         state.files_done = len(plan.found) - len(plan.todo)
         state.tick(force=True)
         if plan.todo:
-            index_files(library, spaces, encoders, plan.todo, report, state, overlap_tokens=opts.overlap_tokens,
-                        batch_chunks=opts.batch_chunks, max_bytes=opts.max_bytes,
+            index_files(BatchTarget(library, spaces, encoders, report, state), plan.todo, opts,
                         old_sha={p: plan.existing[p][3] for p in plan.existing})
         if report.ocr_waiting:  # once per run, with how to install it
             from .ocr import INSTALL_HINT

@@ -96,6 +96,7 @@ def next_steps(bundle: Path, library: Path) -> str:
 def summarize(library: Path, queries: list[dict]) -> None:
     from hefsearch.index.library import Library
     from hefsearch.search.api import Searcher
+    from hefsearch.search.request import SearchRequest
 
     lib = Library.open(library, create=False)
     searcher = Searcher(lib)
@@ -112,7 +113,7 @@ def summarize(library: Path, queries: list[dict]) -> None:
         expected = set(q["expected"].split("|"))
         cells = []
         for mode, space, rerank in runs:
-            res = searcher.search(q["query"], k=5, mode=mode, space=space, rerank=rerank)
+            res = searcher.search(SearchRequest(q["query"], k=5, mode=mode, space=space, rerank_depth=rerank))
             names = [Path(h.path).name for h in res.hits]
             rank = next((i + 1 for i, n in enumerate(names) if n in expected), None)
             found[(mode, space, rerank)] += rank is not None

@@ -8,7 +8,6 @@ import importlib
 
 _EXPORTS = {
     "Searcher": "api", "SearchResult": "api", "Hit": "api", "SearchError": "api", "MODES": "api",
-    "SearchRequest": "request",
     "compare": "comparison", "Comparison": "comparison", "ranking_agreement": "comparison",
 }
 

@@ -1,39 +1,25 @@
 """Answering queries: vector, keyword and hybrid search over a library.
 
 - **vector**: the query is encoded by the encoder of the space searched (never another one),
-  then FAISS finds the nearest chunks. This is what finds a German document for a Korean query.
-- **keyword**: FTS5 BM25 over chunk text (see :mod:`hefsearch.search.keyword`): chunks with
-  every query word first, then chunks with some of them.
+  then FAISS finds the nearest chunks: a German document for a Korean query.
+- **keyword**: FTS5 BM25 over chunk text (:mod:`hefsearch.search.keyword`): chunks with every
+  query word first, then chunks with some of them.
 - **hybrid** (default): reciprocal rank fusion of the vector ranking with *strong* keyword
-  evidence only: chunks containing every query word (``keyword_strength="all"``), or, when no
-  chunk has them all, chunks containing every *code* of the query (model numbers, form codes,
-  versions, acronyms: "XR-3000", "E-52", "K-45"), which are spelled alike in every language.
-  Quantities ("90 days") and codes most chunks hold ("IT" = "it") are not evidence
+  evidence only: chunks with every query word, or, when none has them all, every *code* of the
+  query ("XR-3000", "E-52"), spelled alike in every language
   (:func:`~hefsearch.search.keyword.code_terms`, :func:`~hefsearch.search.keyword.rare_terms`).
-  Keyword matches of ordinary words rarely cross languages, so fusing weak (some-words)
-  matches like vector hits pushes the right foreign-language chunk down behind same-language
-  chunks that merely share a word: classic RRF halves recall@5 on the cross-lingual set of
-  ``bench/hybrid.py`` (figures in the README).
+  Why not weak matches: docs/decisions.md, ``bench/hybrid.py``.
 
-Device fallback: when encoding the query for a space fails with ``DeviceError`` (or
-its backend is unavailable at open) and the library has a ``cpu-fp32`` space, the search is
-answered from that space with the CPU encoder and ``SearchResult.notice`` says so. An FP32
-query is never run against NPU vectors.
+Device fallback: when encoding the query for a space fails (``DeviceError``, or its backend is
+unavailable) and the library has a ``cpu-fp32`` space, that space answers with the CPU encoder
+and ``SearchResult.notice`` says so; an FP32 query never runs against NPU vectors.
 
-Hostile input: the query is cleaned first (:func:`prepare_query`: lone surrogates,
-control characters, surrounding blanks, more than ``MAX_QUERY_CHARS``). A query with nothing
-left, or a keyword query without a single word, answers no hits and a notice saying why (not
-an exception: every caller, the TUI included, shows notices). A ``space`` the library does not
-have is an error naming the spaces it has, in every mode.
-
-Latency: a search never embeds snippet sentences, so results never wait for an encoder.
-Snippets come from the query's words (:func:`~hefsearch.search.snippets.quick_snippets`); hits
-whose best sentence needs the meaning are listed in ``SearchResult.pending_snippets`` and
-:meth:`Searcher.semantic_snippets` fills them later, for the hits a person sees, with the CPU
-FP32 encoder (never the NPU, which may be indexing). The per-query work is independent of the
-library's size: one ``IN`` query on the chunks' primary key for the hits, space names (not
-member counts) to pick the re-rank default (``Library.spaces()`` counts every space's members).
-Figures: bench/query_latency.py, published in docs/performance.md.
+The query is cleaned first (:func:`prepare_query`); one with nothing left, or a keyword query
+without a word, answers no hits and a notice saying why. An unknown ``space`` is an error naming
+the library's spaces. A search never embeds snippet sentences: snippets come from the query's
+words, and :meth:`Searcher.semantic_snippets` fills ``SearchResult.pending_snippets`` later with
+the CPU FP32 encoder. Per-query work does not grow with the library (one ``IN`` query for the
+hits; space names, not member counts). Figures: ``bench/query_latency.py``, docs/performance.md.
 """
 
 from __future__ import annotations
@@ -44,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 
-from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError
+from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError, NotFound
 from hefsearch.embed.space_names import FP32_SPACE
 from hefsearch.index.formats import CONTAINER_KINDS
 
@@ -111,6 +97,12 @@ class Hit:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def also_in_text(self, names: int = 3) -> str:
+        """'also in: fs.html, all.html (+2)': the files folded under this hit, by name."""
+        shown = [p.rsplit("/", 1)[-1] for p in self.also_in[:names]]
+        more = len(self.also_in) - len(shown)
+        return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
+
     @property
     def shown_score(self) -> float:
         """The score to print: the cosine where there is one, else the ranking score (BM25)."""
@@ -160,14 +152,18 @@ class SearchResult:
 
 
 def also_in_text(hit: Hit, names: int = 3) -> str:
-    """'also in: fs.html, all.html (+2)': the files folded under a hit, by name."""
-    shown = [p.rsplit("/", 1)[-1] for p in hit.also_in[:names]]
-    more = len(hit.also_in) - len(shown)
-    return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
+    """:meth:`Hit.also_in_text` (front ends call the method)."""
+    return hit.also_in_text(names)
 
 
 class SearchError(HefsearchError):
     title = "search error"
+
+
+class NotInLibrary(SearchError, NotFound):
+    """A chunk or document id the library does not have (404 over HTTP)."""
+
+    title = "not found"
 
 
 def prepare_query(query: str) -> tuple[str, list[str]]:
@@ -329,26 +325,17 @@ class Searcher:
         self._closed_encoders = closed
 
     # -- searching -----------------------------------------------------------------------
-    def search(self, query: "str | SearchRequest", *, k: int = 10, mode: str = "hybrid",
-               space: str | None = None, path_glob: str | None = None,
-               kinds: Sequence[str] | None = None, rerank: int | None = None, fallback: bool = True,
-               all_chunks: bool = False, filters: Filters | None = None) -> SearchResult:
-        """The top ``k`` hits: one per document, copies folded (:mod:`.grouping`), unless
-        ``all_chunks`` (the ``k`` best chunks, as the retrievers rank them). ``filters``
-        (dates, types, languages, ...: :mod:`hefsearch.search.filters`) combine with
-        ``path_glob`` and ``kinds``. ``query`` may be a whole :class:`SearchRequest` (then its
-        fields replace the keyword arguments but ``rerank`` and ``fallback``).
+    def search(self, request: SearchRequest) -> SearchResult:
+        """The top ``request.k`` hits: one per document, copies folded (:mod:`.grouping`),
+        unless ``all_chunks`` (the ``k`` best chunks, as the retrievers rank them), within
+        ``request.filters`` (:mod:`hefsearch.search.filters`).
 
         Stage by stage (each a method filling one :class:`SearchRun`): check, vector, keyword,
-        rank, fetch (and group), snippets, hits. ``rerank``: FP32 re-rank depth (None: the
-        default for the space searched)."""
-        request = query if isinstance(query, SearchRequest) else SearchRequest(
-            seq=0, query=query, mode=mode, k=k, path_glob=path_glob, kinds=kinds,
-            filters=filters or Filters(), space=space, all_chunks=all_chunks)
-        run = self._start(request, rerank, fallback)
+        rank, fetch (and group), snippets, hits."""
+        run = self._start(request)
         if run.notice is not None:  # nothing to search for
             return SearchResult(query=run.query, mode=request.mode, space=None, hits=[],
-                                timings={"total": _ms(run.started)}, notice=run.notice)
+                                timings={"total": elapsed_ms(run.started)}, notice=run.notice)
         if request.mode in ("vector", "hybrid"):
             self._vector_stage(run)
         if request.mode in ("keyword", "hybrid"):
@@ -358,10 +345,9 @@ class Searcher:
         self._snippet_stage(run)
         return self._result(run)
 
-    def _start(self, request: SearchRequest, rerank: int | None, fallback: bool) -> SearchRun:
+    def _start(self, request: SearchRequest) -> SearchRun:
         """The request checked and the query cleaned; ``notice`` set when nothing is left."""
         started = time.perf_counter()
-        filters = request.all_filters()
         if request.mode not in MODES:
             raise SearchError(f"Unknown search mode {request.mode!r}.", f"Choose one of: {', '.join(MODES)}.")
         if request.space is not None:
@@ -371,8 +357,10 @@ class Searcher:
         depth = max(FUSION_DEPTH, 3 * k) if request.mode == "hybrid" else k
         if not request.all_chunks:  # candidates enough for k documents after grouping
             depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k)
-        run = SearchRun(request=request, query=query, filters=filters, k=k, depth=depth,
-                        rerank=rerank, asked_rerank=rerank, fallback=fallback, started=started, notices=notices)
+        rerank = request.rerank_depth
+        run = SearchRun(request=request, query=query, filters=request.filters, k=k, depth=depth,
+                        rerank=rerank, asked_rerank=rerank, fallback=request.fallback, started=started,
+                        notices=notices)
         if not query or (request.mode == "keyword" and not parse_query(query)):
             run.notice = " ".join([*notices, NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE])
         return run
@@ -394,7 +382,7 @@ class Searcher:
         allowed = self._allowed(run.filters)
         sp = self.library.space(run.space)
         scores, ids = sp.search(run.query_vec, max(run.depth, run.rerank or 0), allowed=allowed)
-        run.timings["search"] = _ms(t)
+        run.timings["search"] = elapsed_ms(t)
         run.vec_ids = [int(i) for i in ids[0] if i >= 0]
         run.vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}
         if run.rerank:
@@ -426,7 +414,7 @@ class Searcher:
                                       filters=filters)
                 kw += [m for m in more if m[0] not in have][: k - len(kw)]
         run.kw = kw
-        run.timings["keyword"] = _ms(t)
+        run.timings["keyword"] = elapsed_ms(t)
 
     def _rank_stage(self, run: SearchRun) -> None:
         if run.mode == "vector":
@@ -447,7 +435,7 @@ class Searcher:
         if not run.request.all_chunks:
             run.groups = {g.chunk_id: g for g in group([i for i, _, _ in run.ranked], run.records, run.k)}
             run.ranked = [r for r in run.ranked if r[0] in run.groups]
-        run.timings["fetch"] = _ms(t)
+        run.timings["fetch"] = elapsed_ms(t)
 
     def _snippet_stage(self, run: SearchRun) -> None:
         """Vector hits' snippets from the query's words now; those that need the meaning are
@@ -461,7 +449,7 @@ class Searcher:
         run.snippets = {i: snip for i, (snip, _) in zip(need_vec, quick)}
         run.pending = {i for i, (_, final) in zip(need_vec, quick) if not final}
         run.snippets.update(kw_snip)
-        run.timings["snippet"] = _ms(t)
+        run.timings["snippet"] = elapsed_ms(t)
 
     def _result(self, run: SearchRun) -> SearchResult:
         similarity = self._similarities([i for i, _, _ in run.ranked], run.vec_scores, run.space, run.query_vec)
@@ -473,7 +461,7 @@ class Searcher:
                             line=rec.line, start=rec.start, end=rec.end, snippet=snip, text=rec.text,
                             doc_kind=rec.doc_kind, sources=dict(src), similarity=similarity.get(i),
                             more_in_file=len(g.more) if g else 0, also_in=list(g.also_in) if g else []))
-        run.timings["total"] = _ms(run.started)
+        run.timings["total"] = elapsed_ms(run.started)
         if run.query_vec is not None:
             self._last_query = (run.space, run.query, run.query_vec[0])
         notice = " ".join([*run.notices, run.notice] if run.notice else run.notices) or None
@@ -544,8 +532,8 @@ class Searcher:
             enc = self.encoder_for(space)
             t_encode = time.perf_counter()  # the encoding alone, not the wait for the encoder's open
             vec = enc.encode_queries([query])
-            self._last_encode_ms = _ms(t_encode)
-            timings["encode"] = _ms(t)
+            self._last_encode_ms = elapsed_ms(t_encode)
+            timings["encode"] = elapsed_ms(t)
             return enc, vec, space, None
         except (DeviceError, BackendUnavailable) as e:
             what = self._label_of(space)
@@ -559,7 +547,7 @@ class Searcher:
             log.warning("%s failed (%s); answering from the FP32 space", what, e.message)
             enc = self.encoder_for(FP32_SPACE)
             vec = enc.encode_queries([query])
-            timings["encode"] = _ms(t)
+            timings["encode"] = elapsed_ms(t)
             return enc, vec, FP32_SPACE, f"{what} failed: {e.message}; answered from the FP32 space"
 
     def _label_of(self, space: str) -> str:
@@ -585,10 +573,10 @@ class Searcher:
         t = time.perf_counter()
         ids, scores, info = rr.rerank_candidates(self, query=query, space=space, ids=ids, scores=scores, top=n,
                                                  budget_ms=self.rerank_budget_ms)
-        timings["rerank"] = _ms(t)
+        timings["rerank"] = elapsed_ms(t)
         return list(ids), dict(scores), info
 
 
-def _ms(t0: float) -> float:
+def elapsed_ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
 

@@ -14,9 +14,10 @@ folding of copies), so overlap@k and RBO measure the encoders, not the grouping.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .api import SearchResult
+from .request import SearchRequest
 from hefsearch.embed.metrics import overlap_at_k, rank_biased_overlap
 
 RBO_P = 0.9
@@ -47,14 +48,13 @@ def ranking_agreement(left_ids: list[int], right_ids: list[int], k: int) -> tupl
     return overlap_at_k(left_ids, right_ids, k), rank_biased_overlap(left_ids, right_ids, p=RBO_P, k=k)
 
 
-def compare(searcher, query: str, *, spaces: tuple[str, str], k: int = 10, mode: str = "vector",
-            all_chunks: bool = True, **filters) -> Comparison:
-    left = searcher.search(query, k=k, mode=mode, space=spaces[0], fallback=False, all_chunks=all_chunks,
-                           **filters)
-    right = searcher.search(query, k=k, mode=mode, space=spaces[1], fallback=False, all_chunks=all_chunks,
-                            **filters)
+def compare(searcher, request: SearchRequest, spaces: tuple[str, str]) -> Comparison:
+    """``request`` answered in each of ``spaces``: every chunk as its encoder ranks it, never
+    from the FP32 fallback."""
+    left, right = (searcher.search(replace(request, space=space, fallback=False, all_chunks=True))
+                   for space in spaces)
     a = [h.chunk_id for h in left.hits]
     b = [h.chunk_id for h in right.hits]
-    ov, rbo = ranking_agreement(a, b, k)
-    return Comparison(query=query, left=left, right=right, overlap_at_k=ov, rbo=rbo,
+    ov, rbo = ranking_agreement(a, b, request.k)
+    return Comparison(query=request.query, left=left, right=right, overlap_at_k=ov, rbo=rbo,
                       only_left=set(a) - set(b), only_right=set(b) - set(a))

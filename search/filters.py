@@ -61,8 +61,8 @@ class Filters:
 
     @classmethod
     def of(cls, filters: Filters | None = None, **given) -> Filters:
-        """``filters`` with the non-empty ``given`` fields set (the older keyword arguments of
-        ``Searcher.search``, ``path_glob`` and ``kinds``, merge in this way)."""
+        """``filters`` with the non-empty ``given`` fields set (the TUI merges its path and
+        file-type fields into its filter line's filters this way)."""
         base = filters or cls()
         changes = {k: (tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in given.items() if v}
         return replace(base, **changes) if changes else base

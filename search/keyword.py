@@ -164,17 +164,17 @@ def filter_sql(path_glob: str | None, kinds) -> tuple[str, list]:
     return (" AND ".join(conds) or "1"), params
 
 
-def keyword_search(db, query: str, k: int, *, strength: str = "all", path_glob: str | None = None,
-                   kinds=None, terms: list[Term] | None = None, filters=None) -> list[tuple[int, float, str]]:
+def keyword_search(db, query: str, k: int, *, strength: str = "all", terms: list[Term] | None = None,
+                   filters=None) -> list[tuple[int, float, str]]:
     """Top ``k`` chunks for the query: (chunk id, score (higher is better), snippet).
 
     ``terms`` replaces the words parsed from ``query`` (e.g. only its :func:`code_terms`);
-    ``filters`` (a :class:`~hefsearch.search.filters.Filters`) replaces ``path_glob`` and ``kinds``."""
+    ``filters``: a :class:`~hefsearch.search.filters.Filters` (None: every document)."""
     query = clean_text(query)
     terms = (parse_query(query) if terms is None else terms)[:MAX_TERMS]
     if not terms or k <= 0:
         return []
-    where, params = filters.sql() if filters is not None else filter_sql(path_glob, kinds)
+    where, params = filters.sql() if filters is not None else ("1", [])
     if needs_trigram(query):
         return _trigram_search(db, terms, k, strength, where, params)
     expr = match_expression(terms, strength)

@@ -3,37 +3,19 @@
 A multilingual encoder puts a language component in every vector, so a query's same-language
 neighbours outrank the right document in another language. ``<source>-neutral`` is a space
 derived from ``source`` with the :class:`~hefsearch.embed.post_transform.LanguageNeutral`
-post-transform: every chunk and every query moves by ``alpha`` times its language's offset from
-the library mean and is re-normalised. Languages come from ``embed/language.py`` (py3langid);
-the offsets from the library's own chunks. The transform is part of the space's fingerprint and
-its spec is stored with the space, so searches and later syncs (which keep every space of a
-library up to date) encode with the same offsets, and vectors with and without it never mix.
+post-transform: every chunk and query moves by ``alpha`` times its language's offset from the
+library mean and is re-normalised (languages from ``embed/language.py``, offsets from the
+library's own chunks; text without a language, e.g. codes, is not moved). The transform is part
+of the space's fingerprint and stored with it, so searches and later syncs use the same
+offsets and vectors with and without it never mix.
 
-Refresh: the offsets describe the library they were fitted on. :func:`refresh_neutral_spaces`
-re-fits a neutral space when its library has grown or shrunk by :data:`REFIT_GROWTH` (25%) of
-the chunks it was fitted on, or when a language has reached :data:`MIN_CHUNKS` chunks without
-having an offset; call it after a sync. A re-fit changes the fingerprint, so the space is
-written anew: the stored vectors are first turned back into the encoder's own vectors with the
-old transform (``LanguageNeutral.invert``, exact), so nothing is re-encoded and the source
-space is not needed.
-
-Measured (``bench/crosslingual.py``: multilingual-e5-small, CPU FP32, vector search without
-re-ranking; top-1 = the first hit is a relevant document), without -> with alpha 0.5:
-
-| set | cross-lingual top-1 | same-language top-1 | same-language top-10 |
-|---|---|---|---|
-| parallel set (336 queries, all cross-lingual) | 0.780 -> 0.896 | - | - |
-| sample corpus (17 cross, 15 same, 5 code queries) | 0.706 -> 0.882 | 0.933 -> 0.933 | 1.000 -> 1.000 |
-| mixed, held out (240 docs; 193 cross, 33 same) | 0.782 -> 0.876 | 0.818 -> 0.818 | 1.000 -> 0.970 |
-
-Alpha 0.25 gains about half as much; 0.5-0.75 is a plateau; 1.0 starts to cost same-language
-top-1 (0.818 -> 0.788 on mixed). A minimum of 5 chunks per language: 20 loses most of the
-gain on small libraries (sample: 0.706), 3 gains a little more there but fits offsets on too
-few chunks to carry more language than topic. Code queries (HX-4200) are not moved (no
-language). With the English all-MiniLM-L6-v2 the transform helps cross-lingual a little but
-costs a same-language query (mixed: 0.758 -> 0.727), so it is for multilingual models only.
-Whether a library uses the neutral space by default is the CLI's choice; this module only
-builds it (:func:`derive_neutral_space`) and keeps it fitted (:func:`refresh_neutral_spaces`).
+:func:`refresh_neutral_spaces` re-fits a neutral space when its library has changed by
+:data:`REFIT_GROWTH` of the chunks it was fitted on, or a language reached :data:`MIN_CHUNKS`
+chunks without an offset; the stored vectors are turned back exactly (``LanguageNeutral.invert``)
+and written anew, so nothing is re-encoded. Whether a library searches the neutral space by
+default is decided by :func:`keep_language_neutral` (on for a multilingual bundle:
+``Bundle.multilingual``). Figures, and why alpha 0.5 and 5 chunks: docs/searching.md,
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -189,10 +171,6 @@ def drop_neutral_space(library: "Library", name: str) -> None:
             library.set_settings(default_space=None)
 
 
-#: a vocabulary this large means a multilingual tokenizer (XLM-R: 250k; English BERT: 30k)
-MULTILINGUAL_VOCAB = 100_000
-
-
 def source_encoders(encoders) -> list:
     """The encoders whose spaces a neutral space can be derived from: every encoder of a sync
     without a post-transform (an NPU, a simulation, CPU int8 or FP32), one per space."""
@@ -221,7 +199,7 @@ def keep_language_neutral(library, encoders, wanted: bool | None) -> list[str]:
     lines = [f"re-fitted {r.space}: {r.reason}" for r in refresh_neutral_spaces(library, encoders)]
     sources = [e for e in source_encoders(encoders) if neutral_space_name(e.space_name) not in names]
     if wanted is None:
-        sources = [e for e in sources if int(e.bundle.model.get("vocab") or 0) >= MULTILINGUAL_VOCAB]
+        sources = [e for e in sources if e.bundle.multilingual]
     if not sources:
         return lines
     default = library.settings().get("default_space")

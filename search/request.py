@@ -17,27 +17,22 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """One query as the user asked it; ``seq`` orders requests so stale answers are dropped."""
+    """One query as a user asked it, from any front end; :meth:`Searcher.search
+    <hefsearch.search.api.Searcher.search>` answers it."""
 
-    seq: int
     query: str
     mode: str = "hybrid"
     k: int = 10
-    path_glob: str | None = None
-    kinds: tuple[str, ...] | None = None
-    compare: bool = False
-    #: compare view only: let the search API re-rank the NPU top-N with FP32 vectors
-    rerank: bool = False
-    #: dates, file types, languages (the TUI's filter line); merged with path_glob and kinds
+    #: path glob, kinds, file types, languages, dates: every filter, once
     filters: Filters = field(default_factory=Filters)
+    #: the vector space searched (None: the library's default)
     space: str | None = None
     #: every chunk as ranked, not one hit per file
     all_chunks: bool = False
     #: FP32 re-rank depth of a search (None: the default for the space searched, 0: off)
     rerank_depth: int | None = None
-
-    def all_filters(self) -> Filters:
-        return Filters.of(self.filters, path_glob=self.path_glob, kinds=self.kinds)
+    #: when the accelerator fails, answer from the FP32 space (a comparison must not)
+    fallback: bool = True
 
 
 @dataclass

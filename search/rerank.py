@@ -12,9 +12,9 @@ candidate vectors are missing:
 - :func:`backfill` fills the FP32 space in batches (``hefsearch backfill``, or a TUI worker
   while idle; it stops between batches when asked), so re-ranking becomes free over time.
 
-``Searcher.search(..., rerank=N)`` calls :func:`rerank_candidates`. ``rerank=None`` means the
-default: on (depth :data:`DEFAULT_DEPTH`) when the space searched is not FP32 and the library
-has an FP32 space; ``rerank=0`` switches it off.
+``Searcher.search`` calls :func:`rerank_candidates` with the request's ``rerank_depth``: None
+means the default, on (depth :data:`DEFAULT_DEPTH`) when the space searched is not FP32 and the
+library has an FP32 space; 0 switches it off.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import numpy as np
 
 from hefsearch.index import documents
 
-from .api import Hit, SearchError, SearchResult, _ms
+from .api import Hit, NotInLibrary, SearchError, SearchResult, elapsed_ms
 from .filters import Filters
 from .snippets import window
 
@@ -35,13 +35,13 @@ def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | 
     if chunk_id is not None:
         place = documents.chunk_place(library.query, chunk_id)
         if place is None:
-            raise SearchError(f"The library has no chunk {chunk_id}.", "Take an id from a search result.")
+            raise NotInLibrary(f"The library has no chunk {chunk_id}.", "Take an id from a search result.")
         doc_id, path, ordinal = place
         ids, what = [int(chunk_id)], f"{path} chunk {ordinal + 1}"
     else:
         what = documents.document_path(library.query, doc_id)
         if what is None:
-            raise SearchError(f"The library has no document {doc_id}.", "Take an id from a search result.")
+            raise NotInLibrary(f"The library has no document {doc_id}.", "Take an id from a search result.")
         ids = documents.chunk_ids_of(library.query, doc_id)
         if not ids:
             raise SearchError(f"{what} has no text in the library (nothing to compare).")
@@ -64,15 +64,15 @@ def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | 
         allowed -= own
     t = time.perf_counter()
     scores, found = sp.search(query, k + (0 if allowed is not None else len(own)), allowed=allowed)
-    timings = {"search": _ms(t)}
+    timings = {"search": elapsed_ms(t)}
     ranked = [(int(i), float(s)) for s, i in zip(scores[0], found[0]) if i >= 0 and int(i) not in own][:k]
     t = time.perf_counter()
     records = {r.id: r for r in library.chunks([i for i, _ in ranked])}
-    timings["fetch"] = _ms(t)
+    timings["fetch"] = elapsed_ms(t)
     hits = [Hit(rank=n, chunk_id=i, score=s, path=records[i].path, page=records[i].page, line=records[i].line,
                 start=records[i].start, end=records[i].end, snippet=window(records[i].text, (0, 0)),
                 text=records[i].text, doc_kind=records[i].doc_kind, sources={"similar": n})
             for n, (i, s) in enumerate(((i, s) for i, s in ranked if i in records), 1)]
-    timings["total"] = _ms(t0)
+    timings["total"] = elapsed_ms(t0)
     return SearchResult(query=f"like {what}", mode="similar", space=name, hits=hits, timings=timings,
                         backend_label=sp.info.label or sp.info.backend)

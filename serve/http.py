@@ -30,11 +30,17 @@ from __future__ import annotations
 import hmac
 import json
 from contextlib import asynccontextmanager
-from typing import Optional
+from dataclasses import dataclass
+from typing import Annotated
 
-from hefsearch.app.service import LibraryService, ServiceError
+from fastapi import Body, Query
 
-from .schema import GetBody, SearchAnswer, SearchBody
+from hefsearch.app.api import LibraryAPI
+from hefsearch.app.requests import GetRequest
+from hefsearch.app.service import LibraryService, ServiceError, error_json
+from hefsearch.base.errors import HefsearchError
+
+from .schema import CompareQuery, GetBody, SearchAnswer, SearchBody, SearchQuery, SimilarQuery
 from .web import SecurityHeaders, add_web_routes, is_page
 
 def _json_response(data: dict, status: int = 200):
@@ -50,20 +56,27 @@ def _errors() -> dict:
     return {status: {"model": ErrorAnswer} for status in (400, 401, 404, 413, 503)}
 
 
+@dataclass(frozen=True)
+class McpMount:
+    """The MCP server served at ``/mcp``: ``sessions`` may be open at once (more get 503); one
+    unused for ``idle_s`` is closed."""
+
+    server: object
+    sessions: int = 64
+    idle_s: float = 600.0
+
+
 def make_http_app(service: LibraryService, *, token: str | None = None, loopback: bool = True,
-                  mcp_server=None, host: str = "127.0.0.1", body_timeout_s: float = 15.0,
-                  mcp_sessions: int = 64, mcp_session_idle_s: float = 600.0):
-    """The ASGI app: the JSON API, ``/mcp`` when ``mcp_server`` is given, and the guard.
-    ``mcp_sessions`` MCP sessions may be open at once (more get 503); one unused for
-    ``mcp_session_idle_s`` is closed."""
+                  mcp: McpMount | None = None, host: str = "127.0.0.1", body_timeout_s: float = 15.0):
+    """The ASGI app: the JSON API, ``/mcp`` when ``mcp`` is given, and the guard."""
     from fastapi import FastAPI
 
     from hefsearch.base.versions import hefsearch_version
 
     limits = service.limits
-    mcp_app = None if mcp_server is None else _mcp_app(mcp_server, limits, token=token, loopback=loopback,
-                                                       host=host, sessions=mcp_sessions,
-                                                       idle_s=mcp_session_idle_s)
+    mcp_server = None if mcp is None else mcp.server
+    mcp_app = None if mcp is None else _mcp_app(mcp.server, limits, token=token, loopback=loopback,
+                                                host=host, sessions=mcp.sessions, idle_s=mcp.idle_s)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -117,9 +130,9 @@ def _add_error_handlers(app) -> None:
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
-    @app.exception_handler(ServiceError)
-    async def _service_error(request, e: ServiceError):
-        return _json_response(e.to_dict(), e.status)
+    @app.exception_handler(HefsearchError)
+    async def _refused(request, e: HefsearchError):  # the error's class decides its status
+        return _json_response(error_json(e), e.http_status)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request, e: RequestValidationError):
@@ -154,61 +167,43 @@ def _problem(err: dict) -> str:
     return f"{where}: {err.get('msg')}" if where else str(err.get("msg"))
 
 
-def _add_search_routes(app, service: LibraryService) -> None:
-    from fastapi import Body, Query
-
+def _add_search_routes(app, service: LibraryAPI) -> None:
     errors = _errors()
 
-    def do_search(b: SearchBody) -> dict:
-        return service.search(b.query, k=b.k, mode=b.mode, space=b.space, path=b.path, type=b.type,
-                              lang=b.lang, since=b.since, until=b.until, snippets=b.snippets, rerank=b.rerank)
-
     @app.get("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
-    def search_get(query: str = Query(...), k: int = 10, mode: str = "hybrid",
-                   space: Optional[str] = None, path: Optional[str] = None,
-                   type: Optional[list[str]] = Query(None), lang: Optional[list[str]] = Query(None),
-                   since: Optional[str] = None, until: Optional[str] = None, snippets: str = "meaning",
-                   rerank: Optional[str] = None):
+    def search_get(params: Annotated[SearchQuery, Query()]):
         """Search: the same JSON as ``hefsearch search --json``."""
-        return _json_response(do_search(SearchBody(query=query, k=k, mode=mode, space=space, path=path,
-                                                   type=type, lang=lang, since=since, until=until,
-                                                   snippets=snippets, rerank=rerank)))
+        return _json_response(service.search(params.to_request(), params.snippets))
 
     @app.post("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
     def search_post(body: SearchBody = Body(...)):
         """Search with a JSON body (same fields as the GET parameters)."""
-        return _json_response(do_search(body))
+        return _json_response(service.search(body.to_request(), body.snippets))
 
 
-def _add_read_routes(app, service: LibraryService) -> None:
-    from fastapi import Body, Query
-
+def _add_read_routes(app, service: LibraryAPI) -> None:
     errors = _errors()
 
     @app.get("/chunks/{chunk_id}", responses=errors, response_model=None)
     def chunk(chunk_id: int):
         """One chunk: its text, document, page, line and character span."""
-        return _json_response(service.get([chunk_id])["items"][0])
+        return _json_response(service.get(GetRequest(ids=(chunk_id,)))["items"][0])
 
     @app.get("/documents/{doc_id}", responses=errors, response_model=None)
     def document(doc_id: int):
         """One document: path, kind, dates, languages, its chunks and its text."""
-        return _json_response(service.get([f"doc:{doc_id}"])["items"][0])
+        return _json_response(service.get(GetRequest(ids=(f"doc:{doc_id}",)))["items"][0])
 
     @app.post("/get", responses=errors, response_model=None)
     def get(body: GetBody = Body(...)):
         """Several chunks and documents at once."""
-        return _json_response(service.get(body.ids))
+        return _json_response(service.get(body.to_request()))
 
     @app.get("/similar", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
-    def similar(id: Optional[int] = None, doc: Optional[int] = None, k: int = 10, space: Optional[str] = None,
-                path: Optional[str] = None, type: Optional[list[str]] = Query(None),
-                lang: Optional[list[str]] = Query(None), since: Optional[str] = None, until: Optional[str] = None,
-                chunk_id: Optional[int] = None):
+    def similar(params: Annotated[SimilarQuery, Query()]):
         """Chunks of other documents most like chunk ``id`` (``chunk_id``, as hits and MCP name
         it, works too) or document ``doc``."""
-        return _json_response(service.similar(id if id is not None else chunk_id, doc_id=doc, k=k, space=space,
-                                              path=path, type=type, lang=lang, since=since, until=until))
+        return _json_response(service.similar(params.to_request()))
 
     @app.get("/status", responses=errors, response_model=None)
     def status():
@@ -221,18 +216,12 @@ def _add_read_routes(app, service: LibraryService) -> None:
         return _json_response(service.health())
 
 
-def _add_compare_route(app, service: LibraryService) -> None:
-    from fastapi import Query
-
+def _add_compare_route(app, service: LibraryAPI) -> None:
     @app.get("/compare", responses=_errors(), response_model=None)
-    def compare(query: str = Query(...), k: int = 10, mode: str = "vector",
-                space: Optional[list[str]] = Query(None), path: Optional[str] = None,
-                type: Optional[list[str]] = Query(None), lang: Optional[list[str]] = Query(None),
-                since: Optional[str] = None, until: Optional[str] = None, rerank: bool = False):
+    def compare(params: Annotated[CompareQuery, Query()]):
         """The query in two vector spaces side by side (default: the NPU or 8-bit space and
         FP32): each side's hits, overlap@k, RBO and the chunks only one side found."""
-        return _json_response(service.compare(query, k=k, mode=mode, spaces=space, path=path, type=type,
-                                              lang=lang, since=since, until=until, rerank=rerank))
+        return _json_response(service.compare(params.to_request()))
 
 
 class Guard:
@@ -258,23 +247,23 @@ class Guard:
         if self.token is not None and not is_page(scope):  # the page asks for the token itself
             scheme, _, value = first("authorization").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token):
-                return await _refuse(send, 401, "A token is needed: send 'Authorization: Bearer TOKEN'.",
+                return await refuse(send, 401, "A token is needed: send 'Authorization: Bearer TOKEN'.",
                                      "The token was printed when the server first started and is in its "
                                      "token file (hefsearch serve --help: --token-file).",
                                      [(b"www-authenticate", b'Bearer realm="hefsearch"')], close=True)
         elif self.loopback and not _loopback_name(_host_name(first("host"))):
-            return await _refuse(send, 403, "This server listens on loopback only and answers requests "
+            return await refuse(send, 403, "This server listens on loopback only and answers requests "
                                             "addressed to a loopback address (127.0.0.1, ::1) or localhost.",
                                  "To search from another machine, start it with --host ADDRESS (a token "
                                  "is then required).", close=True)
         lengths, chunked = headers.get("content-length"), headers.get("transfer-encoding")
         if chunked is not None and lengths is not None or lengths is not None and len(set(lengths)) > 1:
-            return await _refuse(send, 400, "The request has both a Content-Length and a Transfer-Encoding "
+            return await refuse(send, 400, "The request has both a Content-Length and a Transfer-Encoding "
                                             "(or two Content-Lengths): its size is ambiguous, so it is refused.",
                                  "Send one of them.", close=True)
         length = lengths[0].strip() if lengths else None
         if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > self.max_body):
-            return await _refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
+            return await refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
         if chunked is not None or (length is not None and int(length) > 0):
             body = await self._read_body(receive, send)
             if body is None:
@@ -290,7 +279,7 @@ class Guard:
         so a second request with an id still in flight took the first one's answer stream and
         left one of them unanswered for ever."""
         if key in self._in_flight:
-            return await _refuse(send, 409, "A request with this JSON-RPC id is still being answered in this "
+            return await refuse(send, 409, "A request with this JSON-RPC id is still being answered in this "
                                             "MCP session.", "Give every request of a session its own id.")
         self._in_flight.add(key)
         try:
@@ -313,13 +302,13 @@ class Guard:
                 part = message.get("body", b"")
                 seen += len(part)
                 if seen > self.max_body:
-                    await _refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
+                    await refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
                     return None
                 parts.append(part)
                 if not message.get("more_body", False):
                     return b"".join(parts)
         if deadline.cancelled_caught:
-            await _refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
+            await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
                           "Send the whole body at once (the server's --body-timeout).", close=True)
         return None
 
@@ -366,7 +355,7 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def _refuse(send, status: int, message: str, hint: str | None = None, extra: list | None = None,
+async def refuse(send, status: int, message: str, hint: str | None = None, extra: list | None = None,
                   close: bool = False) -> None:
     """An error answer from the guard; ``close``: the connection ends after it (a body may be
     unread, so the next bytes cannot be trusted to start a request)."""

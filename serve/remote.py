@@ -1,6 +1,7 @@
-"""A running ``hefsearch serve`` as a service: :class:`RemoteService` has the methods of
-:class:`~hefsearch.app.service.LibraryService` and calls the server's HTTP API, so ``hefsearch
-mcp`` on a laptop (or next to a server on the Pi) answers from the server's warm process.
+"""A running ``hefsearch serve`` as a service: :class:`RemoteService` satisfies
+:class:`~hefsearch.app.api.LibraryAPI`, as :class:`~hefsearch.app.service.LibraryService` does,
+and calls the server's HTTP API, so ``hefsearch mcp`` on a laptop (or next to a server on the
+Pi) answers from the server's warm process.
 The standard library's HTTP client is enough for these few JSON calls."""
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
-
+from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
 from hefsearch.app.service import ServiceError
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 
 TIMEOUT_S = 30.0
 
@@ -65,17 +67,39 @@ class RemoteService:
                                "Is 'hefsearch serve' running there? Check the address, the port and the token.",
                                status=503) from None
 
-    def search(self, query: str, **options: Any) -> dict:
-        return self._call("POST", "/search", {"query": query, **{k: v for k, v in options.items() if v is not None}})
+    def search(self, request: SearchRequest, snippets: str = "meaning") -> dict:
+        return self._call("POST", "/search", _given({
+            "query": request.query, "k": request.k, "mode": request.mode, "space": request.space,
+            "snippets": snippets, "rerank": request.rerank_depth, **filter_fields(request.filters)}))
 
-    def similar(self, chunk_id: int | None = None, *, doc_id: int | None = None, **options: Any) -> dict:
-        return self._call("GET", "/similar", params={"id": chunk_id, "doc": doc_id, **options})
+    def similar(self, request: SimilarRequest) -> dict:
+        return self._call("GET", "/similar", params={"id": request.chunk_id, "doc": request.doc_id, "k": request.k,
+                                                      "space": request.space, **filter_fields(request.filters)})
 
-    def get(self, ids) -> dict:
-        return self._call("POST", "/get", {"ids": list(ids if isinstance(ids, (list, tuple)) else [ids])})
+    def get(self, request: GetRequest) -> dict:
+        return self._call("POST", "/get", {"ids": list(request.ids)})
+
+    def compare(self, request: CompareRequest) -> dict:
+        search = request.search
+        return self._call("GET", "/compare", params={
+            "query": search.query, "k": search.k, "mode": search.mode, "space": list(request.spaces or ()) or None,
+            "rerank": "true" if request.rerank else None, **filter_fields(search.filters)})
 
     def status(self) -> dict:
         return self._call("GET", "/status")
 
     def health(self) -> dict:
         return self._call("GET", "/health")
+
+
+def filter_fields(filters: Filters) -> dict:
+    """``filters`` as the request fields the server reads back into the same filters (a kind is
+    a type too; dates in ISO 8601)."""
+    given = filters.to_dict()
+    types = [*given.get("types", ()), *given.get("kinds", ())]
+    return {"path": given.get("path_glob"), "type": types or None, "lang": given.get("langs"),
+            "since": given.get("since"), "until": given.get("until")}
+
+
+def _given(fields: dict) -> dict:
+    return {k: v for k, v in fields.items() if v is not None}

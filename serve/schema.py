@@ -1,10 +1,18 @@
-"""Request and answer models of the HTTP API, for validation and the OpenAPI schema. Answers are
-sent as the service makes them (``search_json`` ...): the answer models document the known
-fields and allow more, so a field the search API adds reaches every client unchanged."""
+"""Request and answer models of the HTTP API and the MCP tools (one schema for both), for
+validation and the OpenAPI schema; a body's ``to_request()`` is the one way it becomes the
+application's request. Answers are sent as the service makes them (``search_json`` ...): the
+answer models document the known fields and allow more, so a field the search API adds reaches
+every client unchanged."""
 
 from typing import Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
+from hefsearch.app.searching import filters_of, parse_depth
+from hefsearch.app.service import check_text
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 
 
 def _not_a_bool(value: Any) -> Any:
@@ -18,27 +26,90 @@ def _not_a_bool(value: Any) -> Any:
 WholeNumber = Annotated[int, BeforeValidator(_not_a_bool)]
 
 
-class SearchBody(BaseModel):
+def _listed(value: Any) -> Any:
+    """One name is a list of one (``"pdf"`` as ``["pdf"]``; a comma-separated one is split later)."""
+    return [value] if isinstance(value, str) else value
+
+
+#: file types or languages: a list, or one name
+Names = Annotated[Optional[list[str]], BeforeValidator(_listed)]
+
+
+class FilterFields(BaseModel):
+    """The filters of a search or a "similar", as every front end names them."""
+
     model_config = ConfigDict(extra="forbid")
+    path: Optional[str] = Field(None, description="Path glob, e.g. '*/invoices/*' or '*.pdf'.")
+    type: Names = Field(None, description="File types: pdf, docx, md, txt, html, ...")
+    lang: Names = Field(None, description="Chunk languages (ISO 639-1): de, en, ...")
+    since: Optional[str] = Field(None, description="Modified at or after: 2024-03-01, 2024-03-01T14:00, 7d.")
+    until: Optional[str] = Field(None, description="Modified before (as since).")
+
+    def filters(self) -> Filters:
+        """The filters, checked (a date or type that cannot be read is a 400 error)."""
+        check_text(**self.model_dump())  # before parsing: an error must be able to quote it
+        return filters_of(path=self.path, types=self.type, langs=self.lang, since=self.since, until=self.until)
+
+
+class SearchBody(FilterFields):
     query: str = Field(..., description="What to look for (any language).")
     k: WholeNumber = Field(10, description="Number of hits (1 to the server's --max-k, default 100).")
     mode: str = Field("hybrid", description="hybrid, vector or keyword.")
     space: Optional[str] = Field(None, description="Vector space (default: the library's default).")
-    path: Optional[str] = Field(None, description="Path glob, e.g. '*/invoices/*' or '*.pdf'.")
-    type: Optional[list[str]] = Field(None, description="File types: pdf, docx, md, txt, html, ...")
-    lang: Optional[list[str]] = Field(None, description="Chunk languages (ISO 639-1): de, en, ...")
-    since: Optional[str] = Field(None, description="Modified at or after: 2024-03-01, 2024-03-01T14:00, 7d.")
-    until: Optional[str] = Field(None, description="Modified before (as since).")
     snippets: str = Field("meaning", description="meaning: the sentence closest in meaning (as hefsearch "
                                                  "search); quick: from the query's words only (faster).")
     rerank: Optional[Union[int, str]] = Field(None, description="FP32 re-rank depth of an 8-bit space's candidates, or "
                                                     "'off' (default: 30 where FP32 vectors can re-score the "
                                                     "space). The answer's 'rerank' says what was done.")
 
+    def to_request(self) -> SearchRequest:
+        """The one way a body (or GET parameters, or an MCP tool's arguments) becomes a search."""
+        filters = self.filters()
+        return SearchRequest(query=self.query, mode=self.mode, k=self.k, filters=filters, space=self.space,
+                             rerank_depth=parse_depth(self.rerank))
+
+
+class SimilarBody(FilterFields):
+    id: Optional[WholeNumber] = Field(None, description="The chunk (chunk_id of a search hit).")
+    chunk_id: Optional[WholeNumber] = Field(None, description="The chunk, as hits name it (same as id).")
+    doc: Optional[WholeNumber] = Field(None, description="A whole document, by its id.")
+    k: WholeNumber = Field(10, description="Number of hits.")
+    space: Optional[str] = Field(None, description="Vector space (default: the library's default).")
+
+    def to_request(self) -> SimilarRequest:
+        return SimilarRequest(chunk_id=self.id if self.id is not None else self.chunk_id, doc_id=self.doc,
+                              k=self.k, space=self.space, filters=self.filters())
+
+
+class CompareBody(FilterFields):
+    query: str = Field(..., description="What to look for (any language).")
+    k: WholeNumber = Field(10, description="Number of hits per side.")
+    mode: str = Field("vector", description="vector or hybrid (keyword ranks alike in every space).")
+    space: Optional[list[str]] = Field(None, description="The two spaces (default: the NPU or 8-bit space and FP32).")
+    rerank: bool = Field(False, description="Let the NPU side be re-ranked with FP32 vectors.")
+
+    def to_request(self) -> CompareRequest:
+        search = SearchRequest(query=self.query, mode=self.mode, k=self.k, filters=self.filters())
+        return CompareRequest(search=search, spaces=tuple(self.space) if self.space else None, rerank=self.rerank)
+
 
 class GetBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ids: list[Any] = Field(..., description="Chunk ids (123) or documents ('doc:45').")
+
+    def to_request(self) -> GetRequest:
+        return GetRequest(ids=tuple(self.ids))
+
+
+def query_model(body: type[BaseModel]) -> type[BaseModel]:
+    """``body`` for GET parameters: the same fields, and a parameter it does not know is ignored
+    (as a query string's always were)."""
+    return type(body.__name__.replace("Body", "Query"), (body,), {"model_config": ConfigDict(extra="ignore")})
+
+
+SearchQuery = query_model(SearchBody)
+SimilarQuery = query_model(SimilarBody)
+CompareQuery = query_model(CompareBody)
 
 
 class SearchAnswer(BaseModel):

@@ -195,7 +195,7 @@ def _serve(config: ServeConfig, stop: "_Signals") -> None:
     from hefsearch.app.service import LibraryService, Limits
     from hefsearch.app.session import LibrarySession
 
-    from .http import make_http_app
+    from .http import McpMount, make_http_app
     from .mcp import make_mcp
     from .protocol import protocol_class
 
@@ -213,10 +213,9 @@ def _serve(config: ServeConfig, stop: "_Signals") -> None:
             config.say(f"warning: the encoder did not open ({e.message}); vector searches will say why")
         if stop.received:
             return
-        app = make_http_app(service, token=config.token, loopback=is_loopback(config.host),
-                            mcp_server=make_mcp(service) if config.mcp else None, host=config.host,
-                            body_timeout_s=config.body_timeout_s, mcp_sessions=config.mcp_sessions,
-                            mcp_session_idle_s=config.mcp_session_idle_s)
+        mcp = McpMount(make_mcp(service), config.mcp_sessions, config.mcp_session_idle_s) if config.mcp else None
+        app = make_http_app(service, token=config.token, loopback=is_loopback(config.host), mcp=mcp,
+                            host=config.host, body_timeout_s=config.body_timeout_s)
         sock = make_socket(config.host, config.port)
         config.address = sock.getsockname()[:2]
         url = f"http://{url_host(config.host)}:{config.address[1]}"

@@ -115,6 +115,6 @@ def _origin_host(origin: str) -> str | None:
 
 
 async def _refuse(send, message: str, hint: str) -> None:
-    from .http import _refuse as refuse  # http imports this module
+    from .http import refuse  # http imports this module
 
     await refuse(send, 403, message, hint, extra=SECURITY_HEADERS)

@@ -35,15 +35,17 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import ContentSwitcher, Footer
 
-from hefsearch.search.api import EMPTY_QUERY_NOTICE
+from hefsearch.app.requests import CompareRequest, SimilarRequest
+from hefsearch.app.searching import EMPTY_QUERY_NOTICE
 from hefsearch.base.terminal_text import for_terminal
+from hefsearch.search.request import SearchRequest
 
 from .history import QueryHistory
 from .launch import LaunchError
 from .messages import (BlankQuerySubmitted, CompareFinished, HitChosen, PreviewLoaded, SearchFailed,
                        SearchFinished, SearchRequested, SnippetsLoaded, StatusLoaded, SyncFailed,
                        SyncFinished, SyncProgressed)
-from .present import SearchRequest, compare_fix, pick_compare_spaces, side_title, space_label
+from .present import compare_fix, pick_compare_spaces, side_title, space_label
 from .screens.library import LibraryScreen
 from .session import LibrarySession
 from .settings import DARK, LIGHT, TuiSettings
@@ -126,12 +128,12 @@ class HefsearchApp(App):
         self.last_sync_report: SyncReport | None = None
         self.sync_progress: tuple[int | None, int | None, Content] | None = None
         self.sync_running = False
+        #: sequence number of the newest request: answers to older ones are dropped
         self._seq = 0
-        self._request: SearchRequest | None = None
         #: seq of the last request answered (result or error); tests and scripts wait on it
         self.answered_seq = 0
-        #: a compare asked for before the library status (and so its spaces) arrived
-        self._pending: SearchRequest | None = None
+        #: a compare asked for before the library status (and so its spaces) arrived: (seq, request)
+        self._pending: tuple[int, SearchRequest] | None = None
         #: per result shown (by id): chunk ids whose semantic snippet was asked for
         self._snippets_asked: dict[int, set[int]] = {}
         #: SnippetsLoaded messages handled (tests and scripts wait on it)
@@ -203,45 +205,46 @@ class HefsearchApp(App):
     def submit(self, request: SearchRequest) -> SearchRequest:
         """Start a search (or a comparison, in the compare view); newer requests win."""
         self._seq += 1
-        request = dataclasses.replace(request, seq=self._seq, compare=self.comparing,
-                                      rerank=self.compare_rerank, all_chunks=self.settings.all_chunks,
+        seq = self._seq
+        request = dataclasses.replace(request, all_chunks=self.settings.all_chunks,
                                       rerank_depth=self.settings.rerank)
-        self._request = request
-        self.status_bar.activity = "comparing…" if request.compare else "searching…"
-        if request.compare:
+        comparing = self.comparing
+        self.status_bar.activity = "comparing…" if comparing else "searching…"
+        if comparing:
             if self.last_status is None:  # spaces not known yet: run once they are
-                self._pending = request
+                self._pending = (seq, request)
                 return request
             if self.compare_spaces is None:
                 self.status_bar.activity = ""
-                self.answered_seq = request.seq
+                self.answered_seq = seq
                 self.compare_view.unavailable(self._compare_unavailable_text())
                 return request
-            self.run_compare(request, self.compare_spaces)
+            self.run_compare(seq, CompareRequest(search=request, spaces=self.compare_spaces,
+                                                 rerank=self.compare_rerank))
         else:
-            self.run_search(request)
+            self.run_search(seq, request)
         return request
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_search(self, request: SearchRequest) -> None:
+    def run_search(self, seq: int, request: SearchRequest) -> None:
         try:
             result = self.session.search(request)
         except Exception as e:  # shown to the user, never a crash
-            self.post_message(SearchFailed(request, e))
+            self.post_message(SearchFailed(seq, e))
             return
-        self.post_message(SearchFinished(request, result))
+        self.post_message(SearchFinished(seq, request, result))
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_compare(self, request: SearchRequest, spaces: tuple[str, str]) -> None:
+    def run_compare(self, seq: int, request: CompareRequest) -> None:
         # keyword search does not depend on the vector space: compare the vector side instead
-        if request.mode == "keyword":
-            request = dataclasses.replace(request, mode="vector")
+        if request.search.mode == "keyword":
+            request = dataclasses.replace(request, search=dataclasses.replace(request.search, mode="vector"))
         try:
-            comparison = self.session.compare(request, spaces)
+            comparison = self.session.compare(request)
         except Exception as e:
-            self.post_message(SearchFailed(request, e))
+            self.post_message(SearchFailed(seq, e))
             return
-        self.post_message(CompareFinished(request, comparison, spaces))
+        self.post_message(CompareFinished(seq, request, comparison))
 
     def action_similar(self) -> None:
         """More like this: the chunks of other documents nearest to the highlighted hit."""
@@ -252,30 +255,29 @@ class HefsearchApp(App):
         if self.comparing:
             self.action_toggle_compare()
         self._seq += 1
-        request = dataclasses.replace(self.search_bar.build_request(), seq=self._seq, compare=False)
-        self._request = request
+        request = self.search_bar.build_request()
         self.status_bar.activity = "finding similar…"
-        self.run_similar(request, hit)
+        self.run_similar(self._seq, SimilarRequest(chunk_id=hit.chunk_id, k=request.k, filters=request.filters))
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_similar(self, request: SearchRequest, hit: Hit) -> None:
+    def run_similar(self, seq: int, request: SimilarRequest) -> None:
         try:
-            result = self.session.similar(hit.chunk_id, k=request.k, filters=request.all_filters())
+            result = self.session.similar(request)
         except Exception as e:
-            self.post_message(SearchFailed(request, e))
+            self.post_message(SearchFailed(seq, e))
             return
-        self.post_message(SearchFinished(request, result))
+        self.post_message(SearchFinished(seq, request, result))
 
-    def _is_current(self, request: SearchRequest) -> bool:
-        return self._request is not None and request.seq == self._request.seq
+    def _is_current(self, seq: int) -> bool:
+        return seq == self._seq
 
     @on(SearchFinished)
     def _on_search_finished(self, message: SearchFinished) -> None:
-        if not self._is_current(message.request):
+        if not self._is_current(message.seq):
             return  # an older query answered late
         result = message.result
         self.last_result = result
-        self.answered_seq = message.request.seq
+        self.answered_seq = message.seq
         self.status_bar.activity = ""
         self.status_bar.backend = result.backend_label or self.status_bar.backend
         self.status_bar.space = result.space or ("keyword index" if result.mode == "keyword" else "")
@@ -291,14 +293,15 @@ class HefsearchApp(App):
 
     @on(CompareFinished)
     def _on_compare_finished(self, message: CompareFinished) -> None:
-        if not self._is_current(message.request):
+        if not self._is_current(message.seq):
             return
         c = message.comparison
+        spaces = message.request.spaces or ("", "")
         self.last_comparison = c
-        self.answered_seq = message.request.seq
+        self.answered_seq = message.seq
         self.status_bar.activity = ""
-        titles = (self._side_title(message.spaces[0], c.left), self._side_title(message.spaces[1], c.right))
-        self.compare_view.show(c, message.request.k, titles, reranked=message.request.rerank)
+        titles = (self._side_title(spaces[0], c.left), self._side_title(spaces[1], c.right))
+        self.compare_view.show(c, message.request.search.k, titles, reranked=message.request.rerank)
         self._snippets_asked = {}
         for column, result in ((self.compare_view.left, c.left), (self.compare_view.right, c.right)):
             self.request_snippets(result, column.visible_hits())
@@ -306,7 +309,7 @@ class HefsearchApp(App):
         self.show_notice(notice)
         self.status_bar.backend = " vs ".join(filter(None, (c.left.backend_label, c.right.backend_label)))
         self.status_bar.space = ""
-        self.status_bar.mode = message.request.mode
+        self.status_bar.mode = message.request.search.mode
         self.status_bar.latency = float(c.left.timings.get("total", 0) + c.right.timings.get("total", 0))
 
     # -- semantic snippets, after the results -------------------------------------------------
@@ -316,7 +319,7 @@ class HefsearchApp(App):
         todo = [h for h in hits if h.chunk_id in result.pending_snippets and h.chunk_id not in asked]
         if todo:
             asked.update(h.chunk_id for h in todo)
-            self.load_snippets(result, todo, self._request.seq if self._request else 0)
+            self.load_snippets(result, todo, self._seq)
 
     @work(thread=True, group="snippets", exit_on_error=False)
     def load_snippets(self, result: SearchResult, hits: list, seq: int) -> None:
@@ -324,7 +327,7 @@ class HefsearchApp(App):
         so a query typed meanwhile waits for at most one hit's sentences (the searcher serves
         one caller at a time)."""
         for hit in hits:
-            if self._request is not None and self._request.seq != seq:
+            if not self._is_current(seq):
                 return
             try:
                 snippets = self.session.semantic_snippets(result, [hit])
@@ -347,9 +350,9 @@ class HefsearchApp(App):
 
     @on(SearchFailed)
     def _on_search_failed(self, message: SearchFailed) -> None:
-        if not self._is_current(message.request):
+        if not self._is_current(message.seq):
             return
-        self.answered_seq = message.request.seq
+        self.answered_seq = message.seq
         self.status_bar.activity = ""
         e = message.error
         text = getattr(e, "message", None) or str(e) or type(e).__name__
@@ -526,8 +529,8 @@ class HefsearchApp(App):
             if isinstance(screen, LibraryScreen):
                 screen.show_status(status, str(self.session.library_path), message.freshness)
         if self._pending is not None:
-            pending, self._pending = self._pending, None
-            if self._is_current(pending):
+            (seq, pending), self._pending = self._pending, None
+            if self._is_current(seq):
                 self.submit(pending)
         if not self._warmed:
             self._warmed = True

@@ -10,8 +10,8 @@ import json
 import logging
 from pathlib import Path
 
-from hefsearch.embed.bundle import write_json_atomic
-from hefsearch.search.api import prepare_query
+from hefsearch.app.searching import query_text
+from hefsearch.base.atomic_write import write_json_atomic
 
 log = logging.getLogger("hefsearch.tui")
 
@@ -33,7 +33,7 @@ class QueryHistory:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             # cleaned: a "\\udce9" escape in the file would otherwise break the next save
-            queries = (prepare_query(str(q))[0] for q in data.get("queries", []))
+            queries = (query_text(str(q)) for q in data.get("queries", []))
             return [q for q in queries if q][-self.limit:]
         except (OSError, ValueError, AttributeError) as e:
             log.warning("ignoring unreadable query history %s: %s", self.path, e)
@@ -41,7 +41,7 @@ class QueryHistory:
 
     def add(self, query: str) -> None:
         """Remember a submitted query (moved to the end if already there) and save."""
-        query = prepare_query(query)[0]  # as searched: clean text, at most MAX_QUERY_CHARS
+        query = query_text(query)  # as searched: clean text, at most MAX_QUERY_CHARS
         if query:
             if query in self.entries:
                 self.entries.remove(query)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from .present import SearchRequest
+from hefsearch.app.requests import CompareRequest, SimilarRequest
+from hefsearch.search.request import SearchRequest
 
 if TYPE_CHECKING:
     from hefsearch.index.library import ChunkRecord, LibraryStatus
@@ -35,20 +36,24 @@ class BlankQuerySubmitted(Message):
 
 @dataclass
 class SearchFinished(Message):
-    request: SearchRequest
+    """A search (or "similar") answered; ``seq``: the app's number of the request, so an answer
+    to an older one is dropped."""
+
+    seq: int
+    request: SearchRequest | SimilarRequest
     result: SearchResult
 
 
 @dataclass
 class CompareFinished(Message):
-    request: SearchRequest
+    seq: int
+    request: CompareRequest
     comparison: Comparison
-    spaces: tuple[str, str]
 
 
 @dataclass
 class SearchFailed(Message):
-    request: SearchRequest
+    seq: int
     error: BaseException
 
 

@@ -10,12 +10,11 @@ import re
 from pathlib import PurePath
 from typing import Sequence
 
-from hefsearch.app.session import SearchRequest  # noqa: F401  (the app builds requests)
 # the spaces a comparison sets side by side: app/spaces.py (the server's /compare uses them too)
 from hefsearch.app.spaces import (compare_fix, is_fp32_space, is_quantised_space,  # noqa: F401
                                   pick_compare_spaces, space_label)
 from hefsearch.base.terminal_text import for_terminal
-from hefsearch.index.formats import tui_filters
+from hefsearch.app.searching import tui_filters
 
 #: file-type filter choices: label -> kinds passed to Searcher.search (None = all), from the
 #: table of formats
@@ -87,10 +86,8 @@ def short_path(path: str, parts: int = 2) -> str:
 
 def grouping_tag(hit) -> str:
     """"+3 in file · also in: fs.html" for a hit standing for its file and its copies."""
-    from hefsearch.search.api import also_in_text
-
     parts = [f"+{hit.more_in_file} in file"] if getattr(hit, "more_in_file", 0) else []
-    return for_terminal(" · ".join(parts + ([also_in_text(hit, names=2)] if getattr(hit, "also_in", None) else [])))
+    return for_terminal(" · ".join(parts + ([hit.also_in_text(names=2)] if getattr(hit, "also_in", None) else [])))
 
 
 def location(hit) -> str:

@@ -68,5 +68,4 @@ def resolve_backend_name(name: str | None, bundle) -> tuple[str, str]:
 
 
 def open_backend(name: str, bundle, **opts):
-    cls = load_backend_class(name)
-    return cls(bundle, **opts)
+    return load_backend_class(name).open(bundle, opts)

@@ -52,6 +52,12 @@ class Backend(ABC):
     ray_resource: ClassVar[str | None] = None
 
     @classmethod
+    def open(cls, bundle: "Bundle", opts: dict) -> "Backend":
+        """The backend for a bundle, given the backend options (``Encoder.open`` keywords, or a
+        space's stored ``backend_opts``); options of other backends are ignored."""
+        return cls(bundle, **opts)
+
+    @classmethod
     def available(cls, bundle: "Bundle") -> tuple[bool, str]:
         """For ``auto``: (usable here, why), without side effects. Only accelerators say yes."""
         return False, f"{cls.name} is chosen only by name"

@@ -1,36 +1,26 @@
-"""The ``hailo`` backend: the encoder body compiled to a HEF, run on a Hailo NPU by HailoRT.
+"""The ``hailo`` backend: the encoder body compiled to a HEF, run on a Hailo NPU by HailoRT's
+InferModel API (HailoRT >= 4.18; the only API on Hailo-10H).
 
-Uses HailoRT's InferModel API (HailoRT >= 4.18; the only API on Hailo-10H):
+- one ``VDevice``, round-robin scheduler, group id ``"SHARED"`` (the TUI and an indexer in another
+  process share the device); ``device_id`` picks one chip of several, set in the params so the
+  scheduler and group id stay;
+- one ``InferModel`` per HEF (one SEQ each), stream format types set before ``configure()``
+  (:mod:`hefsearch.embed.hailo_streams`: host-quantised on 5.x, FLOAT32 on 4.x);
+- one Bindings per frame, ``run_async`` after ``wait_for_async_ready``, every job waited for with
+  a timeout; HailoRT errors and timeouts become :class:`DeviceError` with a plain message;
+- the HEF's stream infos are checked against the manifest (:mod:`hefsearch.embed.hef_contract`)
+  before the first frame; outputs are read as the HEF reports them, never assumed.
 
-- one ``VDevice`` with the round-robin scheduler and the group id ``"SHARED"``, so the TUI and
-  an indexer in another process can use the device at the same time; on a machine with several
-  chips, ``device_id`` (or ``HEFSEARCH_HAILO_DEVICE``) names the one to open (set as the params'
-  ``device_ids``, so the scheduler and group id stay), as each Ray actor of a multi-chip node does;
-- one ``InferModel`` per HEF (a bundle may carry HEFs for several SEQ); each stream's format
-  type set *before* ``configure()``: with the ``auto`` stream types (the default) the embeddings
-  go in already quantised to the input stream's own type and outputs come back native,
-  dequantised on the host, on HailoRT 5.x (conversion on the device, so 4x fewer bytes each way),
-  and both are left to HailoRT as FLOAT32 on 4.x (:mod:`hefsearch.embed.hailo_streams`). The
-  mask, 0/1 or the additive pair, is always sent in the stream's own type when it represents the
-  values exactly;
-- one Bindings per frame, submitted with ``run_async`` after ``wait_for_async_ready`` (the
-  device queue, not the host, sets the pace), then every job waited for with a timeout;
-- before the first frame, the HEF's stream infos (:mod:`hefsearch.embed.hef_file`) are checked
-  against the manifest (:mod:`hefsearch.embed.hef_contract`); outputs are read with the shape,
-  format order, type and quantisation the HEF reports, never assumed.
-
-The devices (scan, identify, sharing, the errors HailoRT raises when opening one) are
-:mod:`hefsearch.embed.hailo_device`, which is also where ``hailo_platform`` is imported, at call
-time. HailoRT errors and timeouts become :class:`DeviceError` with a plain message.
-
-Verified against the contract fake in ``tests/fakes/hailo_platform`` only (written from the
-public HailoRT 4.23/5.2 Python sources); not yet run on a physical Hailo device.
+Devices (scan, sharing, open errors, the ``hailo_platform`` import) are
+:mod:`hefsearch.embed.hailo_device`. Verified against the contract fake in
+``tests/fakes/hailo_platform`` (written from the public HailoRT 4.23/5.2 Python sources) only.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -91,11 +81,24 @@ def device_error(e: BaseException, doing: str, timeout_ms: int) -> DeviceError:
 
 
 # -- one configured HEF -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StreamSetup:
+    """How every HEF of one backend is configured: the stream types (resolved for the runtime),
+    the device batch asked for, the per-frame timeout, and where quantisation happens."""
+
+    input_type: str
+    output_type: str
+    device_batch: int | None
+    timeout_ms: int
+    conversion: str = "host"
+
+
 class _HefModel:
     """One HEF (one SEQ) configured on the shared VDevice."""
 
-    def __init__(self, hp, vdevice, bundle: Bundle, entry: EncoderEntry, *, input_type: str, output_type: str,
-                 device_batch: int | None, timeout_ms: int, conversion: str = "host"):
+    def __init__(self, hp, vdevice, bundle: Bundle, entry: EncoderEntry, setup: StreamSetup):
+        input_type, output_type, conversion = setup.input_type, setup.output_type, setup.conversion
+        timeout_ms, device_batch = setup.timeout_ms, setup.device_batch
         self.entry = entry
         self.seq = int(entry.seq_len)
         self.hidden = bundle.hidden
@@ -230,6 +233,30 @@ class _HefModel:
 
 
 # -- the backend ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HailoOptions:
+    """The ``hailo`` backend's options (``Encoder.open`` keywords, or a space's stored
+    ``backend_opts``); None: the setting (``HEFSEARCH_HAILO_*``) or the default decides."""
+
+    batch_size: int = DEFAULT_BATCH_SIZE
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    device_batch: int | None = None
+    #: bulk work (index, backfill, calibration): fill the device in batches
+    bulk: bool = False
+    output_type: str | None = None
+    input_type: str | None = None
+    precision: str | None = None
+    group_id: str = SHARED_GROUP_ID
+    multi_process_service: bool | None = None
+    device_id: str | None = None
+
+    @classmethod
+    def from_opts(cls, opts: dict) -> "HailoOptions":
+        """The options this backend knows; another backend's (``threads``, ``profile`` ...) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in opts.items() if k in known})
+
+
 class HailoBackend(Backend):
     """Runs the bundle's HEF(s) for the local Hailo device. See the module docstring."""
 
@@ -269,37 +296,39 @@ class HailoBackend(Backend):
         files = ", ".join(f"{e.file} (SEQ {e.seq_len})" for e in entries)
         return True, f"{dev.label} found; bundle has {files}"
 
-    def __init__(self, bundle: Bundle, *, batch_size: int = DEFAULT_BATCH_SIZE, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 device_batch: int | None = None, bulk: bool = False, output_type: str | None = None,
-                 input_type: str | None = None, precision: str | None = None, group_id: str = SHARED_GROUP_ID,
-                 multi_process_service: bool | None = None, device_id: str | None = None, **_ignored):
+    @classmethod
+    def open(cls, bundle: Bundle, opts: dict) -> "HailoBackend":
+        return cls(bundle, HailoOptions.from_opts(opts))
+
+    def __init__(self, bundle: Bundle, options: HailoOptions = HailoOptions()):
         streams = settings.HAILO_STREAMS.value() or "auto"
-        input_type, output_type = input_type or streams, output_type or streams
+        input_type, output_type = options.input_type or streams, options.output_type or streams
         for kind in (input_type, output_type):
             if kind not in STREAM_TYPES:
                 raise BackendUnavailable(f"Unknown Hailo stream type {kind!r}.",
                                          f"Use one of {', '.join(STREAM_TYPES)} (or unset {ENV_STREAMS}).")
         self.bundle = bundle
-        self.batch_size = int(batch_size)
-        self.timeout_ms = int(settings.HAILO_TIMEOUT_MS.value() or timeout_ms)
+        self.batch_size = int(options.batch_size)
+        self.timeout_ms = int(settings.HAILO_TIMEOUT_MS.value() or options.timeout_ms)
         service = settings.HAILO_SERVICE.value()
+        multi_process_service, device_batch = options.multi_process_service, options.device_batch
         if multi_process_service is None and service:
             multi_process_service = service.lower() in ("1", "true", "yes", "on")
         if device_batch is None:
             # Bulk work (index, backfill, calibration) fills the device in batches; a query goes
             # alone at HailoRT's default batch 1, the lowest latency.
-            device_batch = int(settings.HAILO_DEVICE_BATCH.value() or BULK_DEVICE_BATCH) if bulk else 1
+            device_batch = int(settings.HAILO_DEVICE_BATCH.value() or BULK_DEVICE_BATCH) if options.bulk else 1
         self.batch_size = max(self.batch_size, int(device_batch))
         self._types = (input_type, output_type)
-        self._opts = dict(device_batch=int(device_batch), timeout_ms=self.timeout_ms)
-        self._group_id = group_id
+        self._device_batch = int(device_batch)
+        self._group_id = options.group_id
         self._multi_process_service = multi_process_service
         self._lock = threading.Lock()
         self._hp = import_hailort()
         self.runtime = str(getattr(self._hp, "__version__", "") or "unknown")
         self.notes: list[str] = []
         #: the one device to open (None: HailoRT picks, e.g. the first free one on 4.x)
-        self.device_id = device_id or settings.HAILO_DEVICE.value() or None
+        self.device_id = options.device_id or settings.HAILO_DEVICE.value() or None
         if self.device_id:
             self.device = find_device(self._hp, self.device_id)
         else:
@@ -311,7 +340,7 @@ class HailoBackend(Backend):
         self.label = self.device.label
         if self.hw_arch in ("hailo8", "hailo8l") and major_version(self.runtime) not in (None, 4):
             raise hailo8_needs_4x(self.runtime)
-        self.entries = hef_entries_for(bundle, self.hw_arch, precision)
+        self.entries = hef_entries_for(bundle, self.hw_arch, options.precision)
         if self.entries and any((e.hw_arch or "").lower() != self.hw_arch for e in self.entries):
             msg = (f"the bundle has no HEF for the {self.label}; running its Hailo-8L HEF, which HailoRT allows "
                    "at lower performance (compile one with --hw-arch hailo8 for full speed)")
@@ -371,11 +400,12 @@ class HailoBackend(Backend):
                 f"Cannot open the {self.label}: {type(e).__name__}: {e}", DEVICE_HINT
             ) from None
         conversion = "device" if (major_version(self.runtime) or 5) >= 5 else "host"
-        opts = dict(self._opts, input_type=resolve_stream_types(self._types[0], self.runtime),
-                    output_type=resolve_stream_types(self._types[1], self.runtime), conversion=conversion)
+        setup = StreamSetup(input_type=resolve_stream_types(self._types[0], self.runtime),
+                            output_type=resolve_stream_types(self._types[1], self.runtime),
+                            device_batch=self._device_batch, timeout_ms=self.timeout_ms, conversion=conversion)
         try:
             for entry in self.entries:
-                self._models[int(entry.seq_len)] = _HefModel(hp, self._vdevice, self.bundle, entry, **opts)
+                self._models[int(entry.seq_len)] = _HefModel(hp, self._vdevice, self.bundle, entry, setup)
         except HefsearchError:
             self.close()
             raise
@@ -397,7 +427,7 @@ class HailoBackend(Backend):
 
     @property
     def device_batch(self) -> int:
-        return min((m.device_batch for m in self._models.values()), default=self._opts["device_batch"])
+        return min((m.device_batch for m in self._models.values()), default=self._device_batch)
 
     def frame_cost(self, seq: int | None = None):
         """Host and link bytes per frame of the HEF for ``seq`` (default: the longest)."""

@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from hefsearch.app.session import LibrarySession, SearchRequest
+from hefsearch.app.session import LibrarySession
 from hefsearch.cli.main import main
 from hefsearch.embed.encoder import Encoder
 from hefsearch.index.faiss_index import INDEX_FILE, index_ids
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import Space
+from hefsearch.search.request import SearchRequest
 
 from tests.library_helpers import small_indexed_library
 
@@ -169,7 +170,7 @@ def test_a_prefetched_encoder_is_opened_on_another_thread_and_gives_the_same_hit
                                                                                  encoder_opens):
     opened, _ = encoder_opens
     word = _query_word(library_with_docs)
-    request = SearchRequest(seq=0, query=word, mode="vector", k=5)
+    request = SearchRequest(query=word, mode="vector", k=5)
     with LibrarySession.open(library_with_docs) as session:
         plain = session.search(request)
     assert opened == [threading.current_thread().name]
@@ -190,7 +191,7 @@ def _ranked(hits) -> list:
 
 def test_a_keyword_search_prefetches_no_encoder(library_with_docs, encoder_opens, index_reads):
     opened, _ = encoder_opens
-    request = SearchRequest(seq=0, query=_query_word(library_with_docs), mode="keyword", k=5)
+    request = SearchRequest(query=_query_word(library_with_docs), mode="keyword", k=5)
     index_reads.clear()  # _query_word's own eager open
     with LibrarySession.open(library_with_docs, load_spaces=False) as session:
         session.prefetch(request)
@@ -204,7 +205,7 @@ def test_a_prefetch_that_fails_raises_the_searchs_own_error_in_the_callers_threa
         shutil.copytree(lib.settings()["bundle"], own)
         lib.set_settings(bundle=str(own))
     own.rename(tmp_path / "moved-bundle")
-    request = SearchRequest(seq=0, query="anything", mode="vector", k=3)
+    request = SearchRequest(query="anything", mode="vector", k=3)
     errors = []
     for prefetch in (False, True):
         with LibrarySession.open(library_with_docs, load_spaces=False) as session:
@@ -221,7 +222,7 @@ def test_a_prefetched_encoder_the_search_never_used_is_closed_with_the_session(l
                                                                               encoder_opens):
     opened, closed = encoder_opens
     with LibrarySession.open(library_with_docs, load_spaces=False) as session:
-        session.prefetch(SearchRequest(seq=0, query="x", mode="hybrid"))
+        session.prefetch(SearchRequest(query="x", mode="hybrid"))
     assert opened == ["hefsearch-encoder-open"] and len(closed) == 1
 
 

@@ -15,6 +15,7 @@ from hefsearch.embed import Encoder
 from hefsearch.index.crawl import FoundFile, crawl, crawl_paths
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
+from hefsearch.search.request import SearchRequest
 from tests.process_helpers import HEFSEARCH, Proc, wait_until
 from tests.serve_fixtures import build_library, write_docs
 
@@ -24,7 +25,7 @@ def keyword_names(library: Path, word: str) -> list[str]:
     from hefsearch.search import Searcher
 
     with Library.open(library, create=False, read_only=True) as lib:
-        result = Searcher(lib).search(word, k=20, mode="keyword")
+        result = Searcher(lib).search(SearchRequest(word, k=20, mode="keyword"))
     return sorted(Path(h.path).name for h in result.hits)
 
 
@@ -132,7 +133,7 @@ def _paths(lib: Path, word: str) -> list[str]:
     from hefsearch.search import Searcher
 
     with Library.open(lib, create=False, read_only=True) as library:
-        return [h.path for h in Searcher(library).search(word, mode="keyword").hits]
+        return [h.path for h in Searcher(library).search(SearchRequest(word, mode="keyword")).hits]
 
 
 def test_catches_up_after_kill_9(watched):

@@ -454,7 +454,7 @@ def test_auto_damps_a_multilingual_bundle_without_a_robust_body_first(outlier_bu
     assert build_sim(english, "a8", SimOptions(body="auto"), progress=said.append).name == "a8"
     assert not Bundle.open(english).encoder_entries(ROBUST_KIND)
 
-    monkeypatch.setattr(body_choice, "MULTILINGUAL_VOCAB", 100)  # the tiny vocabulary counts as multilingual
+    monkeypatch.setattr("hefsearch.embed.bundle.MULTILINGUAL_VOCAB", 100)  # the tiny vocabulary counts as multilingual
     # whatever the tiny body's damping gains on these held-out rows, take it: this test is
     # about the path (the rule itself: test_auto_body_takes_the_robust_one_...)
     monkeypatch.setattr(body_choice, "MIN_GAIN", -1.0)

@@ -13,6 +13,7 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.embed.language import identify, identify_all
 from hefsearch.embed.post_transform import LanguageNeutral, from_spec
+from hefsearch.search.request import SearchRequest
 
 
 def unit(v):
@@ -188,7 +189,7 @@ def test_derived_space_follows_the_library_and_is_refitted_when_it_grows(tmp_pat
     assert np.allclose(sp.vectors(ids), from_spec(spec).apply(lib.space("cpu-fp32").vectors(ids),
                                                                   languages=langs), atol=1e-6)
     s = Searcher(lib)  # reopens the neutral encoder from the stored spec; fingerprints match
-    res = s.search("Rechnung bezahlen", k=3, mode="vector", space="cpu-fp32-neutral", rerank=0)
+    res = s.search(SearchRequest("Rechnung bezahlen", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0))
     assert res.hits and res.space == "cpu-fp32-neutral"
     s.close()
 
@@ -212,7 +213,7 @@ def test_derived_space_follows_the_library_and_is_refitted_when_it_grows(tmp_pat
     fresh = LanguageNeutral.fit(raw, langs, alpha=0.5, min_chunks=5)  # as if derived today
     assert np.allclose(lib.space("cpu-fp32-neutral").vectors(ids), fresh.apply(raw, languages=langs), atol=1e-5)
     s = Searcher(lib)
-    assert s.search("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank=0).hits
+    assert s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0)).hits
     s.close()
     lib.close()
 
@@ -305,12 +306,11 @@ def test_auto_language_neutral_for_every_space_a_library_searches(tmp_path, sim_
     space's neutral copy, and with --also-fp32 both copies exist, each from its own space."""
     from click.testing import CliRunner
 
-    from hefsearch.search import language_neutral
     from hefsearch.search.language_neutral import chunk_languages, neutral_transform
     from hefsearch.cli.main import main
     from hefsearch.index.library import Library
 
-    monkeypatch.setattr(language_neutral, "MULTILINGUAL_VOCAB", 100)
+    monkeypatch.setattr("hefsearch.embed.bundle.MULTILINGUAL_VOCAB", 100)
     docs = tmp_path / "docs"
     docs.mkdir()
     texts = [f"Die Rechnung Nummer {i} ist bis Ende des Monats zu bezahlen, sonst folgt eine Mahnung." for i in range(6)]

@@ -15,6 +15,7 @@ from hefsearch.embed import ort_session
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.reference import REFERENCE_BACKEND, open_reference_encoder
 from hefsearch.embed.samples import VERIFY_TEXTS
+from hefsearch.search.request import SearchRequest
 
 TEXTS = list(VERIFY_TEXTS) + ["short", "a somewhat longer text " * 20]
 
@@ -176,7 +177,7 @@ def test_keyword_only_search_never_opens_an_encoder(tmp_path, tiny_bert_bundle, 
     monkeypatch.setattr(Encoder, "open", refuse)
     with Library.open(tmp_path / "lib", create=False) as lib:
         words = lib.query("SELECT text FROM chunks LIMIT 1")[0][0].split()[:2]
-        res = Searcher(lib).search(" ".join(words), k=3, mode="keyword")
+        res = Searcher(lib).search(SearchRequest(" ".join(words), k=3, mode="keyword"))
         assert res.hits
 
 

@@ -9,6 +9,7 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.embed.post_transform import MeanCentering, from_spec
 from hefsearch.embed import metrics as M
+from hefsearch.search.request import SearchRequest
 
 
 def test_mean_centering_hand_computed():
@@ -74,7 +75,7 @@ def test_a_centred_derived_space_is_searched_with_its_stored_transform(tmp_path,
     assert after < before
     # a search reopens the centred encoder from the stored spec and its fingerprint matches
     s = Searcher(lib)
-    res = s.search("train platform", k=3, mode="vector", space="cpu-fp32-centered")
+    res = s.search(SearchRequest("train platform", k=3, mode="vector", space="cpu-fp32-centered"))
     assert res.hits and res.space == "cpu-fp32-centered"
     s.close()
     lib.close()

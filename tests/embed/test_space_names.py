@@ -22,6 +22,7 @@ from hefsearch.index.encoders import open_sync_encoders
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.rerank import default_depth
 from hefsearch.tui.present import pick_compare_spaces, space_label
 from tests.library_helpers import write_corpus
@@ -139,7 +140,7 @@ def test_indexing_with_int8_fills_its_own_space_and_reranks_with_fp32(int8_libra
     assert default_depth(int8_library, "cpu-int8") > 0 and default_depth(int8_library, "cpu-fp32") == 0
     s = Searcher(int8_library)
     try:
-        res = s.search("trains and stations", mode="vector", k=3)
+        res = s.search(SearchRequest("trains and stations", mode="vector", k=3))
     finally:
         s.close()
     assert res.space == "cpu-int8" and res.backend_label == "CPU int8" and "rerank" in res.timings
@@ -159,10 +160,10 @@ def test_the_space_guard_keeps_int8_and_fp32_vectors_apart(int8_library, int8_bu
 
 
 def test_bench_quality_measures_int8_against_fp32(int8_library, int8_bundle):
-    from hefsearch.evaluate.quality import bundle_spaces, config_line, run_quality
+    from hefsearch.evaluate.quality import QualityOptions, bundle_spaces, config_line, run_quality
 
     assert [s.name for s in bundle_spaces(Bundle.open(int8_bundle))] == ["cpu-fp32", "cpu-int8"]
-    rep = run_quality(library=int8_library, n_queries=10, rerank=5, parallel=False)
+    rep = run_quality(library=int8_library, options=QualityOptions(n_queries=10, rerank=5, parallel=False))
     assert [s.name for s in rep.spaces] == ["cpu-fp32", "cpu-int8"]
     int8 = rep.space("cpu-int8")
     assert int8.error is None and int8.label == "CPU int8" and int8.library is not None

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.evaluate.quality import QuerySet, config_line, expected_chunks, read_queries, run_quality
+from hefsearch.evaluate.quality import QualityOptions, QuerySet, config_line, expected_chunks, read_queries, run_quality
 from hefsearch.cli.main import main
 from tests.library_helpers import write_corpus
 
@@ -51,7 +51,7 @@ def library_path(sim_bundle, tmp_path_factory):
 def test_report_relations(library_path):
     lib = Library.open(library_path, create=False)
     try:
-        rep = run_quality(library=lib, n_queries=25, rerank=5)
+        rep = run_quality(library=lib, options=QualityOptions(n_queries=25, rerank=5))
     finally:
         lib.close()
     names = [s.name for s in rep.spaces]
@@ -112,7 +112,8 @@ def test_queries_file_with_expected_documents(library_path, tmp_path):
     assert read_queries(plain) == QuerySet(["first query", "second query"])
     lib = Library.open(library_path, create=False)
     try:
-        rep = run_quality(library=lib, queries=qs, rerank=3, spaces=["npu-sim-a8"], parallel=False)
+        rep = run_quality(library=lib, options=QualityOptions(queries=qs, rerank=3, spaces=["npu-sim-a8"],
+                                                              parallel=False))
         ids = expected_chunks(lib, qs.expected)
         assert ids[0] and ids[1] and not ids[2] and not ids[3]
         assert {r.path.rsplit("/", 1)[-1] for r in lib.chunks(sorted(ids[0]))} == {"001-trains.txt"}
@@ -175,7 +176,7 @@ def test_bench_quality_on_minilm_and_the_sample_corpus(minilm_bundle, tmp_path):
     try:
         with Encoder.open(bundle, "npu-sim", profile="a8") as sim, Encoder.open(bundle, "cpu") as cpu:
             sync(lib, [corpus], [sim, cpu])
-        rep = run_quality(library=lib, queries=read_queries(corpus / "queries.tsv"), rerank=10)
+        rep = run_quality(library=lib, options=QualityOptions(queries=read_queries(corpus / "queries.tsv"), rerank=10))
     finally:
         lib.close()
     fp, a8 = rep.space("cpu-fp32"), rep.space("npu-sim-a8")
@@ -196,8 +197,8 @@ def test_fp32_vectors_of_a_library_without_them_are_said_first_and_kept(npu_only
     said: list[str] = []
     with Encoder.open(sim_bundle, "cpu", threads=1) as fp32:
         seen = count_passages(fp32)
-        first = run_quality(sim_bundle, library=lib, encoders={"cpu-fp32": fp32}, n_queries=5, rerank=0,
-                            parallel=False, progress=said.append)
+        first = run_quality(sim_bundle, lib, QualityOptions(n_queries=5, rerank=0, parallel=False),
+                            encoders={"cpu-fp32": fp32}, progress=said.append)
         encoded_first = len(seen)
         told = next(i for i, m in enumerate(said) if "no FP32 space" in m)
         assert f"{chunks} of {chunks} chunks are encoded" in said[told] and "--also-fp32" in said[told]
@@ -205,8 +206,8 @@ def test_fp32_vectors_of_a_library_without_them_are_said_first_and_kept(npu_only
         assert any("the next run reuses them" in n for n in first.notices)
         seen.clear()
         said.clear()
-        second = run_quality(sim_bundle, library=lib, encoders={"cpu-fp32": fp32}, n_queries=5, rerank=0,
-                             parallel=False, progress=said.append)
+        second = run_quality(sim_bundle, lib, QualityOptions(n_queries=5, rerank=0, parallel=False),
+                             encoders={"cpu-fp32": fp32}, progress=said.append)
     assert encoded_first >= chunks
     assert seen == []  # every chunk's FP32 vector came from the cache
     assert not any("no FP32 space" in m for m in said)
@@ -232,7 +233,7 @@ def test_neutral_spaces_are_measured_side_by_side(library_path, tmp_path, monkey
                 Encoder.open(bundle, "cpu", threads=1) as cpu:
             for enc in (sim, cpu):
                 LN.derive_neutral_space(lib, enc.space_name, enc, min_chunks=1)
-        rep = run_quality(library=lib, n_queries=20, rerank=5, parallel=False)
+        rep = run_quality(library=lib, options=QualityOptions(n_queries=20, rerank=5, parallel=False))
     finally:
         lib.close()
     by = {s.name: s for s in rep.spaces}

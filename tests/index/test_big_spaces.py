@@ -221,7 +221,7 @@ def test_filtered_search_through_the_compressed_index(library, monkeypatch):
 
 
 class _Probe:
-    """What _tune_nprobe reads and sets of an IVF index."""
+    """What tune_nprobe reads and sets of an IVF index."""
 
     def __init__(self, nlist):
         self.nlist, self.nprobe = nlist, 1
@@ -230,14 +230,14 @@ class _Probe:
 def test_nprobe_is_tuned_to_near_the_smallest_value_reaching_the_target():
     # recall grows with nprobe and first reaches TARGET_RECALL at 291: doubling alone would stop
     # at 512 (almost twice the scan); bisection must land within 1/8 above the threshold
-    from hefsearch.index.spaces import TARGET_RECALL, _tune_nprobe
+    from hefsearch.index.faiss_index import TARGET_RECALL, tune_nprobe
 
     ivf = _Probe(4096)
-    got = _tune_nprobe(ivf, lambda: min(1.0, ivf.nprobe / 300))
+    got = tune_nprobe(ivf, lambda: min(1.0, ivf.nprobe / 300))
     assert got >= TARGET_RECALL
     assert 291 <= ivf.nprobe <= 291 * 1.15
     never = _Probe(64)
-    assert _tune_nprobe(never, lambda: 0.5) == 0.5 and never.nprobe == 64  # all lists, as before
+    assert tune_nprobe(never, lambda: 0.5) == 0.5 and never.nprobe == 64  # all lists, as before
 
 
 def test_a_big_scan_uses_every_core_with_the_same_results(library, monkeypatch):
@@ -268,11 +268,11 @@ def test_a_big_scan_uses_every_core_with_the_same_results(library, monkeypatch):
 def test_recall_is_measured_without_the_querys_own_document():
     # chunks of one document have consecutive ids and find each other far more easily than a
     # user's query finds anything: ids near the query's own are not counted, nor empty slots
-    from hefsearch.index.spaces import RECALL_LEAVE_OUT, _without
+    from hefsearch.index.faiss_index import RECALL_LEAVE_OUT, outside_own_document
 
     own = 1000
     row = np.array([own, own + 1, own - RECALL_LEAVE_OUT, -1, own + RECALL_LEAVE_OUT + 1, 5, 7])
-    assert _without(row, own, 2) == {own + RECALL_LEAVE_OUT + 1, 5}
+    assert outside_own_document(row, own, 2) == {own + RECALL_LEAVE_OUT + 1, 5}
 
 
 def test_a_low_compress_threshold_compresses_a_small_space(tmp_path):

@@ -21,6 +21,7 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
+from hefsearch.search.request import SearchRequest
 from tests.library_helpers import assert_consistent, chunk_rows, write_corpus
 
 WRITER = r"""
@@ -144,11 +145,10 @@ def test_reader_in_another_process_never_sees_half_a_batch(tmp_path, tiny_bert_b
         while time.time() < deadline:
             running = proc.poll() is None
             if "cpu-fp32" in searcher.space_names():
-                res = searcher.search("train station platform", k=5000, mode="vector", space="cpu-fp32",
-                                       all_chunks=True)
+                res = searcher.search(SearchRequest("train station platform", k=5000, mode="vector", space="cpu-fp32", all_chunks=True))
                 observed.append(frozenset(h.chunk_id for h in res.hits))
                 for mode in ("keyword", "hybrid"):
-                    searcher.search("invoice tax deadline", k=20, mode=mode)
+                    searcher.search(SearchRequest("invoice tax deadline", k=20, mode=mode))
                 searches += 1
             if not running:
                 break

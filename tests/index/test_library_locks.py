@@ -28,6 +28,7 @@ from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
 from hefsearch.cli.main import main
+from hefsearch.search.request import SearchRequest
 from tests.library_helpers import sim_library, write_corpus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,11 +175,11 @@ def test_rerank_does_not_wait_for_another_process_writing(npu_only_library, sim_
     try:
         with lock_held_by_another_process(lib.path):
             t0 = time.monotonic()
-            res = searcher.search("payment deadline", k=5, mode="vector", rerank=10)
+            res = searcher.search(SearchRequest("payment deadline", k=5, mode="vector", rerank_depth=10))
             assert time.monotonic() - t0 < 10
             assert res.hits
             assert len(lib.member_ids(R.FP32_SPACE)) == before  # not cached: the lock was taken
-        searcher.search("payment deadline", k=5, mode="vector", rerank=10)
+        searcher.search(SearchRequest("payment deadline", k=5, mode="vector", rerank_depth=10))
         assert len(lib.member_ids(R.FP32_SPACE)) > before  # cached once the lock is free
     finally:
         searcher.close()
@@ -192,7 +193,7 @@ def test_rerank_does_not_wait_for_a_backfill_thread(npu_only_library, sim_bundle
     try:
         with write_lock_held_by_a_thread(lib):  # a back-fill window
             t0 = time.monotonic()
-            res = searcher.search("late filing penalty", k=5, mode="vector", rerank=10)
+            res = searcher.search(SearchRequest("late filing penalty", k=5, mode="vector", rerank_depth=10))
             assert time.monotonic() - t0 < 10 and res.hits
             assert len(lib.member_ids(R.FP32_SPACE)) == before
     finally:
@@ -276,7 +277,7 @@ def test_full_disk_at_open_falls_back_to_reading(cpu_library, monkeypatch, caplo
 def hits(lib, query: str, mode: str) -> list:
     """The hits of one search through a Searcher of its own, closed again."""
     with Searcher(lib) as searcher:
-        return searcher.search(query, k=3, mode=mode).hits
+        return searcher.search(SearchRequest(query, k=3, mode=mode)).hits
 
 
 def _cap_the_database_at_its_size(lib) -> None:
@@ -340,7 +341,7 @@ def test_full_disk_skips_the_rerank_cache_with_one_log_line(larger_npu_library, 
     searcher = Searcher(lib, rerank_budget_ms=None)
     try:
         with caplog.at_level(logging.INFO, logger="hefsearch.search"):
-            res = searcher.search("firmware update", k=5, mode="vector", rerank=10)
+            res = searcher.search(SearchRequest("firmware update", k=5, mode="vector", rerank_depth=10))
         assert res.hits
         lines = [r.getMessage() for r in caplog.records if "FP32 cache not updated" in r.getMessage()]
         assert len(lines) == 1 and "full" in lines[0]
@@ -359,7 +360,7 @@ def test_full_disk_for_the_raw_vectors_skips_the_rerank_cache(npu_only_library, 
     monkeypatch.setattr(Space, "stage", disk_full)
     searcher = Searcher(lib, rerank_budget_ms=None)
     try:
-        assert searcher.search("evening concert", k=5, mode="vector", rerank=10).hits
+        assert searcher.search(SearchRequest("evening concert", k=5, mode="vector", rerank_depth=10)).hits
         assert len(lib.member_ids(R.FP32_SPACE)) == before
     finally:
         searcher.close()
@@ -398,7 +399,7 @@ def test_damaged_database_is_a_message_not_a_traceback(cpu_library, damage):
     with pytest.raises(LibraryError) as e:
         with Library.open(cpu_library, create=False) as lib:
             lib.status()
-            Searcher(lib).search("olive oil sauce", k=3, mode="hybrid")
+            Searcher(lib).search(SearchRequest("olive oil sauce", k=3, mode="hybrid"))
     assert str(db) in e.value.message and "damaged" in e.value.message
     assert "aside" in e.value.hint and "hefsearch index" in e.value.hint
     for args in (["search", "--library", cpu_library, "olive oil sauce"],
@@ -428,7 +429,7 @@ def test_wal_deleted_under_a_reader_answers_or_says_so(cpu_library):
         wal.unlink()
         try:
             assert reader.status().documents == 6
-            assert Searcher(reader).search("olive oil sauce", k=3, mode="keyword").hits
+            assert Searcher(reader).search(SearchRequest("olive oil sauce", k=3, mode="keyword")).hits
         except LibraryError as e:  # the other allowed outcome: a message naming the file
             assert "library.db" in e.message
     finally:

@@ -9,6 +9,7 @@ import gzip
 from hefsearch.index.crawl import FoundFile, crawl
 from hefsearch.index.extract import extract
 from hefsearch.index.extract_man import looks_like_roff, render
+from hefsearch.search.request import SearchRequest
 
 GERMAN_CHSH = r""".\"     Title: chsh
 .\"  Language: German
@@ -96,7 +97,7 @@ def test_a_german_man_page_is_found_by_a_german_word(tmp_path, tiny_bert_bundle)
     (de / "chsh.1.gz").write_bytes(gzip.compress(GERMAN_CHSH.encode()))
     with Encoder.open(tiny_bert_bundle) as enc, Library.open(tmp_path / "lib") as lib:
         sync(lib, [tmp_path / "docs"], [enc])
-        hits = Searcher(lib, encoders={enc.space_name: enc}).search("ändert", mode="keyword", k=3).hits
+        hits = Searcher(lib, encoders={enc.space_name: enc}).search(SearchRequest("ändert", mode="keyword", k=3)).hits
         assert [h.path.rsplit("/", 1)[-1] for h in hits] == ["chsh.1.gz"]
         assert hits[0].doc_kind == "man"
 

@@ -25,7 +25,7 @@ from hefsearch.index.library import Library
 from hefsearch.index.errors import FingerprintMismatch
 from hefsearch.embed.bundle import Bundle
 from hefsearch.base.errors import BackendUnavailable
-from hefsearch.index.ray_pool import RayEncoder, RayPoolError, _placement
+from hefsearch.index.ray_pool import RayEncoder, RayPoolError, RayPoolOptions, _placement
 from hefsearch.index.ray_worker import device_for_rank, open_bundle_encoder, ranks_on_nodes
 from hefsearch.index.sync import SyncOptions, sync
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle
@@ -115,7 +115,7 @@ def test_a_killed_actor_hands_its_batches_to_the_other(ray_cluster, tiny_bert_bu
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=24)
     lib = Library.open(tmp_path / "lib")
-    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu", actors=2)  # waits for both CPU slots
+    enc = RayEncoder.start(lib, tiny_bert_bundle, RayPoolOptions(backend="cpu", actors=2))  # waits for both CPU slots
     victim = enc.actors[0]
     killed = []
 
@@ -146,7 +146,7 @@ def test_a_driver_stopped_mid_run_continues_where_the_last_commit_ended(ray_clus
         if ev.phase == "index" and ev.chunks_done:
             raise KeyboardInterrupt
 
-    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu", actors=2)
+    enc = RayEncoder.start(lib, tiny_bert_bundle, RayPoolOptions(backend="cpu", actors=2))
     try:
         with pytest.raises(KeyboardInterrupt):
             sync(lib, [docs], [enc], SyncOptions(batch_chunks=4), progress=stop_after_first_commit)
@@ -169,7 +169,8 @@ def test_an_actor_with_another_encoder_is_refused_by_name(ray_cluster, tiny_bert
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=4)
     lib = Library.open(tmp_path / "lib")
-    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu", actors=2, open_encoder=actor_1_has_another_bundle)
+    enc = RayEncoder.start(lib, tiny_bert_bundle, RayPoolOptions(
+        backend="cpu", actors=2, open_encoder=actor_1_has_another_bundle))
     try:
         refused = [a for a in enc.actors if a.status == "refused"]
         assert [a.index for a in refused] == [1] and "actor 1 on " in refused[0].name
@@ -182,7 +183,7 @@ def test_an_actor_with_another_encoder_is_refused_by_name(ray_cluster, tiny_bert
     # a library whose space holds another encoder's vectors: every actor is refused, by name
     xlmr_lib = local_library(tmp_path / "xlmr", docs, tiny_xlmr_bundle, 8)
     with pytest.raises(FingerprintMismatch) as e:
-        RayEncoder.start(xlmr_lib, tiny_bert_bundle, backend="cpu", actors=2)
+        RayEncoder.start(xlmr_lib, tiny_bert_bundle, RayPoolOptions(backend="cpu", actors=2))
     assert "actor 0 on " in e.value.message and "actor 1 on " in e.value.message
     assert "the library's space 'cpu-fp32'" in e.value.message
 
@@ -191,7 +192,7 @@ def test_actors_whose_encoder_cannot_open_say_why(ray_cluster, tiny_bert_bundle,
     """The hailo case on a node without the chip is the same: the actor's own error, by name."""
     lib = Library.open(tmp_path / "lib")
     with pytest.raises(RayPoolError) as e:
-        RayEncoder.start(lib, tiny_bert_bundle, backend="cpu-int8", actors=2)
+        RayEncoder.start(lib, tiny_bert_bundle, RayPoolOptions(backend="cpu-int8", actors=2))
     assert "No Ray actor started" in e.value.message
     assert "actor 0 on " in e.value.message and "actor 1 on " in e.value.message
     assert e.value.message.count("has no int8 CPU encoder") == 2
@@ -336,7 +337,7 @@ def test_hailo_actors_each_open_their_own_chip(ray_cluster, tiny_bert_bundle, tm
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=4)
     lib = Library.open(tmp_path / "lib")
-    enc = RayEncoder.start(lib, bundle, backend="hailo", open_encoder=open_reporting_the_chip)
+    enc = RayEncoder.start(lib, bundle, RayPoolOptions(backend="hailo", open_encoder=open_reporting_the_chip))
     try:
         assert sorted(a.identity["label"].split(" on ")[-1] for a in enc.live) == [CHIP_A, CHIP_B]
         assert sorted(a.identity["device"] for a in enc.live) == [CHIP_A, CHIP_B]
@@ -348,7 +349,7 @@ def test_hailo_actors_each_open_their_own_chip(ray_cluster, tiny_bert_bundle, tm
 
     world["devices"] = world["devices"][:1]  # a node started with more 'hailo' than it has chips
     ray_cluster.fake_world.write_text(json.dumps(world))
-    enc = RayEncoder.start(lib, bundle, backend="hailo")
+    enc = RayEncoder.start(lib, bundle, RayPoolOptions(backend="hailo"))
     try:
         assert [a.status for a in enc.actors] == ["ok", "not started"]
         assert f"has 1 Hailo device(s) ({CHIP_B}) for the 2 hailo actors" in enc.actors[1].reason
@@ -367,7 +368,7 @@ def test_a_language_neutral_space_is_derived_from_and_kept_with_ray_vectors(ray_
     write_files(docs, "de", range(6))
     write_files(docs, "en", range(6))
     lib = Library.open(tmp_path / "lib")
-    enc = RayEncoder.start(lib, tiny_bert_bundle, backend="cpu", actors=2)
+    enc = RayEncoder.start(lib, tiny_bert_bundle, RayPoolOptions(backend="cpu", actors=2))
     try:
         sync(lib, [docs], [enc])
         assert any("cpu-fp32-neutral" in line for line in keep_language_neutral(lib, [enc], True))

@@ -1,6 +1,7 @@
-"""Issue 24's shape rules as a test: no product module over 700 lines, no function over 60 lines
-on the query and sync paths, and the reference backend's name written only where it is defined.
-A new long function or a stray "cpu" fails here with the place to look."""
+"""Shape rules as a test: no product module over 700 lines, no function over 60 lines on the
+query and sync paths, the reference backend's name written only where it is defined, no issue
+numbers in product code, no ``_private`` name imported from another module, and module
+docstrings of at most 25 lines. A rule broken fails here with the place to look."""
 
 from __future__ import annotations
 
@@ -91,3 +92,68 @@ def test_no_issue_numbers_in_product_code():
     found = [f"{rel}:{n}" for rel, text in _product_files() for n in issue_numbers(text)]
     assert not found, ("say what and why instead of naming an issue (history: docs/decisions.md):\n"
                        + "\n".join(found))
+
+
+# A name with a leading underscore is its module's own business: a module that needs another
+# module's helper imports a public name, made public in the module that owns it.
+def _module_name(rel: str) -> str:
+    """'index/spaces.py' -> 'hefsearch.index.spaces'; 'embed/backends/__init__.py' -> 'hefsearch.embed.backends'."""
+    parts = rel.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts if parts[0] == "hefsearch" else ["hefsearch", *parts])
+
+
+def private_imports(rel: str, src: str) -> list[str]:
+    """``from X import _name`` in module ``rel`` where X is another module (relative imports
+    resolved), as 'rel:line X._name'."""
+    me = _module_name(rel)
+    package = me if rel.endswith("__init__.py") else me.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(src)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        source = node.module or ""
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            source = ".".join(base + ([source] if source else []))
+        found += [f"{rel}:{node.lineno} {source}.{a.name}" for a in node.names
+                  if a.name.startswith("_") and not a.name.startswith("__") and source != me]
+    return found
+
+
+def test_the_private_import_rule_sees_relative_and_absolute_imports():
+    src = ("from .faiss_index import _faiss, make_index\nfrom hefsearch.serve.http import _refuse\n"
+           "from . import _helpers\nfrom .spaces import _own\nfrom __future__ import annotations\n")
+    assert private_imports("index/spaces.py", src) == [
+        "index/spaces.py:1 hefsearch.index.faiss_index._faiss", "index/spaces.py:2 hefsearch.serve.http._refuse",
+        "index/spaces.py:3 hefsearch.index._helpers"]
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = [hit for rel, src in _modules() for hit in private_imports(rel, src)]
+    assert not found, ("make the helper public (no underscore) in the module that owns it:\n"
+                       + "\n".join(found))
+
+
+# A module docstring says what the module is for; the reasons and history behind it go to
+# docs/decisions.md, measured figures to docs/performance.md.
+MAX_DOCSTRING = 25
+
+
+def docstring_lines(src: str) -> int:
+    """Lines of text of the module docstring (a closing quote on a line of its own adds none)."""
+    doc = ast.get_docstring(ast.parse(src), clean=False)
+    return len(doc.splitlines()) if doc else 0
+
+
+def test_docstring_lines_counts_the_lines_of_text():
+    assert docstring_lines('"""One line."""\nx = 1\n') == 1
+    assert docstring_lines('"""Three\n\nlines.\n"""\n') == 3
+    assert docstring_lines("x = 1\n") == 0
+
+
+def test_module_docstrings_are_at_most_25_lines():
+    long = [f"{rel}: {n} lines" for rel, src in _modules() if (n := docstring_lines(src)) > MAX_DOCSTRING]
+    assert not long, ("say what the module is for; reasons go to docs/decisions.md, figures to "
+                      "docs/performance.md:\n" + "\n".join(long))

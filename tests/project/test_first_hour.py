@@ -20,6 +20,7 @@ from hefsearch.cli.main import main
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
+from hefsearch.search.request import SearchRequest
 from tests.library_helpers import ctrl_c_on_batch, write_corpus
 from tests.tui_support import noisy_encoder
 
@@ -268,7 +269,7 @@ def test_a_simulation_next_to_fp32_is_not_the_default_space(tmp_path, tiny_bert_
     from hefsearch.search import Searcher
 
     with Searcher(lib, bundle=str(tiny_bert_bundle)) as s:
-        assert s.search("invoice", mode="vector").space == "cpu-fp32"
+        assert s.search(SearchRequest("invoice", mode="vector")).space == "cpu-fp32"
     lib.close()
     lib = Library.open(tmp_path / "lib-sim-only")
     with noisy_encoder(tiny_bert_bundle) as sim:

@@ -15,6 +15,8 @@ from hefsearch.cli.main import main
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 
 PASSAGE = ("To read a file line by line in node, create a read stream with fs.createReadStream and "
            "hand it to readline.createInterface; then iterate over the interface with for await, "
@@ -78,9 +80,9 @@ def names(result) -> list[str]:
 @pytest.mark.parametrize("mode", ["keyword", "hybrid", "vector"])
 def test_one_hit_per_file_and_every_chunk_on_request(library, bert_encoder, mode):
     s = Searcher(library, encoders={"cpu-fp32": bert_encoder})
-    res = s.search("invoice amount due payment deadline", mode=mode, k=5)
+    res = s.search(SearchRequest("invoice amount due payment deadline", mode=mode, k=5))
     assert len(names(res)) == len(set(names(res)))
-    every = s.search("invoice amount due payment deadline", mode=mode, k=30, all_chunks=True)
+    every = s.search(SearchRequest("invoice amount due payment deadline", mode=mode, k=30, all_chunks=True))
     assert names(every).count("invoices.txt") > 1
     hit = next(h for h in res.hits if h.path.endswith("invoices.txt"))
     later = [h for h in every.hits if h.path.endswith("invoices.txt")]
@@ -90,22 +92,22 @@ def test_one_hit_per_file_and_every_chunk_on_request(library, bert_encoder, mode
 
 def test_copies_are_folded_under_the_first_file(library, bert_encoder):
     s = Searcher(library, encoders={"cpu-fp32": bert_encoder})
-    res = s.search("read a file line by line in node", mode="keyword", k=10)
+    res = s.search(SearchRequest("read a file line by line in node", mode="keyword", k=10))
     fs = [h for h in res.hits if Path(h.path).name in ("fs.md", "fs.html", "all.html", "copy-of-fs.md")]
     assert len(fs) == 1
     assert sorted(Path(p).name for p in fs[0].also_in) == sorted(
         {"fs.md", "fs.html", "all.html", "copy-of-fs.md"} - {Path(fs[0].path).name})
-    every = s.search("read a file line by line in node", mode="keyword", k=10, all_chunks=True)
+    every = s.search(SearchRequest("read a file line by line in node", mode="keyword", k=10, all_chunks=True))
     assert {"fs.md", "fs.html", "all.html", "copy-of-fs.md"} <= set(names(every))
     # a translation of the passage is never a copy
-    vec = s.search("Datei Zeile für Zeile lesen", mode="keyword", k=10)
+    vec = s.search(SearchRequest("Datei Zeile für Zeile lesen", mode="keyword", k=10))
     assert "de.md" in names(vec) and not next(h for h in vec.hits if h.path.endswith("de.md")).also_in
 
 
 def test_hybrid_hits_carry_the_cosine_the_cli_tui_and_json_show(library, bert_encoder, tiny_bert_bundle):
     s = Searcher(library, encoders={"cpu-fp32": bert_encoder})
-    hybrid = s.search("invoice payment", mode="hybrid", k=5)
-    cosine = {h.chunk_id: h.score for h in s.search("invoice payment", mode="vector", k=200, all_chunks=True).hits}
+    hybrid = s.search(SearchRequest("invoice payment", mode="hybrid", k=5))
+    cosine = {h.chunk_id: h.score for h in s.search(SearchRequest("invoice payment", mode="vector", k=200, all_chunks=True)).hits}
     assert hybrid.hits and all(h.score < 0.04 for h in hybrid.hits)  # the fused rank value
     for h in hybrid.hits:
         assert h.similarity == pytest.approx(cosine[h.chunk_id], abs=1e-5)
@@ -122,7 +124,7 @@ def test_hybrid_hits_carry_the_cosine_the_cli_tui_and_json_show(library, bert_en
 def test_snippets_have_no_runs_of_blanks(library, bert_encoder):
     s = Searcher(library, encoders={"cpu-fp32": bert_encoder})
     for mode in ("keyword", "vector"):
-        res = s.search("column three invoice total", mode=mode, k=10, path_glob="spaces.txt")
+        res = s.search(SearchRequest("column three invoice total", mode=mode, k=10, filters=Filters(path_glob="spaces.txt")))
         assert res.hits, mode
         snippet = res.hits[0].snippet
         assert "  " not in snippet and "\t" not in snippet and "column two column three" in snippet.lower()

@@ -23,6 +23,8 @@ from hefsearch.index.encoders import resolve_bundle
 from hefsearch.index.errors import LibraryError
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 from hefsearch.search import Searcher
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, MAX_QUERY_CHARS, NO_WORDS_NOTICE, SearchError
 from hefsearch.search.keyword import MAX_TERMS, clean_text, keyword_search, path_pattern
@@ -91,7 +93,7 @@ def test_clean_text_and_path_pattern():
 def test_lone_surrogates_are_cleaned_in_every_mode(searcher, markup_library):
     library, _, _ = markup_library
     for mode in MODES:
-        result = searcher.search("caf\udce9 menu", k=3, mode=mode)
+        result = searcher.search(SearchRequest("caf\udce9 menu", k=3, mode=mode))
         assert result.query == "caf\ufffd menu"
         assert "not valid UTF-8" in result.notice
         assert result.hits and "\\xe9" in plain(result)  # the hit is the escaped name, intact
@@ -119,15 +121,15 @@ def test_history_never_stores_a_lone_surrogate(tmp_path):
 @pytest.mark.parametrize("query", ["", "   ", "\t\n", "\x00", " \x00 "])
 def test_blank_query_answers_no_hits_with_a_notice(searcher, query):
     for mode in MODES:
-        result = searcher.search(query, k=5, mode=mode)
+        result = searcher.search(SearchRequest(query, k=5, mode=mode))
         assert result.hits == [] and result.notice == EMPTY_QUERY_NOTICE, mode
 
 
 def test_keyword_query_without_words_says_so(searcher):
     for query in ('"', "*", "-", ":", "^", "?!.,;", "🙂🙂", "((", "- : ^ *"):
-        result = searcher.search(query, k=5, mode="keyword")
+        result = searcher.search(SearchRequest(query, k=5, mode="keyword"))
         assert result.hits == [] and result.notice == NO_WORDS_NOTICE, query
-        assert searcher.search(query, k=3, mode="vector").hits  # meaning search still answers
+        assert searcher.search(SearchRequest(query, k=3, mode="vector")).hits  # meaning search still answers
 
 
 def _check_sane(result, k):
@@ -147,7 +149,7 @@ def test_hostile_queries_end_to_end(searcher):
     for query in hostile:
         for mode in MODES:
             t = time.perf_counter()
-            result = searcher.search(query, k=3, mode=mode)
+            result = searcher.search(SearchRequest(query, k=3, mode=mode))
             assert time.perf_counter() - t < 10, (query[:30], mode)
             _check_sane(result, 3)
             assert len(result.query) <= MAX_QUERY_CHARS
@@ -155,11 +157,11 @@ def test_hostile_queries_end_to_end(searcher):
                 assert "cut to its first 4,000 characters" in result.notice
     # FTS5 syntax is text: each of these is a keyword query for the word "invoice"
     for query in ('invoice" AND "', "NEAR(invoice", "-invoice", "^invoice", "invoice:", "invoice*"):
-        hits = searcher.search(query, k=3, mode="keyword").hits
+        hits = searcher.search(SearchRequest(query, k=3, mode="keyword")).hits
         assert hits and "invoice" in hits[0].text.lower(), query
     # right-to-left words are found by keyword search
     for query in ("שלום", "مرحبا"):
-        hits = searcher.search(query, k=3, mode="keyword").hits
+        hits = searcher.search(SearchRequest(query, k=3, mode="keyword")).hits
         assert hits and hits[0].path.endswith("rtl.txt"), query
 
 
@@ -182,7 +184,7 @@ def test_highlighting_keeps_a_bounded_number_of_terms():
 def test_unknown_space_is_an_error_naming_the_spaces_in_every_mode(searcher):
     for mode in MODES:
         with pytest.raises(SearchError) as e:
-            searcher.search("invoice", mode=mode, space="hef")
+            searcher.search(SearchRequest("invoice", mode=mode, space="hef"))
         assert "no vector space 'hef'" in e.value.message, mode
         assert "npu-sim, cpu-fp32" in e.value.message and "--space" in e.value.hint
 
@@ -199,18 +201,18 @@ def test_moved_bundle_names_the_old_place_and_the_bundle_option(tiny_bert_bundle
         with Encoder.open(bundle, backend="cpu") as enc:
             sync(library, [docs], [enc])
         bundle.rename(tmp_path / "moved-bundle")
-        for attempt in (lambda: Searcher(library).search("invoice", mode="vector"),
+        for attempt in (lambda: Searcher(library).search(SearchRequest("invoice", mode="vector")),
                         lambda: resolve_bundle(library, None)):
             with pytest.raises(LibraryError) as e:
                 attempt()
             assert f"was built with the bundle at {bundle.resolve()}, which is gone" in e.value.message
             assert e.value.hint.startswith("Pass --bundle PATH (or set HEFSEARCH_BUNDLE)")
         # keyword search needs no bundle; --bundle with the new place works
-        assert Searcher(library).search("invoice", mode="keyword").hits
-        assert Searcher(library, bundle=str(tmp_path / "moved-bundle")).search("invoice", mode="vector").hits
+        assert Searcher(library).search(SearchRequest("invoice", mode="keyword")).hits
+        assert Searcher(library, bundle=str(tmp_path / "moved-bundle")).search(SearchRequest("invoice", mode="vector")).hits
         # the TUI has no --bundle option: HEFSEARCH_BUNDLE reaches it too
         monkeypatch.setenv("HEFSEARCH_BUNDLE", str(tmp_path / "moved-bundle"))
-        assert Searcher(library).search("invoice", mode="vector").hits
+        assert Searcher(library).search(SearchRequest("invoice", mode="vector")).hits
     finally:
         library.close()
     r = CliRunner().invoke(main, ["search", "invoice", "--library", str(tmp_path / "lib")],
@@ -222,7 +224,7 @@ def test_moved_bundle_names_the_old_place_and_the_bundle_option(tiny_bert_bundle
 def test_path_filter_matches_escaped_names_given_either_way(searcher):
     for glob in ("caf\udce9*", "caf\\xe9*", "*/caf\\xe9.txt"):  # from a shell: raw byte or typed escape
         for mode in MODES:
-            hits = searcher.search("menu espresso", k=3, mode=mode, path_glob=glob).hits
+            hits = searcher.search(SearchRequest("menu espresso", k=3, mode=mode, filters=Filters(path_glob=glob))).hits
             assert hits and all(h.path.endswith("caf\\xe9.txt") for h in hits), (glob, mode)
 
 

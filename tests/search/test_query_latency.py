@@ -17,6 +17,7 @@ from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
 from hefsearch.search import snippets
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.grouping import tidy_snippet
 from hefsearch.search.snippets import quick_snippets
 from tests.library_helpers import count_passages
@@ -63,7 +64,7 @@ def test_a_search_embeds_no_snippet_sentences_and_lists_the_pending_hits(two_spa
     lib, encoders = two_spaces
     seen = count_passages(encoders["cpu-fp32"])
     try:
-        res = searcher_over(two_spaces).search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
+        res = searcher_over(two_spaces).search(SearchRequest(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True))
     finally:
         del encoders["cpu-fp32"].encode_passages  # back to the class's method
     assert seen == []  # only the query was encoded
@@ -79,7 +80,7 @@ def test_a_search_embeds_no_snippet_sentences_and_lists_the_pending_hits(two_spa
 
 
 def test_hits_sharing_a_query_word_are_final_at_once(two_spaces):
-    res = searcher_over(two_spaces).search("invoice", mode="vector", space="cpu-fp32", k=20, all_chunks=True)
+    res = searcher_over(two_spaces).search(SearchRequest("invoice", mode="vector", space="cpu-fp32", k=20, all_chunks=True))
     with_word = [h for h in res.hits if "invoice" in h.text.lower()]
     assert with_word
     for h in with_word:
@@ -90,8 +91,8 @@ def test_semantic_snippets_later_are_the_sentence_closest_to_the_query(two_space
     _, encoders = two_spaces
     cpu = encoders["cpu-fp32"]
     s = searcher_over(two_spaces)
-    quick = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
-    res = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
+    quick = s.search(SearchRequest(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True))
+    res = s.search(SearchRequest(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True))
     assert [h.chunk_id for h in quick.hits] == [h.chunk_id for h in res.hits]
     res.apply_snippets(s.semantic_snippets(res))
     assert not res.pending_snippets
@@ -111,7 +112,7 @@ def test_semantic_snippets_later_are_the_sentence_closest_to_the_query(two_space
 def test_semantic_snippets_only_for_the_hits_asked_then_cached(two_spaces):
     lib, encoders = two_spaces
     s = searcher_over(two_spaces)
-    res = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
+    res = s.search(SearchRequest(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True))
     pending = [h for h in res.hits if h.chunk_id in res.pending_snippets]
     assert len(pending) >= 2
     seen = count_passages(encoders["cpu-fp32"])
@@ -120,7 +121,7 @@ def test_semantic_snippets_only_for_the_hits_asked_then_cached(two_spaces):
         assert set(first) == {pending[0].chunk_id}
         assert seen and all(sentence in pending[0].text for sentence in seen)
         n = len(seen)
-        again = s.semantic_snippets(s.search(FOREIGN_QUERY + " Frist", mode="vector", space="cpu-fp32", k=8, all_chunks=True),
+        again = s.semantic_snippets(s.search(SearchRequest(FOREIGN_QUERY + " Frist", mode="vector", space="cpu-fp32", k=8, all_chunks=True)),
                                     pending[:1])
         assert len(seen) == n  # same chunk, other query: its sentence vectors came from the cache
         assert again == {} or set(again) <= {pending[0].chunk_id}
@@ -131,7 +132,7 @@ def test_semantic_snippets_only_for_the_hits_asked_then_cached(two_spaces):
 def test_semantic_snippets_never_embed_with_the_npu_space_encoder(two_spaces):
     lib, encoders = two_spaces
     s = searcher_over(two_spaces)
-    res = s.search(FOREIGN_QUERY, mode="vector", space="npu-sim", k=8, rerank=0, all_chunks=True)
+    res = s.search(SearchRequest(FOREIGN_QUERY, mode="vector", space="npu-sim", k=8, rerank_depth=0, all_chunks=True))
     assert res.space == "npu-sim" and res.pending_snippets
     npu_seen, cpu_seen = count_passages(encoders["npu-sim"]), count_passages(encoders["cpu-fp32"])
     try:
@@ -156,7 +157,7 @@ def test_query_sql_does_not_grow_with_k_nor_count_members(two_spaces, monkeypatc
         per_k = {}
         for k in (1, 10):
             statements.clear()
-            res = s.search(FOREIGN_QUERY, mode="vector", space="npu-sim", k=k)  # re-rank default on
+            res = s.search(SearchRequest(FOREIGN_QUERY, mode="vector", space="npu-sim", k=k))  # re-rank default on
             assert 1 <= len(res.hits) <= k  # one hit per file: these files are copies of each other
             per_k[k] = len(statements)
             fetches = [q for q in statements if "JOIN documents d ON d.id = c.doc_id" in q]
@@ -179,14 +180,14 @@ def test_quick_snippets_final_or_pending():
 def test_cli_prints_semantic_snippets_unless_quick_ones_are_asked(two_spaces, tiny_bert_bundle, monkeypatch):
     from click.testing import CliRunner
 
+    from hefsearch.app import searching
     from hefsearch.cli.main import main
-    from hefsearch.search import snippets
 
-    monkeypatch.setattr(snippets, "CLI_BUDGET_MS", 1e9)  # a budget every hit fits (the cap: below)
+    monkeypatch.setattr(searching, "CLI_BUDGET_MS", 1e9)  # a budget every hit fits (the cap: below)
 
     lib, _ = two_spaces
     s = searcher_over(two_spaces)
-    expected = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
+    expected = s.search(SearchRequest(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True))
     stand_in = [h.snippet for h in expected.hits]
     expected.apply_snippets(s.semantic_snippets(expected))
     args = ["search", FOREIGN_QUERY, "--library", str(lib.path), "--space", "cpu-fp32", "--mode", "vector",
@@ -215,13 +216,13 @@ def test_cli_caps_semantic_snippets_at_its_budget(two_spaces, tiny_bert_bundle, 
     (its snippet is by meaning) and prints every other hit with its stand-in."""
     from click.testing import CliRunner
 
+    from hefsearch.app import searching
     from hefsearch.cli.main import main
-    from hefsearch.search import snippets
 
-    monkeypatch.setattr(snippets, "CLI_BUDGET_MS", 0.0)
+    monkeypatch.setattr(searching, "CLI_BUDGET_MS", 0.0)  # the budget the CLI asks the session for
     lib, _ = two_spaces
     s = searcher_over(two_spaces)
-    expected = s.search(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True)
+    expected = s.search(SearchRequest(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True))
     pending = [h for h in expected.hits if h.chunk_id in expected.pending_snippets]
     assert len(pending) >= 2
     meaning = s.semantic_snippets(expected, pending[:1])

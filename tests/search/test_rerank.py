@@ -12,6 +12,7 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
+from hefsearch.search.request import SearchRequest
 from tests.library_helpers import TOPICS
 
 QUERIES = [base for _, base in TOPICS] + ["payment deadline", "platform four", "olive oil sauce",
@@ -44,12 +45,12 @@ def test_rerank_restores_the_fp32_order_of_the_candidates(npu_only_library, sim_
     n = 12
     differed = 0
     for q in QUERIES:
-        plain = searcher.search(q, k=n, mode="vector", rerank=0, all_chunks=True)
+        plain = searcher.search(SearchRequest(q, k=n, mode="vector", rerank_depth=0, all_chunks=True))
         assert plain.space == "npu-sim-a8" and plain.backend_label == "NPU simulation (a8)"
         cand = [h.chunk_id for h in plain.hits]
         texts = {h.chunk_id: h.text for h in plain.hits}
         want = fp32_order(sim_bundle, q, texts, cand)
-        got = searcher.search(q, k=n, mode="vector", rerank=n, all_chunks=True)
+        got = searcher.search(SearchRequest(q, k=n, mode="vector", rerank_depth=n, all_chunks=True))
         ids = [h.chunk_id for h in got.hits]
         assert sorted(ids) == sorted(want) and in_fp32_order(ids, sim_bundle, q, texts)
         assert "rerank" in got.timings
@@ -63,7 +64,7 @@ def test_rerank_restores_the_fp32_order_of_the_candidates(npu_only_library, sim_
 def test_candidates_are_cached_in_the_fp32_space_and_reused(npu_only_library):
     lib = npu_only_library
     searcher = Searcher(lib, rerank_budget_ms=None)
-    res = searcher.search(QUERIES[0], k=5, mode="vector", rerank=8, all_chunks=True)
+    res = searcher.search(SearchRequest(QUERIES[0], k=5, mode="vector", rerank_depth=8, all_chunks=True))
     assert "cpu-fp32" in [s.name for s in lib.spaces()]  # created on demand
     fp = lib.space("cpu-fp32")
     cached = set(lib.member_ids("cpu-fp32").tolist())
@@ -71,7 +72,7 @@ def test_candidates_are_cached_in_the_fp32_space_and_reused(npu_only_library):
     # the same query again: nothing left to encode
     enc = searcher.encoder_for("cpu-fp32")
     before = enc.stats.texts
-    searcher.search(QUERIES[0], k=5, mode="vector", rerank=8, all_chunks=True)
+    searcher.search(SearchRequest(QUERIES[0], k=5, mode="vector", rerank_depth=8, all_chunks=True))
     assert enc.stats.texts - before == 1  # only the query itself
     # the cached vectors are the FP32 encoder's own
     ids = sorted(cached)
@@ -84,16 +85,16 @@ def test_rerank_is_on_by_default_only_with_fp32_vectors(npu_only_library, sim_bu
     lib = npu_only_library
     assert R.default_depth(lib, "npu-sim-a8") == 0  # no FP32 space: off
     searcher = Searcher(lib)
-    res = searcher.search(QUERIES[1], k=5, mode="vector")
+    res = searcher.search(SearchRequest(QUERIES[1], k=5, mode="vector"))
     assert "rerank" not in res.timings
     with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
         R.backfill(lib, cpu)
     assert R.default_depth(lib, "npu-sim-a8") == R.DEFAULT_DEPTH
     assert R.default_depth(lib, "cpu-fp32") == 0
-    res = searcher.search(QUERIES[1], k=5, mode="vector")
+    res = searcher.search(SearchRequest(QUERIES[1], k=5, mode="vector"))
     assert "rerank" in res.timings
     # explicit 0 switches it off, and the answer says so
-    off = searcher.search(QUERIES[1], k=5, mode="vector", rerank=0)
+    off = searcher.search(SearchRequest(QUERIES[1], k=5, mode="vector", rerank_depth=0))
     assert "rerank" not in off.timings and off.rerank["depth"] == 0 and off.rerank["note"] == "off"
     searcher.close()
 
@@ -105,8 +106,8 @@ def test_a_budgeted_search_on_an_empty_fp32_space_opens_nothing_and_says_so(npu_
     searcher = Searcher(lib)  # the default budget
     opened = []
     monkeypatch.setattr(R, "_create_fp32_space", lambda s: opened.append(1))
-    plain = searcher.search(QUERIES[0], k=8, mode="vector", rerank=0, all_chunks=True)
-    got = searcher.search(QUERIES[0], k=8, mode="vector", rerank=8, all_chunks=True)
+    plain = searcher.search(SearchRequest(QUERIES[0], k=8, mode="vector", rerank_depth=0, all_chunks=True))
+    got = searcher.search(SearchRequest(QUERIES[0], k=8, mode="vector", rerank_depth=8, all_chunks=True))
     assert not opened and "cpu-fp32" not in lib.space_names()
     assert [h.chunk_id for h in got.hits] == [h.chunk_id for h in plain.hits]
     assert got.rerank["depth"] == 8 and got.rerank["rescored"] == 0 and got.rerank["deferred"] == 8
@@ -121,7 +122,7 @@ def test_what_does_not_fit_the_budget_keeps_its_8bit_place(npu_only_library, sim
     searcher = Searcher(lib, rerank_budget_ms=0.0)
     changed = 0
     for q in QUERIES:
-        plain = [h.chunk_id for h in searcher.search(q, k=12, mode="vector", rerank=0, all_chunks=True).hits]
+        plain = [h.chunk_id for h in searcher.search(SearchRequest(q, k=12, mode="vector", rerank_depth=0, all_chunks=True)).hits]
         stored = plain[::2]  # every other candidate has its FP32 vector
         texts = {r.id: r.text for r in lib.chunks(plain)}
         with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
@@ -131,7 +132,7 @@ def test_what_does_not_fit_the_budget_keeps_its_8bit_place(npu_only_library, sim
             if new:
                 sp.add(new, cpu.encode_passages([texts[i] for i in new]))
         have = set(lib.member_ids("cpu-fp32").tolist())
-        got = searcher.search(q, k=12, mode="vector", rerank=12, all_chunks=True)
+        got = searcher.search(SearchRequest(q, k=12, mode="vector", rerank_depth=12, all_chunks=True))
         ids = [h.chunk_id for h in got.hits]
         slots = [j for j, i in enumerate(plain) if i in have]
         assert all(ids[j] == plain[j] for j in range(12) if j not in slots)  # deferred: same place
@@ -161,7 +162,7 @@ def test_rerank_scores_in_the_neutral_fp32_space_when_the_library_has_one(npu_on
     assert R.default_depth(lib, "cpu-fp32-neutral") == 0
     searcher = Searcher(lib)
     for q in QUERIES[:4]:
-        got = searcher.search(q, k=10, mode="vector", space="npu-sim-a8-neutral", all_chunks=True)
+        got = searcher.search(SearchRequest(q, k=10, mode="vector", space="npu-sim-a8-neutral", all_chunks=True))
         assert got.rerank["space"] == "cpu-fp32-neutral" and got.rerank["rescored"] == got.rerank["depth"] == 30
         ids = [h.chunk_id for h in got.hits]
         enc = searcher.encoder_for("cpu-fp32-neutral")
@@ -243,6 +244,7 @@ def test_server_and_mcp_take_the_rerank_argument(npu_only_library, sim_bundle):
     from hefsearch.app.service import LibraryService
     from hefsearch.app.session import LibrarySession
     from hefsearch.base.errors import HefsearchError
+    from hefsearch.serve.schema import SearchBody
 
     with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
         R.backfill(npu_only_library, cpu)
@@ -250,12 +252,16 @@ def test_server_and_mcp_take_the_rerank_argument(npu_only_library, sim_bundle):
     npu_only_library.close()
     with LibrarySession.open(path) as session:
         service = LibraryService(session)
-        on = service.search(QUERIES[2], k=3, mode="vector", rerank=7)
+        def ask(**fields):
+            return service.search(SearchBody(query=QUERIES[2], k=3, mode="vector", **fields).to_request())
+
+        on = ask(rerank=7)
         assert on["rerank"]["depth"] == 7 and on["rerank"]["rescored"] == 7
-        assert service.search(QUERIES[2], k=3, mode="vector")["rerank"]["depth"] == R.DEFAULT_DEPTH
-        assert service.search(QUERIES[2], k=3, mode="vector", rerank="off")["rerank"]["depth"] == 0
-        with pytest.raises(HefsearchError, match="not a depth"):
-            service.search(QUERIES[2], rerank="many")
+        assert ask()["rerank"]["depth"] == R.DEFAULT_DEPTH
+        assert ask(rerank="off")["rerank"]["depth"] == 0
+        with pytest.raises(HefsearchError, match="not a depth") as e:
+            ask(rerank="many")
+        assert e.value.http_status == 400
 
 
 def test_tui_rerank_option_reaches_the_app(npu_only_library, monkeypatch):

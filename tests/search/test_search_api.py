@@ -19,6 +19,8 @@ from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher, compare
 from hefsearch.search.comparison import ranking_agreement
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.fusion import rrf
 from hefsearch.search.keyword import keyword_search, parse_query
 from tests.library_helpers import write_corpus
@@ -54,7 +56,7 @@ def test_hostile_queries_never_raise(library, searcher):
         for strength in ("all", "any"):
             keyword_search(library.db, q, 10, strength=strength)
         for mode in ("keyword", "hybrid", "vector"):
-            searcher.search(q, k=3, mode=mode)
+            searcher.search(SearchRequest(q, k=3, mode=mode))
     assert library.status().chunks > 0  # and nothing was dropped
 
 
@@ -65,25 +67,25 @@ def test_parse_query():
 
 
 def test_keyword_exact_rare_term_and_all_before_any(searcher):
-    res = searcher.search("XR-2000", mode="keyword", k=3)
+    res = searcher.search(SearchRequest("XR-2000", mode="keyword", k=3))
     assert res.hits[0].path.endswith("specs.md") and "XR-2000" in res.hits[0].snippet
-    res = searcher.search("invoice penalty", mode="keyword", k=10)
+    res = searcher.search(SearchRequest("invoice penalty", mode="keyword", k=10))
     # no chunk has both words: the chunks with either come (any), invoices first by BM25
     assert res.hits and all(("invoice" in h.text.lower()) or ("penalty" in h.text.lower()) for h in res.hits)
-    res = searcher.search("tax deadline", mode="keyword", k=10)
+    res = searcher.search(SearchRequest("tax deadline", mode="keyword", k=10))
     first = res.hits[0].text.lower()
     assert "tax" in first and "deadline" in first
 
 
 def test_cjk_keyword_search(searcher):
     for q in ("发票", "一张发票", "付款"):
-        res = searcher.search(q, mode="keyword", k=3)
+        res = searcher.search(SearchRequest(q, mode="keyword", k=3))
         assert res.hits and res.hits[0].path.endswith("zh.txt"), q
         assert q in res.hits[0].snippet
 
 
 def test_hits_map_back_to_source(searcher, library):
-    res = searcher.search("XR-2000 firmware", mode="keyword", k=1)
+    res = searcher.search(SearchRequest("XR-2000 firmware", mode="keyword", k=1))
     h = res.hits[0]
     source = open(h.path, encoding="utf-8").read()
     assert source[h.start:h.end] == h.text
@@ -95,17 +97,17 @@ def test_hits_map_back_to_source(searcher, library):
 
 def test_filters_in_every_mode(searcher):
     for mode in ("vector", "keyword", "hybrid"):
-        res = searcher.search("receipts", mode=mode, k=20, path_glob="*.html")
+        res = searcher.search(SearchRequest("receipts", mode=mode, k=20, filters=Filters(path_glob="*.html")))
         assert res.hits and all(h.path.endswith(".html") for h in res.hits), mode
-        res = searcher.search("invoice", mode=mode, k=20, kinds=["markdown"])
+        res = searcher.search(SearchRequest("invoice", mode=mode, k=20, filters=Filters(kinds=tuple(["markdown"]))))
         assert all(h.doc_kind == "markdown" for h in res.hits), mode
-        res = searcher.search("invoice", mode=mode, k=20, path_glob="*/docs/000-*")
+        res = searcher.search(SearchRequest("invoice", mode=mode, k=20, filters=Filters(path_glob="*/docs/000-*")))
         assert res.hits and all("/000-" in h.path for h in res.hits), mode
-        assert searcher.search("invoice", mode=mode, path_glob="*.pdf").hits == []
+        assert searcher.search(SearchRequest("invoice", mode=mode, filters=Filters(path_glob="*.pdf"))).hits == []
 
 
 def test_vector_snippets_are_windows_of_the_chunk(searcher):
-    res = searcher.search("platform four", mode="vector", k=10)
+    res = searcher.search(SearchRequest("platform four", mode="vector", k=10))
     assert res.space == "cpu-fp32" and res.backend_label == "CPU FP32"
     for h in res.hits:
         core = h.snippet.strip("…")
@@ -126,11 +128,11 @@ def test_hybrid_keeps_the_vector_ranking_without_strong_keyword_evidence(searche
     """A query no chunk contains whole (as with a query in another language) must not be
     reordered by partial keyword matches."""
     q = "invoice sailing"  # "invoice" occurs, "sailing" nowhere: no chunk has every word
-    vec = [h.chunk_id for h in searcher.search(q, mode="vector", k=10).hits]
-    hyb = [h.chunk_id for h in searcher.search(q, mode="hybrid", k=10).hits]
+    vec = [h.chunk_id for h in searcher.search(SearchRequest(q, mode="vector", k=10)).hits]
+    hyb = [h.chunk_id for h in searcher.search(SearchRequest(q, mode="hybrid", k=10)).hits]
     assert hyb == vec
     # with every word present, the keyword evidence counts
-    res = searcher.search("firmware XR-2000", mode="hybrid", k=5)
+    res = searcher.search(SearchRequest("firmware XR-2000", mode="hybrid", k=5))
     assert res.hits[0].path.endswith("specs.md") and "keyword" in res.hits[0].sources
 
 
@@ -149,9 +151,9 @@ def test_fingerprint_guard_refuses_queries_of_another_bundle(library, tiny_xlmr_
     with Encoder.open(tiny_xlmr_bundle, backend="cpu", threads=1) as other:
         s = Searcher(library, encoders={"cpu-fp32": other})
         with pytest.raises(FingerprintMismatch) as e:
-            s.search("invoice", mode="vector")
+            s.search(SearchRequest("invoice", mode="vector"))
         assert "model_hash" in e.value.message
-        assert s.search("invoice", mode="keyword").hits  # keyword search needs no encoder
+        assert s.search(SearchRequest("invoice", mode="keyword")).hits  # keyword search needs no encoder
 
 
 # -- device fallback ----------------------------------------------------------------------
@@ -217,24 +219,24 @@ def test_device_error_falls_back_to_the_fp32_space(tmp_path, tiny_bert_bundle, f
     lib = _two_space_library(tmp_path, tiny_bert_bundle)
     s = Searcher(lib)
     assert s.default_space() == "hef"
-    ok = s.search("train station", mode="vector", k=5)
+    ok = s.search(SearchRequest("train station", mode="vector", k=5))
     assert ok.space == "hef" and ok.notice is None and ok.backend_label == "Flaky NPU"
     flaky.fail = True
-    res = s.search("train station", mode="vector", k=5)
+    res = s.search(SearchRequest("train station", mode="vector", k=5))
     assert res.space == "cpu-fp32" and res.backend_label == "CPU FP32"
     assert res.notice == ("Flaky NPU failed: device timed out after 5000 ms; answered from the FP32 space")
-    direct = s.search("train station", mode="vector", k=5, space="cpu-fp32")
+    direct = s.search(SearchRequest("train station", mode="vector", k=5, space="cpu-fp32"))
     assert [h.chunk_id for h in res.hits] == [h.chunk_id for h in direct.hits]
     assert [h.score for h in res.hits] == pytest.approx([h.score for h in direct.hits])
     with pytest.raises(DeviceError):  # compare never substitutes FP32 for the NPU
-        compare(s, "train station", spaces=("hef", "cpu-fp32"), k=5)
+        compare(s, SearchRequest("train station", k=5), ("hef", "cpu-fp32"))
     with pytest.raises(DeviceError):
-        s.search("train station", fallback=False)
+        s.search(SearchRequest("train station", fallback=False))
     s.close()
     # unavailable at open: same rule
     flaky.fail, flaky.unavailable = False, True
     s = Searcher(lib)
-    res = s.search("train station", mode="hybrid", k=5)
+    res = s.search(SearchRequest("train station", mode="hybrid", k=5))
     assert res.space == "cpu-fp32" and "the flaky device is gone" in res.notice
     s.close()
     lib.close()
@@ -245,7 +247,7 @@ def test_device_error_without_fp32_space_raises_with_a_hint(tmp_path, tiny_bert_
     s = Searcher(lib)
     flaky.fail = True
     with pytest.raises(DeviceError) as e:
-        s.search("train station", mode="vector")
+        s.search(SearchRequest("train station", mode="vector"))
     assert "--also-fp32" in e.value.hint and "reset the device" in e.value.hint
     s.close()
     lib.close()
@@ -254,7 +256,7 @@ def test_device_error_without_fp32_space_raises_with_a_hint(tmp_path, tiny_bert_
 def test_compare_two_spaces(tmp_path, tiny_bert_bundle, flaky):
     lib = _two_space_library(tmp_path, tiny_bert_bundle)
     s = Searcher(lib)
-    c = compare(s, "olive oil sauce", spaces=("hef", "cpu-fp32"), k=5)
+    c = compare(s, SearchRequest("olive oil sauce", k=5), ("hef", "cpu-fp32"))
     # the flaky backend is the CPU body: both spaces rank alike
     assert c.overlap_at_k == 1.0 and c.rbo == pytest.approx(1.0)
     assert c.only_left == set() == c.only_right

@@ -22,6 +22,7 @@ from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
+from hefsearch.search.request import SearchRequest
 
 
 def _library(tmp_path, docs, encoder):
@@ -65,7 +66,7 @@ def test_bare_numbers_do_not_outweigh_meaning_and_codes_still_win(tmp_path, mini
     assert evaluate(s, quantities, "hybrid")["mrr@10"] == 1.0
     codes = NUMBER_QUERIES[5:]
     assert evaluate(s, codes, "hybrid")["mrr@10"] == 1.0
-    top = s.search("make a user's password expire after 90 days", mode="hybrid", k=3).hits
+    top = s.search(SearchRequest("make a user's password expire after 90 days", mode="hybrid", k=3)).hits
     assert not any(h.path.endswith(("font-coverage.txt", "speed-table.txt", "football.txt")) for h in top[:2])
     lib.close()
 

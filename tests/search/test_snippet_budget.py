@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from hefsearch.app.service import LibraryService, Limits
-from hefsearch.app.session import LibrarySession, SearchRequest
+from hefsearch.app.session import LibrarySession
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search import Searcher, snippets
+from hefsearch.search.request import SearchRequest
 from hefsearch.search.snippets import SemanticSnippets, sentences_of
 
 QUERY = "Rechnung Zahlungsfrist Steuerbehoerde"  # shares no word with the corpus
@@ -96,7 +97,7 @@ def test_the_budget_takes_hits_in_rank_order_while_their_predicted_cost_fits(lib
 
 def test_results_come_before_any_snippet_sentence_and_the_rest_stays_pending(library):
     session, slow = slow_session(library)
-    request = SearchRequest(seq=0, query=QUERY, mode="vector", k=6, space="cpu-fp32", all_chunks=True)
+    request = SearchRequest(query=QUERY, mode="vector", k=6, space="cpu-fp32", all_chunks=True)
     plain = session.search(request)
     assert plain.pending_snippets and slow.passages == []  # results without any snippet sentence
     pending = [h for h in plain.hits if h.chunk_id in plain.pending_snippets]
@@ -115,8 +116,8 @@ def test_results_come_before_any_snippet_sentence_and_the_rest_stays_pending(lib
 def test_the_server_answers_with_quick_snippets_when_its_budget_is_spent(library):
     session, slow = slow_session(library)
     service = LibraryService(session, Limits(snippet_budget_ms=0))
-    quick = session.search(SearchRequest(seq=0, query=QUERY, mode="vector", k=6, space="cpu-fp32"))
-    answer = service.search(QUERY, mode="vector", k=6, space="cpu-fp32")
+    quick = session.search(SearchRequest(query=QUERY, mode="vector", k=6, space="cpu-fp32"))
+    answer = service.search(SearchRequest(QUERY, mode="vector", k=6, space="cpu-fp32"))
     assert slow.passages == []  # no sentence embedded on the way to the answer
     assert [h["snippet"] for h in answer["hits"]] == [h.snippet for h in quick.hits]
     assert np.isfinite(answer["timings_ms"]["semantic_snippets"])
@@ -144,7 +145,7 @@ def test_a_primed_engine_measures_on_its_first_chunk(library):
 def test_a_server_on_the_fp32_space_gives_meaning_snippets_within_its_budget(library):
     lib, cpu = library
     session = LibrarySession(lib, Searcher(lib, encoders={"cpu-fp32": cpu}))
-    request = SearchRequest(seq=0, query=QUERY, mode="vector", k=6, space="cpu-fp32")
+    request = SearchRequest(query=QUERY, mode="vector", k=6, space="cpu-fp32")
     plain = session.search(request)
     res = session.search(request, semantic_snippets=True, snippet_budget_ms=1e6)
     assert plain.pending_snippets and not res.pending_snippets

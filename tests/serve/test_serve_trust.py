@@ -160,7 +160,7 @@ def test_recorded_addresses_are_reached_on_this_machine_without_a_proxy(monkeypa
 
 
 def test_the_token_comes_from_local_configuration_not_from_the_record(tmp_path, monkeypatch):
-    from hefsearch.cli.mcp_stdio import mcp_token, recorded_server
+    from hefsearch.serve.mcp_stdio import mcp_token, recorded_server
     from hefsearch.serve import trust
 
     monkeypatch.setenv("HEFSEARCH_HOME", str(tmp_path / "home"))

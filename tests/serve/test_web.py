@@ -94,19 +94,23 @@ def test_foreign_hosts_and_origins_are_refused(service):
 
 
 def test_status_counts_documents_per_kind_and_chunks_per_language(service):
+    from hefsearch.search.request import SearchRequest
+
     st = service.status()
     assert st["kinds"] == {"text": 2, "html": 1, "markdown": 1}
     assert "de" in st["langs"] and sum(st["langs"].values()) <= st["chunks"]
     assert st["backend"] is None or st["backend"] == "CPU FP32"  # None until a query opened the encoder
-    service.search("zephyr turbine", mode="vector", k=1)
+    service.search(SearchRequest("zephyr turbine", mode="vector", k=1))
     assert service.status()["backend"] == "CPU FP32"
 
 
 def test_compare_without_a_second_space_says_how_to_get_one(service):
+    from hefsearch.app.requests import CompareRequest
     from hefsearch.app.service import ServiceError
+    from hefsearch.search.request import SearchRequest
 
     with pytest.raises(ServiceError) as e:
-        service.compare("zephyr turbine")
+        service.compare(CompareRequest(SearchRequest("zephyr turbine", mode="vector")))
     assert "no NPU" in e.value.message and "hefsearch" in e.value.hint
     r = client(service).get("/compare", params={"query": "zephyr"})
     assert r.status_code == 400 and r.json()["error"]["hint"]
@@ -123,7 +127,11 @@ def test_compare_is_the_search_apis_comparison(tiny_bert_bundle, tmp_path):
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
     from hefsearch.search import Searcher, compare
+    from dataclasses import replace
+
+    from hefsearch.app.requests import CompareRequest
     from hefsearch.search.filters import make_filters
+    from hefsearch.search.request import SearchRequest
     from tests.tui_support import cpu_encoder, noisy_encoder, write_corpus
 
     noisy, cpu = noisy_encoder(tiny_bert_bundle), cpu_encoder(tiny_bert_bundle)
@@ -131,9 +139,9 @@ def test_compare_is_the_search_apis_comparison(tiny_bert_bundle, tmp_path):
     sync(library, [write_corpus(tmp_path / "docs")], [noisy, cpu])
     session = LibrarySession(library, Searcher(library, encoders={"npu-sim": noisy, "cpu-fp32": cpu}))
     try:
-        data = LibraryService(session).compare("invoice for the garden", k=5, type=["text"])
-        expected = compare(session.searcher, "invoice for the garden", spaces=("npu-sim", "cpu-fp32"), k=5,
-                           mode="vector", rerank=0, filters=make_filters(types=["text"]))
+        asked = SearchRequest("invoice for the garden", mode="vector", k=5, filters=make_filters(types=["text"]))
+        data = LibraryService(session).compare(CompareRequest(asked))
+        expected = compare(session.searcher, replace(asked, rerank_depth=0), ("npu-sim", "cpu-fp32"))
         assert [s["label"] for s in data["sides"]] == ["NPU simulation (test noise)", "CPU FP32"]
         assert [h["chunk_id"] for h in data["left"]["hits"]] == [h.chunk_id for h in expected.left.hits]
         assert [h["chunk_id"] for h in data["right"]["hits"]] == [h.chunk_id for h in expected.right.hits]

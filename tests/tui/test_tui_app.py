@@ -28,6 +28,7 @@ from hefsearch.embed.encoder import Encoder  # noqa: E402
 from hefsearch.index.library import Library  # noqa: E402
 from hefsearch.index.sync import SyncOptions, sync  # noqa: E402
 from hefsearch.search import compare  # noqa: E402
+from hefsearch.search.request import SearchRequest  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
 from hefsearch.tui.present import one_line  # noqa: E402
 from hefsearch.tui.widgets import ResultsList  # noqa: E402
@@ -80,7 +81,7 @@ async def test_enter_shows_ranked_results_with_highlighted_terms(app_factory):
         await search(pilot, app, "invoice")
         result = app.last_result
         assert result.query == "invoice" and result.mode == "hybrid"
-        expected = app.session.searcher.search("invoice", k=5, mode="hybrid")
+        expected = app.session.searcher.search(SearchRequest("invoice", k=5, mode="hybrid"))
         assert chunk_ids(result) == chunk_ids(expected)
         shown = option_texts(app.results)
         assert len(shown) == len(result.hits) > 0
@@ -126,7 +127,7 @@ async def test_semantic_snippets_follow_the_results_for_the_hits_shown(app_facto
     searcher = app.session.searcher
 
     def changes(query):  # {chunk id: semantic snippet} where it differs from the stand-in
-        expected = searcher.search(query, k=6, mode="vector")
+        expected = searcher.search(SearchRequest(query, k=6, mode="vector"))
         semantic = searcher.semantic_snippets(expected)
         return {h.chunk_id: semantic[h.chunk_id] for h in expected.hits
                 if h.chunk_id in semantic and semantic[h.chunk_id] != h.snippet}
@@ -158,8 +159,8 @@ async def test_switching_modes_changes_results(app_factory):
         await wait_for(pilot, lambda: app._seq > seq and app.answered_seq == app._seq, what="keyword answer")
         keyword = app.last_result
         assert keyword.mode == "keyword" and app.search_bar.mode == "keyword"
-        assert chunk_ids(keyword) == chunk_ids(app.session.searcher.search("invoice", k=5, mode="keyword"))
-        assert chunk_ids(vector) == chunk_ids(app.session.searcher.search("invoice", k=5, mode="vector"))
+        assert chunk_ids(keyword) == chunk_ids(app.session.searcher.search(SearchRequest("invoice", k=5, mode="keyword")))
+        assert chunk_ids(vector) == chunk_ids(app.session.searcher.search(SearchRequest("invoice", k=5, mode="vector")))
         assert chunk_ids(keyword) != chunk_ids(vector)
         # keyword hits all contain the word; the vector list also ranks chunks that do not
         assert all("invoice" in h.text.lower() for h in keyword.hits)
@@ -267,8 +268,8 @@ async def test_compare_view_two_columns_with_overlap_from_the_search_api(app_fac
         await search(pilot, app, "bus to the airport")
         shown = app.last_comparison
         # by default the NPU side is the NPU space's own ranking (re-ranking off: rerank=0)
-        expected = compare(app.session.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
-                           mode="vector", rerank=0)
+        expected = compare(app.session.searcher, SearchRequest("bus to the airport", mode="vector", k=k, rerank_depth=0),
+                           ("npu-sim", "cpu-fp32"))
         assert chunk_ids(shown.left) == chunk_ids(expected.left)
         assert chunk_ids(shown.right) == chunk_ids(expected.right)
         # the figure on screen is the API's, and the API's is |L ∩ R| / k
@@ -299,8 +300,8 @@ async def test_compare_view_two_columns_with_overlap_from_the_search_api(app_fac
         seq = app._seq
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.answered_seq > seq, what="re-ranked comparison")
-        reranked = compare(app.session.searcher, "bus to the airport", spaces=("npu-sim", "cpu-fp32"), k=k,
-                           mode="vector")
+        reranked = compare(app.session.searcher, SearchRequest("bus to the airport", mode="vector", k=k),
+                           ("npu-sim", "cpu-fp32"))
         assert chunk_ids(app.last_comparison.left) == chunk_ids(reranked.left)
         assert app.last_comparison.overlap_at_k == pytest.approx(reranked.overlap_at_k)
         assert "re-ranked by FP32" in str(left.border_title)

@@ -10,13 +10,14 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Input, Select
 
+from hefsearch.app.searching import MODES, parse_filter_line, query_text
 from hefsearch.base.errors import HefsearchError
-from hefsearch.search.api import MODES, prepare_query
-from hefsearch.search.filters import Filters, parse_filter_line
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 
 from ..history import QueryHistory
 from ..messages import BlankQuerySubmitted, SearchRequested
-from ..present import KIND_FILTERS, SearchRequest
+from ..present import KIND_FILTERS
 
 
 class QueryInput(Input):
@@ -95,8 +96,8 @@ class SearchBar(Horizontal):
     def build_request(self) -> SearchRequest:
         glob = self.query_one("#glob", Input).value.strip() or None
         kinds = KIND_FILTERS.get(str(self.query_one("#kind", Select).value))
-        return SearchRequest(seq=0, query=self.query_input.value.strip(), mode=self.mode,
-                             k=self.k, path_glob=glob, kinds=kinds, filters=self.filters())
+        filters = Filters.of(self.filters(), path_glob=glob, kinds=kinds)  # the fields and the filter line
+        return SearchRequest(query=self.query_input.value.strip(), mode=self.mode, k=self.k, filters=filters)
 
     def filters(self) -> Filters:
         """The filter line, parsed; an entry it cannot read is said once and left out."""
@@ -121,7 +122,7 @@ class SearchBar(Horizontal):
     def _on_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if event.input.id == "query":
-            if not prepare_query(event.value)[0]:
+            if not query_text(event.value):
                 # handled here, after the keys typed before Enter (an app-level Enter binding
                 # ran before the input had them and swallowed fast-typed queries)
                 self.post_message(BlankQuerySubmitted())

@@ -1,0 +1,47 @@
+"""What a front end needs to ask for a search, in one place: the modes, the one check of a
+query, filters from what people type (options, a filter line, request fields), the re-rank
+depth, the kinds a filter accepts. The CLI, the TUI, the HTTP API and the MCP tools use these,
+so a search is asked for the same way everywhere; the search layer answers it
+(:class:`~hefsearch.search.request.SearchRequest`)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from hefsearch.index.formats import KINDS, tui_filters, type_names
+from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
+from hefsearch.search.filters import Filters, make_filters, parse_filter_line
+from hefsearch.search.rerank import RerankError, parse_depth
+from hefsearch.search.snippets import CLI_BUDGET_MS, SEMANTIC_BUDGET_MS
+
+__all__ = ["CLI_BUDGET_MS", "EMPTY_QUERY_NOTICE", "KINDS", "MODES", "SEMANTIC_BUDGET_MS", "EmptyQuery",
+           "RerankError", "check_query", "filters_of", "make_filters", "parse_depth", "parse_filter_line",
+           "query_text", "tui_filters", "type_names"]
+
+
+class EmptyQuery(SearchError):
+    """A query with nothing to search for, asked as a command or a request (a usage error)."""
+
+    title = "empty query"
+
+
+def query_text(query: str) -> str:
+    """The query as it is searched: clean text, no surrounding blanks, at most the length
+    searched; '' when nothing is left."""
+    return prepare_query(query)[0]
+
+
+def check_query(query, *, message: str = "The query is empty.",
+                hint: str = "Give the words to look for in 'query'.") -> str:
+    """``query`` when there is something to search for, else :class:`EmptyQuery` (exit code 2,
+    HTTP 400) with ``message`` and ``hint`` as the front end words them."""
+    if not isinstance(query, str) or not query_text(query):
+        raise EmptyQuery(message, hint)
+    return query
+
+
+def filters_of(*, path: str | None = None, types: Iterable[str] | str | None = None,
+               kinds: Iterable[str] | None = None, langs: Iterable[str] | str | None = None,
+               since=None, until=None) -> Filters:
+    """Filters from request fields as people write them (checked; a bad one is a 400 error)."""
+    return make_filters(path_glob=path, kinds=kinds, types=types, langs=langs, since=since, until=until)
