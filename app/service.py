@@ -6,7 +6,7 @@ hit or a status holds reaches them all: ``hefsearch search --json``, ``similar -
 its input against :class:`Limits` (k, query length, ids per request, concurrent work) and
 raises :class:`ServiceError` with an HTTP status and a message for anything wrong. It is
 read-only: text comes from the library's database, never from the disk, and a document or hit
-outside the library's folders (:func:`~hefsearch.app.reindex.library_roots`) is neither shown
+outside the library's folders (:func:`~hefsearch.app.folders.library_folders`) is neither shown
 nor returned. Each answer names the backend that encoded the query and how fresh the library is.
 """
 
@@ -23,7 +23,7 @@ from hefsearch.search.api import MAX_QUERY_CHARS, MODES, prepare_query
 from hefsearch.search.filters import Filters, make_filters
 from hefsearch.search.snippets import SEMANTIC_BUDGET_MS
 
-from .reindex import library_roots, under_roots
+from .folders import library_folders, under_roots
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.index.library import LibraryStatus
@@ -154,7 +154,7 @@ class LibraryService:
             raise ServiceError(e.message, e.hint) from None
 
     def _roots(self) -> list:
-        return library_roots(self.session.library)
+        return library_folders(self.session.library).recorded
 
     def _inside(self, result: "SearchResult") -> "SearchResult":
         """Hits outside the library's folders (documents of a folder no longer indexed) dropped."""

@@ -24,6 +24,8 @@ class DiskFull(LibraryError):
     """The disk holding the library is full; committed batches are kept."""
 
     title = "disk full"
+    #: ``hefsearch index`` exits with 4: free space and run again
+    exit_code = 4
 
     def __init__(self, library_path: Path, detail: str):
         super().__init__(

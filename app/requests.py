@@ -1,0 +1,39 @@
+"""The requests of the application's operations, one type per operation, each importable from
+here only; front ends turn their flags, keys or arguments into one and hand it to the app.
+(A search request lives with the layer that runs it: :mod:`hefsearch.search.request`.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+
+@dataclass
+class IndexRequest:
+    """One ``hefsearch index`` run (:func:`hefsearch.app.indexing.run_index`)."""
+
+    #: the folders (or files) to index; none: the library's own folders
+    paths: Sequence[str] = ()
+    #: a library name or path; None: the default library
+    library_path: str | None = None
+    #: the model bundle; None: the library's, else the remembered default
+    bundle: str | None = None
+    backend: str | None = "auto"
+    #: the Hailo chip of this machine to use (not with ``ray_address``)
+    device: str | None = None
+    also_fp32: bool = False
+    #: embed on a Ray cluster: "auto", "local", HOST:6379, ray://HOST:10001
+    ray_address: str | None = None
+    #: with ``ray_address`` and a CPU backend: how many actors
+    ray_actors: int | None = None
+    #: keep a language-neutral copy of the FP32 space (None: decided by the library)
+    language_neutral: bool | None = None
+    #: crawl options given (SyncOptions field -> value); those left out are the library's
+    crawl: dict = field(default_factory=dict)
+    #: start from the default crawl options instead of the remembered ones
+    forget_options: bool = False
+    #: chunks embedded per commit (None: the sync's default)
+    batch_chunks: int | None = None
+    #: suffix -> kind, indexed besides the built-in formats (remembered by the library)
+    extra_suffixes: dict[str, str] = field(default_factory=dict)
