@@ -1,6 +1,6 @@
 """The library's folders: the one answer to "which folders does this library index, and which
 of them are there now" (``hefsearch index`` without PATHS, the TUI's re-index, ``watch``, and
-the server, which shows nothing outside them).
+the server, which shows nothing outside them); and where the library itself lives.
 """
 
 from __future__ import annotations
@@ -43,6 +43,14 @@ def library_folders(library: "Library") -> LibraryFolders:
     except Exception:  # a library that cannot be read now: no folders known
         recorded = []
     return LibraryFolders.of(recorded)
+
+
+def library_location(name_or_path=None) -> Path:
+    """The folder of the library a front end names (``--library NAME_OR_PATH``; None: the
+    default one, ``$HEFSEARCH_LIBRARY`` or the data folder's), whether it exists or not."""
+    from hefsearch.index.library import resolve_library_path
+
+    return resolve_library_path(name_or_path)
 
 
 def under_roots(path: str, roots: Sequence[str | Path]) -> bool:
