@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Protocol
 
 from hefsearch.base.errors import HefsearchError
+from hefsearch.index.crawl import IGNORE_FILE  # noqa: F401  (front ends name it: status, help)
 
 from .requests import IndexRequest
 
@@ -308,6 +309,13 @@ def parse_extra_suffixes(values) -> dict[str, str]:
                 raise ValueError(f"{kind!r} is not a document kind; kinds: {', '.join(sorted(kinds))}.")
             out[normalise_suffix(suffix)] = kind
     return out
+
+
+def secret_rule_text() -> str:
+    """Which files are never indexed as secrets (.env, keys, .ssh/ ...), for a person."""
+    from hefsearch.index.crawl import secret_rule_text as rule_text
+
+    return rule_text()
 
 
 def supported_suffixes() -> str:

@@ -37,3 +37,29 @@ class IndexRequest:
     batch_chunks: int | None = None
     #: suffix -> kind, indexed besides the built-in formats (remembered by the library)
     extra_suffixes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BackfillRequest:
+    """One ``hefsearch backfill`` run (:func:`hefsearch.app.backfill.run_backfill`)."""
+
+    library_path: str | None = None
+    bundle: str | None = None
+    #: encode at most this many chunks (None: all that lack an FP32 vector)
+    limit: int | None = None
+    #: chunks per batch, each committed on its own
+    batch: int = 64
+
+
+@dataclass
+class EmbedRequest:
+    """One ``hefsearch embed`` run (:func:`hefsearch.app.embedding.embed_texts`)."""
+
+    #: the bundle's path (:func:`hefsearch.app.embedding.choose_embed_bundle` picks it)
+    bundle: str
+    backend: str | None = "auto"
+    #: encode as queries (the bundle's query prefix) instead of passages
+    query: bool = False
+    batch_size: int = 32
+    #: CPU threads (None: all cores)
+    threads: int | None = None

@@ -105,6 +105,12 @@ class SyncReport:
         """Some files failed but the rest was indexed."""
         return bool(self.failed or self.stale)
 
+    def skipped_text(self) -> str:
+        """The non-zero skip counters, in words ("3 symlinks not followed (outside the folders)")."""
+        from .crawl import skipped_text
+
+        return skipped_text(self.skipped)
+
     def nothing_supported(self) -> str | None:
         """Why a run found nothing to index, or None: '0 files supported: 15 unsupported
         (.py 9, .c 6), e.g. a.py, b.c'."""

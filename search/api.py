@@ -116,6 +116,12 @@ class Hit:
         """The score to print: the cosine where there is one, else the ranking score (BM25)."""
         return self.score if self.similarity is None else self.similarity
 
+    def also_in_text(self, names: int = 3) -> str:
+        """'also in: fs.html, all.html (+2)': the files folded under this hit, by name."""
+        shown = [p.rsplit("/", 1)[-1] for p in self.also_in[:names]]
+        more = len(self.also_in) - len(shown)
+        return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
+
     def location(self, *, short: bool = False) -> str:
         """Where in its file: 'p. 3 · line 12 · chars 420-910', or short 'p.3 l.12' (the TUI's
         lists). The page only for paged formats; the message first for mail."""
@@ -160,10 +166,8 @@ class SearchResult:
 
 
 def also_in_text(hit: Hit, names: int = 3) -> str:
-    """'also in: fs.html, all.html (+2)': the files folded under a hit, by name."""
-    shown = [p.rsplit("/", 1)[-1] for p in hit.also_in[:names]]
-    more = len(hit.also_in) - len(shown)
-    return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
+    """'also in: fs.html, all.html (+2)' (:meth:`Hit.also_in_text`)."""
+    return hit.also_in_text(names)
 
 
 class SearchError(HefsearchError):
