@@ -116,7 +116,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
               max_size_mb, overlap, forget_options, batch_chunks, ray_address, ray_actors, language_neutral, exts,
               as_json):
     """The ``index`` verb (its help: :data:`_HELP`): the request, the run, what it says."""
-    from hefsearch.app.indexing import IndexRequestError, run_index
+    from hefsearch.app.indexing import EXIT_INTERRUPTED, IndexRequestError, run_index
     from hefsearch.app.requests import IndexRequest
 
     from rich.console import Console
@@ -134,7 +134,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
         raise click.UsageError(e.message) from None
     except KeyboardInterrupt as e:  # while Ray starts or stops (SIGTERM too: ray_session._Terminated)
         err.print("[yellow]Interrupted; nothing was lost.[/]")
-        sys.exit(getattr(e, "exit_code", 130))
+        sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))
     _print_result(err, result, as_json)
     sys.exit(result.exit_code)
 

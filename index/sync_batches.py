@@ -9,31 +9,44 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import documents, sync_prepare
 from .library import Library, utc_now
 from .sync_progress import Progress
-from .sync_types import BatchSubmitter, Job, SyncReport, path_bytes
+from .sync_types import BatchSubmitter, Job, SyncOptions, SyncReport, path_bytes
 
-def index_files(library, spaces, encoders, todo, report, state, *, overlap_tokens, batch_chunks,
-                max_bytes, old_sha) -> None:
+
+@dataclass
+class Target:
+    """Where a sync's batches go: the library, its spaces and their encoders (the same order,
+    the first one chunks), the run's report and its progress."""
+
+    library: Library
+    spaces: list
+    encoders: list
+    report: SyncReport
+    state: Progress
+
+def index_files(target: Target, todo: list[Job], opts: SyncOptions, old_sha: dict[str, str | None]) -> None:
     """Consumes the files that need work; embeds and commits them in batches of about
-    ``batch_chunks`` chunks, documents whole. A :class:`BatchSubmitter` first encoder (a Ray
+    ``opts.batch_chunks`` chunks, documents whole. A :class:`BatchSubmitter` first encoder (a Ray
     pool) gets up to ``max_in_flight`` batches at once; they are committed in the order sent."""
-    ahead = sync_prepare.Prefetch(todo, encoders[0], overlap_tokens, max_bytes, old_sha)
-    remote = encoders[0] if isinstance(encoders[0], BatchSubmitter) else None
+    ahead = sync_prepare.Prefetch(todo, target.encoders[0], opts, old_sha)
+    first = target.encoders[0]
+    remote = first if isinstance(first, BatchSubmitter) else None
     sent: deque = deque()  # (jobs, ticket) out at the remote encoder, oldest first
     pending: list[Job] = []
     pending_chunks = 0
 
     def send(jobs: list[Job]) -> None:
         if remote is None:
-            flush(library, spaces, encoders, jobs, report, state)
+            flush(target, jobs)
             return
         while len(sent) >= remote.max_in_flight:  # back-pressure: commit the oldest first
-            land(library, spaces, encoders, sent.popleft(), report, state)
+            land(target, sent.popleft())
         texts = [c.text for job in jobs for c, _ in job.chunks]
         sent.append((jobs, remote.submit_passages(texts) if texts else None))
 
@@ -46,37 +59,38 @@ def index_files(library, spaces, encoders, todo, report, state, *, overlap_token
                 if pending:
                     send(pending)
                     pending, pending_chunks = [], 0
-                state.start_ocr(job.pages)
+                target.state.start_ocr(job.pages)
                 continue
-            state.path = job.shown
-            state.read(job)
+            target.state.path = job.shown
+            target.state.read(job)
             pending.append(job)
             pending_chunks += len(job.chunks)
-            if pending_chunks >= batch_chunks:
+            if pending_chunks >= opts.batch_chunks:
                 send(pending)
                 pending, pending_chunks = [], 0
             elif not job.chunks:
-                state.tick()
+                target.state.tick()
         if pending:
             send(pending)
         while sent:
-            land(library, spaces, encoders, sent.popleft(), report, state)
+            land(target, sent.popleft())
     finally:
         ahead.stop()
 
 
-def land(library: Library, spaces, encoders, sent: tuple, report: SyncReport, state: Progress) -> None:
+def land(target: Target, sent: tuple) -> None:
     """Collect one batch from the remote first encoder, then embed the other spaces and commit."""
     jobs, ticket = sent
     t = time.perf_counter()
-    ready = encoders[0].collect(ticket) if ticket is not None else {}  # no texts: nothing to embed
-    report.encode_seconds += time.perf_counter() - t
-    flush(library, spaces, encoders, jobs, report, state, ready=ready)
+    ready = target.encoders[0].collect(ticket) if ticket is not None else {}  # no texts: nothing to embed
+    target.report.encode_seconds += time.perf_counter() - t
+    flush(target, jobs, ready=ready)
 
 
-def flush(library: Library, spaces, encoders, jobs: list[Job], report: SyncReport, state: Progress,
-          ready: dict[str, np.ndarray] | None = None) -> None:
+def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None = None) -> None:
     """Embed one batch (``ready``: vectors already computed, by space name) and commit it."""
+    library, spaces, encoders, report, state = (target.library, target.spaces, target.encoders, target.report,
+                                                target.state)
     texts = [c.text for job in jobs for c, _ in job.chunks]
     vectors = []
     for i, enc in enumerate(encoders):
