@@ -22,8 +22,10 @@ _COUNT_RE = re.compile(r"^(\d[\d_,]*)(\.\d+)?([km])?$", re.IGNORECASE)
 _SUFFIX = {"": 1, "k": 1_000, "m": 1_000_000}
 
 
-class BadValue(ValueError):
+class BadValue(HefsearchError):
     """A value a setting cannot take; ``param`` names what was given (a command line's VALUE)."""
+
+    title = "bad value"
 
     def __init__(self, message: str, param: str = "VALUE"):
         super().__init__(message)

@@ -102,7 +102,7 @@ def _change(setting, value: str, library_path, as_json: bool) -> None:
     try:
         done = change_setting(library_path, setting.key, value)
     except BadValue as e:
-        raise click.BadParameter(str(e), param_hint=e.param) from None
+        raise click.BadParameter(e.message, param_hint=e.param) from None
     _report_change(setting, done.previous, done.new, done.library, done.apply_now, as_json)
     if done.train_min and not as_json:
         click.echo(f"Spaces with fewer than {done.train_min:,} chunks stay flat (exact): {done.new} needs that "
