@@ -1,7 +1,7 @@
 """The ``hefsearch`` executable (console script and ``python -m hefsearch``).
 
 It sets what has to be set before numpy is loaded, then runs :func:`hefsearch.cli.main.run`.
-Nothing heavy is imported here: ``cli.main`` loads numpy on its way in.
+Nothing heavy is imported here; numpy loads later, with the verb that needs it.
 
 A one-shot ``search`` gets ``OPENBLAS_NUM_THREADS=1`` (unless the environment says otherwise).
 OpenBLAS starts a worker thread per core as numpy loads, and each spins for ~0.1 s waiting for
