@@ -2,7 +2,7 @@
 #   make demo   set up, build a model bundle, index the sample corpus, run example queries
 #   make test   set up and run the test suite (what CI runs through .ci/run)
 # and for whoever changes a command's --help:
-#   make docs   regenerate the --help blocks in the docs with cog (tests/test_docs.py checks them)
+#   make docs   regenerate the --help blocks in the docs with cog (tests/project/test_docs.py checks them)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +11,7 @@ PY     := $(VENV)/bin/python
 # several GB. Override on other platforms, e.g. TORCH_SPEC="torch==2.9.1" on aarch64.
 TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
-# files with cog blocks (generated --help); tests/test_docs.py runs cog --check on the same list
+# files with cog blocks (generated --help); tests/project/test_docs.py runs cog --check on the same list
 COG_FILES := docs/cli-reference.md
 
 .PHONY: demo test setup bench docs clean

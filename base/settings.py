@@ -1,7 +1,7 @@
 """Every ``HEFSEARCH_*`` environment variable, declared once: its name, what it means and its
 default. Modules read a variable through its :class:`Setting` (``settings.BUNDLE.value()``) and
 click options take ``envvar=settings.X.name``; each caller keeps its own parsing, so a value means
-what it meant before. ``tests/test_settings.py`` fails on a direct ``os.environ`` read elsewhere.
+what it meant before. ``tests/project/test_settings.py`` fails on a direct ``os.environ`` read elsewhere.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Small labelled retrieval sets written for hefsearch (shared by bench/hybrid.py and
-tests/test_search_quality.py).
+tests/search/test_search_quality.py).
 
 - ``ENGLISH``: 25 short English documents and 18 queries, each with one
   relevant document. Queries paraphrase their document (few shared words); some name an exact

@@ -29,7 +29,7 @@ Decisions:
   module configs; never the ONNX/OpenVINO copies or a second weights format), with
   huggingface_hub's progress bars and short timeouts (5 s per metadata request, a stalled read
   fails after 10 s). No hub was reachable where this was written: the download path is verified
-  only against monkeypatched huggingface_hub calls (tests/test_model_source.py).
+  only against monkeypatched huggingface_hub calls (tests/compile/test_model_source.py).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def _isolated_user_dirs(tmp_path, monkeypatch):
     monkeypatch.delenv("HEFSEARCH_BUNDLE", raising=False)
     monkeypatch.delenv("HEFSEARCH_LIBRARY", raising=False)
     # Each test has its own cache dir, so every bulk open would run the attention-fusion child
-    # (seconds); tests/test_ort_session.py turns it back on where fusion is what it tests.
+    # (seconds); tests/embed/test_ort_session.py turns it back on where fusion is what it tests.
     monkeypatch.setenv("HEFSEARCH_ORT_FUSE", "0")
 
 

@@ -23,7 +23,7 @@ HOME_VAR = "HEFSEARCH_HOME"
 #: Set in the environment of xdist workers (which inherit the isolated variables) so a worker
 #: neither re-records the isolated folders as "real" nor checks them.
 ISOLATED_MARK = "HEFSEARCH_TESTS_ISOLATED"
-#: The guarded folders, for the workers' own checks (tests/test_isolation.py).
+#: The guarded folders, for the workers' own checks (tests/project/test_isolation.py).
 GUARDED = "HEFSEARCH_TESTS_GUARDED"
 
 Snapshot = dict[str, tuple[int, int]]

@@ -1,4 +1,4 @@
-"""Run only by tests/test_isolation.py in a child pytest (not collected by the suite: no test_
+"""Run only by tests/project/test_isolation.py in a child pytest (not collected by the suite: no test_
 prefix). A module-scoped fixture writes where hefsearch and the platform put a user's data, cache
 and config, as an indexing fixture would; with HEFSEARCH_PROBE_LEAK set it also writes straight
 into that path, which the session's guard must catch."""

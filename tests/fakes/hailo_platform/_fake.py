@@ -82,7 +82,7 @@ class World:
 WORLD = World()
 
 #: a JSON file of World fields (devices, version, lock_dir) applied at import: the control for
-#: processes a test cannot reach in memory, such as Ray actors (tests/test_ray_index.py)
+#: processes a test cannot reach in memory, such as Ray actors (tests/index/test_ray_index.py)
 ENV_WORLD = "HEFSEARCH_FAKE_HAILO_WORLD"
 
 

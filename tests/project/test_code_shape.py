@@ -1,0 +1,93 @@
+"""Issue 24's shape rules as a test: no product module over 700 lines, no function over 60 lines
+on the query and sync paths, and the reference backend's name written only where it is defined.
+A new long function or a stray "cpu" fails here with the place to look."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ["hefsearch", "base", "embed", "compile", "index", "search", "evaluate", "diagnose", "app", "serve", "cli", "tui"]
+QUERY_PATH = [r"search/.*\.py", r"app/session\.py", r"cli/cmd_search\.py", r"serve/.*\.py",
+              r"index/.*(space|faiss|segment|vector).*\.py"]
+SYNC_PATH = [r"index/(sync|crawl|extract|chunk|library|store|documents|formats|filetypes).*\.py",
+             r"app/(reindex|indexing|folders)\.py", r"cli/cmd_index\.py"]
+MAX_MODULE, MAX_FUNCTION = 700, 60
+
+
+def _modules():
+    for top in PRODUCT:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            yield path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8")
+
+
+def _matches(rel: str, patterns) -> bool:
+    return any(re.fullmatch(p, rel) for p in patterns)
+
+
+def test_no_product_module_over_700_lines():
+    long = [f"{rel}: {src.count(chr(10))} lines" for rel, src in _modules() if src.count("\n") > MAX_MODULE]
+    assert not long, "split these along their seams:\n" + "\n".join(long)
+
+
+def test_no_function_over_60_lines_on_the_query_and_sync_paths():
+    long = []
+    for rel, src in _modules():
+        if not _matches(rel, QUERY_PATH + SYNC_PATH):
+            continue
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION:
+                    long.append(f"{rel}:{node.lineno} {node.name}() {n} lines")
+    assert not long, "name the stages of these:\n" + "\n".join(long)
+
+
+# The registry's keys and the CPU backend's own name are the definitions; every other module
+# asks embed/reference.py for the reference encoder.
+REFERENCE_DEFINED_IN = {"embed/reference.py", "embed/backends/__init__.py", "embed/backends/cpu.py",
+                        "compile/devices.py"}  # there "cpu" is a torch device, not a backend
+
+
+def test_the_reference_backend_is_named_only_where_it_is_defined():
+    from hefsearch.embed.reference import REFERENCE_BACKEND
+
+    stray = []
+    for rel, src in _modules():
+        if rel in REFERENCE_DEFINED_IN:
+            continue
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Constant) and node.value == REFERENCE_BACKEND:
+                stray.append(f"{rel}:{node.lineno}")
+    assert not stray, "use embed.reference (REFERENCE_BACKEND, open_reference_encoder):\n" + "\n".join(stray)
+
+
+# Product code says what and why; the history behind it (issue numbers) lives in
+# docs/decisions.md and the commit log. bench/ and tests/ may name the issue they measure.
+ISSUE_NUMBER = re.compile(r"issue[ -]?#?\d+|issues? #\d+", re.IGNORECASE)
+PRODUCT_SUFFIXES = {".py", ".html", ".css", ".js", ".tcss", ".json", ".md", ".txt"}
+
+
+def _product_files():
+    for top in PRODUCT:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.is_file() and path.suffix in PRODUCT_SUFFIXES and "__pycache__" not in path.parts:
+                yield path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8", errors="replace")
+
+
+def issue_numbers(text: str) -> list[int]:
+    """Line numbers of ``text`` that name an issue by number."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if ISSUE_NUMBER.search(line)]
+
+
+def test_the_issue_number_rule_sees_the_usual_spellings():
+    text = "ok: an issue with 4 parts\n(issue 13)\nissue-40 branch\nIssue #7\nsee issues #12\nissue12\n"
+    assert issue_numbers(text) == [2, 3, 4, 5, 6]
+
+
+def test_no_issue_numbers_in_product_code():
+    found = [f"{rel}:{n}" for rel, text in _product_files() for n in issue_numbers(text)]
+    assert not found, ("say what and why instead of naming an issue (history: docs/decisions.md):\n"
+                       + "\n".join(found))
