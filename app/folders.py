@@ -1,14 +1,16 @@
 """The library's folders: the one answer to "which folders does this library index, and which
 of them are there now" (``hefsearch index`` without PATHS, the TUI's re-index, ``watch``, and
-the server, which shows nothing outside them); and where the library itself lives.
+the server, which shows nothing outside them); where the library itself lives, and opening
+an existing one for a verb that reads it.
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from hefsearch.index.crawl import is_under
 
@@ -51,6 +53,24 @@ def library_location(name_or_path=None) -> Path:
     from hefsearch.index.library import resolve_library_path
 
     return resolve_library_path(name_or_path)
+
+
+def open_existing_library(name_or_path=None) -> "Library":
+    """The library a front end names, opened for a verb that reads it; never created (a missing
+    one is an error that says how to make it). The caller closes it."""
+    from hefsearch.index.library import Library
+
+    return Library.open(name_or_path, create=False)
+
+
+@contextmanager
+def existing_library(name_or_path=None) -> Iterator["Library"]:
+    """:func:`open_existing_library`, closed again at the end of the ``with``."""
+    library = open_existing_library(name_or_path)
+    try:
+        yield library
+    finally:
+        library.close()
 
 
 def under_roots(path: str, roots: Sequence[str | Path]) -> bool:

@@ -307,11 +307,13 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     for col in cols:
         t.add_column(col, justify="left" if col == "space" else "right")
 
-    def row(name, rec, mrr, at_depth, overlap, doc, ms, found):
+    def row(name, rec, mrr, at_depth, found, shown=("", "", "")):
+        """One line: recall@1/5/10, MRR (and at the re-rank depth), ``shown``: overlap, document
+        cosine and ms, already formatted (a re-ranked line leaves them empty)."""
         cells = [name, num(rec["1"]), num(rec["5"]), num(rec["10"]), num(mrr)]
         if depth:
             cells.append(num(at_depth))
-        cells += [overlap, doc, ms]
+        cells += list(shown)
         if labelled:
             cells.append(f"{num(found['1'], 2)}/{num(found['10'], 2)}" if found else "–")
         t.add_row(*cells)
@@ -319,12 +321,11 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     for s in lib:
         r = s.library
         name = s.name + (f" (vs {r.reference})" if r.reference != "cpu-fp32" and r.reference != s.name else "")
-        row(escape(name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
-            num(r.ms_per_query, 1), r.source_found)
+        row(escape(name), r.recall, r.mrr, r.recall_at_depth, r.source_found,
+            (num(r.overlap_at_10), num(r.doc_cosine), num(r.ms_per_query, 1)))
         if r.reranked:
             rr = r.reranked
-            row(f"  + FP32 re-rank top {rr['depth']}", rr["recall"], rr["mrr"], None, "", "", "",
-                rr["source_found"])
+            row(f"  + FP32 re-rank top {rr['depth']}", rr["recall"], rr["mrr"], None, rr["source_found"])
     con.print(t)
     if labelled:
         what = ("the chunk each pseudo-query was cut from" if info["query_source"] == "pseudo"
