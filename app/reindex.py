@@ -1,8 +1,8 @@
-"""One whole sync run, the same for every front end: ``hefsearch index``, the TUI's re-index,
-``hefsearch watch`` (changed paths only) and ``hefsearch serve --watch`` all call
-:func:`reindex`, which opens the encoders the library needs (or uses the ones given), runs the
-sync (which records the folders in the library), keeps the language-neutral space, closes what
-it opened and remembers the crawl options of a full run.
+"""One whole sync run, the same for every front end: ``hefsearch index`` (through
+:mod:`hefsearch.app.indexing`), the TUI's re-index, ``hefsearch watch`` (changed paths only)
+and ``hefsearch serve --watch`` all call :func:`reindex`, which opens the encoders the library
+needs (or uses the ones given), runs the sync (which records the folders in the library), keeps
+the language-neutral space, closes what it opened and remembers the crawl options of a full run.
 """
 
 from __future__ import annotations
@@ -13,10 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from hefsearch.index.crawl import is_under
-
 if TYPE_CHECKING:  # pragma: no cover
-    from hefsearch.embed.encoder import Encoder
     from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.library import Library
     from hefsearch.index.sync import ProgressEvent, SyncOptions, SyncReport
@@ -38,44 +35,29 @@ class ReindexRun:
     skipped_spaces: list[tuple[str, str]] = field(default_factory=list)
 
 
-def open_sync_encoders(library: "Library", **options) -> "EncoderChoice":
-    """The encoders ``hefsearch index`` would choose for this library (every space that can be
-    opened here, the default space's first); see :mod:`hefsearch.index.encoders`."""
-    from hefsearch.index.encoders import open_sync_encoders as choose
-
-    choice = choose(library, **options)
-    for name, why in choice.skipped_spaces:
-        log.warning("space %s is not updated by this run: %s", name, why)
-    return choice
-
-
-def reindex(library: "Library", roots: Sequence[str | Path], *,
-            choice: "EncoderChoice | None" = None,
-            open_encoders: Callable[[], "EncoderChoice | Sequence[Encoder]"] | None = None,
+def reindex(library: "Library", roots: Sequence[str | Path], encoders: "EncoderChoice | None" = None, *,
             progress: Callable[["ProgressEvent"], None] | None = None,
             paths: Sequence[str | Path] | None = None,
             language_neutral: bool | None = None,
-            close: bool = True, options: "SyncOptions | None" = None) -> ReindexRun:
+            options: "SyncOptions | None" = None) -> ReindexRun:
     """Sync ``roots`` into ``library`` (only ``paths`` below them, when given).
 
-    Encoders: ``choice`` (already open), else ``open_encoders()``, else the library's own
-    (:func:`open_sync_encoders`); those opened here are closed at the end (``close=False``
-    keeps them, for a caller that reuses them, such as the watcher). ``options`` (a
-    :class:`~hefsearch.index.sync.SyncOptions`: excludes, max_bytes, batch_chunks, ...) go to
-    :func:`hefsearch.index.sync.sync`; without them the crawl options are those of the last
+    ``encoders``: the run's encoders, opened and closed by the caller (the watcher keeps them
+    between runs); without them the library's own are opened
+    (:func:`~hefsearch.index.encoders.open_sync_encoders`) and closed at the end. ``options``
+    (a :class:`~hefsearch.index.sync.SyncOptions`: excludes, max_bytes, batch_chunks, ...) go
+    to :func:`hefsearch.index.sync.sync`; without them the crawl options are those of the last
     full run (so a watcher skips what ``index --exclude`` skipped), and a full run given
     options records their crawl options.
 
     :raises LibraryBusy: another process held the write lock for more than 5 s.
     :raises DiskFull: the disk is full; every batch committed before stays.
     """
+    from hefsearch.index.encoders import open_sync_encoders
     from hefsearch.index.sync import sync
     from hefsearch.search.language_neutral import keep_language_neutral
 
-    opened = choice is None
-    if choice is None:
-        got = open_encoders() if open_encoders is not None else open_sync_encoders(library)
-        choice = got if hasattr(got, "encoders") else _Choice(list(got))
+    choice = encoders if encoders is not None else open_sync_encoders(library)
     try:
         stored = _settings(library).get(CRAWL_SETTING) or {}
         run_options = options if options is not None else _remembered(stored)
@@ -89,9 +71,9 @@ def reindex(library: "Library", roots: Sequence[str | Path], *,
                     if k in CRAWL_OPTIONS}
             if used != stored and not getattr(library, "read_only", True):
                 library.set_settings(**{CRAWL_SETTING: used})
-        return ReindexRun(report, notes, list(getattr(choice, "skipped_spaces", [])))
+        return ReindexRun(report, notes, list(choice.skipped_spaces))
     finally:
-        if opened and close:
+        if encoders is None:
             choice.close()
 
 
@@ -160,34 +142,8 @@ def _remembered(stored: dict) -> "SyncOptions":
     return dataclasses.replace(SyncOptions(), **{k: v for k, v in stored.items() if k in CRAWL_OPTIONS})
 
 
-@dataclass
-class _Choice:
-    """Encoders handed over as a plain list (tests, the TUI's hook)."""
-
-    encoders: list
-    skipped_spaces: list = field(default_factory=list)
-
-    def close(self) -> None:
-        for enc in self.encoders:
-            enc.close()
-
-
 def _settings(library) -> dict:
     try:
         return library.settings()
     except Exception:  # a library that cannot be read now: nothing recorded to reuse
         return {}
-
-
-def library_roots(library: "Library") -> list[Path]:
-    """Every folder indexed into the library (``Library.recorded_roots``: each sync records
-    the folders it was given)."""
-    try:
-        return [Path(r) for r in library.recorded_roots()]
-    except Exception:  # a library that cannot be read now: no folders known
-        return []
-
-
-def under_roots(path: str, roots: Sequence[str | Path]) -> bool:
-    """Whether ``path`` lies in one of the library's folders."""
-    return any(is_under(path, str(r)) for r in roots)

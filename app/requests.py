@@ -1,14 +1,71 @@
-"""Requests of the application's operations other than a search (whose request is
-:class:`~hefsearch.search.request.SearchRequest`): what a front end fills in and
-:class:`~hefsearch.app.service.LibraryService` (or a remote server) answers."""
+"""The requests of the application's operations, one type per operation, each importable from
+here only; front ends turn their flags, keys or arguments into one and hand it to the app.
+(A search request lives with the layer that runs it: :mod:`hefsearch.search.request`.)
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
+
+
+@dataclass
+class IndexRequest:
+    """One ``hefsearch index`` run (:func:`hefsearch.app.indexing.run_index`)."""
+
+    #: the folders (or files) to index; none: the library's own folders
+    paths: Sequence[str] = ()
+    #: a library name or path; None: the default library
+    library_path: str | None = None
+    #: the model bundle; None: the library's, else the remembered default
+    bundle: str | None = None
+    backend: str | None = "auto"
+    #: the Hailo chip of this machine to use (not with ``ray_address``)
+    device: str | None = None
+    also_fp32: bool = False
+    #: embed on a Ray cluster: "auto", "local", HOST:6379, ray://HOST:10001
+    ray_address: str | None = None
+    #: with ``ray_address`` and a CPU backend: how many actors
+    ray_actors: int | None = None
+    #: keep a language-neutral copy of the FP32 space (None: decided by the library)
+    language_neutral: bool | None = None
+    #: crawl options given (SyncOptions field -> value); those left out are the library's
+    crawl: dict = field(default_factory=dict)
+    #: start from the default crawl options instead of the remembered ones
+    forget_options: bool = False
+    #: chunks embedded per commit (None: the sync's default)
+    batch_chunks: int | None = None
+    #: suffix -> kind, indexed besides the built-in formats (remembered by the library)
+    extra_suffixes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BackfillRequest:
+    """One ``hefsearch backfill`` run (:func:`hefsearch.app.backfill.run_backfill`)."""
+
+    library_path: str | None = None
+    bundle: str | None = None
+    #: encode at most this many chunks (None: all that lack an FP32 vector)
+    limit: int | None = None
+    #: chunks per batch, each committed on its own
+    batch: int = 64
+
+
+@dataclass
+class EmbedRequest:
+    """One ``hefsearch embed`` run (:func:`hefsearch.app.embedding.embed_texts`)."""
+
+    #: the bundle's path (:func:`hefsearch.app.embedding.choose_embed_bundle` picks it)
+    bundle: str
+    backend: str | None = "auto"
+    #: encode as queries (the bundle's query prefix) instead of passages
+    query: bool = False
+    batch_size: int = 32
+    #: CPU threads (None: all cores)
+    threads: int | None = None
 
 
 @dataclass(frozen=True)

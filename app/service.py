@@ -8,7 +8,7 @@ type per operation (:class:`~hefsearch.app.api.LibraryAPI`): it checks them agai
 :class:`~hefsearch.base.errors.HefsearchError` for anything wrong, whose class carries its HTTP
 status (:class:`NoSuchItem` 404, :class:`ServiceError` as given, others 400). It is
 read-only: text comes from the library's database, never from the disk, and a document or hit
-outside the library's folders (:func:`~hefsearch.app.reindex.library_roots`) is neither shown
+outside the library's folders (:func:`~hefsearch.app.folders.library_folders`) is neither shown
 nor returned. Each answer names the backend that encoded the query and how fresh the library is.
 """
 
@@ -26,7 +26,7 @@ from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 from hefsearch.search.snippets import SEMANTIC_BUDGET_MS
 
-from .reindex import library_roots, under_roots
+from .folders import library_folders, under_roots
 from .requests import CompareRequest, GetRequest, SimilarRequest
 from .searching import MODES, check_query
 
@@ -169,7 +169,7 @@ class LibraryService:
         return replace(request, k=self._k(request.k))
 
     def _roots(self) -> list:
-        return library_roots(self.session.library)
+        return library_folders(self.session.library).recorded
 
     def _inside(self, result: "SearchResult") -> "SearchResult":
         """Hits outside the library's folders (documents of a folder no longer indexed) dropped."""

@@ -19,7 +19,7 @@ from hefsearch.search.request import SearchRequest
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hefsearch.embed.encoder import Encoder
+    from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.library import ChunkRecord, Library, LibraryStatus
     from hefsearch.index.sync import ProgressEvent, SyncReport
     from hefsearch.search import Comparison, Hit, Searcher, SearchResult
@@ -30,31 +30,15 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("hefsearch.app")
 
 
-def library_location(name_or_path: str | Path | None) -> Path:
-    """Where the library ``name_or_path`` lives (None: ``$HEFSEARCH_LIBRARY``, else the data
-    dir's ``library``; a bare name: a folder in the data dir), without opening it."""
-    from hefsearch.index.library import resolve_library_path
-
-    return resolve_library_path(name_or_path)
-
-
-def open_sync_encoders(library: "Library") -> list["Encoder"]:
-    """Encoders for every space of ``library`` that can be opened here, the default space's
-    first (sync chunks with the first one); see :mod:`hefsearch.index.encoders`."""
-    from .reindex import open_sync_encoders as open_for_sync
-
-    return open_for_sync(library).encoders
-
-
 class LibrarySession:
     """The library and a searcher over it, plus how a re-index opens its encoders
-    (``open_encoders()``, default :func:`open_sync_encoders`)."""
+    (``open_encoders()``; default: the library's own, as ``hefsearch index`` opens them)."""
 
     def __init__(self, library: "Library", searcher: "Searcher", *,
-                 open_encoders: Callable[[], Sequence["Encoder"]] | None = None):
+                 open_encoders: Callable[[], "EncoderChoice"] | None = None):
         self.library = library
         self.searcher = searcher
-        self._open_encoders = open_encoders or (lambda: open_sync_encoders(library))
+        self._open_encoders = open_encoders
         #: one query at a time through the searcher (its encoders open lazily, once)
         self._engine = threading.Lock()
 
@@ -206,16 +190,20 @@ class LibrarySession:
 
     # -- re-index --------------------------------------------------------------------------
     def recorded_roots(self) -> list[Path]:
-        """The folders the library indexes (``Library.recorded_roots``, as ``hefsearch index``
-        without PATHS uses them), those that are there now."""
-        from .reindex import library_roots
+        """The folders the library indexes (as ``hefsearch index`` without PATHS uses them),
+        those that are there now."""
+        from .folders import library_folders
 
-        return [r for r in library_roots(self.library) if r.exists()]
+        return library_folders(self.library).present
 
     def reindex(self, roots: Sequence[Path], progress: Callable[["ProgressEvent"], None]) -> "SyncReport":
         """Sync ``roots`` into the library (new, changed and deleted files); ``progress`` is
         called on this thread with each ``ProgressEvent``."""
         from .reindex import reindex
 
-        return reindex(self.library, roots, open_encoders=self._open_encoders,
-                                   progress=progress).report
+        encoders = self._open_encoders() if self._open_encoders is not None else None
+        try:
+            return reindex(self.library, roots, encoders, progress=progress).report
+        finally:
+            if encoders is not None:
+                encoders.close()

@@ -31,7 +31,8 @@ from hefsearch.base.errors import HefsearchError
 from hefsearch.index.crawl import IGNORE_FILE, is_under
 
 from .freshness import WatchLock
-from .reindex import ReindexRun, library_roots, open_sync_encoders, reindex
+from .folders import LibraryFolders, library_folders
+from .reindex import ReindexRun, reindex
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.index.sync import SyncOptions
@@ -162,19 +163,18 @@ class Watcher:
             self.on_event(WatchEvent("stop", "watcher stopped"))
 
     def _roots(self, library) -> list[Path]:
-        roots = self.folders or library_roots(library)
-        if not roots:
+        folders = LibraryFolders.of(self.folders) if self.folders else library_folders(library)
+        if not folders.recorded:
             raise WatchError(f"The library {library.path} does not record which folders it indexes.",
                              "Name them: hefsearch watch FOLDER... (or index them once with "
                              "hefsearch index FOLDER).")
-        here = [r for r in roots if Path(r).exists()]  # folders, or files given to index
-        for gone in set(roots) - set(here):
+        for gone in folders.gone:  # folders, or files given to index
             self.on_event(WatchEvent("error", f"{gone} is not there (unmounted?); not watched, "
                                               "its documents are kept"))
-        if not here:
-            raise WatchError("None of the library's folders is there: " + ", ".join(map(str, roots)),
+        if not folders.present:
+            raise WatchError("None of the library's folders is there: " + ", ".join(map(str, folders.recorded)),
                              "Mount or restore them, or name other folders: hefsearch watch FOLDER...")
-        return [Path(r) for r in here]
+        return folders.present
 
     def _mode_name(self) -> str:
         return f"polling every {self.options.poll_interval_s:g} s" if self.polling else "file events (inotify)"
@@ -303,7 +303,7 @@ class Watcher:
 
         t = time.perf_counter()
         try:
-            run = reindex(library, roots, choice=self._encoders(library), paths=paths, options=self.sync_options)
+            run = reindex(library, roots, self._encoders(library), paths=paths, options=self.sync_options)
         except LibraryBusy as e:
             self.on_event(WatchEvent("busy", f"{e.message} Trying again in {self.options.retry_s:g} s."))
             lock.update(last_error="library busy (another writer)")
@@ -325,7 +325,12 @@ class Watcher:
 
     def _encoders(self, library):
         if self._choice is None:
-            self._choice = self._open_encoders() if self._open_encoders else open_sync_encoders(library)
+            if self._open_encoders is not None:
+                self._choice = self._open_encoders()
+            else:
+                from hefsearch.index.encoders import open_sync_encoders
+
+                self._choice = open_sync_encoders(library)
         self._last_used = time.monotonic()
         return self._choice
 

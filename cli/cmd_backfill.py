@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 from .options import bundle_option, library_option
@@ -22,28 +24,23 @@ def backfill_cmd(library_path, bundle, limit, batch):
     rest ahead of time (on the CPU, in batches; safe to interrupt and resume), so re-ranking
     costs only the query's own FP32 encoding. Creates the cpu-fp32 space when missing.
     """
-    from hefsearch.embed.reference import open_reference_encoder
-    from hefsearch.index.encoders import resolve_bundle
-    from hefsearch.index.library import Library
-    from hefsearch.search.rerank import backfill, missing_fp32
+    from hefsearch.app.backfill import run_backfill
+    from hefsearch.app.requests import BackfillRequest
 
-    from .progress import backfill_progress
-
-    library = Library.open(library_path, create=False)
-    try:
-        library.require_writable()  # say so before any encoding, not after the first batch
-        todo = len(missing_fp32(library))
-        if limit is not None:
-            todo = min(todo, limit)
-        if todo == 0:
-            click.echo(f"Nothing to do: the cpu-fp32 space of {library.path} holds every chunk.")
-            return
-        with open_reference_encoder(resolve_bundle(library, bundle), bulk=True) as enc, \
-                backfill_progress() as bar:
-            task = bar.add_task("fill", total=todo)
-            report = backfill(library, enc, batch=batch, limit=limit,
-                              progress=lambda done, _todo: bar.update(task, completed=done))
-    finally:
-        library.close()
+    result = run_backfill(BackfillRequest(library_path, bundle, limit, batch), progress=_bar)
+    if result.report is None:
+        click.echo(f"Nothing to do: the cpu-fp32 space of {result.library_path} holds every chunk.")
+        return
+    report = result.report
     click.echo(f"Added {report.added} FP32 vectors in {report.seconds:.1f} s; "
                f"{report.remaining} of {report.total} chunks still without one.")
+
+
+@contextlib.contextmanager
+def _bar(todo: int):
+    """The back-fill's progress bar on stderr, gone when done; yields its (done, todo) callback."""
+    from .progress import backfill_progress
+
+    with backfill_progress() as bar:
+        task = bar.add_task("fill", total=todo)
+        yield lambda done, _todo: bar.update(task, completed=done)

@@ -58,10 +58,10 @@ def quality_cmd(library_path, bundle, spaces, queries_file, n_queries, rerank, n
 
     library = None
     if not no_library:
-        from hefsearch.index.library import Library
+        from hefsearch.app.folders import open_existing_library
 
         try:
-            library = Library.open(library_path, create=False)
+            library = open_existing_library(library_path)
         except Exception as e:  # no library yet: the parallel set still works with --bundle
             if bundle is None:
                 raise

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import click
 
+from hefsearch.compile.profiles import PROFILE_NAMES
 from hefsearch.compile.robust.devices import DEVICES
-from hefsearch.embed.precision import PROFILES
 
 
 _BODY_HELP = ("Which encoder body to build from: original (encoder.onnx, the FP32 export) or robust "
@@ -108,7 +108,7 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
               help="Fixed token window of the HEF (SEQ). Default: the bundle's seq_len. Needs a calibration "
                    "set for the same SEQ.")
 @click.option("--precision", default=None,
-              help=f"Precision profile: {', '.join(PROFILES)}, or a JSON/TOML file mapping site groups to 8/16 "
+              help=f"Precision profile: {', '.join(PROFILE_NAMES)}, or a JSON/TOML file mapping site groups to 8/16 "
                    "bits, e.g. {\"bits\": {\"residual_add\": 16, \"layernorm\": 16, \"ffn_out\": 8}}. Default: "
                    "zoo-a16 on hailo10h (the 16 bits of Hailo's own text encoders for that chip; any failure steps "
                    "down to a8), balanced elsewhere. --precision a8 on hailo10h goes straight to the model script of "

@@ -27,26 +27,20 @@ def embed_cmd(bundle, backend, query, fmt, batch_size, threads, source):
     """
     import numpy as np
 
-    from hefsearch.embed import Encoder
-    from hefsearch.index.encoders import choose_bundle
+    from hefsearch.app.embedding import choose_embed_bundle, embed_texts
+    from hefsearch.app.requests import EmbedRequest
 
-    picked = choose_bundle(None, bundle)  # before reading stdin: no bundle is an error at once
+    picked = choose_embed_bundle(bundle)  # before reading stdin: no bundle is an error at once
     if picked.note():
         click.echo(picked.note(), err=True)
     texts = [line.rstrip("\n") for line in source]
-    # many texts: let an NPU take them in device batches (a single query stays at batch 1)
-    opts = {"batch_size": batch_size, "bulk": len(texts) > 1}
-    if threads:
-        opts["threads"] = threads
-    with Encoder.open(picked.path, backend=backend, **opts) as enc:
-        click.echo(f"backend: {enc.backend_reason}", err=True)
-        vecs = enc.encode_queries(texts) if query else enc.encode_passages(texts)
-        st = enc.stats
+    request = EmbedRequest(picked.path, backend=backend, query=query, batch_size=batch_size, threads=threads)
+    result = embed_texts(request, texts, say=lambda line: click.echo(line, err=True))
     if fmt == "npy":
         if sys.stdout.isatty():
             raise click.UsageError("Refusing to write binary .npy to a terminal; redirect stdout to a file.")
-        np.save(sys.stdout.buffer, vecs)
+        np.save(sys.stdout.buffer, result.vectors)
     else:
-        for v in vecs:
+        for v in result.vectors:
             click.echo(json.dumps([round(float(x), 7) for x in v]))
-    click.echo(f"{len(texts)} texts, {st.truncated} truncated, {st.empty} empty", err=True)
+    click.echo(f"{len(texts)} texts, {result.truncated} truncated, {result.empty} empty", err=True)

@@ -1,4 +1,6 @@
-"""``hefsearch index``: build or update a library from folders (incremental)."""
+"""``hefsearch index``: build or update a library from folders (incremental). The run is
+:func:`hefsearch.app.indexing.run_index`; this module turns the flags into its request and
+renders what it says and returns."""
 
 from __future__ import annotations
 
@@ -8,46 +10,20 @@ import click
 
 from .options import backend_option, bundle_option, device_option, echo_json, json_option, library_option
 
-EXIT_OK, EXIT_ERROR, EXIT_PARTIAL, EXIT_DISK_FULL, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
-
-
-def sync_summary_dict(report, library_path, skipped_spaces=(), interrupted: bool = False) -> dict:
-    """The ``--json`` summary of a run (``print_sync_summary`` in render is the human one)."""
-    return {
-        "interrupted": interrupted, "found": report.found,
-        "unsupported": report.unsupported, "nothing_supported": report.nothing_supported(),
-        "library": str(library_path), "spaces": report.spaces, "added": report.added,
-        "changed": report.changed, "removed": report.removed, "unchanged": report.unchanged,
-        "chunks_embedded": report.chunks_embedded, "backfilled": report.backfilled,
-        "chunks_cut": report.chunks_cut, "seconds": round(report.seconds, 3),
-        "partial": report.partial, "skipped": report.skipped,
-        "failed": [{"path": p, "reason": r} for p, r in report.failed],
-        "stale": [{"path": p, "reason": r} for p, r in report.stale],
-        "notes": [{"path": p, "reason": r} for p, r in report.notes],
-        "links_not_followed": [{"path": p, "reason": r} for p, r in report.links],
-        "spaces_not_updated": [{"space": s, "reason": r} for s, r in skipped_spaces],
-    }
+#: the click parameters that are crawl options -> (SyncOptions field, its value from the flag's)
+_CRAWL_FLAGS = {"excludes": ("excludes", tuple), "include_hidden": ("include_hidden", bool),
+                "follow_links": ("follow_links", bool),
+                "max_size_mb": ("max_bytes", lambda mb: int(mb * 1024 * 1024)), "overlap": ("overlap_tokens", int)}
 
 
 def parse_ext(values) -> dict[str, str]:
     """``--ext log --ext .xhtml=html --ext conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}."""
-    from hefsearch.index.filetypes import normalise_suffix
-    from hefsearch.index.formats import KINDS
+    from hefsearch.app.indexing import parse_extra_suffixes
 
-    kinds = set(KINDS)
-    out: dict[str, str] = {}
-    for value in values:
-        for item in filter(None, (v.strip() for v in value.split(","))):
-            suffix, _, kind = item.partition("=")
-            kind = kind.strip() or "text"
-            if kind not in kinds:
-                raise click.BadParameter(f"{kind!r} is not a document kind; kinds: {', '.join(sorted(kinds))}.",
-                                         param_hint="--ext")
-            try:
-                out[normalise_suffix(suffix)] = kind
-            except ValueError as e:
-                raise click.BadParameter(str(e), param_hint="--ext") from None
-    return out
+    try:
+        return parse_extra_suffixes(values)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--ext") from None
 
 
 _HELP = """Index the documents under PATH... into the library (or bring it up to date).
@@ -77,34 +53,10 @@ _HELP = """Index the documents under PATH... into the library (or bring it up to
 
 
 def _index_help() -> str:
-    """The help text, its list of formats from the table (hefsearch.index.formats)."""
-    from hefsearch.index.formats import suffix_list
+    """The help text, its list of formats from the formats table."""
+    from hefsearch.app.indexing import supported_suffixes
 
-    return _HELP.format(suffixes=suffix_list())
-
-
-def _as_sync_options(f):
-    """Hands the verb the crawl options given on the command line (``given``: SyncOptions field
-    -> value; an option left out is not there, so the library's remembered value applies), the
-    other run options (``other``: batch size, --ext) and ``forget`` (--forget-options),
-    instead of the flags click declares (--exclude ... --ext)."""
-    import functools
-
-    @functools.wraps(f)
-    def verb(*args, excludes, include_hidden, follow_links, max_size_mb, overlap, batch_chunks, exts,
-             forget_options, **kwargs):
-        from click.core import ParameterSource
-
-        ctx = click.get_current_context()
-        values = {"excludes": ("excludes", tuple(excludes)), "include_hidden": ("include_hidden", include_hidden),
-                  "follow_links": ("follow_links", follow_links),
-                  "max_size_mb": ("max_bytes", int(max_size_mb * 1024 * 1024)), "overlap": ("overlap_tokens", overlap)}
-        given = dict(v for name, v in values.items()
-                     if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None))
-        other = {"batch_chunks": batch_chunks, "extra_suffixes": parse_ext(exts)}
-        return f(*args, given=given, other=other, forget=forget_options, **kwargs)
-
-    return verb
+    return _HELP.format(suffixes=supported_suffixes())
 
 
 @click.command("index", help=_index_help())
@@ -160,172 +112,79 @@ def _as_sync_options(f):
                    "--ext .log --ext conf,ini. Remembered by the library (hefsearch settings "
                    "extra_suffixes), so later runs keep them. Repeatable.")
 @json_option("Print the summary as JSON on stdout.")
-@_as_sync_options
-def index_cmd(paths, library_path, bundle, backend, device, also_fp32, ray_address, ray_actors, language_neutral,
-              given, other, forget, as_json):
-    """The ``index`` verb (its help: :data:`_HELP`): checks, then :func:`_index_into`."""
-    from hefsearch.index.library import Library, discard_new_library, library_exists, resolve_library_path
+def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes, include_hidden, follow_links,
+              max_size_mb, overlap, forget_options, batch_chunks, ray_address, ray_actors, language_neutral, exts,
+              as_json):
+    """The ``index`` verb (its help: :data:`_HELP`): the request, the run, what it says."""
+    from hefsearch.app.indexing import EXIT_INTERRUPTED, IndexRequestError, run_index
+    from hefsearch.app.requests import IndexRequest
 
     from rich.console import Console
 
-    if ray_actors and not ray_address:
-        raise click.UsageError("--ray-actors needs --ray ADDRESS.")
-    if device and ray_address:
-        raise click.UsageError("--device picks a chip of this machine; with --ray each hailo actor takes "
-                               "a chip of its own node.")
-    err = Console(stderr=True)
-    # Every check that needs no encoder comes first, and a library is created only once they
-    # pass: a failed first run must not leave an empty library that looks like a real one.
-    existed = library_exists(library_path)
-    folder = resolve_library_path(library_path)
-    folder_existed = folder.exists()
-    _check_before_creating(paths, existed, folder, bundle)
-    library = Library.open(library_path, create=True)
-    try:
-        library.require_writable()  # before loading encoders: a read-only library is refused at once
-        paths = paths or _recorded_roots(library, err)
-        options = _run_options(library, given, other, forget, err)
-        remote = _start_ray(library, bundle, backend, ray_address, ray_actors, also_fp32) if ray_address else None
-        choice = _open_encoders(library, bundle, backend, device, also_fp32, remote)
-        report = _index_into(library, paths, choice, options, language_neutral, as_json, err)
-        _print_report(err, library, report, choice, remote, as_json)
-    except BaseException as e:
-        if not existed and not library.document_count() and not library.space_names():
-            library.close()
-            discard_new_library(folder, folder_existed)
-        if isinstance(e, KeyboardInterrupt):  # while Ray starts or stops (SIGTERM too: ray_session._Terminated)
-            err.print("[yellow]Interrupted; nothing was lost.[/]")
-            sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))
-        raise
-    finally:
-        library.close()
-    sys.exit(EXIT_PARTIAL if report.partial else EXIT_OK)
-
-
-def _check_before_creating(paths, existed: bool, folder, bundle) -> None:
-    """What can be refused before a library exists: missing folders, no folders for a new
-    library, no bundle anywhere."""
-    from hefsearch.index.encoders import choose_bundle
-    from hefsearch.index.sync import check_roots
-
-    if paths:
-        check_roots(paths)
-    elif not existed:
-        raise click.UsageError(f"No folders given, and there is no library at {folder} yet: name the "
-                               "folders to index, e.g. hefsearch index ~/Documents")
-    if not existed:
-        choose_bundle(None, bundle)  # no bundle anywhere: say so before creating anything
-
-
-def _run_options(library, given, other, forget, err):
-    """The run's SyncOptions (app.reindex.crawl_options: the options given, the rest as the
-    library remembers them), saying which remembered options apply and what the run changes."""
-    from hefsearch.app.reindex import crawl_options, remembered_text
-
-    kept = "" if forget else remembered_text(library, given)
-    options, changes = crawl_options(library, given, forget=forget, **other)
-    if kept:
-        err.print(f"[dim]options remembered by the library: {shown(kept)} (--forget-options drops them; "
-                  "the --ext suffixes: hefsearch settings extra_suffixes default)[/]", highlight=False)
-    if changes and library.document_count():
-        err.print("[yellow]crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
-                  + shown("; ".join(changes)) + "[/]", highlight=False)
-    return options
-
-
-def _open_encoders(library, bundle, backend, device, also_fp32, remote):
-    """The run's encoders (the Ray pool first when there is one, closed again if opening fails)."""
-    from hefsearch.index.encoders import open_sync_encoders
-
-    try:
-        return open_sync_encoders(library, bundle=bundle, backend=backend, also_fp32=also_fp32, first=remote,
-                                  **({"device_id": device} if device else {}))
-    except BaseException:
-        if remote is not None:
-            remote.close()
-        raise
-
-
-def _index_into(library, paths, choice, options, language_neutral, as_json, err):
-    """One sync run with the live progress bar; its report. Ctrl+C and a full disk end the
-    process here with their exit codes (the report so far printed)."""
-    from hefsearch.app.reindex import reindex
-    from hefsearch.index.encoders import remember_default_bundle
-    from hefsearch.index.sync import DiskFull, SyncReport
-
-    from .main import report_error
     from .progress import SyncProgress
-    from .render import print_interrupted
 
+    request = IndexRequest(paths=paths, library_path=library_path, bundle=bundle, backend=backend, device=device,
+                           also_fp32=also_fp32, ray_address=ray_address, ray_actors=ray_actors,
+                           language_neutral=language_neutral, crawl=_crawl_given(click.get_current_context()),
+                           forget_options=forget_options, batch_chunks=batch_chunks, extra_suffixes=parse_ext(exts))
+    err = Console(stderr=True)
     try:
-        _say_encoders(err, choice)
-        try:
-            with SyncProgress(err) as progress:
-                run = reindex(library, paths, choice=choice, progress=progress.update,
-                              language_neutral=language_neutral, options=options)
-        except KeyboardInterrupt as e:
-            done = getattr(e, "sync_report", None) or SyncReport()
-            if as_json:
-                echo_json(sync_summary_dict(done, library.path, choice.skipped_spaces, interrupted=True))
-            print_interrupted(err, done)
-            sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))  # 143 for SIGTERM in a --ray run
-        except DiskFull as e:
-            report_error(e)
-            sys.exit(EXIT_DISK_FULL)
-        for line in run.notes:
-            err.print(f"[dim]{line}[/]")
-    finally:
-        choice.close()
-    if choice.bundle_source in ("given", "env"):
-        remember_default_bundle(choice.bundle)  # the next new library needs no --bundle
-    return run.report
+        result = run_index(request, say=lambda notice: print_notice(err, notice), progress=SyncProgress(err))
+    except IndexRequestError as e:
+        raise click.UsageError(e.message) from None
+    except KeyboardInterrupt as e:  # while Ray starts or stops (SIGTERM too: ray_session._Terminated)
+        err.print("[yellow]Interrupted; nothing was lost.[/]")
+        sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))
+    _print_result(err, result, as_json)
+    sys.exit(result.exit_code)
 
 
-def _say_encoders(err, choice) -> None:
-    """Which bundle and encoders the run uses, and the spaces it leaves as they are."""
-    if choice.bundle_source == "default":
-        err.print(f"[dim]bundle: {shown(choice.bundle)} (the last bundle 'hefsearch index' was given; "
+def _crawl_given(ctx: click.Context) -> dict:
+    """The crawl options given on the command line (SyncOptions field -> value); an option left
+    out is not there, so the library's remembered value applies."""
+    from click.core import ParameterSource
+
+    return {field: convert(ctx.params[name]) for name, (field, convert) in _CRAWL_FLAGS.items()
+            if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
+
+
+def print_notice(err, notice) -> None:
+    """One thing the run says, on stderr: dim, or yellow when it warns (names escaped)."""
+    kind, values = notice.kind, notice.values
+    if kind == "folder_gone":
+        err.print(f"[yellow]{shown(values[0])} is not there now; what is indexed from it is kept.[/]", highlight=False)
+    elif kind == "folders":
+        err.print(f"[dim]folders: {', '.join(shown(r) for r in values)}[/]", highlight=False)
+    elif kind == "remembered_options":
+        err.print(f"[dim]options remembered by the library: {shown(values[0])} (--forget-options drops them; "
+                  "the --ext suffixes: hefsearch settings extra_suffixes default)[/]", highlight=False)
+    elif kind == "options_changed":
+        err.print("[yellow]crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
+                  + shown("; ".join(values)) + "[/]", highlight=False)
+    elif kind == "default_bundle":
+        err.print(f"[dim]bundle: {shown(values[0])} (the last bundle 'hefsearch index' was given; "
                   "--bundle picks another)[/]", highlight=False)
-    for enc in choice.encoders:
-        err.print(f"[dim]encoder: {enc.backend_reason} -> space {enc.space_name}[/]")
-    for name, why in choice.skipped_spaces:
-        err.print(f"[yellow]space {name} is not updated by this run: {why}[/]")
+    elif kind == "encoder":
+        err.print(f"[dim]encoder: {values[0]} -> space {values[1]}[/]")
+    elif kind == "space_skipped":
+        err.print(f"[yellow]space {values[0]} is not updated by this run: {values[1]}[/]")
+    else:  # "note": what the language-neutral step did
+        err.print(f"[dim]{notice.text}[/]")
 
 
-def _print_report(err, library, report, choice, remote, as_json) -> None:
-    """The run's summary: JSON on stdout with --json, the table on stderr, the Ray actors."""
-    from .render import print_sync_summary
+def _print_result(err, result, as_json: bool) -> None:
+    """The run's end: JSON on stdout with --json; on stderr what an interrupted run did, else
+    the summary table and the Ray actors."""
+    from .render import print_interrupted, print_sync_summary
 
     if as_json:
-        summary = sync_summary_dict(report, library.path, choice.skipped_spaces)
-        if remote is not None:
-            summary["ray_actors"] = remote.summary()
-        echo_json(summary)
-    print_sync_summary(err, report, library.path)
-    if remote is not None:
-        _print_actors(err, remote.summary())
-
-
-def _recorded_roots(library, err) -> list[str]:
-    """The library's folders for a run without PATHS; a folder that is gone now (an unmounted
-    disk) is left out with a warning, and what is indexed from it stays."""
-    import os
-
-    from hefsearch.base.terminal_text import for_terminal
-
-    roots = library.recorded_roots()
-    if not roots:
-        raise click.UsageError(f"The library {for_terminal(library.path)} records no folders yet: name the "
-                               "folders to index, e.g. hefsearch index ~/Documents")
-    present = [r for r in roots if os.path.exists(r)]
-    for r in roots:
-        if r not in present:
-            err.print(f"[yellow]{shown(r)} is not there now; what is indexed from it is kept.[/]", highlight=False)
-    if not present:
-        raise click.UsageError("None of the library's folders is there now: "
-                               + ", ".join(for_terminal(r) for r in roots))
-    err.print(f"[dim]folders: {', '.join(shown(r) for r in present)}[/]", highlight=False)
-    return present
+        echo_json(result.to_dict())
+    if result.interrupted:
+        print_interrupted(err, result.report)
+        return
+    print_sync_summary(err, result.report, result.library_path)
+    if result.ray_actors is not None:
+        _print_actors(err, result.ray_actors)
 
 
 def shown(path) -> str:
@@ -335,15 +194,6 @@ def shown(path) -> str:
     from hefsearch.base.terminal_text import for_terminal
 
     return escape(for_terminal(str(path)))
-
-
-def _start_ray(library, bundle, backend, address, actors, also_fp32):
-    """The Ray pool that embeds the first space, and the CPU FP32 one (hefsearch.index.ray_pool)."""
-    from hefsearch.index.encoders import resolve_bundle
-    from hefsearch.index.ray_pool import RayEncoder, RayPoolOptions
-
-    return RayEncoder.start(library, resolve_bundle(library, bundle),
-                            RayPoolOptions(address=address, backend=backend, actors=actors, also_fp32=also_fp32))
 
 
 def _print_actors(console, actors: list[dict]) -> None:

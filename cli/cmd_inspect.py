@@ -38,11 +38,7 @@ def _print_item(item) -> None:
     click.secho(str(item.path), bold=True)
     e = item.entry
     if e is not None:
-        from hefsearch.embed.hailo_device import arch_label
-        from hefsearch.embed.hef_file import precision_name
-
-        click.echo(f"  manifest: {arch_label(e.hw_arch)} ({e.hw_arch}), SEQ {e.seq_len}, precision "
-                   f"{precision_name(e)}, DFC {e.extra.get('dfc_version', 'unknown')}")
+        click.echo(f"  manifest: {item.manifest_text()}")
         ins, outs = e.extra.get("inputs") or {}, e.extra.get("outputs") or {}
         for role, d in list(ins.items()) + list(outs.items()):
             names = d.get("names") or [d.get("name")]

@@ -18,16 +18,13 @@ def status_cmd(library_path, as_json, show_all):
     them), the last run (or that it was interrupted), how fresh the library is (whether
     'hefsearch watch' keeps it current), vector spaces, failures with reasons, files left out
     on purpose (symlinks not followed, special files) and truncated chunks."""
+    from hefsearch.app.folders import existing_library
     from hefsearch.app.freshness import freshness
     from hefsearch.app.service import status_json
-    from hefsearch.index.library import Library
 
-    library = Library.open(library_path, create=False)
-    try:
+    with existing_library(library_path) as library:
         st = library.status()
         fresh = freshness(library)
-    finally:
-        library.close()
     if as_json:
         echo_json(status_json(st, fresh))
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hefsearch.search.api import MODES
+from hefsearch.app.searching import MODES
 
 from .options import library_option, rerank_option
 

@@ -86,10 +86,10 @@ def watch_cmd(folders, library_path, poll, poll_interval, debounce_ms, rescan_mi
     if print_unit:
         _print_unit(folders, library_path, poll, poll_interval, debounce_ms, rescan_min)
         return
+    from hefsearch.app.folders import library_location
     from hefsearch.app.watch import Watcher
-    from hefsearch.index.library import resolve_library_path
 
-    watcher = Watcher(resolve_library_path(library_path), folders,
+    watcher = Watcher(library_location(library_path), folders,
                       watch_settings(poll, poll_interval, debounce_ms, rescan_min), on_event=print_watch_event)
     stop_on_signals(watcher)
     watcher.run()
@@ -100,13 +100,13 @@ def _print_unit(folders, library_path, poll, poll_interval, debounce_ms, rescan_
     import shutil
     from pathlib import Path
 
+    from hefsearch.app.folders import library_location
     from hefsearch.app.watch import systemd_unit
-    from hefsearch.index.library import resolve_library_path
 
     beside = Path(sys.executable).with_name("hefsearch")  # this venv's, absolute: systemd has another PATH
     exe = str(beside) if beside.exists() else shutil.which("hefsearch")
     argv = [*([exe] if exe else [sys.executable, "-m", "hefsearch"]), "watch",
-            "--library", str(resolve_library_path(library_path)), *(os.path.abspath(f) for f in folders)]
+            "--library", str(library_location(library_path)), *(os.path.abspath(f) for f in folders)]
     if poll is not None:
         argv.append("--poll" if poll else "--no-poll")
     for flag, value, default in (("--poll-interval", poll_interval, 2.0), ("--debounce", debounce_ms, 1000),

@@ -88,6 +88,7 @@ class SyncProgress:
         self.progress.stop()
 
     def __enter__(self) -> "SyncProgress":
+        self.started = self.clock()  # the sync's time, not the encoders' opening before it
         self.progress.start()
         return self
 

@@ -16,8 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hefsearch.base.terminal_text import for_terminal
-from hefsearch.index.crawl import skipped_text
+from hefsearch.base.terminal_text import for_terminal, printable
 
 #: rows of a file/reason table after which the rest is summarised in one line
 MAX_LISTED = 25
@@ -47,9 +46,7 @@ def file_table(title: str, rows, style: str, limit: int | None = MAX_LISTED) -> 
 # -- search --------------------------------------------------------------------------------
 def no_results(path_glob, kinds) -> str:
     """'No results. (filters: path *.pdf, kind pdf)', the glob as it was matched."""
-    from hefsearch.search.keyword import path_pattern
-
-    filters = [f"path {for_terminal(path_pattern(path_glob))}" if path_glob else "",
+    filters = [f"path {for_terminal(printable(path_glob))}" if path_glob else "",
                f"kind {', '.join(kinds)}" if kinds else ""]
     filters = [f for f in filters if f]
     return "No results." + (f" (filters: {', '.join(filters)})" if filters else "")
@@ -57,10 +54,8 @@ def no_results(path_glob, kinds) -> str:
 
 def grouping_text(hit) -> str:
     """'3 more in this file · also in: fs.html, all.html' (empty when neither)."""
-    from hefsearch.search.api import also_in_text
-
     parts = [f"{hit.more_in_file} more in this file"] if hit.more_in_file else []
-    return " · ".join(parts + ([also_in_text(hit)] if hit.also_in else []))
+    return " · ".join(parts + ([hit.also_in_text()] if hit.also_in else []))
 
 
 def hits_table(hits) -> Table:
@@ -126,7 +121,7 @@ def print_search(result, path_glob=None, kinds=(), filters=None) -> None:
 # -- library -------------------------------------------------------------------------------
 def print_status(st, limit: int | None, freshness: str | None = None) -> None:
     """``hefsearch status``: totals, freshness, the vector spaces and the first ``limit`` failures."""
-    from hefsearch.index.crawl import IGNORE_FILE, secret_rule_text
+    from hefsearch.app.indexing import IGNORE_FILE, secret_rule_text
 
     out = Console()
     out.print(f"[bold]Library[/] {escape(for_terminal(st.path))}")
@@ -137,7 +132,7 @@ def print_status(st, limit: int | None, freshness: str | None = None) -> None:
               + (f"   pages read by OCR: {st.ocr_pages}" if getattr(st, "ocr_pages", 0) else ""))
     out.print(f"  folders: {escape(for_terminal(', '.join(st.roots))) if st.roots else '(none yet)'}", overflow="fold")
     out.print(f"  last sync: {last_sync_text(st)}"
-              + ("   skipped: " + skipped_text(st.skipped) if any(st.skipped.values()) else ""))
+              + ("   skipped: " + st.skipped_text() if any(st.skipped.values()) else ""))
     if freshness:
         out.print(f"  freshness: {escape(freshness)}")
     out.print(f"  never indexed (secret files): {escape(secret_rule_text())}; "
@@ -182,15 +177,13 @@ def spaces_table(st) -> Table:
 
 def index_text(space) -> str:
     """'IVF1024,SQ4 (compressed, re-scored)': the index as built, else the recorded factory."""
-    from hefsearch.index.spaces import COMPRESSED_FACTORY
-
     kind = space.index_stats.get("type") or space.index_factory
-    return f"{kind} (compressed, re-scored)" if space.index_factory == COMPRESSED_FACTORY else kind
+    return f"{kind} (compressed, re-scored)" if space.compressed else kind
 
 
 def size_text(n) -> str:
     """'48.2 MiB' ('–' when unknown)."""
-    from hefsearch.index.crawl import human_size
+    from hefsearch.base.sizes import human_size
 
     return "–" if n is None else human_size(n)
 
@@ -216,7 +209,7 @@ def print_sync_summary(console: Console, report, library_path) -> None:
         + (f"; {report.backfilled} back-filled" if report.backfilled else "")
         + (f"; {report.chunks_cut} chunks cut mid-sentence to fit" if report.chunks_cut else ""))
     if any(report.skipped.values()):
-        console.print("skipped: " + skipped_text(report.skipped))
+        console.print("skipped: " + report.skipped_text())
     if report.notes:
         console.print(file_table("Not indexed (not regular documents)", report.notes, "yellow"))
     if report.links:
@@ -314,11 +307,13 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     for col in cols:
         t.add_column(col, justify="left" if col == "space" else "right")
 
-    def row(name, rec, mrr, at_depth, overlap, doc, ms, found):
+    def row(name, rec, mrr, at_depth, found, shown=("", "", "")):
+        """One line: recall@1/5/10, MRR (and at the re-rank depth), ``shown``: overlap, document
+        cosine and ms, already formatted (a re-ranked line leaves them empty)."""
         cells = [name, num(rec["1"]), num(rec["5"]), num(rec["10"]), num(mrr)]
         if depth:
             cells.append(num(at_depth))
-        cells += [overlap, doc, ms]
+        cells += list(shown)
         if labelled:
             cells.append(f"{num(found['1'], 2)}/{num(found['10'], 2)}" if found else "–")
         t.add_row(*cells)
@@ -326,12 +321,11 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     for s in lib:
         r = s.library
         name = s.name + (f" (vs {r.reference})" if r.reference != "cpu-fp32" and r.reference != s.name else "")
-        row(escape(name), r.recall, r.mrr, r.recall_at_depth, num(r.overlap_at_10), num(r.doc_cosine),
-            num(r.ms_per_query, 1), r.source_found)
+        row(escape(name), r.recall, r.mrr, r.recall_at_depth, r.source_found,
+            (num(r.overlap_at_10), num(r.doc_cosine), num(r.ms_per_query, 1)))
         if r.reranked:
             rr = r.reranked
-            row(f"  + FP32 re-rank top {rr['depth']}", rr["recall"], rr["mrr"], None, "", "", "",
-                rr["source_found"])
+            row(f"  + FP32 re-rank top {rr['depth']}", rr["recall"], rr["mrr"], None, rr["source_found"])
     con.print(t)
     if labelled:
         what = ("the chunk each pseudo-query was cut from" if info["query_source"] == "pseudo"

@@ -431,6 +431,15 @@ class InspectItem:
     error: str | None = None
     hint: str | None = None
 
+    def manifest_text(self) -> str:
+        """What the manifest says of the HEF: chip, SEQ, precision, DFC version (entry required)."""
+        from hefsearch.embed.hailo_device import arch_label
+        from hefsearch.embed.hef_file import precision_name
+
+        e = self.entry
+        return (f"{arch_label(e.hw_arch)} ({e.hw_arch}), SEQ {e.seq_len}, precision {precision_name(e)}, "
+                f"DFC {e.extra.get('dfc_version', 'unknown')}")
+
     def to_dict(self) -> dict:
         d = {"path": str(self.path), "error": self.error}
         if self.entry is not None:

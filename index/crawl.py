@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hefsearch.base.sizes import human_size
 from hefsearch.base.terminal_text import printable
 from hefsearch.index.formats import STREAMED_KINDS, SUPPORTED_SUFFIXES
 
@@ -195,16 +196,6 @@ def is_under(path: str, folder: str) -> bool:
 
 def _inside(real_path: str, folders: Sequence[str]) -> bool:
     return any(is_under(real_path, f) for f in folders)
-
-
-def human_size(n: int) -> str:
-    """1536 -> '1.5 KiB'; used in reasons a user reads."""
-    size = float(n)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} bytes"  # pragma: no cover
 
 
 @dataclass

@@ -135,6 +135,12 @@ class LibraryStatus:
     writing: bool = False
     ocr_pages: int = 0  #: pages read by OCR (scanned PDF pages, images) in searchable documents
 
+    def skipped_text(self) -> str:
+        """The last run's non-zero skip counters, in words ("3 symlinks not followed ...")."""
+        from .crawl import skipped_text
+
+        return skipped_text(self.skipped or {})
+
 
 class Library:
     def __init__(self, path: Path, db):

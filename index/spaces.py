@@ -71,6 +71,11 @@ class SpaceInfo:
     #: ``index.json`` of the space (type, bytes, trained_on, recall_at_10...): filled by status
     index_stats: dict = field(default_factory=dict)
 
+    @property
+    def compressed(self) -> bool:
+        """Whether the index is the compressed one (IVF of 4-bit codes, re-scored from the raw vectors)."""
+        return self.index_factory == COMPRESSED_FACTORY
+
 
 class Space:
     """One vector space of a library. Get it from ``Library.space(name)``."""

@@ -39,7 +39,7 @@ from .containers import attach_members, split_members
 from .crawl import is_under
 from .library import Library, utc_now
 from .store import is_disk_full, put_setting
-from .sync_batches import BatchTarget, index_files
+from .sync_batches import Target, index_files
 from .sync_plan import compare, crawl_stage
 from .sync_prepare import chunk_languages
 from .sync_progress import Progress
@@ -152,8 +152,8 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
         state.files_done = len(plan.found) - len(plan.todo)
         state.tick(force=True)
         if plan.todo:
-            index_files(BatchTarget(library, spaces, encoders, report, state), plan.todo, opts,
-                        old_sha={p: plan.existing[p][3] for p in plan.existing})
+            index_files(Target(library, spaces, list(encoders), report, state), plan.todo, opts,
+                        {p: plan.existing[p][3] for p in plan.existing})
         if report.ocr_waiting:  # once per run, with how to install it
             from .ocr import INSTALL_HINT
 

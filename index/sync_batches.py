@@ -20,9 +20,9 @@ from .sync_types import BatchSubmitter, Job, SyncOptions, SyncReport, path_bytes
 
 
 @dataclass
-class BatchTarget:
-    """Where a sync's batches go: the library and its open spaces, one encoder per space (the
-    first one reads the texts), and the report and progress every batch adds to."""
+class Target:
+    """Where a sync's batches go: the library, its spaces and their encoders (the same order,
+    the first one chunks), the run's report and its progress."""
 
     library: Library
     spaces: list
@@ -30,14 +30,13 @@ class BatchTarget:
     report: SyncReport
     state: Progress
 
-
-def index_files(target: BatchTarget, todo: list[Job], opts: SyncOptions, old_sha: dict[str, str | None]) -> None:
+def index_files(target: Target, todo: list[Job], opts: SyncOptions, old_sha: dict[str, str | None]) -> None:
     """Consumes the files that need work; embeds and commits them in batches of about
     ``opts.batch_chunks`` chunks, documents whole. A :class:`BatchSubmitter` first encoder (a Ray
     pool) gets up to ``max_in_flight`` batches at once; they are committed in the order sent."""
-    encoders, state, batch_chunks = target.encoders, target.state, opts.batch_chunks
-    ahead = sync_prepare.Prefetch(todo, encoders[0], opts.overlap_tokens, opts.max_bytes, old_sha)
-    remote = encoders[0] if isinstance(encoders[0], BatchSubmitter) else None
+    ahead = sync_prepare.Prefetch(todo, target.encoders[0], opts, old_sha)
+    first = target.encoders[0]
+    remote = first if isinstance(first, BatchSubmitter) else None
     sent: deque = deque()  # (jobs, ticket) out at the remote encoder, oldest first
     pending: list[Job] = []
     pending_chunks = 0
@@ -60,17 +59,17 @@ def index_files(target: BatchTarget, todo: list[Job], opts: SyncOptions, old_sha
                 if pending:
                     send(pending)
                     pending, pending_chunks = [], 0
-                state.start_ocr(job.pages)
+                target.state.start_ocr(job.pages)
                 continue
-            state.path = job.shown
-            state.read(job)
+            target.state.path = job.shown
+            target.state.read(job)
             pending.append(job)
             pending_chunks += len(job.chunks)
-            if pending_chunks >= batch_chunks:
+            if pending_chunks >= opts.batch_chunks:
                 send(pending)
                 pending, pending_chunks = [], 0
             elif not job.chunks:
-                state.tick()
+                target.state.tick()
         if pending:
             send(pending)
         while sent:
@@ -79,7 +78,7 @@ def index_files(target: BatchTarget, todo: list[Job], opts: SyncOptions, old_sha
         ahead.stop()
 
 
-def land(target: BatchTarget, sent: tuple) -> None:
+def land(target: Target, sent: tuple) -> None:
     """Collect one batch from the remote first encoder, then embed the other spaces and commit."""
     jobs, ticket = sent
     t = time.perf_counter()
@@ -88,10 +87,10 @@ def land(target: BatchTarget, sent: tuple) -> None:
     flush(target, jobs, ready=ready)
 
 
-def flush(target: BatchTarget, jobs: list[Job], ready: dict[str, np.ndarray] | None = None) -> None:
+def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None = None) -> None:
     """Embed one batch (``ready``: vectors already computed, by space name) and commit it."""
-    library, spaces, encoders = target.library, target.spaces, target.encoders
-    report, state = target.report, target.state
+    library, spaces, encoders, report, state = (target.library, target.spaces, target.encoders, target.report,
+                                                target.state)
     texts = [c.text for job in jobs for c, _ in job.chunks]
     vectors = []
     for i, enc in enumerate(encoders):

@@ -17,7 +17,7 @@ from hefsearch.base.terminal_text import printable
 
 from . import ocr
 from .formats import CONTAINER_KINDS
-from .sync_types import Job
+from .sync_types import Job, SyncOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -159,11 +159,10 @@ class Prefetch:
     """Hashing, extraction and chunking one file ahead of the encoder, in a daemon thread;
     the prepared jobs come out of a bounded queue in ``todo`` order (None ends them)."""
 
-    def __init__(self, todo: list[Job], first: "Encoder", overlap_tokens: int, max_bytes: int,
-                 old_sha: dict[str, str | None]):
+    def __init__(self, todo: list[Job], first: "Encoder", opts: SyncOptions, old_sha: dict[str, str | None]):
         self.jobs: queue.Queue = queue.Queue(maxsize=32)
         self.stopped = threading.Event()
-        self._args = (todo, first, overlap_tokens, max_bytes, old_sha)
+        self._args = (todo, first, opts.overlap_tokens, opts.max_bytes, old_sha)
         self.worker = threading.Thread(target=self._produce, name="hefsearch-extract", daemon=True)
         self.worker.start()
 

@@ -24,6 +24,8 @@ class DiskFull(LibraryError):
     """The disk holding the library is full; committed batches are kept."""
 
     title = "disk full"
+    #: ``hefsearch index`` exits with 4: free space and run again
+    exit_code = 4
 
     def __init__(self, library_path: Path, detail: str):
         super().__init__(
@@ -102,6 +104,12 @@ class SyncReport:
     def partial(self) -> bool:
         """Some files failed but the rest was indexed."""
         return bool(self.failed or self.stale)
+
+    def skipped_text(self) -> str:
+        """The non-zero skip counters, in words ("3 symlinks not followed (outside the folders)")."""
+        from .crawl import skipped_text
+
+        return skipped_text(self.skipped)
 
     def nothing_supported(self) -> str | None:
         """Why a run found nothing to index, or None: '0 files supported: 15 unsupported

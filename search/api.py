@@ -151,10 +151,6 @@ class SearchResult:
                 "rerank": self.rerank, "hits": [h.to_dict() for h in self.hits]}
 
 
-def also_in_text(hit: Hit, names: int = 3) -> str:
-    """:meth:`Hit.also_in_text` (front ends call the method)."""
-    return hit.also_in_text(names)
-
 
 class SearchError(HefsearchError):
     title = "search error"

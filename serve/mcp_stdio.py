@@ -81,7 +81,7 @@ def recorded_server(library_path, token: str | None,
     out (:mod:`hefsearch.serve.trust`); (None, None, why not) when a record is there but not
     used; (None, None, None) when there is none. A server that needs a token and was given none
     gets the default token file's (read only then: a broken one matters only when needed)."""
-    from hefsearch.app.session import library_location
+    from hefsearch.app.folders import library_location
     from hefsearch.base.errors import HefsearchError
 
     from .trust import Untrusted, trusted_server

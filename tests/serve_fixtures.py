@@ -36,10 +36,11 @@ def write_docs(root: Path, docs: dict[str, str] = SERVED_DOCS) -> Path:
 def build_library(folder: Path, docs: Path, bundle: Path) -> Path:
     from hefsearch.app.reindex import reindex
     from hefsearch.embed import Encoder
+    from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.library import Library
 
     with Library.open(folder) as lib, Encoder.open(bundle, backend="cpu", threads=1) as enc:
-        reindex(lib, [docs], open_encoders=lambda: [enc], close=False)
+        reindex(lib, [docs], EncoderChoice([enc]))
     return folder
 
 

@@ -103,6 +103,7 @@ def build_app(library, encoders: dict[str, Encoder], *, env=None, open_encoders=
     """The real app around ``library``: a searcher over ``encoders`` (space name -> encoder),
     a launcher that records each ``(argv, options)`` in ``app.launch_calls`` instead of running
     it, and ``TuiSettings(**settings)``."""
+    from hefsearch.index.encoders import EncoderChoice
     from hefsearch.search import Searcher
     from hefsearch.tui.factory import make_app
     from hefsearch.tui.session import LibrarySession
@@ -110,7 +111,7 @@ def build_app(library, encoders: dict[str, Encoder], *, env=None, open_encoders=
 
     calls = []
     session = LibrarySession(library, Searcher(library, encoders=dict(encoders)), env=env,
-                             open_encoders=open_encoders,
+                             open_encoders=open_encoders and (lambda: EncoderChoice(list(open_encoders()))),
                              launcher=lambda argv, **options: calls.append((argv, options)))
     app = make_app(session, TuiSettings(**settings))
     app.launch_calls = calls

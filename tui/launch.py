@@ -24,14 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol
 
+from hefsearch.app.documents import display_form, indexed_text
 from hefsearch.base.errors import HefsearchError
-from hefsearch.index.filetypes import compression_of
-from hefsearch.index.formats import OPENER_KINDS, OPENER_SUFFIXES
-
-#: document kinds an editor cannot show as text: handed to the system opener (the table of
-#: formats says which, hefsearch.index.formats)
-BINARY_KINDS = OPENER_KINDS
-BINARY_SUFFIXES = OPENER_SUFFIXES
 
 #: editors that take "+LINE FILE"
 _PLUS_LINE = {"vi", "vim", "nvim", "gvim", "view", "nano", "pico", "emacs", "emacsclient", "micro",
@@ -126,10 +120,10 @@ def plan_open(path: str, *, line: int | None = None, kind: str | None = None,
     container = _container_of(path)
     if container is not None:  # a mail message: its file, from the top (its lines are the message's)
         path, line = container, None
-    binary = (kind in BINARY_KINDS) or Path(path).suffix.lower() in BINARY_SUFFIXES
-    if binary:
+    form = display_form(path, kind)
+    if form == "opener":  # a format an editor cannot show as text (the table of formats says which)
         return LaunchPlan(opener_argv(path, platform), terminal=False)
-    if kind == "man" or compression_of(path):
+    if form == "text":
         path = readable_copy(path, kind) or path
     return LaunchPlan(editor_argv(editor_command(env), path, line), terminal=True)
 
@@ -145,17 +139,14 @@ def readable_copy(path: str, kind: str | None) -> str | None:
     import atexit
     import tempfile
 
-    from hefsearch.index.extract import extract
-    from hefsearch.index.filetypes import inner_name
-
-    try:
-        text = extract(Path(path), kind=kind).text
-    except (HefsearchError, OSError):
+    got = indexed_text(path, kind)
+    if got is None:
         return None
+    name, text = got
     if not _copies:
         _copies.append(tempfile.mkdtemp(prefix="hefsearch-open-"))  # mode 0700
         atexit.register(shutil.rmtree, _copies[0], True)
-    copy = Path(_copies[0]) / (inner_name(path) + ".txt")
+    copy = Path(_copies[0]) / (name + ".txt")
     copy.write_text(text, encoding="utf-8")
     return str(copy)
 

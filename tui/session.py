@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping
 
 from hefsearch.app.session import LibrarySession as _AppSession
-from hefsearch.app.session import open_sync_encoders  # noqa: F401  (the TUI's re-index encoders)
 
 from . import launch
 

@@ -217,18 +217,19 @@ def test_network_mounts_are_polled_and_the_unit_runs_this_watch(monkeypatch, tmp
 def test_changed_paths_follow_the_crawl_options_of_the_last_index_run(tiny_bert_bundle, tmp_path):
     """hefsearch index --exclude/--max-size are remembered: a watcher's run skips the same files."""
     from hefsearch.app.reindex import reindex
+    from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.sync import SyncOptions
 
     docs = write_docs(tmp_path / "docs")
     with Library.open(tmp_path / "lib") as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
-        reindex(library, [docs], open_encoders=lambda: [enc], close=False,
+        reindex(library, [docs], EncoderChoice([enc]),
                 options=SyncOptions(excludes=("drafts/",), max_bytes=200))
         assert library.settings()["crawl_options"]["excludes"] == ["drafts/"]
         (docs / "drafts").mkdir()
         (docs / "drafts/plan.md").write_text("A draft about the capybara.\n")
         (docs / "notes/long.md").write_text("capybara " * 100)
         (docs / "notes/short.md").write_text("A short capybara note.\n")
-        run = reindex(library, [docs], open_encoders=lambda: [enc], close=False,
+        run = reindex(library, [docs], EncoderChoice([enc]),
                       paths=[docs / "drafts/plan.md", docs / "notes/long.md", docs / "notes/short.md"])
         assert run.report.added == 1 and [p for p, _ in run.report.failed] == [str(docs / "notes/long.md")]
     assert keyword_names(tmp_path / "lib", "capybara") == ["short.md"]
@@ -238,8 +239,8 @@ def test_a_quiet_watcher_lets_the_encoders_go(tiny_bert_bundle, tmp_path):
     """The NPU (here the CPU encoder) is opened for a run and closed after idle_close_s."""
     import threading
 
-    from hefsearch.app.reindex import _Choice
     from hefsearch.app.watch import WatchOptions, Watcher
+    from hefsearch.index.encoders import EncoderChoice
 
     docs = write_docs(tmp_path / "docs")
     lib = build_library(tmp_path / "lib", docs, tiny_bert_bundle)
@@ -248,7 +249,7 @@ def test_a_quiet_watcher_lets_the_encoders_go(tiny_bert_bundle, tmp_path):
     def open_encoders():
         enc = Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)
         opened.append(enc)
-        choice = _Choice([enc])
+        choice = EncoderChoice([enc])
         real_close = choice.close
         choice.close = lambda: (closed.append(enc), real_close())
         return choice
@@ -277,19 +278,20 @@ def test_watch_reads_what_index_reads_and_escapes_the_names_it_prints(tiny_bert_
     import gzip
     import threading
 
-    from hefsearch.app.reindex import _Choice, reindex
+    from hefsearch.app.reindex import reindex
     from hefsearch.app.watch import WatchOptions, Watcher
     from hefsearch.cli.cmd_watch import print_watch_event
+    from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.sync import SyncOptions
 
     docs = write_docs(tmp_path / "docs")
     lib = tmp_path / "lib"
     with Library.open(lib) as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
-        reindex(library, [docs], open_encoders=lambda: [enc], close=False,
+        reindex(library, [docs], EncoderChoice([enc]),
                 options=SyncOptions(extra_suffixes={".log": "text"}))
     events = []
     watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0),
-                      open_encoders=lambda: _Choice([Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)]),
+                      open_encoders=lambda: EncoderChoice([Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)]),
                       on_event=events.append)
     thread = threading.Thread(target=watcher.run, daemon=True)
     thread.start()

@@ -419,7 +419,7 @@ def test_sync_lists_links_not_followed_and_removes_what_they_leaked(tmp_path, en
     assert str(outside / "passwd.txt") in r.links[0][1]
     assert not lib.query("SELECT 1 FROM chunks WHERE text LIKE '%leaked%'")
     out = io.StringIO()
-    from hefsearch.cli.cmd_index import sync_summary_dict
+    from hefsearch.app.indexing import sync_summary_dict
     from hefsearch.cli.render import print_sync_summary
 
     print_sync_summary(Console(file=out, width=300), r, lib.path)
@@ -502,7 +502,7 @@ def test_names_that_are_not_utf8_are_indexed_shown_and_matched(tmp_path, encoder
     assert any("broken-\\xfe.txt" in p for p, _ in lib.status().notes)  # a broken link: noted, not failed
     # searchable by path, and every output is plain text
     assert lib.query("SELECT COUNT(*) FROM documents WHERE path LIKE '%caf\\xe9%'")[0][0] == 1
-    from hefsearch.cli.cmd_index import sync_summary_dict
+    from hefsearch.app.indexing import sync_summary_dict
     from hefsearch.cli.render import print_sync_summary
 
     json.dumps(sync_summary_dict(r, lib.path)).encode("utf-8")

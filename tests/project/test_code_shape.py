@@ -14,7 +14,7 @@ PRODUCT = ["hefsearch", "base", "embed", "compile", "index", "search", "evaluate
 QUERY_PATH = [r"search/.*\.py", r"app/session\.py", r"cli/cmd_search\.py", r"serve/.*\.py",
               r"index/.*(space|faiss|segment|vector).*\.py"]
 SYNC_PATH = [r"index/(sync|crawl|extract|chunk|library|store|documents|formats|filetypes).*\.py",
-             r"app/reindex\.py", r"cli/cmd_index\.py"]
+             r"app/(reindex|indexing|folders)\.py", r"cli/cmd_index\.py"]
 MAX_MODULE, MAX_FUNCTION = 700, 60
 
 

@@ -177,13 +177,13 @@ def test_reindex_encoders_cover_every_space_default_first(tiny_bert_bundle, tmp_
     """The TUI's re-index embeds with the library's own backends (index.encoders' choice)."""
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
-    from hefsearch.tui.session import open_sync_encoders
+    from hefsearch.index.encoders import open_sync_encoders
     from tests.tui_support import cpu_encoder, write_corpus
 
     root = write_corpus(tmp_path / "docs", {"a.txt": "hello world"})
     with Library.open(tmp_path / "lib") as lib:
         sync(lib, [root], [cpu_encoder(tiny_bert_bundle)])
-        encoders = open_sync_encoders(lib)
+        encoders = open_sync_encoders(lib).encoders
         try:
             assert [e.backend.name for e in encoders] == ["cpu"]
             assert encoders[0].fingerprint == lib.space("cpu-fp32").info.fingerprint
@@ -195,6 +195,7 @@ def test_reindex_encoders_cover_every_space_default_first(tiny_bert_bundle, tmp_
 def test_session_reindex_closes_the_encoders_it_opened(monkeypatch, tmp_path):
     """The app's re-index goes through its session: encoders opened for the run, closed after
     it even when the sync fails."""
+    from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.sync import SyncReport
     from hefsearch.tui.session import LibrarySession
 
@@ -208,7 +209,7 @@ def test_session_reindex_closes_the_encoders_it_opened(monkeypatch, tmp_path):
 
     def open_encoders():
         opened.extend([Closing(), Closing()])
-        return opened
+        return EncoderChoice(opened)
 
     def fake_sync(library, roots, encoders, options=None, *, progress):
         seen.append((roots, encoders))

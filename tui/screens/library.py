@@ -59,9 +59,7 @@ class LibraryScreen(Screen):
             self.show_progress(*progress)
 
     def show_status(self, status, library_path: str = "", freshness=None) -> None:
-        from hefsearch.index.crawl import skipped_text
-
-        skipped = skipped_text(status.skipped or {})
+        skipped = status.skipped_text()
         notes = getattr(status, "notes", ())
         summary = Content.assemble(
             ("Library ", "bold"), (for_terminal(library_path), "$text-muted"), "\n",
