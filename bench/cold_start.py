@@ -38,22 +38,16 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench._models import export_temp_bundle  # noqa: E402
+from hefsearch.bench.harness import export_temp_bundle, load
 
 GOAL_S = 0.4
 PEER = "vector, MiniLM (peer)"
 
 
-def load() -> str:
-    return "load " + "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def build(folder: Path, chunks: int, bundle: Path | None, name: str = "library") -> tuple[Path, Path]:
     """(library, bundle) in ``folder``, built once and reused while the chunk count matches."""
-    from bench.index import vocabulary
-    from bench.query_latency import build_library
+    from hefsearch.bench.index import vocabulary
+    from hefsearch.bench.query_latency import build_library
     from hefsearch.embed.reference import open_reference_encoder
     from hefsearch.index.library import Library
 
@@ -99,7 +93,7 @@ def main() -> None:
     # another bundle (multilingual-e5-small): MiniLM's library too, its vector search the peer row
     peer = build(folder, args.chunks, None, name="minilm-library")[0] if args.bundle else None
     exe = [sys.executable, "-m", "hefsearch"]
-    from bench.index import vocabulary
+    from hefsearch.bench.index import vocabulary
 
     # Words the synthetic chunks use often (the vocabulary is Zipf-weighted by rank), as a real
     # query shares words with its hits: their snippets come from those words, and the CLI's
@@ -133,7 +127,7 @@ def main() -> None:
             make, e = rows[name]
             times[name].append(time_run(make(words[i % len(words)]), e))
     print(f"one-shot `hefsearch search` on {args.chunks:,} chunks, {args.runs} runs each, alternated; "
-          f"{os.cpu_count()} cpus, {load()} (1-min load during the runs: {min(loads):.1f}-{max(loads):.1f})")
+          f"{os.cpu_count()} cpus, load {load()} (1-min load during the runs: {min(loads):.1f}-{max(loads):.1f})")
     floor = statistics.median(times["floor: import numpy"])
     for name, t in times.items():
         med = statistics.median(t)

@@ -31,13 +31,13 @@ import csv
 import random
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from hefsearch.bench.harness import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from hefsearch.search.request import SearchRequest  # noqa: E402
+from hefsearch.search.request import SearchRequest
 SAMPLES = ROOT / "data" / "sample-corpus"
 
 
@@ -81,17 +81,33 @@ def score(ranked, wanted, kinds) -> dict[str, tuple[float, float, int]]:
     return out
 
 
-def evaluate(docs, doc_langs, doc_keys, queries, q_langs, wanted, kinds, alpha, min_chunks, exclude=None):
+@dataclass
+class LabelledSet:
+    """Document and query vectors with their languages, each query's relevant document keys and
+    kind; ``exclude[i]``: a document row query ``i`` may not find (itself, in the parallel set)."""
+
+    docs: np.ndarray
+    doc_langs: list
+    doc_keys: list
+    queries: np.ndarray
+    q_langs: list
+    wanted: list[set]
+    kinds: list[str]
+    exclude: np.ndarray | None = None
+
+
+def evaluate(s: LabelledSet, alpha: float, min_chunks: int) -> dict[str, tuple[float, float, int]]:
     from hefsearch.embed.post_transform import LanguageNeutral
 
+    docs, queries = s.docs, s.queries
     if alpha:
-        ln = LanguageNeutral.fit(docs, doc_langs, alpha=alpha, min_chunks=min_chunks)
-        docs, queries = ln.apply(docs, languages=doc_langs), ln.apply(queries, languages=q_langs)
-    return score(top_docs(docs, doc_keys, queries, exclude=exclude), wanted, kinds)
+        ln = LanguageNeutral.fit(docs, s.doc_langs, alpha=alpha, min_chunks=min_chunks)
+        docs, queries = ln.apply(docs, languages=s.doc_langs), ln.apply(queries, languages=s.q_langs)
+    return score(top_docs(docs, s.doc_keys, queries, exclude=s.exclude), s.wanted, s.kinds)
 
 
-def build_sets(enc, tmp: Path) -> dict:
-    from bench.retrieval_sets import CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES
+def build_sets(enc, tmp: Path) -> tuple[dict[str, LabelledSet], object]:
+    from hefsearch.bench.retrieval_sets import CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES
     from hefsearch.embed.language import identify_all
     from hefsearch.evaluate.parallel import load_parallel
     from hefsearch.index.library import Library
@@ -104,9 +120,9 @@ def build_sets(enc, tmp: Path) -> dict:
     s_docs = enc.encode_passages(sents)
     s_queries = enc.encode_queries(sents)
     s_langs = identify_all(sents)
-    sets["parallel"] = dict(docs=s_docs, doc_langs=s_langs, doc_keys=list(range(len(sents))),
-                            queries=s_queries, q_langs=s_langs, wanted=[{j} for j in partner],
-                            kinds=["cross"] * len(sents), exclude=np.arange(len(sents)))
+    sets["parallel"] = LabelledSet(docs=s_docs, doc_langs=s_langs, doc_keys=list(range(len(sents))),
+                                   queries=s_queries, q_langs=s_langs, wanted=[{j} for j in partner],
+                                   kinds=["cross"] * len(sents), exclude=np.arange(len(sents)))
 
     lib = Library.open(tmp / "sample-lib")
     sync(lib, [SAMPLES], [enc])
@@ -119,8 +135,8 @@ def build_sets(enc, tmp: Path) -> dict:
     q_texts = [q for q, _, _ in qs]
     q_vecs = enc.encode_queries(q_texts)
     q_langs = identify_all(q_texts)
-    sets["sample"] = dict(docs=c_vecs, doc_langs=c_langs, doc_keys=c_keys, queries=q_vecs, q_langs=q_langs,
-                          wanted=[w for _, w, _ in qs], kinds=[k for _, _, k in qs])
+    sets["sample"] = LabelledSet(docs=c_vecs, doc_langs=c_langs, doc_keys=c_keys, queries=q_vecs, q_langs=q_langs,
+                                 wanted=[w for _, w, _ in qs], kinds=[k for _, _, k in qs])
 
     rng = random.Random(14)
     side = [rng.random() < 0.5 for _ in pairs]  # True: text_a is the document
@@ -129,7 +145,7 @@ def build_sets(enc, tmp: Path) -> dict:
     r_docs = {**ENGLISH_DOCS, **CROSS_DOCS}
     r_queries = [(q, d, "same") for q, d in ENGLISH_QUERIES] + [(q, d, "cross") for q, d in CROSS_QUERIES]
     r_texts = [q for q, _, _ in r_queries]
-    sets["mixed"] = dict(
+    sets["mixed"] = LabelledSet(
         docs=np.vstack([c_vecs, s_docs[d_idx], enc.encode_passages(list(r_docs.values()))]),
         doc_langs=c_langs + [s_langs[i] for i in d_idx] + identify_all(r_docs.values()),
         doc_keys=c_keys + [f"par:{i % len(pairs)}" for i in d_idx] + [f"set:{k}" for k in r_docs],
@@ -185,28 +201,26 @@ def main(argv=None) -> int:
         tmp = Path(t)
         bundle = args.bundle
         if args.model:
-            from _models import export_temp_bundle
+            from hefsearch.bench.harness import export_temp_bundle
 
             bundle = export_temp_bundle(args.model, tmp)
         with Encoder.open(bundle, backend="cpu") as enc:
             print(f"bundle {bundle} (prefixes {enc.bundle.prefixes}); vector search, CPU FP32, no re-rank")
             sets, lib = build_sets(enc, tmp)
             for name, s in sets.items():
-                print(f"\n## {name}: {len(s['docs'])} documents/chunks, {len(s['queries'])} queries")
-                print(f"languages of the documents: {language_counts(s['doc_langs'])}")
-                print(f"languages of the queries:   {language_counts(s['q_langs'])}")
+                print(f"\n## {name}: {len(s.docs)} documents/chunks, {len(s.queries)} queries")
+                print(f"languages of the documents: {language_counts(s.doc_langs)}")
+                print(f"languages of the queries:   {language_counts(s.q_langs)}")
                 print("| alpha | min chunks | " + " | ".join(
-                    f"{k} top-1 | {k} top-10" for k in sorted(set(s["kinds"]))) + " |")
+                    f"{k} top-1 | {k} top-10" for k in sorted(set(s.kinds))) + " |")
                 for alpha in alphas:
                     for m in (minimums if alpha else minimums[:1]):
-                        r = evaluate(s["docs"], s["doc_langs"], s["doc_keys"], s["queries"], s["q_langs"],
-                                     s["wanted"], s["kinds"], alpha, m, exclude=s.get("exclude"))
+                        r = evaluate(s, alpha, m)
                         cells = " | ".join(f"{t1:.3f} | {t10:.3f}" for t1, t10, _ in r.values())
                         print(f"| {alpha:.2f} | {m if alpha else '-'} | {cells} |")
             a = DEFAULT_ALPHA if args.check_alpha is None else args.check_alpha
             s = sets["sample"]
-            want = evaluate(s["docs"], s["doc_langs"], s["doc_keys"], s["queries"], s["q_langs"], s["wanted"],
-                            s["kinds"], a, MIN_CHUNKS)
+            want = evaluate(s, a, MIN_CHUNKS)
             print(f"\nlibrary path (derive_neutral_space + Searcher, alpha {a}, min chunks {MIN_CHUNKS}) on "
                   f"sample: {check_library_path(lib, enc, a, MIN_CHUNKS, want)}")
             lib.close()

@@ -26,13 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-from hefsearch.search.request import SearchRequest  # noqa: E402
-CORPUS = ROOT / "data" / "sample-corpus"
+from hefsearch.bench.crosslingual import sample_queries  # (queries.tsv, each with its kind)
+from hefsearch.bench.harness import ROOT, export_temp_bundle
+from hefsearch.search.request import SearchRequest
 
-from _models import export_temp_bundle  # noqa: E402  (bench/ is the script's folder)
-from crosslingual import sample_queries  # noqa: E402  (queries.tsv, each with its kind)
+CORPUS = ROOT / "data" / "sample-corpus"
 
 QUERY_KINDS = {"cross": "cross-lingual", "same": "same-language"}
 

@@ -30,16 +30,13 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _models import export_temp_bundle, minilm_folder  # noqa: E402  (bench/ is the script's folder)
+from hefsearch.bench.harness import export_temp_bundle, load, minilm_folder, paired_ratios, spread
 
 
 def mixed_texts(n: int, seed: int = 0) -> list[str]:
@@ -180,7 +177,7 @@ def main() -> None:
     for name in sides:
         got = np.concatenate(parts[name])
         cos = (got * ref).sum(1) / np.linalg.norm(got, axis=1)
-        ratios = [b / a for a, b in zip(times[name], times["st"])]
+        ratios = paired_ratios(times["st"], times[name])
         print(f"hefsearch {name:<12}: {len(texts) / sum(times[name]):8.1f} texts/s   "
               f"{statistics.median(ratios):.2f}x sentence-transformers ({spread(ratios)}; {at})   "
               f"cosine to it: mean {cos.mean():.4f}, min {cos.min():.4f}")
@@ -196,17 +193,6 @@ def main() -> None:
           f"{100 * statistics.median(efficiency):.0f}% of this machine's sgemm ({spread([100 * e for e in efficiency], '%')}; "
           f"{at}; numpy BLAS on the body's own shapes, best of the timings beside each FP32 slice)")
     print(f"FP32 session: {fp32.backend.session_kind}; texts truncated to the window: {fp32.stats.truncated}")
-
-
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def spread(values: list[float], unit: str = "") -> str:
-    """median's company: min-max and the interquartile range of the paired slices."""
-    q = statistics.quantiles(values, n=4) if len(values) >= 2 else [values[0]] * 3
-    return (f"median of {len(values)} slices, min-max {min(values):.2f}-{max(values):.2f}{unit}, "
-            f"IQR {q[0]:.2f}-{q[2]:.2f}{unit}")
 
 
 if __name__ == "__main__":

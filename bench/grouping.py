@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import csv
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from hefsearch.search.request import SearchRequest  # noqa: E402
+from hefsearch.bench.harness import ROOT
+from hefsearch.search.request import SearchRequest
+
 
 MODES = ("vector", "keyword", "hybrid")
 CORPUS = ROOT / "data" / "sample-corpus"
@@ -68,7 +67,7 @@ def evaluate(searcher, queries, mode: str, all_chunks: bool) -> dict[str, float]
 
 
 def main() -> None:
-    from bench.retrieval_sets import SETS, write_docs
+    from hefsearch.bench.retrieval_sets import SETS, write_docs
     from hefsearch.embed import Encoder
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
@@ -80,7 +79,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         if args.bundle is None:
-            from _models import export_temp_bundle
+            from hefsearch.bench.harness import export_temp_bundle
 
             args.bundle = export_temp_bundle(tmp=tmp)
         sets = []

@@ -44,9 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _models import export_temp_bundle, minilm_folder  # noqa: E402  (bench/ is the script's folder)
+from hefsearch.bench.harness import ROOT, export_temp_bundle, median_time, minilm_folder, tests_importable
 
 GOAL_MS = 0.5
 SEQ = 256
@@ -169,15 +167,6 @@ def npu_wait(bundle, texts: list[str], batch: int, fps: float) -> float:
 PCIE_GEN2_X1 = 400e6
 
 
-def _timed(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def stream_costs(hidden: int, heads: int, mask_value: float, frames: int, repeats: int,
                  seqs=(128, 256, 512)) -> list[dict]:
     """Per SEQ, mask mode and stream type: median host ms per frame (inputs built as the hailo
@@ -218,7 +207,7 @@ def stream_costs(hidden: int, heads: int, mask_value: float, frames: int, repeat
                     to_stream(layout.build(mask, encode=mask_encode), mask_spec)
                     assemble({out_spec.name: device_out[streams]})
 
-                ms = _timed(frame_work, repeats) * 1000 / frames
+                ms = median_time(frame_work, repeats) * 1000 / frames
                 sizes = {"in": emb_spec.size * emb_spec.dtype.itemsize + mask_spec.size * mask_spec.dtype.itemsize,
                          "out": out_spec.size * out_spec.dtype.itemsize}
                 native = {"in": emb_native.size + mask_native.size, "out": out_native.size}
@@ -248,18 +237,17 @@ def print_stream_costs(rows: list[dict], heads: int) -> None:
 
 def device_batch_effect(bundle_path: str, texts: list[str]) -> dict[str, float] | None:
     """frames/s of the hailo backend on the HailoRT fake with the zoo's Hailo-8 MiniLM timing."""
-    root = Path(__file__).resolve().parent.parent
-    fakes = root / "tests" / "fakes"
+    fakes = ROOT / "tests" / "fakes"
     if not fakes.is_dir():
         return None
     import shutil
     import tempfile
 
-    sys.path.insert(0, str(fakes))
-    sys.path.insert(0, str(root))
+    sys.path.insert(0, str(fakes))  # the HailoRT fake stands in for hailo_platform: it must come first
     from hailo_platform._fake import WORLD
 
     from hefsearch.embed.encoder import Encoder
+    tests_importable()
     from tests.fakes.fake_hef import add_fake_hef
 
     out = {}

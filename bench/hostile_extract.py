@@ -35,8 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hefsearch.bench.harness import tests_importable
+
 
 MAX_BYTES = 20 * 1024 * 1024  # the crawler's default --max-size
 
@@ -44,6 +44,7 @@ MAX_BYTES = 20 * 1024 * 1024  # the crawler's default --max-size
 def build_corpus(folder: Path, scale: float) -> dict[str, Path]:
     import random
 
+    tests_importable()
     from tests.container_builders import billion_laughs_odt, make_epub, nested_mime, png_bomb, xlsx_zip_bomb
     from tests.document_builders import docx_with_body, make_pdf
 

@@ -19,11 +19,9 @@ with a multilingual bundle (--bundle) for the figures that matter on a real libr
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 POLICIES = [
     ("vector", "vector", {}),
@@ -35,13 +33,13 @@ POLICIES = [
 
 
 def default_bundle(tmp: Path) -> Path:
-    from _models import export_temp_bundle
+    from hefsearch.bench.harness import export_temp_bundle
 
     return export_temp_bundle(tmp=tmp)
 
 
 def run(bundle: Path, tmp: Path) -> dict:
-    from bench.retrieval_sets import SETS, evaluate, write_docs
+    from hefsearch.bench.retrieval_sets import SETS, evaluate, write_docs
     from hefsearch.embed import Encoder
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync

@@ -22,7 +22,6 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,9 +29,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from hefsearch.search.filters import Filters  # noqa: E402
-from hefsearch.search.request import SearchRequest  # noqa: E402
+from hefsearch.search.filters import Filters
+from hefsearch.search.request import SearchRequest
 
 DIM = 384
 
@@ -44,14 +42,14 @@ def rss_mb() -> float:
 
 
 def default_bundle(tmp: Path) -> Path:
-    from _models import export_temp_bundle
+    from hefsearch.bench.harness import export_temp_bundle
 
     return export_temp_bundle(tmp=tmp)
 
 
 # -- 1. pipeline overhead ----------------------------------------------------------------
 def write_folder(folder: Path, n_files: int, seed: int = 0) -> None:
-    from bench.retrieval_sets import CROSS_DOCS, ENGLISH_DOCS
+    from hefsearch.bench.retrieval_sets import CROSS_DOCS, ENGLISH_DOCS
     from hefsearch.embed.samples import VERIFY_TEXTS
 
     sentences = list(ENGLISH_DOCS.values()) + list(CROSS_DOCS.values()) + list(VERIFY_TEXTS)

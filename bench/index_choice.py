@@ -17,15 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench import synthetic  # noqa: E402
+from hefsearch.bench import synthetic
 
 DIM, TOP = 384, 50
 

@@ -13,22 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from hefsearch.bench.harness import median_time
 
 
 def tokenizer_counter():

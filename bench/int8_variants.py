@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from _models import export_temp_bundle  # noqa: E402
-from encode import mixed_texts  # noqa: E402
+from hefsearch.bench.harness import export_temp_bundle, paired_ratios
+from hefsearch.bench.encode import mixed_texts
 
 
 def build_variants(body: Path, bundle, folder: Path) -> dict[str, Path]:
@@ -37,14 +34,14 @@ def build_variants(body: Path, bundle, folder: Path) -> dict[str, Path]:
                                           quantize_dynamic, quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from hefsearch.compile.cpu_int8 import _ffn_down_projections, _weight_matmuls
+    from hefsearch.compile.cpu_int8 import ffn_down_projections, weight_matmuls
     from hefsearch.embed.host import HostPipeline
 
     pre = folder / "pre.onnx"
     quant_pre_process(str(body), str(pre), skip_symbolic_shape=False)
     pre_model = onnx.load(str(pre))  # read once for both node lists
-    weights = _weight_matmuls(pre_model)
-    ffn_out = _ffn_down_projections(pre_model)
+    weights = weight_matmuls(pre_model)
+    ffn_out = ffn_down_projections(pre_model)
     del pre_model
     last = max(int(n.split("layer.")[1].split("/")[0]) for n in weights if "layer." in n)
     out: dict[str, Path] = {}
@@ -119,7 +116,7 @@ def main() -> None:
     print(f"{len(texts)} texts, {args.slices} slices; speed = median of per-slice FP32 time / variant time")
     for name in sessions:
         cos = (np.concatenate(vecs[name]) * ref).sum(1)
-        ratio = statistics.median(a / b for a, b in zip(times["FP32"], times[name]))
+        ratio = statistics.median(paired_ratios(times["FP32"], times[name]))
         print(f"{name:46s} {ratio:5.2f}x FP32   cosine to FP32: mean {cos.mean():.4f}, min {cos.min():.4f}")
 
 

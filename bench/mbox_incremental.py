@@ -6,7 +6,7 @@ message was appended (only that message is embedded) and a run with nothing chan
 The peer is the first run (every message read and embedded); the ratio says what the
 incremental read saves. Every run streams the whole mbox (a changed file is read again: each
 message hashed, only new and changed ones parsed and embedded). Default bundle: MiniLM
-(``bench/_models.py``); the load average is printed beside the times.
+(``bench/harness.py``); the load average is printed beside the times.
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hefsearch.bench.harness import tests_importable
 
 
 def main() -> None:
@@ -28,10 +26,11 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=20_000)
     ap.add_argument("--bundle", help="bundle to embed with (default: MiniLM exported to a temp folder)")
     args = ap.parse_args()
-    from bench._models import export_temp_bundle
+    from hefsearch.bench.harness import export_temp_bundle
     from hefsearch.embed import Encoder
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
+    tests_importable()
     from tests.container_builders import make_eml, make_mbox
 
     tmp = Path(tempfile.mkdtemp(prefix="hefsearch-mbox-"))

@@ -22,8 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 
 def run(docs: Path, bundle: str, work: Path, derive: bool) -> tuple[float, int]:
     import hefsearch.index.sync as sync_module

@@ -35,14 +35,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from hefsearch.search.request import SearchRequest  # noqa: E402
+from hefsearch.bench.harness import ROOT
+from hefsearch.search.request import SearchRequest
+
 SAMPLES = ROOT / "data" / "sample-corpus"
 
 
 def write_mixed(folder: Path) -> list[tuple[str, set[str]]]:
-    from bench.retrieval_sets import CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES
+    from hefsearch.bench.retrieval_sets import CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES
     from hefsearch.evaluate.parallel import load_parallel
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,7 @@ def write_mixed(folder: Path) -> list[tuple[str, set[str]]]:
 
 
 def write_heldout(folder: Path) -> list[tuple[str, set[str]]]:
-    from bench.multilingual_heldout import DOCS, QUERIES
+    from hefsearch.bench.multilingual_heldout import DOCS, QUERIES
 
     folder.mkdir(parents=True, exist_ok=True)
     for name, (_, text) in DOCS.items():

@@ -33,8 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hefsearch.bench.harness import tests_importable
+
 
 PAGES = {
     "en": ["The invoice lists the amount due and the payment", "deadline of the fourteenth of March.",
@@ -59,6 +59,7 @@ def accuracy(truth: str, read: str) -> float:
 
 
 def rendered() -> dict[str, bytes]:
+    tests_importable()
     from tests.container_builders import render_page
 
     return {lang: render_page(lines, cjk=lang in CJK) for lang, lines in PAGES.items()}
@@ -133,6 +134,7 @@ def rates(pages_n: int, repeats: int) -> None:
     """hefsearch's extraction: scanned pages through OCR vs the same text as a text layer."""
     from hefsearch.index import ocr
     from hefsearch.index.extract_pdf import extract_pdf, extract_pdf_ocr
+    tests_importable()
     from tests.container_builders import make_image_pdf
     from tests.document_builders import make_pdf
 

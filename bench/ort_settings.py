@@ -15,16 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench._models import export_temp_bundle  # noqa: E402
+from hefsearch.bench.harness import export_temp_bundle, paired_ratios
 
 SHAPES = [(32, 256), (32, 64), (4, 12)]
 
@@ -75,7 +71,7 @@ def main() -> None:
     print(f"default session ({kind}, {os.cpu_count()} threads, no spinning): {statistics.median(base) * 1000:.0f} ms "
           f"for batches {SHAPES}; load {start} -> {end}")
     for k, t in times.items():
-        ratios = [b / v for b, v in zip(base, t)]
+        ratios = paired_ratios(base, t)
         print(f"  {k:<30}: {statistics.median(t) * 1000:7.0f} ms  {statistics.median(ratios):.2f}x the default's speed "
               f"(median of {len(ratios)} rounds, min-max {min(ratios):.2f}-{max(ratios):.2f})")
 

@@ -33,17 +33,15 @@ import itertools
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from hefsearch.search.request import SearchRequest  # noqa: E402
-
-from bench.index import DIM, StubEncoder as _IndexBenchStub, vocabulary  # noqa: E402
+from hefsearch.bench.harness import load
+from hefsearch.bench.index import DIM, StubEncoder as _IndexBenchStub, vocabulary
+from hefsearch.search.request import SearchRequest
 
 LIBRARY_GOAL_MS = 10.0
 WHOLE_QUERY_GOAL_MS = 30.0  # p95
@@ -136,10 +134,6 @@ def cell(values: list[float] | None) -> str:
     if not values:
         return f"{'–':>15s}"
     return f"{statistics.median(values):7.2f}/{percentile(values, 0.95):<7.2f}"
-
-
-def load() -> str:
-    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def print_row(label: str, times: dict[str, list[float]], lib_part: list[float]) -> None:
@@ -304,7 +298,7 @@ def main() -> None:
             print(f"   {row['chunks']:>10,} chunks: search {row['search']:.2f}, fetch {row['fetch']:.2f}, "
                   f"snippet {row['snippet']:.2f}")
         if not args.skip_encoder:
-            from bench._models import export_temp_bundle
+            from hefsearch.bench.harness import export_temp_bundle
 
             bundle = args.bundle or export_temp_bundle(tmp=tmp)
             bench_whole(paths[-1], bundle, queries)

@@ -39,15 +39,12 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import zlib
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 class SimulatedNpu:
@@ -109,7 +106,7 @@ def main() -> None:
 
     import ray
 
-    from bench.index import write_folder
+    from hefsearch.bench.index import write_folder
     from hefsearch.embed import Encoder
     from hefsearch.index.library import Library
     from hefsearch.index.ray_pool import RayEncoder, RayPoolOptions
@@ -118,7 +115,7 @@ def main() -> None:
     os.environ["HEFSEARCH_HOME"] = str(tmp / "home")  # the actors' bundle cache stays in tmp
     try:
         if args.bundle is None:
-            from _models import export_temp_bundle
+            from hefsearch.bench.harness import export_temp_bundle
 
             args.bundle = export_temp_bundle(tmp=tmp)
         folder = tmp / "docs"

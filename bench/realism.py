@@ -31,9 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.synthetic import KINDS, describe, distinct, vectors  # noqa: E402
+from hefsearch.bench.synthetic import KINDS, describe, distinct, vectors
 
 
 def library_vectors(library: Path, space: str | None) -> np.ndarray:

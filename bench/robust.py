@@ -34,11 +34,12 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-VARIANTS = {  # name suffix -> build_sim keyword arguments
+VARIANTS = {  # name suffix -> SimOptions fields
     "": {},
     "-pct": {"ranges": "percentile:99.99"},
     "-wtensor": {"weights": "per-tensor"},
@@ -49,8 +50,8 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 
 def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
     """{space label: simulation name}, building the missing ones."""
-    from hefsearch.compile.bodies import resolve_body, stale_builds
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.body_choice import resolve_body, stale_builds
+    from hefsearch.compile.sim.build import SimOptions, build_sim
     from hefsearch.embed.bundle import Bundle
 
     out = {}
@@ -62,13 +63,13 @@ def ensure_sims(bundle, bodies: list[str], say) -> dict[str, str]:
             name = "a8" + suffix + ("" if body == "original" else "-" + body)
             if name not in have or name in stale:
                 say(f"building simulation {name}" + (" (its body was trained again)" if name in stale else ""))
-                build_sim(bundle, "a8", mask="inside", body=body, name=name, **kw)
+                build_sim(bundle, "a8", SimOptions(mask="inside", body=body, name=name, **kw))
             out[f"a8{suffix} {body}"] = name
     return out
 
 
 def open_encoders(bundle, sims: dict[str, str], robust: bool) -> dict:
-    from hefsearch.compile.bodies import resolve_body
+    from hefsearch.compile.body_choice import resolve_body
     from hefsearch.embed.backends.onnx_body import OnnxBodyBackend
     from hefsearch.embed.bundle import Bundle
     from hefsearch.embed.encoder import Encoder
@@ -151,8 +152,19 @@ class VectorCache:
         return v
 
 
-def measure(bundle, corpora: list[str], parallels: list[str], robust: bool, n_pseudo: int, seed: int, say,
-            cache: VectorCache | None = None):
+@dataclass
+class TextSets:
+    """What the spaces are measured on: ``--corpus NAME=DIR[:QUERIES.tsv]`` specs (a corpus
+    without queries gets ``n_pseudo`` pseudo-queries drawn with ``seed``) and ``--parallel`` TSVs
+    besides the bundled parallel set."""
+
+    corpora: list[str]
+    parallels: list[str] = field(default_factory=list)
+    n_pseudo: int = 100
+    seed: int = 0
+
+
+def measure(bundle, sets: TextSets, robust: bool, say, cache: VectorCache | None = None):
     from hefsearch.evaluate.parallel import load_parallel
     from hefsearch.evaluate.quality import QueryDocs, evaluate_library_space, evaluate_parallel
 
@@ -162,8 +174,8 @@ def measure(bundle, corpora: list[str], parallels: list[str], robust: bool, n_ps
     ref = encs["FP32 original"]
     cache = cache or VectorCache(None)
     rows = {label: {} for label in encs}
-    for spec in corpora:
-        name, texts, docs, queries, sources = load_corpus(spec, ref, n_pseudo, seed)
+    for spec in sets.corpora:
+        name, texts, docs, queries, sources = load_corpus(spec, ref, sets.n_pseudo, sets.seed)
         say(f"{name}: {len(set(docs))} documents, {len(texts)} chunks, {len(queries)} queries")
         ids = np.arange(len(texts), dtype=np.int64)
         d_ref, q_ref = cache.encode(ref, texts, True), cache.encode(ref, queries, False)
@@ -185,7 +197,7 @@ def measure(bundle, corpora: list[str], parallels: list[str], robust: bool, n_ps
                 "fp32q_found1": cross.source_found["1"] if cross.source_found else None,
             }
             say(f"  {label}: MRR {r.mrr:.3f}, found@1 {rows[label][name]['found1']}, doc-cos {r.doc_cosine:.3f}")
-    for path in [None, *parallels]:
+    for path in [None, *sets.parallels]:
         pairs = load_parallel(path)
         pname = "parallel" if path is None else Path(path).stem
         def both(enc):
@@ -228,7 +240,7 @@ def render(rows: dict) -> str:
 def train(bundle: str, steps: int, threads: int, say) -> dict:
     """``hefsearch compile robust`` in a child process (fresh start): wall time, peak RSS and
     what it recorded."""
-    from hefsearch.compile.bodies import ROBUST_KIND
+    from hefsearch.compile.body_choice import ROBUST_KIND
     from hefsearch.embed.bundle import Bundle
 
     cmd = [sys.executable, "-m", "hefsearch", "compile", "robust", bundle, "--steps", str(steps),
@@ -278,8 +290,8 @@ def main(argv=None) -> int:
     keep = {wanted[v.strip()] for v in args.variants.split(",") if v.strip()}
     for k in [k for k in VARIANTS if k not in keep]:
         del VARIANTS[k]
-    rows = measure(args.bundle, args.corpus, args.parallel, not args.no_robust, args.pseudo_queries, args.seed, say,
-                   VectorCache(args.cache))
+    sets = TextSets(args.corpus, args.parallel, args.pseudo_queries, args.seed)
+    rows = measure(args.bundle, sets, not args.no_robust, say, VectorCache(args.cache))
     print(render(rows))
     if trained:
         print(f"\ntraining: {json.dumps(trained)}")

@@ -41,9 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.synthetic import KINDS, blocks, vectors  # noqa: E402
+from hefsearch.bench.synthetic import KINDS, blocks, vectors
+from hefsearch.bench.harness import rss_mb
 
 SPACE = "cpu-fp32"
 
@@ -77,16 +76,6 @@ def open_space(folder: Path, n: int, dim: int, *, repair: bool):
     space = Space(StubLibrary(folder, members), info)
     space.load(members, repair=repair)
     return space
-
-
-def rss_mb(kind: str = "VmRSS") -> float:
-    """Process RSS in MB (``RssAnon``: private memory only, without the page cache of the
-    memory-mapped raw vectors, which the kernel can drop)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(kind + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")  # pragma: no cover
 
 
 # -- 1. build ------------------------------------------------------------------------------

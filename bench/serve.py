@@ -33,10 +33,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.index import vocabulary  # noqa: E402
-from bench.query_latency import build_library, make_queries, percentile  # noqa: E402
+from hefsearch.bench.index import vocabulary
+from hefsearch.bench.query_latency import build_library, make_queries, percentile
 
 HEFSEARCH = [sys.executable, "-m", "hefsearch"]
 CLIENTS = 8
@@ -240,7 +238,7 @@ def main() -> None:
         elif (base / "bundle" / "manifest.json").exists():
             bundle = base / "bundle"
         else:
-            from bench._models import export_temp_bundle
+            from hefsearch.bench.harness import export_temp_bundle
 
             bundle = export_temp_bundle(tmp=base)
         queries = make_queries(vocabulary(), args.queries)

@@ -25,23 +25,20 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 
 def one(bundle: str, precision: str, body: str, run_batch: int) -> None:
     """In the child: build the simulation, print JSON with the seconds and peak RSS."""
-    from hefsearch.compile import sim_ranges
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim import ranges as sim_ranges
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     sim_ranges.RUN_BATCH = run_batch
     measure = sim_ranges.measure_ranges
     sim_ranges.measure_ranges = lambda *a, **k: measure(*a, **{**k, "run_batch": run_batch})
-    import hefsearch.compile.npu_sim as npu_sim
+    import hefsearch.compile.sim.build as npu_sim
 
     npu_sim.measure_ranges = sim_ranges.measure_ranges
     t = time.perf_counter()
-    r = build_sim(bundle, precision, body=body, name=f"mem-rb{run_batch}")
+    r = build_sim(bundle, precision, SimOptions(body=body, name=f"mem-rb{run_batch}"))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2  # KiB -> GiB
     print(json.dumps({"seconds": time.perf_counter() - t, "peak_gib": peak, "sites": r.sites,
                       "calibration": r.calibration}))
@@ -70,7 +67,7 @@ def main() -> None:
             bundle = Path(tmp) / "bundle"
             shutil.copytree(a.bundle, bundle, ignore=shutil.ignore_patterns("encoder.npu-sim.*", "build"))
         else:
-            from bench._models import export_temp_bundle
+            from hefsearch.bench.harness import export_temp_bundle
 
             bundle = export_temp_bundle(tmp=Path(tmp))
         load = os.getloadavg()[0]

@@ -48,12 +48,12 @@ def measure(bundle_path: str, body_name: str, texts: list[str], calib_rows: int,
     import onnx
     import torch
 
-    from hefsearch.compile.bodies import resolve_body
-    from hefsearch.compile.fake_quant import NOMINAL, Quantiser
-    from hefsearch.compile.onnx_torch import OnnxBody
-    from hefsearch.compile.robust_train import make_student, set_ranges
-    from hefsearch.compile.sim_graph import prepare_graph
-    from hefsearch.compile.sim_ranges import calibration_from_bundle, calibration_from_texts
+    from hefsearch.compile.body_choice import resolve_body
+    from hefsearch.compile.robust.fake_quant import NOMINAL, Quantiser
+    from hefsearch.compile.robust.onnx_torch import OnnxBody
+    from hefsearch.compile.robust.train import make_student, set_ranges
+    from hefsearch.compile.sim.graph import prepare_graph
+    from hefsearch.compile.sim.ranges import calibration_from_bundle, calibration_from_texts
     from hefsearch.embed.bundle import Bundle
     from hefsearch.embed.host import l2_normalize, mean_pool
     from hefsearch.embed.metrics import similarity_correlation

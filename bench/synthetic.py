@@ -18,6 +18,8 @@ Two kinds, both unit vectors around a few thousand topic centres with Zipf-like 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 KINDS = ("documents", "isotropic")
@@ -51,11 +53,23 @@ def isotropic_blocks(n: int, dim: int = 384, *, seed: int = 0, points_seed: int 
         yield _unit(centres[c] + noise / np.sqrt(dim) * rng.standard_normal((m, dim)).astype(np.float32))
 
 
+@dataclass(frozen=True)
+class DocumentShape:
+    """How the ``documents`` kind is shaped; the defaults are the calibrated ones (module doc)."""
+
+    rank: int = 24  # directions each topic varies along
+    alpha: float = 0.7  # power-law decay of their scales
+    doc_scale: float = 1.0  # the offset a document's chunks share
+    chunk_scale: float = 0.9  # each chunk's own offset
+    iso: float = 0.9  # isotropic noise
+    mean_chunks: int = 8  # chunks per document, on average
+
+
 def document_blocks(n: int, dim: int = 384, *, seed: int = 0, points_seed: int = 1,
-                    rank: int = 24, alpha: float = 0.7, doc_scale: float = 1.0,
-                    chunk_scale: float = 0.9, iso: float = 0.9, mean_chunks: int = 8,
-                    block: int = 100_000):
+                    shape: DocumentShape = DocumentShape(), block: int = 100_000):
     """``n`` unit vectors shaped like chunks of documents (module doc), in blocks of ``block``."""
+    rank, alpha, doc_scale = shape.rank, shape.alpha, shape.doc_scale
+    chunk_scale, iso, mean_chunks = shape.chunk_scale, shape.iso, shape.mean_chunks
     centres, weights = cluster_centres(dim, seed=seed, mean_weight=0.55, spread=0.45, supers=50,
                                        super_spread=0.35)
     rs = np.random.default_rng(seed + 1000)

@@ -29,15 +29,15 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from hefsearch.bench.harness import tests_importable
 from urllib.parse import quote_plus
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.serve import HEFSEARCH, start_server, stop  # noqa: E402
+from hefsearch.bench.serve import HEFSEARCH, start_server, stop
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 
@@ -49,7 +49,7 @@ def build(base: Path, bundle: Path | None, with_sim: bool) -> Path:
     if bundle is None:
         bundle = base / "bundle"
         if not (bundle / "manifest.json").exists():
-            from bench._models import export_temp_bundle
+            from hefsearch.bench.harness import export_temp_bundle
 
             bundle = export_temp_bundle(tmp=base)
     docs = base / "Documents"  # a copy: the page shows this folder, not the checkout's
@@ -145,6 +145,7 @@ def main() -> None:
 
     import httpx
 
+    tests_importable()
     from tests.browser import missing, open_browser
 
     if missing():

@@ -22,16 +22,11 @@ import argparse
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from _models import export_temp_bundle  # noqa: E402  (bench/ is the script's folder)
+from hefsearch.bench.harness import ROOT, export_temp_bundle
 
 CORPUS = ROOT / "data" / "sample-corpus"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import click
 
-from hefsearch.compile.devices import DEVICES
 from hefsearch.compile.profiles import PROFILE_NAMES
+from hefsearch.compile.robust.devices import DEVICES
 
 
 _BODY_HELP = ("Which encoder body to build from: original (encoder.onnx, the FP32 export) or robust "
@@ -58,12 +58,11 @@ def export_cmd(model, out, seq_len, query_prefix, passage_prefix, overwrite):
     pipeline must match the full model (cosine >= 0.9999) on built-in multilingual texts.
     Needs the compile extra: pip install 'hefsearch[compile]'.
     """
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
-    report = export_bundle(
-        model, out, seq_len=seq_len, query_prefix=query_prefix, passage_prefix=passage_prefix,
-        overwrite=overwrite, progress=lambda m: click.echo(m, err=True),
-    )
+    options = ExportOptions(seq_len=seq_len, query_prefix=query_prefix, passage_prefix=passage_prefix,
+                            overwrite=overwrite)
+    report = export_bundle(model, out, options, progress=lambda m: click.echo(m, err=True))
     click.echo(
         f"{report.bundle}: {report.model_id}, seq_len {report.seq_len}, pooling {report.pooling}"
         f"{' + L2' if report.normalize else ''}; verified on {len(report.cosines)} texts, "
@@ -170,8 +169,8 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
 
     Make the calibration set first: hefsearch compile calib BUNDLE --from ~/Documents
     """
-    from hefsearch.compile.dfc import build_hef
-    from hefsearch.compile.hef_plan import HefOptions
+    from hefsearch.compile.hef.build import build_hef
+    from hefsearch.compile.hef.plan import HefOptions
 
     opts = HefOptions(hw_arch=hw_arch, seq_len=seq_len, precision=precision, mask=mask,
                       optimization_level=optimization_level, compression_level=compression_level,
@@ -226,14 +225,14 @@ def sim_cmd(bundle, precision, mask, texts_file, calib_limit, body, ranges, weig
     simulation, not a HEF: its numbers predict, they do not reproduce, the chip's.
     Needs the compile extra (the onnx package) to build; running it does not.
     """
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     texts = []
     if texts_file:
         with open(texts_file, encoding="utf-8") as f:
             texts = [line.strip() for line in f if line.strip()]
-    report = build_sim(bundle, precision, mask=mask, texts=texts, calib_limit=calib_limit, body=body,
-                       ranges=ranges, weights=weights, progress=lambda m: click.echo(m, err=True))
+    options = SimOptions(mask=mask, body=body, ranges=ranges, weights=weights, texts=texts, calib_limit=calib_limit)
+    report = build_sim(bundle, precision, options, progress=lambda m: click.echo(m, err=True))
     for n in report.notices:
         click.secho(f"note: {n}", fg="yellow", err=True)
     c = report.check
@@ -308,7 +307,7 @@ def robust_cmd(bundle, steps, batch, lr, max_tokens, sink_ratio, fp32_weight, pr
     makes for a multilingual bundle). Measured cost and gains: docs/compiling.md. Needs the
     compile extra (torch, onnx).
     """
-    from hefsearch.compile.robust import RobustOptions, build_robust
+    from hefsearch.compile.robust.build import RobustOptions, build_robust
 
     given = {k: v for k, v in (("sink_ratio", sink_ratio), ("fp32_weight", fp32_weight)) if v is not None}
     opts = RobustOptions(steps=steps, batch=batch, lr=lr, max_tokens=max_tokens, precision=precision,

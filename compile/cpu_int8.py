@@ -86,9 +86,9 @@ def build_cpu_int8(bundle: Bundle | str | Path, *, keep_ffn_output_fp32: bool = 
         # shape inference and graph folding first, as ONNX Runtime's quantisation guide asks
         quant_pre_process(str(src), str(pre), skip_symbolic_shape=False)
         pre_model = onnx.load(str(pre))  # read once for both node lists
-        weights = _weight_matmuls(pre_model)
+        weights = weight_matmuls(pre_model)
         if keep_ffn_output_fp32:
-            ffn_out = _ffn_down_projections(pre_model)
+            ffn_out = ffn_down_projections(pre_model)
             weights = [n for n in weights if n not in ffn_out]
         del pre_model
         quantize_dynamic(str(pre), str(out), weight_type=QuantType.QInt8, per_channel=True,
@@ -118,7 +118,7 @@ def _load(model):
     return model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
 
 
-def _weight_matmuls(model) -> list[str]:
+def weight_matmuls(model) -> list[str]:
     """MatMul nodes with a constant operand: the ones whose weights become int8 (the attention
     products of two activations stay FP32). ``model``: a path or a loaded model."""
     model = _load(model)
@@ -128,7 +128,7 @@ def _weight_matmuls(model) -> list[str]:
             if n.op_type == "MatMul" and any(i in constants for i in n.input)]
 
 
-def _ffn_down_projections(model) -> set[str]:
+def ffn_down_projections(model) -> set[str]:
     """MatMuls whose constant weight narrows (rows > columns): each layer's FFN output
     projection, found by shape so it does not depend on how the exporter named the nodes.
     ``model``: a path or a loaded model."""

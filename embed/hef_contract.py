@@ -4,7 +4,7 @@ A compiled encoder body (ARCHITECTURE.md section 4) has two inputs and one logic
 ``embeddings`` (the host's embedding sum, SEQ x H per frame), ``attention_mask`` (in the layout
 the HEF was compiled for, :mod:`hefsearch.embed.mask_layout`) and ``last_hidden_state`` (SEQ x H
 per frame, possibly split over several streams). The manifest's HEF entry records, by role, the
-streams the compiled HEF has (``inputs``, ``outputs``, ``mask_input``; written by compile/dfc.py).
+streams the compiled HEF has (``inputs``, ``outputs``, ``mask_input``; written by compile/hef/build.py).
 
 Matching is by meaning, as HailoRT binds by name and the allocator reshapes freely
 (docs/hailo-facts.md): an input is found by its recorded name, else by its element count; a

@@ -1,6 +1,6 @@
 """Precision profiles: which parts of the encoder body get 16 bits on the NPU (torch- and DFC-free).
 
-Shared by the compiler (``compile/model_script.py``: a DFC model script) and the NPU simulation
+Shared by the compiler (``compile/hef/model_script.py``: a DFC model script) and the NPU simulation
 (fake-quantising the same sites of the ONNX body), so a profile means the same in both.
 
 A transformer layer is split into *site groups*, the places an 8-bit build loses precision. A
@@ -251,7 +251,7 @@ def fallback_ladder(profile: PrecisionProfile) -> list[PrecisionProfile]:
 
 
 # -- where each group sits in the exported ONNX body --------------------------------------------
-# Node names of the torch export of Hugging Face BERT/XLM-R encoders (compile/body.py), e.g.
+# Node names of the torch export of Hugging Face BERT/XLM-R encoders (compile/export/torch_body.py), e.g.
 # /encoder/layer.0/attention/self/query/MatMul, /encoder/layer.0/output/Add.
 _LAYER = r"/encoder/layer\.\d+"
 _NODE_RULES: tuple[tuple[str, re.Pattern, frozenset[str]], ...] = (

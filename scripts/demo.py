@@ -1,6 +1,6 @@
 """The main job on a fresh machine (README command 1, run by `make demo`).
 
-1. choose a model (hefsearch.compile.model_source.choose_demo_model): the multilingual default
+1. choose a model (hefsearch.compile.export.model_source.choose_demo_model): the multilingual default
    (intfloat/multilingual-e5-small, with its "query: "/"passage: " prefixes) or another known
    multilingual model when it is in the local Hugging Face cache; else the default downloaded
    (only the files export needs, with progress) when the hub answers within seconds; else
@@ -43,7 +43,7 @@ def hefsearch(*args: str, check: bool = True) -> int:
 
 def main() -> None:
     WORK.mkdir(exist_ok=True)
-    from hefsearch.compile.model_source import choose_demo_model
+    from hefsearch.compile.export.model_source import choose_demo_model
 
     choice = choose_demo_model(say=print)
     print(f"Model: {choice.why}")

@@ -69,9 +69,9 @@ def tiny_xlmr_model(tmp_path_factory) -> Path:
 
 
 def _export(model: Path, out: Path, **kw) -> Path:
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
-    export_bundle(str(model), out, **kw)
+    export_bundle(str(model), out, ExportOptions(**kw))
     return out
 
 

@@ -24,7 +24,7 @@ def make_edited_bundle(tiny_model: Path, work: Path, edit, name: str) -> Path:
     import torch
     from transformers import BertModel
 
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import export_bundle
 
     folder = work / f"{name}-model"
     shutil.copytree(tiny_model, folder)
@@ -61,7 +61,7 @@ def sharp_bundle(tiny_bert_model, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def sim_bundle(sharp_bundle, tmp_path_factory) -> Path:
     """A copy of the sharpened bundle with its ``a8`` NPU simulation built."""
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import build_sim
 
     out = tmp_path_factory.mktemp("rr") / "bundle"
     shutil.copytree(sharp_bundle, out)

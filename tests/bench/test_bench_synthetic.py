@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.synthetic import describe, distinct, vectors
+from hefsearch.bench.synthetic import describe, distinct, vectors
 
 
 def test_both_kinds_are_unit_vectors_and_reproducible():

@@ -4,19 +4,10 @@ kind rule agrees with the languages the set declares."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_the_heldout_set_is_consistent_and_mostly_cross_lingual(tmp_path):
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench.multilingual_heldout import DOCS, QUERIES
-        from bench.npu_default import query_kinds, write_heldout
-    finally:
-        sys.path.remove(str(ROOT))
+    from hefsearch.bench.multilingual_heldout import DOCS, QUERIES
+    from hefsearch.bench.npu_default import query_kinds, write_heldout
     from hefsearch.embed.language import identify_all
 
     assert all(d in DOCS for _, d in QUERIES) and len({lang for lang, _ in DOCS.values()}) == 11

@@ -1,4 +1,4 @@
-"""``hefsearch compile hef``: the real driver (compile/dfc.py) against the contract fake of
+"""``hefsearch compile hef``: the real driver (compile/hef/build.py) against the contract fake of
 ``hailo_sdk_client`` (tests/fakes/hailo_sdk_client).
 
 Everything here is verified against that fake only, never against Hailo's Dataflow Compiler:
@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.compile.calib import load_calibration
-from hefsearch.compile.dfc import build_hef
-from hefsearch.compile.dfc_errors import AllocatorCrash, DfcUnavailable, is_allocator_crash
-from hefsearch.compile.hef_plan import HefOptions
-from hefsearch.compile.preflight import CalibrationMismatch
+from hefsearch.compile.hef.build import build_hef
+from hefsearch.compile.hef.errors import AllocatorCrash, DfcUnavailable, is_allocator_crash
+from hefsearch.compile.hef.plan import HefOptions
+from hefsearch.compile.hef.preflight import CalibrationMismatch
 from hefsearch.embed.bundle import Bundle
 from hefsearch.cli.main import main
 
@@ -43,7 +43,7 @@ def test_fake_lifts_3d_nwc_and_rejects_a_4d_format_for_it(fake_dfc, tiny_bert_bu
     from hailo_sdk_client import ClientRunner
     from hailo_sdk_client.exposed_definitions import Dims
 
-    from hefsearch.compile.dfc_onnx import make_dfc_onnx
+    from hefsearch.compile.hef.dfc_onnx import make_dfc_onnx
 
     bundle = Bundle.open(tiny_bert_bundle)
     heads = bundle.model["heads"]
@@ -92,7 +92,7 @@ def _old_topology_onnx(bundle: Bundle, out, seq: int):
     import onnx
     from onnx import helper, numpy_helper
 
-    from hefsearch.compile.dfc_onnx import MASK, make_dfc_onnx
+    from hefsearch.compile.hef.dfc_onnx import MASK, make_dfc_onnx
 
     dfc = make_dfc_onnx(bundle, out.with_name("additive.onnx"), seq, "additive")
     model = onnx.load(str(dfc.path))
@@ -118,10 +118,10 @@ def test_fake_refuses_the_softmax_command_on_the_old_mask_topology(fake_dfc, tin
     from hailo_sdk_client import ClientRunner
     from hailo_sdk_client.exposed_definitions import Dims
 
-    from hefsearch.compile.dfc import input_formats
-    from hefsearch.compile.dfc_errors import CompileError
-    from hefsearch.compile.dfc_sdk import probe_mask_command
-    from hefsearch.compile.dfc_onnx import make_dfc_onnx, sample_inputs
+    from hefsearch.compile.hef.build import input_formats
+    from hefsearch.compile.hef.errors import CompileError
+    from hefsearch.compile.hef.sdk import probe_mask_command
+    from hefsearch.compile.hef.dfc_onnx import make_dfc_onnx, sample_inputs
     from hefsearch.embed.backends.cpu import make_session
 
     bundle = Bundle.open(tiny_bert_bundle)
@@ -224,7 +224,7 @@ def test_default_hailo10h_build_is_the_report_recipe_past_both_walls(fake_dfc, f
     hefsearch does not know, the ladder goes straight to a8, and the HEF is built with exactly the
     report's script and mask (keys01: [N,1,1,S] NHWC, 0/1, the input after the mask Mul). The
     manifest records it all; the emulator report sees the permuted basis and passes it."""
-    from hefsearch.compile.model_script import script_commands
+    from hefsearch.compile.hef.model_script import script_commands
     from hefsearch.embed.hef_file import read_hef
 
     result, lines = _build(calib_bundle)
@@ -314,7 +314,7 @@ def test_a_16bit_rung_that_passes_keeps_its_bits(fake_dfc, calib_bundle):
     """On a DFC where 16 bits off the attention path allocate (the fake's "attention" rule), the
     first rung passes: the script is the report's plus the a16 lines and ew_add_fusing off for the
     residual adds, still without negative_exponent (the softmax stays 8-bit)."""
-    from hefsearch.compile.model_script import script_commands
+    from hefsearch.compile.hef.model_script import script_commands
 
     fake_dfc.ClientRunner.FAIL_A16_ON = "attention"
     fake_dfc.ClientRunner.NAN_EXPONENT = False  # and a16 convs quantise (the follow-up's cascade off)
@@ -368,7 +368,7 @@ def test_user_profile_file_and_extra_lines(fake_dfc, calib_bundle, tmp_path):
     extra.write_text("performance_param(compiler_optimization_level=max)\n")
     result, _ = _build(calib_bundle, precision=str(prof), alls_extra=extra, optimization_level=1)
     script = result.model_script.read_text()
-    from hefsearch.compile.model_script import script_commands
+    from hefsearch.compile.hef.model_script import script_commands
 
     assert sum("a16_w16" in c for c in script_commands(script)) == 1 and "conv6, conv12" in script
     assert "model_optimization_flavor(optimization_level=1, compression_level=0)" in script
@@ -448,7 +448,7 @@ def test_negative_exponent_wall_steps_down_even_wrapped(fake_dfc, calib_bundle, 
     with NegativeSlopeExponentNonFixable, wrapped in another exception: recognised by name, the
     ladder steps down to the report's script (which carries no user lines) and builds; without
     the ladder it is explained with what to remove."""
-    from hefsearch.compile.dfc_errors import NegativeExponentWall
+    from hefsearch.compile.hef.errors import NegativeExponentWall
 
     fake_dfc.ClientRunner.WRAP_WALLS = True
     extra = tmp_path / "extra.alls"
@@ -469,7 +469,7 @@ def test_negative_exponent_wall_steps_down_even_wrapped(fake_dfc, calib_bundle, 
 def test_negative_exponent_in_a_16bit_softmax_rung_then_a8(fake_dfc, calib_bundle, tmp_path):
     """A profile with a 16-bit softmax passes optimize (negative_exponent is met) and crashes the
     allocator; the ladder's a8 rung has neither line nor wall and builds."""
-    from hefsearch.compile.model_script import script_commands
+    from hefsearch.compile.hef.model_script import script_commands
 
     prof = tmp_path / "soft16.json"
     prof.write_text(json.dumps({"bits": {"softmax": 16}}))
@@ -511,7 +511,7 @@ def test_fallback_ends_at_a8_and_reuses_earlier_optimisations(fake_dfc, dfc_vers
 
 
 def test_walls_are_recognised_by_name_or_message_also_wrapped():
-    from hefsearch.compile.dfc_errors import known_wall
+    from hefsearch.compile.hef.errors import known_wall
 
     class BackendAllocatorException(Exception):
         pass
@@ -557,7 +557,7 @@ def test_compile_modules_import_no_sdk_at_import_time():
     import subprocess
     import sys
 
-    code = ("import sys, hefsearch.compile.dfc, hefsearch.compile.calib, hefsearch.cli.cmd_compile; "
+    code = ("import sys, hefsearch.compile.hef.build, hefsearch.compile.calib, hefsearch.cli.cmd_compile; "
             "print([m for m in ('hailo_sdk_client', 'hailo_platform', 'torch') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -643,7 +643,7 @@ def test_written_model_script_follows_the_recipe_on_record(fake_dfc, dfc_version
     """hailo10h: exactly the public report's script (no matmul_correction, no negative_exponent);
     hailo8/8l: the zoo's all_minilm_l6_v2 / bert_base_uncased scripts (mask command first when
     used, ew_add_fusing off, matmul_correction, negative_exponent)."""
-    from hefsearch.compile.model_script import MASK_COMMAND, MATMUL_CORRECTION, NEGATIVE_EXPONENT, script_commands
+    from hefsearch.compile.hef.model_script import MASK_COMMAND, MATMUL_CORRECTION, NEGATIVE_EXPONENT, script_commands
 
     dfc_version(version)
     result, _ = _build(calib_bundle, hw_arch=hw_arch, precision="a8", mask=mode, report=False)
@@ -680,7 +680,7 @@ def test_written_model_script_follows_the_recipe_on_record(fake_dfc, dfc_version
 ])
 def test_a_dfc_that_cannot_build_it_is_refused_before_parsing(fake_dfc, dfc_version, calib_bundle, version,
                                                               hw_arch, mask, words, hint_words):
-    from hefsearch.compile.dfc_errors import CompileError
+    from hefsearch.compile.hef.errors import CompileError
 
     dfc_version(version)
     with pytest.raises(CompileError) as e:
@@ -738,7 +738,7 @@ def test_an_explicit_mask_mode_without_the_command_is_stopped_by_the_probe(fake_
     """An explicit --mask that needs the command, on a DFC that lacks it (a line hefsearch does not
     know is tried with a warning): probing it on the parsed network stops the build in seconds,
     before optimize()."""
-    from hefsearch.compile.dfc_errors import CompileError
+    from hefsearch.compile.hef.errors import CompileError
 
     dfc_version(version)
     lines: list[str] = []
@@ -756,7 +756,7 @@ def test_score_layout_calibration_is_a_broadcast_view_not_a_copy():
     would be 3 GB as a copy. calibration_dict broadcasts the 0/1 key mask over the query rows."""
     import tracemalloc
 
-    from hefsearch.compile.preflight import InputLayer, calibration_dict, preflight
+    from hefsearch.compile.hef.preflight import InputLayer, calibration_dict, preflight
     from hefsearch.embed.mask_layout import MaskLayout
 
     n, seq, heads, hidden = 1024, 256, 12, 8
@@ -918,7 +918,7 @@ def test_acceptance_default_hailo10h_build_indexes_and_searches_like_the_cpu(fak
     vectors live in another (permuted) basis (verified against the fakes only)."""
     import shutil
 
-    from hefsearch.compile.model_script import script_commands
+    from hefsearch.compile.hef.model_script import script_commands
     from tests.library_helpers import write_corpus as write_library_corpus
 
     bundle = tmp_path / "bundle"

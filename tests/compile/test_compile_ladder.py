@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.cli.main import main
-from hefsearch.compile.dfc import build_hef
-from hefsearch.compile.dfc_errors import CompileError
-from hefsearch.compile.hef_plan import HefOptions
-from hefsearch.compile.model_script import script_commands
+from hefsearch.compile.hef.build import build_hef
+from hefsearch.compile.hef.errors import CompileError
+from hefsearch.compile.hef.plan import HefOptions
+from hefsearch.compile.hef.model_script import script_commands
 from hefsearch.embed.bundle import Bundle
 
 #: the public Hailo-10H report's model script, section 7, byte for byte (1024 calibration rows)
@@ -235,7 +235,7 @@ def test_other_chips_still_stop_on_an_unknown_failure(fake_dfc, dfc_version, cal
 
 # -- item 2: the zoo's 16-bit lines ---------------------------------------------------------------
 def test_every_line_of_a_16bit_rung_cites_its_public_source(fake_dfc, calib_bundle):
-    from hefsearch.compile.model_script import ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT
+    from hefsearch.compile.hef.model_script import ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT
 
     fake_dfc.ClientRunner.NAN_EXPONENT = False
     result, _ = _build(calib_bundle, report=False)
@@ -262,16 +262,16 @@ def test_every_line_of_a_16bit_rung_cites_its_public_source(fake_dfc, calib_bund
 
 
 def test_the_zoo_lines_are_on_hailo10h_16bit_rungs_only(fake_dfc, dfc_version, calib_bundle):
-    from hefsearch.compile.model_script import RECIPE_HAILO10H, RECIPE_ZOO, build_model_script
+    from hefsearch.compile.hef.model_script import RECIPE_HAILO10H, RECIPE_ZOO, ScriptSettings, build_model_script
     from hefsearch.embed.precision import load_profile
 
     hn = {"layers": {"n/input_layer1": {"type": "input_layer"}}}
     for name in ("a8",):
-        s = build_model_script(load_profile(name), hn, calibset_size=1024, batch_size=16, recipe=RECIPE_HAILO10H,
-                               mask_command=True)
+        s = build_model_script(load_profile(name), hn, ScriptSettings(calibset_size=1024, batch_size=16,
+                                                                      recipe=RECIPE_HAILO10H, mask_command=True))
         assert script_commands(s) == REPORT_LINES  # byte for byte, as the report wrote it
         assert "multiproc_policy" not in s and "spatial_defuse" not in s
-    zoo = build_model_script(load_profile("balanced"), hn, calibset_size=64, recipe=RECIPE_ZOO)
+    zoo = build_model_script(load_profile("balanced"), hn, ScriptSettings(calibset_size=64, recipe=RECIPE_ZOO))
     assert "multiproc_policy" not in zoo and "spatial_defuse" not in zoo
 
 
@@ -300,7 +300,7 @@ def test_fake_takes_node_names_as_start_nodes_and_the_reports_mask_mul(fake_dfc,
     from hailo_sdk_client import ClientRunner
     from hailo_sdk_client.exposed_definitions import Dims
 
-    from hefsearch.compile.dfc_sdk import probe_mask_command
+    from hefsearch.compile.hef.sdk import probe_mask_command
 
     path = tiny_bert_bundle / "encoder.onnx"
     mul = _mask_mul(onnx.load(str(path)))
@@ -350,7 +350,7 @@ def test_the_reports_working_8bit_numbers_are_degraded_not_broken_in_both_verdic
     """The public Hailo-10H report's working 8-bit HEF: similarity correlation 0.37, top-1 70.8%
     against FP32's 100%. Both the emulator report and doctor --verify judge by retrieval: degraded,
     not broken. A space that lost retrieval is broken in both."""
-    from hefsearch.compile.emulator_report import _verdict
+    from hefsearch.compile.hef.emulator_report import _verdict
     from hefsearch.evaluate.npu_verify import LayoutFit, diagnose
 
     def emulator(corr, nn, top1):

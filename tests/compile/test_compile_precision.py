@@ -1,4 +1,4 @@
-"""Precision profiles (embed/precision.py), the DFC-facing ONNX variant (compile/dfc_onnx.py)
+"""Precision profiles (embed/precision.py), the DFC-facing ONNX variant (compile/hef/dfc_onnx.py)
 and the site mapping the model script relies on."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_dfc_onnx_variant_equals_encoder_onnx(which, mode, request, tmp_path):
     pytest.importorskip("onnx")
     import onnx
 
-    from hefsearch.compile.dfc_onnx import EMBEDDINGS, MASK, make_dfc_onnx, sample_inputs, verify_dfc_onnx
+    from hefsearch.compile.hef.dfc_onnx import EMBEDDINGS, MASK, make_dfc_onnx, sample_inputs, verify_dfc_onnx
     from hefsearch.embed.backends.cpu import make_session
 
     bundle = Bundle.open(request.getfixturevalue(which))
@@ -152,9 +152,10 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
     from hailo_sdk_client import ClientRunner
     from hailo_sdk_client.exposed_definitions import Dims
 
-    from hefsearch.compile.dfc import input_formats
-    from hefsearch.compile.dfc_onnx import make_dfc_onnx
-    from hefsearch.compile.model_script import MATMUL_CORRECTION, build_model_script, site_layers, sixteen_bit_layers
+    from hefsearch.compile.hef.build import input_formats
+    from hefsearch.compile.hef.dfc_onnx import make_dfc_onnx
+    from hefsearch.compile.hef.model_script import (MATMUL_CORRECTION, ScriptSettings, build_model_script, site_layers,
+                                                     sixteen_bit_layers)
 
     bundle = Bundle.open(tiny_bert_bundle)
     dfc = make_dfc_onnx(bundle, tmp_path / "dfc.onnx", 64)
@@ -171,10 +172,11 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
                for name in sites["ffn_out"]) and len(sites["ffn_out"]) == 2
     assert sites["layernorm"] == [f"layer_normalization{i}" for i in range(1, 6)]
 
-    a8 = build_model_script(PROFILES["a8"], hn, calibset_size=96, batch_size=8)
+    a8 = build_model_script(PROFILES["a8"], hn, ScriptSettings(calibset_size=96, batch_size=8))
     assert "quantization_param" not in a8 and MATMUL_CORRECTION in a8.splitlines()
-    balanced = build_model_script(PROFILES["balanced"], hn, calibset_size=96, batch_size=8, optimization_level=2,
-                                  compression_level=1, extra_lines=["performance_param(compiler_optimization_level=max)"])
+    balanced = build_model_script(PROFILES["balanced"], hn, ScriptSettings(
+        calibset_size=96, batch_size=8, optimization_level=2, compression_level=1,
+        extra_lines=["performance_param(compiler_optimization_level=max)"]))
     lines = [ln for ln in balanced.splitlines() if not ln.startswith("#")]
     assert lines[0] == "set_input_mask_to_softmax()" and lines.count("set_input_mask_to_softmax()") == 1
     for expected in ("model_optimization_config(calibration, batch_size=8, calibset_size=96)",
@@ -192,14 +194,14 @@ def test_model_script_follows_the_profile(fake_dfc, tiny_bert_bundle, tmp_path):
     assert not attention & set(sixteen_bit_layers(balanced))
     # the fake DFC accepts the script (every named layer exists, the mask feeds the score adds)
     runner.load_model_script(balanced)
-    additive = build_model_script(profile_from_dict({"mask": "additive", "bits": {}}), hn, calibset_size=4)
+    additive = build_model_script(profile_from_dict({"mask": "additive", "bits": {}}), hn, ScriptSettings(calibset_size=4))
     assert "set_input_mask_to_softmax" not in additive and MATMUL_CORRECTION in additive.splitlines()
 
 
 def test_dfc_onnx_variant_of_real_minilm_is_exact(minilm_bundle, tmp_path):
     """Real weights (all-MiniLM-L6-v2): the DFC-facing body gives the same hidden states."""
     pytest.importorskip("onnx")
-    from hefsearch.compile.dfc_onnx import make_dfc_onnx, verify_dfc_onnx
+    from hefsearch.compile.hef.dfc_onnx import make_dfc_onnx, verify_dfc_onnx
     from hefsearch.embed.samples import VERIFY_TEXTS
 
     bundle = Bundle.open(minilm_bundle)

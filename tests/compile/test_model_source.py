@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hefsearch.compile import model_source as ms
+from hefsearch.compile.export import model_source as ms
 from hefsearch.base.errors import ModelNotFound
 
 E5 = ms.DEFAULT_MULTILINGUAL.repo_id
@@ -129,7 +129,7 @@ def test_a_cached_model_is_found_without_the_network(hub_env, no_network):
     choice = ms.choose_demo_model()
     assert choice.multilingual and choice.model == E5
     assert choice.export_args == [E5, "--query-prefix", "query: ", "--passage-prefix", "passage: "]
-    from hefsearch.compile.export import resolve_model
+    from hefsearch.compile.export.bundle import resolve_model
 
     assert resolve_model(E5) == snap
 
@@ -182,7 +182,7 @@ def test_files_for_export_falls_back_to_other_formats():
 
 
 def test_export_takes_prefixes_from_the_model_prompts(tmp_path):
-    from hefsearch.compile.export import model_prefixes
+    from hefsearch.compile.export.bundle import model_prefixes
 
     (tmp_path / "config_sentence_transformers.json").write_text(json.dumps(
         {"prompts": {"query": "query: ", "document": "passage: "}}))
@@ -203,7 +203,7 @@ MULTI = os.environ.get("HEFSEARCH_TEST_MULTILINGUAL_MODEL")
 def test_a_real_e5_copy_in_the_cache_is_chosen_with_its_prefixes(hub_env, no_network):
     """The real model folder, linked into a cache as huggingface_hub lays it out: chosen without
     the network, and export reads its query/passage prompts."""
-    from hefsearch.compile.export import model_prefixes, resolve_model
+    from hefsearch.compile.export.bundle import model_prefixes, resolve_model
 
     repo = hub_env / ("models--" + E5.replace("/", "--"))
     snap = repo / "snapshots" / "local"

@@ -31,12 +31,12 @@ def sim_bundle(sharp_bundle, tmp_path_factory):
 @pytest.fixture(scope="module")
 def sims(sim_bundle):
     """Every simulation the tests compare, built once: name -> SimReport."""
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     built = {}
     for precision, mask in [("a8", None), ("balanced", None), (ALL16, None),
                             ("a8", "additive:-10000"), ("a8", "additive:-50")]:
-        r = build_sim(sim_bundle, precision, mask=mask, texts=TEXTS)
+        r = build_sim(sim_bundle, precision, SimOptions(mask=mask, texts=TEXTS))
         built[r.name] = r
     return built
 
@@ -153,7 +153,7 @@ def test_runtime_needs_no_onnx_package(sim_bundle, sims):
 
 
 def test_calibration_set_from_the_bundle_is_used(sim_bundle, tmp_path):
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
     from hefsearch.embed.host import HostPipeline
 
     b = tmp_path / "b"
@@ -167,7 +167,7 @@ def test_calibration_set_from_the_bundle_is_used(sim_bundle, tmp_path):
     bundle.add_file("calib/calib_s64.npz")
     bundle.manifest["calibration"] = {"s64": {"file": "calib/calib_s64.npz", "rows": 20}}
     bundle.save_manifest()
-    r = build_sim(b, "a8", calib_limit=16)
+    r = build_sim(b, "a8", SimOptions(calib_limit=16))
     assert "bundle calibration set" in r.calibration and "16 of 20" in r.calibration
     assert not r.notices
     entry = next(e for e in Bundle.open(b).encoder_entries("npu-sim") if e.extra["name"] == "a8")
@@ -175,7 +175,7 @@ def test_calibration_set_from_the_bundle_is_used(sim_bundle, tmp_path):
 
 
 def test_mask_spec_parsing():
-    from hefsearch.compile.npu_sim import SimBuildError, parse_mask, sim_name
+    from hefsearch.compile.sim.build import SimBuildError, parse_mask, sim_name
     from hefsearch.embed.precision import PROFILES
 
     a8 = PROFILES["a8"]
@@ -220,7 +220,7 @@ def test_cli_compile_sim(sim_bundle, tmp_path):
 def _ranges_all_at_once(model, calib, sites, batch, percentile):
     """The range measurement as it was before it streamed: ``batch`` texts per run of the
     graph, on a session with ONNX Runtime's arena (the reference the streamed one must match)."""
-    from hefsearch.compile.sim_ranges import PERCENTILE_SAMPLE, _real_rows
+    from hefsearch.compile.sim.ranges import PERCENTILE_SAMPLE, _real_rows
     from hefsearch.embed.backends.cpu import make_session
 
     import os
@@ -261,11 +261,11 @@ def test_streamed_ranges_equal_the_ranges_of_whole_batches(sim_bundle, percentil
     whole-batch run gave: the same min/max, the same percentile subsample."""
     import onnx
 
-    from hefsearch.compile.npu_sim import choose_calibration, plan_sim
-    from hefsearch.compile.sim_graph import prepare_graph, with_site_outputs
-    from hefsearch.compile.sim_ranges import measure_ranges
+    from hefsearch.compile.sim.build import choose_calibration, plan_sim
+    from hefsearch.compile.sim.graph import prepare_graph, with_site_outputs
+    from hefsearch.compile.sim.ranges import measure_ranges
 
-    plan = plan_sim(sim_bundle, "a8", None)
+    plan = plan_sim(sim_bundle, "a8")
     calib, _ = choose_calibration(plan.bundle, TEXTS, None)
     assert len(calib.embeddings) > 8  # more than one batch, and a last partial one
     sim = prepare_graph(onnx.load(str(plan.source)), plan.profile, mask_mode=plan.mask_mode,

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.cli.main import main
-from hefsearch.compile.bodies import ROBUST_FILE, ROBUST_KIND, BodyError, resolve_body
+from hefsearch.compile.body_choice import ROBUST_FILE, ROBUST_KIND, BodyError, resolve_body
 from hefsearch.embed.bundle import Bundle
 from tests.quality_fixtures import make_edited_bundle
 
@@ -69,7 +69,7 @@ def outlier_bundle(tiny_bert_model, corpus, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def trained(outlier_bundle, tmp_path_factory):
     """A copy of the sink bundle with its robust body trained (and the report)."""
-    from hefsearch.compile.robust import RobustOptions, build_robust
+    from hefsearch.compile.robust.build import RobustOptions, build_robust
 
     path = tmp_path_factory.mktemp("trained") / "bundle"
     shutil.copytree(outlier_bundle, path)
@@ -91,10 +91,10 @@ def _unseen_texts() -> list[str]:
 
 def _sim_error(bundle: Path, body: str) -> float:
     """1 - mean cosine of the a8 simulation of ``body`` to the *original* FP32 body."""
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
     from hefsearch.embed.encoder import Encoder
 
-    r = build_sim(bundle, "a8", mask="inside", body=body)
+    r = build_sim(bundle, "a8", SimOptions(mask="inside", body=body))
     ref = Encoder.open(bundle, backend="cpu")
     sim = Encoder.open(bundle, backend="npu-sim", profile=r.name)
     texts = _unseen_texts()
@@ -118,7 +118,7 @@ def test_training_lowers_the_8bit_error_of_an_outlier_body(trained):
 def test_robust_body_keeps_the_graph_and_never_replaces_the_fp32_reference(trained):
     import onnx
 
-    from hefsearch.compile.robust import graph_signature
+    from hefsearch.compile.robust.build import graph_signature
 
     path, report, _, onnx_entry, fp32_sha = trained
     b = Bundle.open(path)
@@ -142,12 +142,12 @@ def test_robust_body_keeps_the_graph_and_never_replaces_the_fp32_reference(train
 
 
 def test_builds_from_the_robust_body_have_their_own_space(trained):
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
     from hefsearch.embed.encoder import Encoder
 
     path = trained[0]
-    a = build_sim(path, "a8", mask="inside")
-    r = build_sim(path, "a8", mask="inside", body="robust")
+    a = build_sim(path, "a8", SimOptions(mask="inside"))
+    r = build_sim(path, "a8", SimOptions(mask="inside", body="robust"))
     assert (a.name, r.name) == ("a8", "a8-robust")
     ea = Encoder.open(path, backend="npu-sim", profile="a8")
     er = Encoder.open(path, backend="npu-sim", profile="a8-robust")
@@ -160,8 +160,8 @@ def test_builds_from_the_robust_body_have_their_own_space(trained):
 
 def test_hef_build_from_the_robust_body(trained, fake_dfc, tmp_path):
     """Verified against the contract fake of the DFC only (tests/fakes): no DFC here."""
-    from hefsearch.compile.dfc import build_hef
-    from hefsearch.compile.hef_plan import HefOptions
+    from hefsearch.compile.hef.build import build_hef
+    from hefsearch.compile.hef.plan import HefOptions
 
     path = tmp_path / "bundle"
     shutil.copytree(trained[0], path, ignore=shutil.ignore_patterns("build"))
@@ -185,7 +185,7 @@ def test_hef_build_from_the_robust_body(trained, fake_dfc, tmp_path):
 def test_resumes_after_an_interruption_and_equals_an_uninterrupted_run(outlier_bundle, tmp_path):
     import onnx
 
-    from hefsearch.compile.robust import RobustOptions, build_robust
+    from hefsearch.compile.robust.build import RobustOptions, build_robust
 
     opts = dict(FAST, steps=12, eval_every=12)
     whole, cut = tmp_path / "whole", tmp_path / "cut"
@@ -226,14 +226,14 @@ def test_body_choice_errors_and_cli(tiny_bert_bundle, trained):
 
 
 def test_sim_quantiser_variants(trained):
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     path = trained[0]
-    p = build_sim(path, "a8", mask="inside", ranges="percentile:99.9")
-    w = build_sim(path, "a8", mask="inside", weights="per-tensor", body="robust")
+    p = build_sim(path, "a8", SimOptions(mask="inside", ranges="percentile:99.9"))
+    w = build_sim(path, "a8", SimOptions(mask="inside", weights="per-tensor", body="robust"))
     assert (p.name, w.name) == ("a8-pct99p9", "a8-wtensor-robust")
     entries = {e.extra["name"]: e.extra for e in Bundle.open(path).encoder_entries("npu-sim")}
-    minmax = build_sim(path, "a8", mask="inside")
+    minmax = build_sim(path, "a8", SimOptions(mask="inside"))
     mm = Bundle.open(path)
     mm_ranges = next(e.extra for e in mm.encoder_entries("npu-sim") if e.extra["name"] == minmax.name)["ranges"]
     clipped = entries["a8-pct99p9"]["ranges"]
@@ -241,17 +241,17 @@ def test_sim_quantiser_variants(trained):
     assert wider and all(mm_ranges[k][1] >= clipped[k][1] - 1e-6 for k in clipped)
     assert "percentile 99.9" in entries["a8-pct99p9"]["activations"]
     assert entries["a8-wtensor-robust"]["weights"].startswith("per-tensor")
-    from hefsearch.compile.sim_graph import SimBuildError
+    from hefsearch.compile.sim.graph import SimBuildError
 
     with pytest.raises(SimBuildError, match="percentile"):
-        build_sim(path, "a8", ranges="p99")
+        build_sim(path, "a8", SimOptions(ranges="p99"))
 
 
 def test_site_fake_quant_matches_the_simulation_and_passes_gradients_inside_only():
     import torch
 
-    from hefsearch.compile.fake_quant import _SiteQuant
-    from hefsearch.compile.sim_graph import quant_params
+    from hefsearch.compile.robust.fake_quant import _SiteQuant
+    from hefsearch.compile.sim.graph import quant_params
 
     x = torch.linspace(-3, 9, 101, requires_grad=True)
     y = _SiteQuant.apply(x, -2.0, 8.0, 255, False)
@@ -273,7 +273,7 @@ def test_site_fake_quant_matches_the_simulation_and_passes_gradients_inside_only
 
 
 def test_auto_body_takes_the_robust_one_on_hailo10h_only_when_it_helps(trained, outlier_bundle, tmp_path):
-    from hefsearch.compile.hef_plan import HefOptions, plan_build
+    from hefsearch.compile.hef.plan import HefOptions, plan_build
 
     def plan(path, hw_arch="hailo10h", body=None):
         said: list[str] = []
@@ -328,9 +328,9 @@ def test_sink_damping_finds_the_planted_neuron_and_leaves_other_tokens_alone(out
     import onnx
     import torch
 
-    from hefsearch.compile.onnx_torch import OnnxBody
-    from hefsearch.compile.sim_ranges import calibration_from_bundle
-    from hefsearch.compile.sink_damping import damp_sinks, find_sinks
+    from hefsearch.compile.robust.onnx_torch import OnnxBody
+    from hefsearch.compile.sim.ranges import calibration_from_bundle
+    from hefsearch.compile.robust.sink_damping import damp_sinks, find_sinks
 
     b = Bundle.open(outlier_bundle)
     cal = calibration_from_bundle(b, None)
@@ -371,12 +371,12 @@ def test_sink_damping_finds_the_planted_neuron_and_leaves_other_tokens_alone(out
 def test_the_robust_bench_measures_every_space_against_the_original(trained, corpus, tmp_path, monkeypatch):
     """bench/robust.py end to end on the tiny model: the spaces it names exist, FP32 is its own
     reference, and the robust body's 8-bit space is closer to FP32 than the original's."""
-    from bench import robust as bench
+    from hefsearch.bench import robust as bench
 
     path = tmp_path / "b"
     shutil.copytree(trained[0], path, ignore=shutil.ignore_patterns("build"))
     monkeypatch.setattr(bench, "VARIANTS", {"": {}, "-wtensor": {"weights": "per-tensor"}})
-    rows = bench.measure(path, [f"docs={corpus}"], [], True, 20, 0, lambda m: None)
+    rows = bench.measure(path, bench.TextSets([f"docs={corpus}"], [], n_pseudo=20, seed=0), True, lambda m: None)
     assert set(rows) == {"FP32 original", "FP32 robust", "a8 original", "a8-wtensor original", "a8 robust",
                          "a8-wtensor robust"}
     assert rows["FP32 original"]["docs"]["mrr"] == 1.0 and rows["FP32 original"]["parallel"]["sim_corr"] == 1.0
@@ -387,7 +387,7 @@ def test_the_robust_bench_measures_every_space_against_the_original(trained, cor
 
 
 def test_zero_steps_is_sink_damping_only(outlier_bundle, tmp_path):
-    from hefsearch.compile.robust import RobustOptions, build_robust
+    from hefsearch.compile.robust.build import RobustOptions, build_robust
 
     path = tmp_path / "b"
     shutil.copytree(outlier_bundle, path)
@@ -395,11 +395,11 @@ def test_zero_steps_is_sink_damping_only(outlier_bundle, tmp_path):
     assert r.steps == 0 and len(r.damping["neurons"]) == 1
     assert r.holdout_cos_after == r.holdout_cos_damped > r.holdout_cos_before
     assert Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra["damping"]["neurons"][0]["neuron"] == SINK_NEURON
-    from hefsearch.compile.bodies import resolve_body, stale_builds
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.body_choice import resolve_body, stale_builds
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
-    build_sim(path, "a8", mask="inside", body="robust")
-    build_sim(path, "a8", mask="inside")
+    build_sim(path, "a8", SimOptions(mask="inside", body="robust"))
+    build_sim(path, "a8", SimOptions(mask="inside"))
     res = CliRunner().invoke(main, ["compile", "robust", str(path), "--steps", "0", "--sink-ratio", "0", "--restart"])
     assert res.exit_code == 0, res.output
     b = Bundle.open(path)
@@ -409,7 +409,7 @@ def test_zero_steps_is_sink_damping_only(outlier_bundle, tmp_path):
     assert stale_builds(b, resolve_body(b, "robust")) == ["a8-robust"]
     assert stale_builds(b, resolve_body(b)) == []
     assert "previous 8-bit-robust body" in res.stderr and "a8-robust" in res.stderr
-    build_sim(path, "a8", mask="inside", body="robust")
+    build_sim(path, "a8", SimOptions(mask="inside", body="robust"))
     b = Bundle.open(path)
     assert stale_builds(b, resolve_body(b, "robust")) == []
 
@@ -419,7 +419,7 @@ def test_the_site_group_bench_names_every_group_and_sees_the_training(trained, t
     original body in FP32 is its own reference, rounding everything costs more than rounding
     weights only, and the robust body's all-8-bit vectors are closer to FP32 than the
     original's (the training's effect, measured by another code path than the simulation)."""
-    from bench import site_groups as bench
+    from hefsearch.bench import site_groups as bench
 
     texts = _unseen_texts()
     rows = {body: bench.measure(str(trained[0]), body, texts, 16, lambda m: None) for body in ("original", "robust")}
@@ -429,7 +429,7 @@ def test_the_site_group_bench_names_every_group_and_sees_the_training(trained, t
     assert robust["all 8-bit"]["sim_corr"] > orig["all 8-bit"]["sim_corr"]
     groups = [k for k in orig if "sites" in orig[k]]
     assert {"residual_add", "ffn_out", "LayerNorm variance"} <= set(groups)
-    from hefsearch.compile.robust_train import make_student
+    from hefsearch.compile.robust.train import make_student
     from hefsearch.embed.precision import load_profile
 
     single = [g for g in groups if g != "LayerNorm variance path"]  # that row is three groups together
@@ -445,25 +445,25 @@ def test_auto_damps_a_multilingual_bundle_without_a_robust_body_first(outlier_bu
     the damped body is made (compile robust --steps 0), recorded with its parallel-set
     ranking, and the simulation is built from it when it helps; a profile with 16-bit layers,
     or an English bundle, is built from the original and nothing is damped."""
-    from hefsearch.compile import bodies
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile import body_choice
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     english = tmp_path / "en"
     shutil.copytree(outlier_bundle, english, ignore=shutil.ignore_patterns("build", "encoder.robust.onnx"))
     said: list[str] = []
-    assert build_sim(english, "a8", body="auto", progress=said.append).name == "a8"
+    assert build_sim(english, "a8", SimOptions(body="auto"), progress=said.append).name == "a8"
     assert not Bundle.open(english).encoder_entries(ROBUST_KIND)
 
     monkeypatch.setattr("hefsearch.embed.bundle.MULTILINGUAL_VOCAB", 100)  # the tiny vocabulary counts as multilingual
     # whatever the tiny body's damping gains on these held-out rows, take it: this test is
     # about the path (the rule itself: test_auto_body_takes_the_robust_one_...)
-    monkeypatch.setattr(bodies, "MIN_GAIN", -1.0)
+    monkeypatch.setattr(body_choice, "MIN_GAIN", -1.0)
     path = tmp_path / "multi"
     shutil.copytree(english, path)
-    assert build_sim(path, "balanced", body="auto").name == "balanced"  # 16-bit layers: no damping
+    assert build_sim(path, "balanced", SimOptions(body="auto")).name == "balanced"  # 16-bit layers: no damping
     assert not Bundle.open(path).encoder_entries(ROBUST_KIND)
     said = []
-    r = build_sim(path, "a8", body="auto", progress=said.append)
+    r = build_sim(path, "a8", SimOptions(body="auto"), progress=said.append)
     entry = Bundle.open(path).encoder_entries(ROBUST_KIND)[0].extra
     assert entry["training"]["steps"] == 0 and len(entry["damping"]["neurons"]) == 1
     assert set(entry["parallel"]) == {"original", "robust"}
@@ -476,7 +476,7 @@ def test_cuda_device_is_refused_plainly_where_torch_sees_none(outlier_bundle, tm
 
     if torch.cuda.is_available():
         pytest.skip("this host has CUDA: the CPU/CUDA comparison below runs instead")
-    from hefsearch.compile.devices import CPU, resolve_device
+    from hefsearch.compile.robust.devices import CPU, resolve_device
 
     assert resolve_device("auto") == CPU and resolve_device(CPU) == CPU
     path = tmp_path / "b"
@@ -495,7 +495,7 @@ def test_cuda_and_cpu_train_the_same_body(outlier_bundle, tmp_path):
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device visible to torch here")
-    from hefsearch.compile.robust import RobustOptions, build_robust
+    from hefsearch.compile.robust.build import RobustOptions, build_robust
 
     weights = {}
     for device in ("cpu", "cuda"):

@@ -46,7 +46,7 @@ def test_manifest_records_scheme_and_pooling(tiny_bert_bundle, tiny_xlmr_bundle)
 
 
 def test_export_refuses_non_empty_out(tiny_bert_model, tmp_path):
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import export_bundle
     from hefsearch.base.errors import ExportError
 
     (tmp_path / "junk.txt").write_text("x")
@@ -56,10 +56,10 @@ def test_export_refuses_non_empty_out(tiny_bert_model, tmp_path):
 
 
 def test_prefixes_are_recorded_and_applied(tiny_bert_model, tmp_path):
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
     out = tmp_path / "e5ish"
-    export_bundle(str(tiny_bert_model), out, query_prefix="query: ", passage_prefix="passage: ")
+    export_bundle(str(tiny_bert_model), out, ExportOptions(query_prefix="query: ", passage_prefix="passage: "))
     with Encoder.open(out) as enc:
         assert enc.bundle.prefixes == {"query": "query: ", "passage": "passage: "}
         q = enc.encode_queries(["hello world"])
@@ -70,7 +70,7 @@ def test_prefixes_are_recorded_and_applied(tiny_bert_model, tmp_path):
 
 
 def test_unknown_model_is_a_fast_clear_error(tmp_path, monkeypatch):
-    from hefsearch.compile.export import resolve_model
+    from hefsearch.compile.export.bundle import resolve_model
     from hefsearch.base.errors import ModelNotFound
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

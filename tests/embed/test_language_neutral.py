@@ -227,15 +227,15 @@ MULTI = os.environ.get("HEFSEARCH_TEST_MULTILINGUAL_MODEL")
 def test_real_multilingual_model_ranks_more_translations_first(tmp_path):
     """The bundled parallel set, every sentence a document and a query for its translation:
     the default transform raises first-place hits (0.78 -> 0.90 with multilingual-e5-small)."""
-    from bench.crosslingual import top_docs
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.bench.crosslingual import top_docs
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
     from hefsearch.evaluate.parallel import load_parallel
     from hefsearch.search.language_neutral import DEFAULT_ALPHA, MIN_CHUNKS
 
     model = Path(MULTI)
     e5 = "e5" in model.name.lower()
-    export_bundle(str(model), tmp_path / "b", query_prefix="query: " if e5 else None,
-                  passage_prefix="passage: " if e5 else None)
+    export_bundle(str(model), tmp_path / "b", ExportOptions(query_prefix="query: " if e5 else None,
+                                                            passage_prefix="passage: " if e5 else None))
     pairs = load_parallel()
     sents = [p.text_a for p in pairs] + [p.text_b for p in pairs]
     n = len(pairs)

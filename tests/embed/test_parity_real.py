@@ -80,12 +80,12 @@ PAIRS = [
 def test_multilingual_parity_and_cross_lingual(tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
     model = Path(MULTI)
     e5 = "e5" in model.name.lower()
     qp, pp = ("query: ", "passage: ") if e5 else (None, None)
-    export_bundle(str(model), tmp_path / "b", query_prefix=qp, passage_prefix=pp)
+    export_bundle(str(model), tmp_path / "b", ExportOptions(query_prefix=qp, passage_prefix=pp))
     texts = [t for t in VARIED if t.strip()]
     with Encoder.open(tmp_path / "b") as enc:
         ours = enc.encode(texts)

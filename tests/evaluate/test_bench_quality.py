@@ -26,12 +26,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def sim_bundle(sharp_bundle, tmp_path_factory):
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import SimOptions, build_sim
 
     out = tmp_path_factory.mktemp("bq") / "bundle"
     shutil.copytree(sharp_bundle, out)
     build_sim(out, "a8")
-    build_sim(out, "a8", mask="additive:-10000")
+    build_sim(out, "a8", SimOptions(mask="additive:-10000"))
     return out
 
 
@@ -166,7 +166,7 @@ def test_parallel_only_without_a_library(sim_bundle):
 @pytest.mark.slow
 def test_bench_quality_on_minilm_and_the_sample_corpus(minilm_bundle, tmp_path):
     """Real weights end to end: all-MiniLM-L6-v2, its a8 simulation, the bundled sample corpus."""
-    from hefsearch.compile.npu_sim import build_sim
+    from hefsearch.compile.sim.build import build_sim
 
     bundle = tmp_path / "minilm"
     shutil.copytree(minilm_bundle, bundle)

@@ -107,7 +107,7 @@ def add_fake_hef(
     ``mask_quant`` "exact" (min/max of the two mask values, as a calibration of a two-valued input
     gives them, so uint8 holds both) or "margin" (the 5% margin of the other streams: it cannot).
     """
-    from hefsearch.compile.dfc_onnx import MASK, make_dfc_onnx
+    from hefsearch.compile.hef.dfc_onnx import MASK, make_dfc_onnx
     from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
 
     from .hailo_semantics import mask_inside_softmax

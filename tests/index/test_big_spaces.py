@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bench.synthetic import clustered_vectors
+from hefsearch.bench.synthetic import clustered_vectors
 from hefsearch.cli.main import main
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import (COMPRESSED_FACTORY, INDEX_FILE, INDEX_META_FILE, index_ids,

@@ -23,8 +23,7 @@ def _loaded_after(stmt: str) -> set[str]:
 def test_core_packages_import_no_heavy_or_hardware_modules():
     """Every module of embed/ too, the backends and the Hailo device and HEF modules among them:
     they import HailoRT only when called."""
-    embed = _modules("base") + _modules("embed") + [f"hefsearch.embed.backends.{p.stem}" for p in sorted((REPO / "embed" / "backends").glob("*.py"))
-                                 if p.stem != "__init__"]
+    embed = _modules("base") + _modules("embed")  # embed/backends/ included
     assert {"hefsearch.embed.hailo_device", "hefsearch.embed.hef_file", "hefsearch.embed.backends.hailo"} <= set(embed)
     loaded = _loaded_after("import hefsearch.embed, hefsearch.index, hefsearch.search, hefsearch.cli.main\n"
                            + "\n".join(f"import {m}" for m in embed))
@@ -33,13 +32,17 @@ def test_core_packages_import_no_heavy_or_hardware_modules():
 
 
 def _modules(package: str, skip: frozenset[str] = frozenset()) -> list[str]:
-    return [f"hefsearch.{package}.{p.stem}" for p in sorted((REPO / package).glob("*.py"))
-            if p.stem != "__init__" and p.stem not in skip]
+    """Every module of a package and its subpackages, by dotted name, less those in ``skip``
+    (names relative to the package, e.g. ``export.bundle``)."""
+    names = [".".join(p.relative_to(REPO / package).with_suffix("").parts)
+             for p in sorted((REPO / package).rglob("*.py")) if p.stem != "__init__"]
+    return [f"hefsearch.{package}.{name}" for name in names if name not in skip]
 
 
-# Export builds the PyTorch model (body.py is its graph): torch is their point, on the x86 host.
+# Export builds the PyTorch model (torch_body.py is its graph): torch is their point, on the x86 host.
 #: torch modules of compile steps (export, robust training), imported only inside those steps
-TORCH_BY_DESIGN = frozenset({"export", "body", "onnx_torch", "fake_quant", "robust_train", "sink_damping"})
+TORCH_BY_DESIGN = frozenset({"export.bundle", "export.torch_body", "robust.onnx_torch", "robust.fake_quant",
+                             "robust.train", "robust.sink_damping"})
 
 
 def test_evaluation_diagnostics_and_compile_import_no_heavy_or_hardware_modules():

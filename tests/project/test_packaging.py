@@ -19,7 +19,8 @@ def test_wheel_holds_every_package_and_its_data(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = tmp_path.glob("hefsearch-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for pkg in ("embed", "embed/backends", "compile", "index", "search", "evaluate", "diagnose", "cli", "tui",
+    for pkg in ("embed", "embed/backends", "compile", "compile/export", "compile/hef", "compile/sim",
+                "compile/robust", "index", "search", "evaluate", "diagnose", "cli", "tui",
                 "tui/widgets", "tui/screens"):
         assert f"hefsearch/{pkg}/__init__.py" in names, pkg
     assert "hefsearch/__main__.py" in names  # python -m hefsearch

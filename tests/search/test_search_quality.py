@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.retrieval_sets import (CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES, NUMBER_DOCS,
+from hefsearch.bench.retrieval_sets import (CROSS_DOCS, CROSS_QUERIES, ENGLISH_DOCS, ENGLISH_QUERIES, NUMBER_DOCS,
                                   NUMBER_QUERIES, evaluate, write_docs)
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
@@ -79,12 +79,12 @@ MULTI = os.environ.get("HEFSEARCH_TEST_MULTILINGUAL_MODEL")
 def test_cross_lingual_with_a_multilingual_model(tmp_path):
     """With a multilingual encoder the cross-lingual set is where vector search shines; the
     default hybrid must not lose to it. (Not run here: no multilingual weights offline.)"""
-    from hefsearch.compile.export import export_bundle
+    from hefsearch.compile.export.bundle import ExportOptions, export_bundle
 
     model = Path(MULTI)
     e5 = "e5" in model.name.lower()
-    export_bundle(str(model), tmp_path / "b", query_prefix="query: " if e5 else None,
-                  passage_prefix="passage: " if e5 else None)
+    export_bundle(str(model), tmp_path / "b", ExportOptions(query_prefix="query: " if e5 else None,
+                                                            passage_prefix="passage: " if e5 else None))
     with Encoder.open(tmp_path / "b", backend="cpu") as enc:
         lib = _library(tmp_path, CROSS_DOCS, enc)
         s = Searcher(lib, encoders={"cpu-fp32": enc})

@@ -1,14 +1,14 @@
 """The encoder body's ONNX graph run by torch, node by node, with its initializers as parameters
 (needs torch and onnx: the compile extra).
 
-Quantisation-aware training (:mod:`hefsearch.compile.robust`) trains the *same graph* that
+Quantisation-aware training (:mod:`hefsearch.compile.robust.build`) trains the *same graph* that
 ``compile export`` wrote: only initializer values change, so the trained body has exactly the
 ops, topology, names and shapes of ``encoder.onnx``, and the recipe, preflight and runtime stay
 valid for it. The interpreter knows the small op set of a torch-exported BERT/XLM-R body and
 refuses anything else by name.
 
 Two hooks put the NPU's arithmetic in: ``site(tensor, value)`` after every activation the
-simulation quantises (the site list of :mod:`hefsearch.compile.sim_graph`, so training and the
+simulation quantises (the site list of :mod:`hefsearch.compile.sim.graph`, so training and the
 8-bit simulation round the same tensors), ``weight(initializer, value)`` on the right operand
 of every dense MatMul. LayerNormalization runs decomposed exactly as the simulation decomposes
 it (mean, x - mean, squared deviation, variance, reciprocal std, normalised x, gamma, beta),
@@ -25,7 +25,7 @@ from torch import nn
 
 from hefsearch.embed.precision import classify_onnx_node
 
-from .sim_graph import SimBuildError
+from hefsearch.compile.sim.graph import SimBuildError
 
 SiteHook = Callable[[str, torch.Tensor], torch.Tensor]
 

@@ -5,7 +5,7 @@ shape the NPU computes: the attention-mask bias rescaled to the simulated value,
 LayerNorm decomposed into the steps the DFC quantises one by one, dense weights rounded
 per output channel, and a list of the activation *sites* (tensors an 8-bit NPU stores in 8 or
 16 bits). :func:`insert_fake_quant` then rounds every site once ranges are known
-(:mod:`hefsearch.compile.sim_ranges`). The stages, in order:
+(:mod:`hefsearch.compile.sim.ranges`). The stages, in order:
 
     read_graph      model -> GraphView (nodes, their site groups, consumers, what the embeddings feed)
     rescale_mask    GraphView -> MaskRewrite (the mask Adds, one rescaled bias in front of the graph)

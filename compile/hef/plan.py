@@ -4,7 +4,7 @@
 ``--seq-len`` or ``--mask`` at once and returns the :class:`HefPlan` every later stage reads,
 with the chip's recipe on record (Hailo-10H: the public report's mask ``keys01`` and model
 script; Hailo-8/8L: the zoo MiniLM's ``scores01``) and the ladder of precision profiles to try
-in turn (:func:`build_ladder`) when a profile hits one of the walls (:mod:`.dfc_errors`).
+in turn (:func:`build_ladder`) when a profile hits one of the walls (:mod:`.errors`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.mask_layout import HEF_MASK_MODES, hef_mask_mode
 from hefsearch.embed.precision import PrecisionProfile, fallback_ladder, load_profile
 
-from .bodies import Body, choose_body
-from .dfc_errors import CompileError
+from hefsearch.compile.body_choice import Body, choose_body
+from .errors import CompileError
 from .model_script import (DFC_FINETUNE_LINE, RECIPE_HAILO10H, REPORT_BATCH, REPORT_CALIBSET, read_extra_lines,
                            recipe_for)
 
@@ -31,7 +31,7 @@ DEFAULT_PRECISION = "balanced"
 DEFAULT_PRECISION_FOR = {"hailo10h": "zoo-a16"}
 #: the name of the Hailo-10H ladder's last rung: the public report's 8-bit script, exactly
 REPORT_RUNG = "a8"
-#: the HEF mask mode on record for each chip (compile/dfc.py's docstring has the sources)
+#: the HEF mask mode on record for each chip (compile/hef/build.py's docstring has the sources)
 DEFAULT_MASK = {"hailo10h": "keys01", "hailo8": "scores01", "hailo8l": "scores01"}
 
 
@@ -147,7 +147,7 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
     if requested.attention_sixteen_bit:
         say(f"warning: profile {requested.name} puts 16 bits on the attention path "
             f"({', '.join(requested.attention_sixteen_bit)}); DFC 5.3.0 failed to allocate exactly that.")
-    from .robust import damped_body_maker
+    from hefsearch.compile.robust.build import damped_body_maker
 
     body, why = choose_body(bundle, opts.body, opts.hw_arch, requested.is_all_8bit, damped_body_maker(say))
     say(f"encoder body: {body.file} ({why})")

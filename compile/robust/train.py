@@ -10,15 +10,12 @@ One step, on a batch of training texts cut to ``max_tokens``:
    calibrates; the residual sums are held under the peaks they had after sink damping (a hinge),
    so the outliers that damping removed do not grow back;
 3. the **student under 8-bit fake quantisation** (the simulation's sites and LayerNorm
-   decomposition, those ranges, straight-through rounding; :mod:`hefsearch.compile.fake_quant`)
+   decomposition, those ranges, straight-through rounding; :mod:`hefsearch.compile.robust.fake_quant`)
    is distilled towards the teacher's sentence vectors (cosine plus the batch's similarity
    matrix): the 8-bit build's vectors are trained to be the original's.
 
-``fp32_weight`` sets how much the FP32 pass counts against the 8-bit one. At 10, on
-multilingual-e5-small after damping (240 held-out sentences, 100 steps), the 8-bit simulation's
-cosine to the original went 0.970 -> 0.974 and its similarity correlation 0.80 -> 0.85 while
-the FP32 vectors stayed at cosine 0.9986 to the original; at 1 the 8-bit vectors gained as much
-and the FP32 ones fell to 0.991 (0.95 similarity correlation), which costs library rankings.
+``fp32_weight`` sets how much the FP32 pass counts against the 8-bit one: the default keeps the
+FP32 vectors the original's, which library rankings need (figures: docs/performance.md).
 
 Each step's texts and quantiser variant are drawn from (seed, step), and a checkpoint holds the
 weights, the optimiser and the hinge caps, so a resumed run computes what an uninterrupted one
@@ -41,10 +38,10 @@ from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle
 from hefsearch.embed.precision import PrecisionProfile, classify_onnx_node
 
-from .bodies import resolve_body
+from hefsearch.compile.body_choice import resolve_body
 from .devices import CPU
 from .fake_quant import NOMINAL, Quantiser, Variant, draw_variant
-from .robust_data import TrainData, length_buckets
+from .data import TrainData, length_buckets
 
 log = logging.getLogger("hefsearch.compile")
 
@@ -78,7 +75,7 @@ class Student:
     stream: tuple[str, ...]
     #: the residual sums (inputs of the LayerNorms after each sublayer): the hinge's tensors
     residuals: tuple[str, ...]
-    #: torch device the body and teacher run on (compile/devices.py)
+    #: torch device the body and teacher run on (compile/robust/devices.py)
     device: str = CPU
 
     def tensor(self, a: np.ndarray) -> torch.Tensor:
@@ -91,7 +88,7 @@ def make_student(bundle: Bundle, profile: PrecisionProfile, device: str = CPU) -
     import onnx
 
     from .onnx_torch import OnnxBody
-    from .sim_graph import prepare_graph
+    from hefsearch.compile.sim.graph import prepare_graph
 
     model = onnx.load(str(resolve_body(bundle).path(bundle)))
     sim = prepare_graph(model, profile, mask_mode="softmax", mask_value=-10000.0,
@@ -154,9 +151,30 @@ def hinge_loss(values: dict[str, torch.Tensor], caps: dict[str, float], m: torch
     return total
 
 
-def step_loss(student: Student, e: torch.Tensor, m: torch.Tensor, variant: Variant, gen, teacher_vec: torch.Tensor,
-              caps: dict[str, float], cfg: TrainSettings) -> tuple[torch.Tensor, dict]:
+@dataclass
+class Batch:
+    """One step's texts: embeddings [N,S,H], the 0/1 mask [N,S] and the teacher's sentence
+    vectors [N,H]."""
+
+    emb: torch.Tensor
+    mask: torch.Tensor
+    teacher_vec: torch.Tensor
+
+
+@dataclass
+class Checkpoint:
+    """Where training keeps its state (``path``), the key a state must carry to be resumed (what
+    the training depends on), and whether to ignore a saved state and start over."""
+
+    path: Path
+    key: str
+    restart: bool = False
+
+
+def step_loss(student: Student, batch: Batch, variant: Variant, gen, caps: dict[str, float],
+              cfg: TrainSettings) -> tuple[torch.Tensor, dict]:
     """The three passes of one step and the loss to minimise (with its parts, for the log)."""
+    e, m, teacher_vec = batch.emb, batch.mask, batch.teacher_vec
     names = set(student.stream) | set(student.residuals)
     with torch.no_grad():
         want = {}
@@ -269,13 +287,14 @@ class Fresh:
     extra: dict  # e.g. the damping report and the hinge caps
 
 
-def train(student: Student, data: TrainData, cfg: TrainSettings, path: Path, key: str, restart: bool,
+def train(student: Student, data: TrainData, cfg: TrainSettings, checkpoint: Checkpoint,
           say: Callable[[str], None], fresh: Callable[[], Fresh]) -> tuple[int, list[dict], dict]:
-    """Trains ``student`` in place, checkpointing to ``path``; returns (the step it resumed from,
-    the history, the checkpoint's extra data). ``fresh()`` runs on a new start only (damping,
-    the first measurements); a resumed run takes its results from the checkpoint."""
+    """Trains ``student`` in place, checkpointing to ``checkpoint.path``; returns (the step it
+    resumed from, the history, the checkpoint's extra data). ``fresh()`` runs on a new start only
+    (damping, the first measurements); a resumed run takes its results from the checkpoint."""
+    path, key = checkpoint.path, checkpoint.key
     opt = torch.optim.AdamW(student.body.parameters(), lr=cfg.lr, weight_decay=0.0)
-    state = None if restart else load_state(path, key)
+    state = None if checkpoint.restart else load_state(path, key)
     if state is None:
         start = 0
         f = fresh()
@@ -298,8 +317,9 @@ def train(student: Student, data: TrainData, cfg: TrainSettings, path: Path, key
             s = int(data.lengths[b].max())
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, cfg)
-            e, m = student.tensor(data.emb[b, :s]), student.tensor(data.mask[b, :s])
-            loss, parts = step_loss(student, e, m, variant, gen, student.tensor(data.teacher[b]), caps, cfg)
+            batch = Batch(student.tensor(data.emb[b, :s]), student.tensor(data.mask[b, :s]),
+                          student.tensor(data.teacher[b]))
+            loss, parts = step_loss(student, batch, variant, gen, caps, cfg)
             opt.zero_grad(set_to_none=True)
             if not torch.isfinite(loss):  # a degenerate draw: skip it rather than poison the weights
                 continue

@@ -5,7 +5,7 @@
     measure_ranges            prepared FP32 graph + Calibration -> {site tensor: (min, max)}
 
 Ranges are plain min/max over the real (unpadded) query tokens of every text, on the FP32
-graph of :mod:`hefsearch.compile.sim_graph`; it predicts what a build choice costs, not a HEF's
+graph of :mod:`hefsearch.compile.sim.graph`; it predicts what a build choice costs, not a HEF's
 exact numbers.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from hefsearch.embed.bundle import Bundle
 
-from .sim_graph import SimBuildError, Site
+from .graph import SimBuildError, Site
 
 DEFAULT_CALIB_LIMIT = 512
 CALIB_BATCH = 8
@@ -34,7 +34,7 @@ class Calibration:
 def calibration_from_bundle(bundle: Bundle, limit: int | None = DEFAULT_CALIB_LIMIT) -> Calibration | None:
     """The 4D arrays ``compile calib`` stored in the bundle (``calib/calib_s<SEQ>.npz``),
     reshaped to the body's 3D contract. Prefers the bundle's own SEQ, else the longest set."""
-    from .calib import load_calibration
+    from hefsearch.compile.calib import load_calibration
 
     sets = bundle.manifest.get("calibration")
     if not isinstance(sets, dict):

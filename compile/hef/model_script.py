@@ -6,42 +6,28 @@ came from (``original_names``). Each layer is put in a site group of
 adds" becomes ``quantization_param([ew_add2, ew_add4, ...], precision_mode=a16_w16)`` with the
 layers of *this* parse, never a guessed glob.
 
-Two recipes, each the one public record for its chips:
+Two recipes, each the one public record for its chips (docs/compiling.md has them line by line,
+docs/hailo-facts.md their sources):
 
 - ``hailo10h`` (:data:`RECIPE_HAILO10H`): the script of the only sentence-encoder HEF on record
-  for a Hailo-10H (a user report on the Hailo Community forum, community.hailo.ai, a follow-up to
-  the thread "DFC conversion failures with transformer-based models (SwinV2, ViT, ConvNeXt)"; DFC
-  5.3.0; its author's own follow-up is community thread 19530), line for line at 8 bits::
-
-      model_optimization_config(calibration, batch_size=16, calibset_size=1024)
-      pre_quantization_optimization(equalization, policy=enabled)
-      model_optimization_flavor(optimization_level=0, compression_level=0)
-      set_input_mask_to_softmax()
-
-  Nothing else: the same report found ``model_optimization_config(negative_exponent, ...,
-  rank=0)`` to fail in optimize() with an 8-bit softmax (``NegativeSlopeExponentNonFixable``), so
-  that line is written only when the softmax is 16-bit (the report's fix). A 16-bit rung adds
-  the lines Hailo's own 12-layer text encoders for Hailo-10H carry beside their a16 lines
-  (:data:`ZOO_A16_LINES`, each written under a comment naming its file in hailo_model_zoo), then
-  one ``quantization_param`` line per 16-bit site group, each under a comment naming the public
-  line it follows (:data:`A16_SOURCES`). Those zoo encoders have no mask input, so these lines
-  are not shown anywhere together with ``set_input_mask_to_softmax()``; the script says so.
+  for a Hailo-10H (a public user report, DFC 5.3.0), line for line at 8 bits. The
+  ``negative_exponent`` line fails in optimize() with an 8-bit softmax there, so it is written
+  only when the softmax is 16-bit (the report's fix). A 16-bit rung adds the lines of Hailo's own
+  Hailo-10H text encoders (:data:`ZOO_A16_LINES`) and one ``quantization_param`` line per 16-bit
+  site group, each under a comment naming the public line it follows (:data:`A16_SOURCES`); those
+  encoders have no mask input, and the script says so.
 - ``zoo`` (:data:`RECIPE_ZOO`, Hailo-8/8L): the model zoo's transformer text-encoder scripts
-  (all_minilm_l6_v2 and bert_base_uncased): the mask command first when the mask mode uses it,
-  calibration, equalization, ``ew_add_fusing`` off, the flavour, ``matmul_correction``
-  zp_comp_block and ``negative_exponent`` rank 0 (both in every zoo text-encoder script), then
-  one ``quantization_param`` line per 16-bit site group.
+  (all_minilm_l6_v2, bert_base_uncased), then one ``quantization_param`` line per 16-bit group.
 
-The user's extra lines (``--alls-extra``) come last, verbatim, in both.
-
-The LayerNorm group targets the parsed ``layer_normalization`` layers; the DFC decomposes them
-during optimisation (into ``ew_sub1_<ln>``, ``square1_<ln>`` ... as zoo scripts name them), and
-that the precision request reaches those internals is an assumption not verified on a real DFC.
+The user's extra lines (``--alls-extra``) come last, verbatim, in both. That a LayerNorm group's
+precision reaches the internals the DFC decomposes it into is an assumption not verified on a
+real DFC.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from hefsearch.embed.precision import SITE_GROUPS, PrecisionProfile, classify_onnx_node
@@ -137,31 +123,33 @@ def recipe_for(hw_arch: str) -> str:
     return RECIPE_HAILO10H if hw_arch == "hailo10h" else RECIPE_ZOO
 
 
-def build_model_script(
-    profile: PrecisionProfile,
-    hn: dict,
-    *,
-    calibset_size: int,
-    batch_size: int = 8,
-    optimization_level: int = 0,
-    compression_level: int = 0,
-    extra_lines: list[str] | tuple[str, ...] = (),
-    recipe: str = RECIPE_ZOO,
-    mask_command: bool | None = None,
-) -> str:
-    """The .alls text for ``profile`` on the parsed network ``hn``, written by ``recipe``.
+@dataclass(frozen=True)
+class ScriptSettings:
+    """What a model script says besides the precision: the calibration set's size and batch,
+    the optimisation and compression levels, the user's ``--alls-extra`` lines, the ``recipe``
+    it follows, and ``mask_command``: whether the mask input is declared with
+    ``set_input_mask_to_softmax()`` (None: when the profile applies the mask inside softmax)."""
 
-    ``mask_command``: whether the mask input is declared with ``set_input_mask_to_softmax()``
-    (default: when the profile applies the mask inside softmax).
-    """
+    calibset_size: int
+    batch_size: int = 8
+    optimization_level: int = 0
+    compression_level: int = 0
+    extra_lines: list[str] | tuple[str, ...] = ()
+    recipe: str = RECIPE_ZOO
+    mask_command: bool | None = None
+
+
+def build_model_script(profile: PrecisionProfile, hn: dict, settings: ScriptSettings) -> str:
+    """The .alls text for ``profile`` on the parsed network ``hn``, written by ``settings.recipe``."""
+    recipe, extra_lines, mask_command = settings.recipe, settings.extra_lines, settings.mask_command
     if recipe not in RECIPES:
         raise ValueError(f"unknown model-script recipe {recipe!r}")
     sites = site_layers(hn)
     command = profile.mask == "softmax" if mask_command is None else bool(mask_command)
-    calibration = (f"model_optimization_config(calibration, batch_size={int(batch_size)}, "
-                   f"calibset_size={int(calibset_size)})")
-    flavor = (f"model_optimization_flavor(optimization_level={int(optimization_level)}, "
-              f"compression_level={int(compression_level)})")
+    calibration = (f"model_optimization_config(calibration, batch_size={int(settings.batch_size)}, "
+                   f"calibset_size={int(settings.calibset_size)})")
+    flavor = (f"model_optimization_flavor(optimization_level={int(settings.optimization_level)}, "
+              f"compression_level={int(settings.compression_level)})")
     lines = [HEADER, f"# precision profile: {profile.describe()}"]
     if recipe == RECIPE_HAILO10H:
         lines.append(f"# recipe: the public Hailo-10H report (DFC 5.3.0), {REPORT_SOURCE}")

@@ -4,7 +4,7 @@ The walls are the two failures the public Hailo-10H report hit (DFC 5.3.0),
 ``BackendAllocatorException`` in compile() (or optimize()) and ``NegativeSlopeExponentNonFixable``
 in optimize(). :func:`known_wall` recognises them by name, also wrapped in another exception or
 named only in a message; the build steps down its fallback ladder on them
-(:mod:`hefsearch.compile.hef_plan`), and at the last rung :func:`explain_wall` says what to do.
+(:mod:`hefsearch.compile.hef.plan`), and at the last rung :func:`explain_wall` says what to do.
 
 They are not the only ones: the report's author later saw a cascade on the same chip and DFC
 (community thread 19530: an attention crash, then an a16 conv failing with a "nan exponent", then
@@ -16,6 +16,7 @@ upstream.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from hefsearch.base.errors import BackendUnavailable, HefsearchError
@@ -125,10 +126,23 @@ REPORT_CONTEXT = (
     "hidden 384) at SEQ 256, DFC 5.3.0 on a CPU-only x86_64 host, HailoRT 5.3.0; 13 contexts, about 19.4 MB.")
 
 
-def report_script_failed(stage: str, exc: BaseException, wall: str | None, hw_arch: str, seq: int, work: Path,
-                         script: str | None, dfc_version: str) -> CompileError:
-    """The last rung on Hailo-10H, the report's own 8-bit script, failed: nothing lower is on
-    record. Says what failed, the report's context, and what to send upstream."""
+@dataclass(frozen=True)
+class BuildContext:
+    """Which build a failure happened in, as its message names it: the chip, the sequence
+    length, the DFC version and the work folder (where build-report.json and the scripts lie)."""
+
+    hw_arch: str
+    seq: int
+    dfc_version: str
+    work: Path
+
+
+def report_script_failed(stage: str, exc: BaseException, wall: str | None, script: str | None,
+                         where: BuildContext) -> CompileError:
+    """The last rung on Hailo-10H, the report's own 8-bit script (``script``, its file in the work
+    folder), failed: nothing lower is on record. Says what failed, the report's context, and
+    what to send upstream."""
+    hw_arch, seq, work, dfc_version = where.hw_arch, where.seq, where.work, where.dfc_version
     what = f"{type(exc).__name__}: {message_of(exc).strip()[:600]}"
     why = (f"The public Hailo-10H report's 8-bit model script failed in {stage}() for {hw_arch} at SEQ {seq} "
            f"(DFC {dfc_version}): {what}. {REPORT_CONTEXT} There is no lower rung to step down to.")

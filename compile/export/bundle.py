@@ -25,7 +25,7 @@ from hefsearch.embed.bundle import SCHEMA_VERSION, EncoderEntry, sha256_file
 from hefsearch.base.errors import ExportError, ModelNotFound
 from hefsearch.embed.samples import VERIFY_TEXTS
 
-from .body import DEFAULT_MASK_VALUE, export_body_onnx
+from .torch_body import DEFAULT_MASK_VALUE, export_body_onnx
 from .model_source import WEIGHT_FILES, download_for_export, find_cached
 
 log = logging.getLogger("hefsearch.compile")
@@ -151,18 +151,25 @@ def _model_hash(folder: Path) -> tuple[str, str]:
     raise ExportError(f"No weights ({' or '.join(WEIGHT_FILES)}) in {folder}.")
 
 
-def export_bundle(
-    model: str,
-    out: str | os.PathLike,
-    *,
-    seq_len: int | None = None,
-    query_prefix: str | None = None,
-    passage_prefix: str | None = None,
-    mask_value: float = DEFAULT_MASK_VALUE,
-    verify_texts: list[str] | None = None,
-    overwrite: bool = False,
-    progress: Callable[[str], None] | None = None,
-) -> ExportReport:
+@dataclass(frozen=True)
+class ExportOptions:
+    """The choices of ``compile export`` (its flags): the sequence length (None: the model's
+    sentence-transformers max_seq_length, else 256), the query and passage prefixes (None: the
+    model's own prompts), the additive mask value, the texts the export verifies itself on
+    (None: the built-in multilingual samples), and whether a bundle at ``out`` may be replaced."""
+
+    seq_len: int | None = None
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+    mask_value: float = DEFAULT_MASK_VALUE
+    verify_texts: list[str] | None = None
+    overwrite: bool = False
+
+
+def export_bundle(model: str, out: str | os.PathLike, options: ExportOptions = ExportOptions(),
+                  progress: Callable[[str], None] | None = None) -> ExportReport:
+    seq_len, query_prefix, passage_prefix = options.seq_len, options.query_prefix, options.passage_prefix
+    mask_value, verify_texts, overwrite = options.mask_value, options.verify_texts, options.overwrite
     say = progress or (lambda msg: log.info(msg))
     folder = resolve_model(model, say=say)
     out = Path(out).expanduser()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hefsearch.embed.mask_layout import hef_mask_mode
 from hefsearch.base.versions import major_version
 
-from .dfc_errors import CompileError, DfcUnavailable, MaskCommandMissing
+from .errors import CompileError, DfcUnavailable, MaskCommandMissing
 from .model_script import MASK_COMMAND
 
 

@@ -1,7 +1,7 @@
 """Straight-through fake quantisation in torch, and the quantiser variants training draws from
 (needs torch: the compile extra).
 
-The rounding is the NPU simulation's (:mod:`hefsearch.compile.sim_graph`): per-tensor asymmetric
+The rounding is the NPU simulation's (:mod:`hefsearch.compile.sim.graph`): per-tensor asymmetric
 unsigned integers for activations, symmetric integers for weights, ranges from min/max over the
 real (unpadded) tokens. Here the range is computed from the batch itself, differentiably, and
 the step size gets the LSQ gradient (Esser et al. 2019): the network is told how its extreme
@@ -162,7 +162,7 @@ def draw_variant(gen: torch.Generator, randomise: bool, fp32_share: float) -> Va
 
 
 class Quantiser:
-    """The two :class:`~hefsearch.compile.onnx_torch.OnnxBody` hooks for one forward pass.
+    """The two :class:`~hefsearch.compile.robust.onnx_torch.OnnxBody` hooks for one forward pass.
 
     ``sites`` maps a site tensor to its bits; ``real`` is the [N, S] boolean token mask (ranges
     are taken over real query tokens, as the simulation's calibration does).

@@ -4,32 +4,22 @@ needs, or (for the demo) the packaged English model.
 Decisions:
 
 - The default multilingual model is ``DEFAULT_MULTILINGUAL`` (intfloat/multilingual-e5-small,
-  with its "query: "/"passage: " prefixes). Measured with ``bench/default_model.py`` against the
-  packaged English all-MiniLM-L6-v2, FP32 CPU, both in one run: bundled parallel set top-1
-  0.98 vs 0.41 (near-duplicate rows 0.95 vs 0.51); sample corpus, vector search, an expected
-  document first for 12 of 17 cross-lingual queries vs 5 (in the top 5: 16 vs 11), and for
-  14 of 15 same-language queries vs 13 (top 5: all, both). Speed: 7.3 vs 6.2 ms per text on
-  the parallel set's short sentences (1.18x; median of 5 alternated rounds, loaded 2-core
-  x86): e5 has twice the layers, but MiniLM's English vocabulary cuts foreign words into more
-  tokens. paraphrase-multilingual-MiniLM-L12-v2 has the same shape as e5-small (12 layers x
-  384, the same compute on the CPU and the NPU), so the choice between them is quality; it
-  could not be measured here (no hub access from this machine). It stays in
-  ``MULTILINGUAL_MODELS`` so a copy already in the cache is used without a download.
-  To change the default, reorder ``MULTILINGUAL_MODELS`` (the first one is downloaded).
+  with its "query: "/"passage: " prefixes): far better cross-lingual ranking than the packaged
+  English all-MiniLM-L6-v2 at 1.2x its CPU time (``bench/default_model.py``; figures in
+  docs/install.md). paraphrase-multilingual-MiniLM-L12-v2 has e5-small's shape and stays in
+  ``MULTILINGUAL_MODELS``, so a cached copy is used without a download; to change the default,
+  reorder ``MULTILINGUAL_MODELS`` (the first one is downloaded).
 - The cache is read without huggingface_hub and with the environment of the moment
   (``HF_HUB_CACHE``, ``HF_HOME``, ``XDG_CACHE_HOME``): huggingface_hub fixes its paths when it is
   imported, and a cache lookup needs no network library at all. A snapshot counts only when it
   holds what export needs (config, weights, tokenizer); a half-downloaded one is skipped.
 - The network is never touched when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set.
   Otherwise one listing request (``model_info``, no retries) runs in a daemon thread bounded by
-  ``HUB_TIMEOUT_S`` seconds, which also bounds a DNS lookup that socket timeouts do not cover;
-  a closed, filtered or refusing network fails within that bound. Only then does
-  ``snapshot_download`` fetch exactly the listed names export needs (``files_for_export``:
-  config, tokenizer files, one weights file with safetensors preferred, the sentence-transformers
-  module configs; never the ONNX/OpenVINO copies or a second weights format), with
-  huggingface_hub's progress bars and short timeouts (5 s per metadata request, a stalled read
-  fails after 10 s). No hub was reachable where this was written: the download path is verified
-  only against monkeypatched huggingface_hub calls (tests/compile/test_model_source.py).
+  ``HUB_TIMEOUT_S``, which also bounds a DNS lookup that socket timeouts do not cover; only then
+  does ``snapshot_download`` fetch exactly the files export needs (``files_for_export``: config,
+  tokenizer, one weights file with safetensors preferred, the sentence-transformers configs),
+  with short timeouts. The download path is verified only against monkeypatched
+  huggingface_hub calls (tests/compile/test_model_source.py).
 """
 
 from __future__ import annotations

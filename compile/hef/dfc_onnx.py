@@ -6,30 +6,22 @@ the same thing:
 
 - ``embeddings``      float32 [N, S, H]   (the host's word + position + type sum), parsed NWC;
 - ``attention_mask``, by HEF mask mode (:mod:`hefsearch.embed.mask_layout`), always the tensor
-  the score Adds take, where the mask Mul's output was (the cut is *after* the mask Mul):
+  the score Adds take (the cut is *after* the mask Mul):
 
-  - ``keys01`` (the public Hailo-10H report): [N, 1, 1, S], parsed NHWC ([1, 1, S]);
-    ``set_input_mask_to_softmax()`` makes the DFC take the raw 0/1 mask and apply it inside
-    every softmax. The report's start node is the ``/Mul`` itself, so its mask passes that Mul
-    (a constant scale) before the Adds; here it feeds the Adds directly. Neither public source
-    shows a mask fed straight into the score Adds with the command: an open question for
-    hardware (docs/hailo-facts.md);
-  - ``scores01`` (the zoo's all_minilm_l6_v2, start node ``masked_fill``): [N, heads, S, S], fed
-    straight into each layer's score Add and parsed NGWC ([1, S, heads*S]), with the same
-    command and 0/1 values;
-  - ``additive`` (the zoo's bert_base_uncased, start node after the mask Mul): [N, 1, 1, S], the
-    additive bias ``(1 - mask) * mask_value`` itself, parsed with the default (NCHW) format
-    ([1, S, 1]); no softmax command.
+  - ``keys01`` (the public Hailo-10H report): [N, 1, 1, S], parsed NHWC, with
+    ``set_input_mask_to_softmax()`` applying the raw 0/1 mask inside every softmax. The report
+    cuts *at* the ``/Mul``; whether a mask fed straight into the Adds behaves the same is an
+    open question for hardware (docs/hailo-facts.md);
+  - ``scores01`` (the zoo's all_minilm_l6_v2): [N, heads, S, S], parsed NGWC, same command;
+  - ``additive`` (the zoo's bert_base_uncased): [N, 1, 1, S], the bias ``(1 - mask) *
+    mask_value`` itself, parsed NCHW; no softmax command.
 
-  In FP32 ONNX semantics the input is the additive bias (0 / mask_value) in every mode, which
-  is what :func:`verify_dfc_onnx` feeds; what the two command modes receive on the device is
-  the DFC's doing, not the ONNX's.
-
+  In FP32 ONNX semantics the input is the additive bias in every mode (what
+  :func:`verify_dfc_onnx` feeds); what the command modes receive on the device is the DFC's doing.
 - ``last_hidden_state`` float32 [N, S, H]
 
-The mask preparation (Cast / Unsqueeze / Sub / Mul from the 2-D mask up to the bias the score
-Adds take) is removed; the bias stays the bundle's moderate ``mask_value`` (about -50). Needs the
-``onnx`` package (compile extra); a bundle alone suffices, no torch model.
+The mask preparation (Cast / Unsqueeze / Sub / Mul) is removed; the bias stays the bundle's
+moderate ``mask_value`` (about -50). Needs the ``onnx`` package (compile extra), no torch model.
 """
 
 from __future__ import annotations

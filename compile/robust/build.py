@@ -2,33 +2,26 @@
 (sink damping plus quantisation-aware distillation; needs torch and onnx: the compile extra).
 
 An all-8-bit build (the only kind on record for Hailo-10H) rounds the residual stream with
-per-tensor steps set by a few huge values, and its vectors lose a third of FP32's top-1 answers.
-Those values are not spread over the text: in the BERT and XLM-R encoders measured here one FFN
-neuron per layer writes 200-660 into one channel of the special tokens' residual sums, where
-99.9% of all values lie within 4-7. This step, in named stages:
+per-tensor steps set by a few huge values, written by one FFN neuron per layer into the special
+tokens' residual sums (the figures: docs/performance.md, "Training the encoder for 8 bits").
+This step, in named stages:
 
-- **data** (:mod:`hefsearch.compile.robust_data`): the bundle's calibration pool
-  (``compile calib --from DOCS``: your own documents) plus the built-in multilingual sample
+- **data** (:mod:`.data`): the bundle's calibration pool plus the built-in multilingual sample
   texts, cut to ``max_tokens``, with the FP32 teacher's vectors; a tenth held out;
-- **student**: the body's own ONNX graph run in torch (:mod:`hefsearch.compile.onnx_torch`),
-  with the 8-bit simulation's site list;
-- **damp** (:mod:`hefsearch.compile.sink_damping`): those attention-sink neurons' output rows
+- **student**: the body's own ONNX graph run in torch (:mod:`.onnx_torch`);
+- **damp** (:mod:`.sink_damping`): those attention-sink neurons' output rows
   scaled down until their push is at most ``sink_ratio`` times the layer's bulk (silent on every
   other token, so nothing else moves);
-- **train** (:mod:`hefsearch.compile.robust_train`): distillation from the original FP32 body,
-  every step in FP32 (token level, so the FP32 vectors stay the original's; the residual sums
-  held under their damped peaks) and under 8-bit fake quantisation with a randomly drawn
-  quantiser (min/max, widened or percentile ranges; per-channel or per-tensor, nearest or
-  stochastic weight rounding), so the result does not fit one quantiser only; resumable;
+- **train** (:mod:`.train`): distillation from the original FP32 body,
+  in FP32 and under 8-bit fake quantisation with a randomly drawn quantiser, so the result does
+  not fit one quantiser only; resumable;
 - **write**: only initializer values change: ``encoder.robust.onnx`` has exactly the ops, names
-  and shapes of ``encoder.onnx`` (checked before it is written), so the DFC recipe, the
-  preflight and the runtime apply unchanged;
+  and shapes of ``encoder.onnx`` (checked), so the DFC recipe, preflight and runtime apply;
 - **check and record**: its FP32 vectors against the original's; the manifest entry (kind
   ``onnx-robust``) with the damping, the training and the held-out measurements.
 
-``compile sim`` and ``compile hef`` use it with ``--body robust``; every build from it has its own
-file hash, hence its own vector space. ``encoder.onnx`` is never touched: it stays the FP32
-reference (``cpu-fp32``, every quality baseline).
+``compile sim`` and ``compile hef`` use it with ``--body robust`` (its own file hash, hence its
+own vector space). ``encoder.onnx`` is never touched: it stays the FP32 reference.
 """
 
 from __future__ import annotations
@@ -44,9 +37,9 @@ from hefsearch.base.atomic_write import write_atomic
 from hefsearch.embed.bundle import Bundle, EncoderEntry
 from hefsearch.embed.precision import load_profile
 
-from .bodies import ROBUST, ROBUST_FILE, ROBUST_KIND, resolve_body, stale_builds
+from hefsearch.compile.body_choice import ROBUST, ROBUST_FILE, ROBUST_KIND, resolve_body, stale_builds
 from .devices import AUTO, describe, resolve_device
-from .robust_data import RobustError, TrainData, training_data
+from .data import RobustError, TrainData, training_data
 
 WORK_DIR = "build/robust"
 
@@ -225,7 +218,7 @@ def damped_body_maker(say: Callable[[str], None] | None = None):
 def _fresh_start(student, data: TrainData, opts: RobustOptions, say):
     """Before step 1 of a new run: the original's held-out 8-bit error, sink damping, the
     damped body's, the hinge caps. Returns what the checkpoint keeps for a resumed run."""
-    from .robust_train import Fresh, holdout_cosines, residual_caps
+    from .train import Fresh, holdout_cosines, residual_caps
     from .sink_damping import DampingReport, damp_sinks
 
     before, _ = holdout_cosines(student, data)
@@ -244,8 +237,8 @@ def _fresh_start(student, data: TrainData, opts: RobustOptions, say):
 def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     import onnx
 
-    from .robust_train import STATE_FILE, TrainSettings, holdout_cosines, make_student, train
-    from .self_check import parallel_ranking, self_check
+    from .train import STATE_FILE, Checkpoint, TrainSettings, holdout_cosines, make_student, train
+    from hefsearch.compile.self_check import parallel_ranking, self_check
 
     b = bundle if isinstance(bundle, Bundle) else Bundle.open(bundle)
     profile = load_profile(opts.precision)
@@ -259,8 +252,8 @@ def _build_robust(bundle, opts: RobustOptions, say, t0: float) -> RobustReport:
     work.mkdir(parents=True, exist_ok=True)
     cfg = TrainSettings(opts.steps, opts.batch, opts.lr, opts.seed, opts.randomise, opts.fp32_weight,
                         opts.similarity_weight, opts.hinge_weight, opts.checkpoint_every, opts.eval_every)
-    resumed, history, extra = train(student, data, cfg, work / STATE_FILE, opts.key(src.sha256, data.sha),
-                                    opts.restart, say, lambda: _fresh_start(student, data, opts, say))
+    checkpoint = Checkpoint(work / STATE_FILE, opts.key(src.sha256, data.sha), opts.restart)
+    resumed, history, extra = train(student, data, cfg, checkpoint, say, lambda: _fresh_start(student, data, opts, say))
     before, damped = history[0]["holdout_a8_original"], history[0]["holdout_a8"]
     last = history[-1]
     after, fp32_after = ((last["holdout_a8"], last["holdout_fp32"]) if "holdout_fp32" in last

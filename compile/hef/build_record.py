@@ -70,7 +70,7 @@ class BuildState:
 
 
 def write_build_report(b, attempts: list[Attempt], outcome: dict) -> Path:
-    """The work folder's record of this build ``b`` (compile/dfc.py's ``_Build``: plan, options,
+    """The work folder's record of this build ``b`` (compile/hef/build.py's ``_Build``: plan, options,
     SDK, work folder): what was planned, every attempt of the ladder (stage outcomes, the wall it
     hit, seconds, the script it used) and how it ended. Written after every attempt, so an
     interrupted build leaves what it learned."""

@@ -6,28 +6,19 @@ every tensor an 8-bit NPU would store in 8 (or 16) bits, and lists it in the man
 encoder of kind ``npu-sim``. The runtime backend (:mod:`hefsearch.embed.backends.npu_sim`)
 only runs that file, so the Pi and a laptop need no ``onnx`` package.
 
-What the simulation does (the same site groups as ``compile hef``, :mod:`hefsearch.embed.precision`):
-
-- weights of every dense layer: per-output-channel symmetric integers (int8, or int16 where
-  the profile puts the group at 16 bits), rounded once here;
-- activations: per-tensor asymmetric unsigned integers (uint8 / uint16) with min/max ranges
-  measured on calibration data, at the embeddings input, inside every LayerNorm (decomposed
-  into x - mean, squared deviation, variance, reciprocal std, normalised x, and its output),
-  Q/K/V, attention scores, softmax, context, every dense output, GELU, the residual adds and
-  the last hidden state;
-- the attention mask either inside softmax (``softmax``, as the DFC's
-  ``set_input_mask_to_softmax()``: scores are quantised without it; the arithmetic of the HEF
-  mask modes ``keys01``, the Hailo-10H default, and ``scores01``) or ``additive`` with a given
-  value, quantised together with the scores (the HEF mask mode ``additive``; a -10000 mask
-  there swamps the 8-bit score range; about -50 does not).
-
-It is a simulation: the ranges are plain min/max of FP32 activations and rounding is to
-nearest, so it predicts what a build choice costs, not a HEF's exact numbers. Biases and
+What it rounds (the site groups of ``compile hef``, :mod:`hefsearch.embed.precision`): the weights
+of every dense layer per output channel (int8, int16 in 16-bit groups), and per tensor, with
+min/max ranges from calibration data, every activation an NPU stores: the embeddings input, the
+LayerNorm internals, Q/K/V, scores, softmax, context, dense outputs, GELU, the residual adds and
+the last hidden state. The mask goes inside softmax (the DFC's ``set_input_mask_to_softmax()``,
+as HEF modes ``keys01`` and ``scores01``) or is ``additive`` and quantised with the scores (a
+-10000 mask swamps the 8-bit score range; about -50 does not). It predicts what a build choice
+costs, not a HEF's exact numbers: ranges are plain min/max, rounding is to nearest, biases and
 LayerNorm gamma/beta stay in float.
 
-The work is split by stage: :mod:`hefsearch.compile.sim_graph` rewrites the graph (LayerNorms
+The work is split by stage: :mod:`hefsearch.compile.sim.graph` rewrites the graph (LayerNorms
 decomposed, weights rounded, mask rescaled, sites listed; then the fake-quant nodes),
-:mod:`hefsearch.compile.sim_ranges` picks the calibration texts and measures the ranges, and
+:mod:`hefsearch.compile.sim.ranges` picks the calibration texts and measures the ranges, and
 this module names the variant, runs the stages, checks the result against FP32 and writes the
 file and the manifest entry.
 """
@@ -47,11 +38,11 @@ from hefsearch.embed.precision import PrecisionProfile, load_profile
 from hefsearch.embed.samples import VERIFY_TEXTS
 from hefsearch.embed import space_names
 
-from .bodies import Body, choose_body
-from .self_check import self_check
+from hefsearch.compile.body_choice import Body, choose_body
+from hefsearch.compile.self_check import self_check
 
-from .sim_graph import SimBuildError, SimGraph, insert_fake_quant, prepare_graph, with_site_outputs
-from .sim_ranges import (
+from .graph import SimBuildError, SimGraph, insert_fake_quant, prepare_graph, with_site_outputs
+from .ranges import (
     DEFAULT_CALIB_LIMIT, Calibration, calibration_from_bundle, calibration_from_texts, measure_ranges, parse_ranges,
 )
 
@@ -160,14 +151,31 @@ class SimPlan:
         return {"mode": self.mask_mode, "value": self.mask_value}
 
 
-def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str | None = "original",
-             ranges: str | None = None, weights: str = "per-channel",
+@dataclass(frozen=True)
+class SimOptions:
+    """The choices of one ``compile sim`` build (its flags): the ``mask`` (None: the profile's),
+    the ``body`` (original, robust, auto), the range estimator (None: min/max;
+    ``percentile:P``), the ``weights`` granularity, extra calibration ``texts`` and the rows of
+    the calibration set used (``calib_limit``), and a ``name`` that replaces the derived one (a
+    bench's variant with its own calibration subset)."""
+
+    mask: str | None = None
+    body: str | None = "original"
+    ranges: str | None = None
+    weights: str = "per-channel"
+    texts: Sequence[str] = ()
+    calib_limit: int | None = DEFAULT_CALIB_LIMIT
+    name: str | None = None
+
+
+def plan_sim(bundle: Bundle | str | Path, precision, options: SimOptions = SimOptions(),
              progress: Callable[[str], None] | None = None) -> SimPlan:
     """Consumes the command's arguments; produces the :class:`SimPlan` (stops on a bad mask,
     range estimator or weight granularity, or a missing body). ``body`` ``auto`` (the
     command's default) chooses as ``compile hef --body auto`` does for an all-8-bit build
-    (:func:`~hefsearch.compile.bodies.choose_body`, damping a multilingual bundle's body first
+    (:func:`~hefsearch.compile.body_choice.choose_body`, damping a multilingual bundle's body first
     when it has no robust one); None is the original."""
+    mask, body, ranges, weights = options.mask, options.body, options.ranges, options.weights
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     profile = load_profile(precision)
@@ -178,7 +186,7 @@ def plan_sim(bundle: Bundle | str | Path, precision, mask: str | None, body: str
     say = progress or (lambda m: None)
     maker = None
     if (body or "").strip().lower() == "auto" and profile.is_all_8bit:
-        from .robust import damped_body_maker
+        from hefsearch.compile.robust.build import damped_body_maker
 
         maker = damped_body_maker(say)
     src, why = choose_body(bundle, body or "original", None, profile.is_all_8bit, maker)
@@ -251,14 +259,7 @@ def record_sim(plan: SimPlan, calib: Calibration, sim: SimGraph, ranges: dict, c
 def build_sim(
     bundle: Bundle | str | Path,
     precision: str | Path | PrecisionProfile | None = "balanced",
-    *,
-    mask: str | None = None,
-    texts: Sequence[str] = (),
-    calib_limit: int | None = DEFAULT_CALIB_LIMIT,
-    body: str | None = "original",
-    ranges: str | None = None,
-    weights: str = "per-channel",
-    name: str | None = None,
+    options: SimOptions = SimOptions(),
     progress: Callable[[str], None] | None = None,
 ) -> SimReport:
     """Write ``encoder.npu-sim.<name>.onnx`` into the bundle and list it in the manifest.
@@ -273,11 +274,11 @@ def build_sim(
                           "pip install 'hefsearch[compile]'") from None
     t0 = time.perf_counter()
     say = progress or (lambda m: None)
-    plan = plan_sim(bundle, precision, mask, body, ranges, weights, progress=say)
-    if name:  # e.g. a bench's variant with its own calibration subset
-        plan.name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)
+    plan = plan_sim(bundle, precision, options, progress=say)
+    if options.name:  # e.g. a bench's variant with its own calibration subset
+        plan.name = "".join(c if c.isalnum() or c in "-_" else "-" for c in options.name)
     profile, mode, value = plan.profile, plan.mask_mode, plan.mask_value
-    calib, notices = choose_calibration(plan.bundle, texts, calib_limit)
+    calib, notices = choose_calibration(plan.bundle, options.texts, options.calib_limit)
     sixteen = ", ".join(profile.sixteen_bit) or "none"
     say(f"simulating {profile.name} (16-bit: {sixteen}) with the mask {'inside softmax' if mode == 'softmax' else f'additive {value:g}'}")
 

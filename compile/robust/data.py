@@ -15,7 +15,7 @@ from hefsearch.embed.bundle import Bundle
 from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.host import l2_normalize, mean_pool
 
-from .bodies import resolve_body
+from hefsearch.compile.body_choice import resolve_body
 
 
 class RobustError(HefsearchError):
@@ -39,8 +39,8 @@ def training_data(bundle: Bundle, max_tokens: int, holdout: int, seed: int, cali
     """Consumes the bundle's calibration pool and the built-in samples; produces the training
     rows, cut to ``max_tokens``, with the FP32 teacher's vectors; a tenth (at most ``holdout``
     rows) is held out to report the 8-bit error."""
-    from .calib import sample_texts
-    from .sim_ranges import calibration_from_bundle, calibration_from_texts
+    from hefsearch.compile.calib import sample_texts
+    from hefsearch.compile.sim.ranges import calibration_from_bundle, calibration_from_texts
 
     parts = []
     calib = calibration_from_bundle(bundle, calib_limit)

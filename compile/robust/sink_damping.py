@@ -15,7 +15,7 @@ tokens, pushes far above the layer's bulk) and scales their row of the FFN outpu
 down until their push is at most ``ratio`` times the layer's bulk. That changes weight values
 only; other tokens see no change (the neuron is silent on nearly all of them), and the special tokens'
 LayerNorm outputs move a little (and the odd token that half-fires it), which the distillation that follows
-(:mod:`hefsearch.compile.robust`) trains back towards the FP32 original.
+(:mod:`hefsearch.compile.robust.build`) trains back towards the FP32 original.
 
 Measured by ``compile robust --steps 0`` (damping only) on held-out training-pool texts, 8-bit
 cosine to the original FP32 vectors (docs/performance.md): multilingual-e5-small 0.911 -> 0.951

@@ -1,58 +1,26 @@
 """The Dataflow Compiler driver: bundle + calibration -> HEF, in stages that resume.
 
-    parse     DFC-facing ONNX (compile/dfc_onnx.py) -> translate_onnx_model -> parsed.har
-    preflight calibration arrays vs the parsed input layers (compile/preflight.py)
+    parse     DFC-facing ONNX (compile/hef/dfc_onnx.py) -> translate_onnx_model -> parsed.har
+    preflight calibration arrays vs the parsed input layers (compile/hef/preflight.py)
     optimize  model script from the precision profile -> optimize(calib) -> optimized-<key>.har
-    report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/emulator_report.py)
+    report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/hef/emulator_report.py)
     compile   runner.compile() -> encoder.<hw_arch>[.s<SEQ>].hef, manifest updated
 
-Each stage is one function (``parse_stage``, ``preflight_stage``, ``optimize_stage``,
-``report_stage``, ``compile_stage``; ``plan_build`` checks the options first) that returns a
-small dataclass for the next; :func:`build_hef` only runs them and walks the fallback ladder.
-Every stage saves its result in the work folder (default ``BUNDLE/build/<hw_arch>.s<SEQ>/``)
-keyed by what it depends on, so a re-run skips what is done: a failed compile never redoes an
-optimisation that took hours.
+Each stage is one function (``parse_stage`` ... ``compile_stage``; ``plan_build`` checks the
+options first) that returns a small dataclass for the next; :func:`build_hef` only runs them and
+walks the fallback ladder. Every stage saves its result in the work folder (default
+``BUNDLE/build/<hw_arch>.s<SEQ>/``) keyed by what it depends on, so a failed compile never
+redoes an optimisation that took hours. Beside this driver: the plan and ladder (:mod:`.plan`),
+the DFC and its version (:mod:`.sdk`, the only importer of ``hailo_sdk_client``), errors and walls
+(:mod:`.errors`), ``state.json`` and ``build-report.json`` (:mod:`.build_record`), the model
+script (:mod:`.model_script`) and the compiled HEF's streams (:mod:`.streams`).
 
-What the stages share lives beside this driver: the plan and the fallback ladder
-(:mod:`.hef_plan`), the DFC itself, its version and what it builds (:mod:`.dfc_sdk`, the only
-module that imports ``hailo_sdk_client``, at call time), the errors and the walls recognised by
-name (:mod:`.dfc_errors`), ``state.json`` and ``build-report.json`` (:mod:`.build_record`), the
-model script (:mod:`.model_script`) and the streams the compiled HEF has (:mod:`.hef_streams`).
-
-Verified against the contract fake in ``tests/fakes/hailo_sdk_client`` only (written from Hailo's
-public scripts and a public user report); no real Dataflow Compiler has run this code.
-
-Defaults per chip (what is on record; docs/hailo-facts.md has the sources):
-
-- ``hailo10h``: the one sentence-encoder HEF on record for that chip (a user report on
-  the Hailo Community forum, community.hailo.ai, DFC 5.3.0): mask mode ``keys01``
-  (:mod:`hefsearch.embed.mask_layout`) and that report's model script
-  (:data:`model_script.RECIPE_HAILO10H`). The ladder is on: the first rung is ``zoo-a16`` (16
-  bits where the zoo's Hailo-10H text encoders put them, with the zoo's lines), and on *any*
-  failure of it, whatever the exception class, it goes straight to the report's 8-bit script,
-  exactly (the report's author later saw a cascade of failures under classes that are not
-  public; intermediate rungs would cost another optimisation each). docs/compiling.md says why
-  a 16-bit rung comes first at all and what it costs without a GPU.
-- ``hailo8`` / ``hailo8l``: the model zoo's all_minilm_l6_v2 recipe (mask mode ``scores01``,
-  the zoo's script) on DFC 3.34+, where the zoo uses ``set_input_mask_to_softmax()``; on other
-  DFC 3.x the command is probed on the parsed network and, when it is missing and no ``--mask``
-  was given, the build switches to the zoo's BERT recipe (``additive``). The ladder steps down
-  group by group (FFN output projections, LayerNorm internals, residual adds, a8).
-
-Known failure modes and what happens:
-
-- no DFC: :class:`DfcUnavailable` with how to get it (x86_64 Linux, Python 3.10-3.12, the
-  Hailo AI Software Suite or the DFC wheel from Hailo's Developer Zone);
-- calibration of the wrong rank/shape: stopped by the preflight before ``optimize()`` (the
-  SDK would raise an ``IndexError`` inside LayerNorm decomposition);
-- the two walls of the Hailo-10H report, recognised by name (also wrapped in another
-  exception, or named only in a message): ``NegativeSlopeExponentNonFixable`` in optimize() and
-  ``BackendAllocatorException`` in compile() (or optimize()). With the ladder (the default) the
-  build steps down, re-optimising only for profiles not optimised before; without it, or at the
-  last rung, the wall is explained. On Hailo-10H any other failure steps down too, and a failure
-  of the report's own script stops with its context and what to send upstream. Every attempt
-  (stage, exception class, message, seconds, time) is recorded in the work folder's
-  ``build-report.json`` and in the manifest, which also records the profile the HEF finally has.
+Each chip gets the recipe on record for it (Hailo-10H: the public report's ``keys01`` mask and
+8-bit script, after a 16-bit rung; Hailo-8/8L: the zoo MiniLM's ``scores01`` recipe, stepping
+down group by group). A missing DFC, calibration of the wrong shape and the report's walls each
+end in an error that says what to do; every attempt is recorded in ``build-report.json`` and the
+manifest. Verified against the contract fake (``tests/fakes/hailo_sdk_client``) only; no real
+DFC has run this code. Recipes, ladder and walls: docs/compiling.md; sources: docs/hailo-facts.md.
 """
 
 from __future__ import annotations
@@ -71,16 +39,16 @@ from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
 from hefsearch.embed.precision import PrecisionProfile
 
-from . import calib as calib_mod
-from .bodies import resolve_body
+from hefsearch.compile import calib as calib_mod
+from hefsearch.compile.body_choice import resolve_body
 from .build_record import Attempt, BuildState, stage_key, write_build_report
-from .dfc_errors import (NOT_A_DFC_FAILURE, SIXTEEN_BIT_COST, AllocatorCrash, CompileError, MaskCommandMissing,
-                         explain_wall, known_wall, message_of, report_script_failed)
+from .errors import (NOT_A_DFC_FAILURE, SIXTEEN_BIT_COST, AllocatorCrash, BuildContext, CompileError, MaskCommandMissing,
+                     explain_wall, known_wall, message_of, report_script_failed)
 from .dfc_onnx import EMBEDDINGS, MASK, NET_NAME, OUTPUT, make_dfc_onnx, verify_dfc_onnx
-from .dfc_sdk import Sdk, check_dfc_target, load_sdk, probe_mask_command
-from .hef_plan import HefOptions, HefPlan, plan_build
-from .hef_streams import compiled_streams
-from .model_script import build_model_script, site_layers
+from .sdk import Sdk, check_dfc_target, load_sdk, probe_mask_command
+from .plan import HefOptions, HefPlan, plan_build
+from .streams import compiled_streams
+from .model_script import ScriptSettings, build_model_script, site_layers
 from .preflight import calibration_dict, input_layers, preflight
 
 log = logging.getLogger("hefsearch.compile")
@@ -123,6 +91,10 @@ class _Build:
     def seq(self) -> int:
         return self.plan.seq
 
+    @property
+    def context(self) -> BuildContext:
+        return BuildContext(self.opts.hw_arch, self.seq, self.sdk.version, self.work)
+
     def runner(self, har: Path):
         return _runner(self.sdk, self.opts.hw_arch, har)
 
@@ -156,6 +128,28 @@ class Optimized:
     script: str
     har: Path
     record: dict  # its entry in state.json ("har", "profile", "report")
+
+
+@dataclass
+class Rung:
+    """The profile of the ladder being tried, its record in the build report, and whether it is
+    the last rung (no step down after it)."""
+
+    profile: PrecisionProfile
+    attempt: Attempt
+    last: bool
+
+
+@dataclass
+class Built:
+    """What a rung that compiled leaves for the manifest: the HEF, the model script that made it,
+    the emulator's quality report and the HEF's streams."""
+
+    profile: PrecisionProfile
+    hef_path: Path
+    script: str
+    report: dict | None
+    streams: dict
 
 
 class _StepDown(Exception):
@@ -224,14 +218,14 @@ def preflight_stage(b: _Build, parsed: Parsed, emb, mask, info: dict) -> Calibra
     return Calibrated(calib, rows, info)
 
 
-def _failed(b: _Build, e: BaseException, profile: PrecisionProfile, att: Attempt, stage: str, last: bool, key: str,
-            seconds: float) -> None:
+def _failed(b: _Build, e: BaseException, rung: Rung, stage: str, key: str, seconds: float) -> None:
     """Any failure of optimize() or compile(), whatever its exception: recorded in the attempt
     (stage, exception class, message, seconds, time). Then a step down the ladder (not at the last
     rung) when it is one of the report's walls, or on Hailo-10H any failure (every rung before
     the last there is a 16-bit one or your own options; the last is the report's script);
     else the error that stops the build. A failure that stepped down is kept in state.json under
     the optimised model's key, so a re-run does not spend another hour on the same crash."""
+    profile, att, last = rung.profile, rung.attempt, rung.last
     wall = known_wall(e)
     message = message_of(e)
     att.wall = wall
@@ -249,7 +243,7 @@ def _failed(b: _Build, e: BaseException, profile: PrecisionProfile, att: Attempt
     if steps:
         raise _StepDown from e
     if last and b.plan.report_rung:
-        raise report_script_failed(stage, e, wall, b.opts.hw_arch, b.seq, b.work, att.model_script, b.sdk.version) from e
+        raise report_script_failed(stage, e, wall, att.model_script, b.context) from e
     if wall is None:
         return
     if wall == "allocator" and profile.is_all_8bit and stage == "compile":
@@ -261,19 +255,19 @@ def _failed(b: _Build, e: BaseException, profile: PrecisionProfile, att: Attempt
     raise explain_wall(wall, profile, b.work, b.plan.fallback) from e
 
 
-def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, profile: PrecisionProfile,
-                   att: Attempt, last: bool) -> Optimized:
-    """Consumes the parsed network and the calibration; produces optimized-<key>.har for
-    ``profile`` (or reuses it). One of the report's walls steps down the ladder unless ``last``."""
+def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, rung: Rung) -> Optimized:
+    """Consumes the parsed network and the calibration; produces optimized-<key>.har for the
+    rung's profile (or reuses it). One of the report's walls steps down the ladder unless it is
+    the last rung."""
+    profile, att, last = rung.profile, rung.attempt, rung.last
     opts, say, state = b.opts, b.say, b.state
     report = last and b.plan.report_rung  # the report's script exactly, whatever the options
     level = 0 if report else opts.optimization_level
     calibset, batch = b.plan.calibration(cal.rows, None if report else opts.calib_batch_size)
-    script = build_model_script(
-        profile, parsed.hn, calibset_size=calibset, batch_size=batch,
-        optimization_level=level,
+    script = build_model_script(profile, parsed.hn, ScriptSettings(
+        calibset_size=calibset, batch_size=batch, optimization_level=level,
         compression_level=0 if report else opts.compression_level,
-        extra_lines=() if report else b.plan.extra_lines, recipe=b.plan.recipe, mask_command=b.plan.mask_command)
+        extra_lines=() if report else b.plan.extra_lines, recipe=b.plan.recipe, mask_command=b.plan.mask_command))
     skey = stage_key(parsed.key, script, cal.info.get("sha256", ""))
     script_path = b.work / f"model-{skey}.alls"
     script_path.write_text(script, encoding="utf-8")
@@ -317,7 +311,7 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, prof
     except BaseException as e:  # whatever the SDK raises, even outside Exception: the ladder decides
         if isinstance(e, (HefsearchError, *NOT_A_DFC_FAILURE)):
             raise
-        _failed(b, e, profile, att, "optimize", last, skey, att.seconds.get("optimize", 0.0))
+        _failed(b, e, rung, "optimize", skey, att.seconds.get("optimize", 0.0))
         raise CompileError(
             f"optimize() failed with profile {profile.name}: {type(e).__name__}: {message_of(e)}",
             f"The model script is {script_path}; the parsed model is kept in {parsed.har}.") from e
@@ -350,9 +344,10 @@ def report_stage(b: _Build, parsed: Parsed, opt: Optimized, att: Attempt) -> dic
     return report
 
 
-def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Attempt, last: bool) -> Path:
+def compile_stage(b: _Build, rung: Rung, opt: Optimized) -> Path:
     """Consumes the optimised network; produces encoder.<hw_arch>[.s<SEQ>].hef in the bundle (or
     keeps the one already built from it). An allocator failure steps down unless ``last``."""
+    profile, att, last = rung.profile, rung.attempt, rung.last
     opts, say, state, seq = b.opts, b.say, b.state, b.seq
     hef_name = hef_filename(opts.hw_arch, seq, b.bundle.seq_len)
     hef_path = b.bundle.path / hef_name
@@ -370,7 +365,7 @@ def compile_stage(b: _Build, profile: PrecisionProfile, opt: Optimized, att: Att
         if isinstance(e, NOT_A_DFC_FAILURE):
             raise
         att.seconds["compile"] = round(time.perf_counter() - t0, 2)
-        _failed(b, e, profile, att, "compile", last, opt.key, att.seconds["compile"])
+        _failed(b, e, rung, "compile", opt.key, att.seconds["compile"])
         raise CompileError(
             f"compile() failed: {type(e).__name__}: {message_of(e)}",
             f"The optimised model is kept in {opt.har}; a re-run resumes at compile.") from e
@@ -430,9 +425,10 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
             say(f"fallback: trying profile {profile.describe()}")
         last = i + 1 == len(plan.ladder)
         try:
-            opt = optimize_stage(b, parsed, cal, sites, profile, att, last)
+            rung = Rung(profile, att, last)
+            opt = optimize_stage(b, parsed, cal, sites, rung)
             report = report_stage(b, parsed, opt, att)
-            hef_path = compile_stage(b, profile, opt, att, last)
+            hef_path = compile_stage(b, rung, opt)
         except _StepDown:
             write_build_report(b, attempts, {"result": "in progress"})
             continue
@@ -440,7 +436,7 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
             write_build_report(b, attempts, {"result": "failed", "error": f"{type(e).__name__}: {e}"})
             raise
         streams = compiled_streams(hef_path, opt.runner, parsed.layers, parsed.layout, seq, bundle.hidden, say)
-        result = _record(b, parsed, cal, profile, attempts, report, streams, opt.script, hef_path)
+        result = _record(b, parsed, cal, Built(profile, hef_path, opt.script, report, streams), attempts)
         write_build_report(b, attempts, {"result": "ok", "hef": hef_path.name, "profile": profile.name,
                                          "model_script": result.model_script.name})
         return result
@@ -472,9 +468,9 @@ def input_formats(dims, mask_mode: str) -> dict:
     return formats
 
 
-def _record(b: _Build, parsed: Parsed, cal: Calibrated, profile: PrecisionProfile, attempts: list[Attempt],
-            report: dict | None, streams: dict, script: str, hef_path: Path) -> HefResult:
+def _record(b: _Build, parsed: Parsed, cal: Calibrated, built: Built, attempts: list[Attempt]) -> HefResult:
     """Consumes the built HEF; writes its model script next to it and its entry in the manifest."""
+    profile, hef_path, script, report, streams = built.profile, built.hef_path, built.script, built.report, built.streams
     opts, sdk, seq, calib_info, hn = b.opts, b.sdk, b.seq, cal.info, parsed.hn
     requested, layout, work, skipped = b.plan.requested, parsed.layout, b.work, b.skipped
     # A fresh manifest (calibration may have changed it), read without Bundle.open's size checks:

@@ -1,0 +1,1 @@
+"""Benchmark scripts, run as ``python bench/<script>.py``; see bench/README.md."""
