@@ -157,3 +157,43 @@ def test_module_docstrings_are_at_most_25_lines():
     long = [f"{rel}: {n} lines" for rel, src in _modules() if (n := docstring_lines(src)) > MAX_DOCSTRING]
     assert not long, ("say what the module is for; reasons go to docs/decisions.md, figures to "
                       "docs/performance.md:\n" + "\n".join(long))
+
+
+# --- no function takes more than 7 parameters, click declarations aside --------------------------
+MAX_PARAMETERS = 7
+
+
+def is_declaration(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A click command: its parameters are its flags, declared by the framework."""
+    return any(ast.unparse(d).startswith("click.") or ".command(" in ast.unparse(d) or ".group(" in ast.unparse(d)
+               for d in node.decorator_list)
+
+
+def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The parameters a caller passes (``self`` and ``cls`` not counted)."""
+    a = node.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    return names[1:] if names and names[0] in ("self", "cls") else names
+
+
+def too_many_parameters(rel: str, src: str) -> list[str]:
+    return [f"{rel}:{node.lineno} {node.name}() takes {len(parameters(node))}"
+            for node in ast.walk(ast.parse(src))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not is_declaration(node)
+            and len(parameters(node)) > MAX_PARAMETERS]
+
+
+def test_no_function_takes_more_than_7_parameters():
+    """Values that travel together go in one object (a request, options, a target); only a
+    click command takes a parameter per flag. bench/ is held to the same."""
+    bench = ((p.relative_to(ROOT).as_posix(), p.read_text(encoding="utf-8")) for p in sorted((ROOT / "bench").rglob("*.py")))
+    many = [line for rel, src in [*_modules(), *bench] for line in too_many_parameters(rel, src)]
+    assert not many, "group what travels together into one object:\n" + "\n".join(many)
+
+
+def test_the_parameter_rule_counts_what_a_caller_passes():
+    src = ("import click\n"
+           "def f(a, b, c, d, e, f, g, h): pass\n"
+           "class C:\n    def m(self, a, b, c, d, e, f, g): pass\n"
+           "@click.command('x')\ndef cmd(a, b, c, d, e, f, g, h, i): pass\n")
+    assert too_many_parameters("x.py", src) == ["x.py:2 f() takes 8"]
