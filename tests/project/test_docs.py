@@ -227,3 +227,13 @@ def test_product_code_and_docs_cite_sources_a_user_can_reach():
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"shared/reference|reference/seeds/", line)]
     assert wrong == [], "cites a folder that is not in the repository: " + ", ".join(wrong)
+
+
+def test_the_architecture_page_is_a_blueprint_whose_paths_exist():
+    """A blueprint (at most 15 KB: history goes to decisions.md, figures to performance.md) that
+    stays true: every module or test file it names is there (test files by their path under tests/)."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert len(text.encode()) <= 15_000
+    named = set(re.findall(r"`([\w/]+\.py)\b", text)) | set(re.findall(r"\b((?:[a-z_]+/)+[a-z_]+\.py)\b", text))
+    missing = [p for p in sorted(named) if "/" in p and not (REPO / p).exists() and not (REPO / "tests" / p).exists()]
+    assert not missing, f"docs/ARCHITECTURE.md names files that are not there: {missing}"
