@@ -1,6 +1,6 @@
 """Issue 21, the first hour of a new user: from ``make demo`` to indexing and searching their
 own folder in one line, and the rough edges met on the way (CLI and library side; the TUI's
-are in tui/test_tui_app.py, one hit per file in test_grouping.py)."""
+are in tests/tui/test_tui_app.py, one hit per file in tests/search/test_grouping.py)."""
 
 from __future__ import annotations
 
