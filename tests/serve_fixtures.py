@@ -44,6 +44,17 @@ def build_library(folder: Path, docs: Path, bundle: Path) -> Path:
     return folder
 
 
+def service_over_served_docs(base: Path, bundle: Path):
+    """A :class:`LibraryService` over :data:`SERVED_DOCS` indexed under ``base``, closed at the
+    end (a generator for module fixtures: ``yield from service_over_served_docs(...)``)."""
+    from hefsearch.app.service import LibraryService
+    from hefsearch.app.session import LibrarySession
+
+    session = LibrarySession.open(build_library(base / "lib", write_docs(base / "docs"), bundle))
+    yield LibraryService(session)
+    session.close()
+
+
 @dataclass
 class Served:
     url: str

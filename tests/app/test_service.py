@@ -18,15 +18,9 @@ from hefsearch.search.request import SearchRequest
 
 @pytest.fixture(scope="module")
 def service(tiny_bert_bundle, tmp_path_factory):
-    from hefsearch.app.service import LibraryService
-    from hefsearch.app.session import LibrarySession
-    from tests.serve_fixtures import build_library, write_docs
+    from tests.serve_fixtures import service_over_served_docs
 
-    base = tmp_path_factory.mktemp("app-service")
-    lib = build_library(base / "lib", write_docs(base / "docs"), tiny_bert_bundle)
-    session = LibrarySession.open(lib)
-    yield LibraryService(session)
-    session.close()
+    yield from service_over_served_docs(tmp_path_factory.mktemp("app-service"), tiny_bert_bundle)
 
 
 def test_search_takes_a_request_and_answers_with_its_filters(service):

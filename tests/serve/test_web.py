@@ -19,15 +19,9 @@ TOKEN = "test-token-of-more-than-16-chars"
 
 @pytest.fixture(scope="module")
 def service(tiny_bert_bundle, tmp_path_factory):
-    from hefsearch.app.service import LibraryService
-    from hefsearch.app.session import LibrarySession
-    from tests.serve_fixtures import build_library, write_docs
+    from tests.serve_fixtures import service_over_served_docs
 
-    base = tmp_path_factory.mktemp("web-api")
-    lib = build_library(base / "lib", write_docs(base / "docs"), tiny_bert_bundle)
-    session = LibrarySession.open(lib)
-    yield LibraryService(session)
-    session.close()
+    yield from service_over_served_docs(tmp_path_factory.mktemp("web-api"), tiny_bert_bundle)
 
 
 def client(service, token: str | None = None):
