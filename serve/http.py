@@ -343,7 +343,7 @@ def _replay(body: bytes, receive):
 
 
 def _loopback_name(host: str) -> bool:
-    from .server import is_loopback
+    from .hosts import is_loopback
 
     return bool(host) and is_loopback(host)
 

@@ -10,25 +10,15 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+
 from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
 from hefsearch.app.service import ServiceError
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 
+from .hosts import on_this_machine
+
 TIMEOUT_S = 30.0
-
-
-def on_this_machine(host: str) -> bool:
-    """A loopback address, localhost, or a wildcard address (which connects to this machine)."""
-    import ipaddress
-
-    if host.lower().rstrip(".") in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return ip.is_loopback or ip.is_unspecified
 
 
 class RemoteService:

@@ -20,7 +20,6 @@ cap) and :class:`hefsearch.serve.http.Guard` (body size and deadline).
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import logging
 import os
@@ -36,6 +35,8 @@ from typing import Callable
 
 from hefsearch.base.errors import HefsearchError
 
+from .hosts import is_loopback
+
 log = logging.getLogger("hefsearch.serve")
 
 SERVE_STATE = "serve.json"
@@ -45,15 +46,6 @@ DEFAULT_PORT = 8765
 
 class ServeError(HefsearchError):
     title = "serve"
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def needs_token(host: str) -> bool:

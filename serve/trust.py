@@ -19,7 +19,6 @@ why. Verified on Linux; elsewhere the ``/proc`` checks are skipped and the file 
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import stat
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from hefsearch.base.errors import HefsearchError
 
+from .hosts import loopback_host
 from .server import SERVE_STATE
 
 
@@ -100,17 +100,8 @@ def connect_url(url) -> str | None:
     host = parts.hostname or ""
     if parts.scheme != "http" or port is None or parts.path not in ("", "/") or parts.username or parts.query:
         return None
-    if host == "localhost":
-        return f"http://127.0.0.1:{port}"
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return None
-    if ip.is_unspecified:
-        return f"http://127.0.0.1:{port}" if ip.version == 4 else f"http://[::1]:{port}"
-    if ip.is_loopback:
-        return f"http://{host if ip.version == 4 else f'[{host}]'}:{port}"
-    return None
+    reach = loopback_host(host)
+    return f"http://{reach}:{port}" if reach else None
 
 
 def _check_process(pid: int, state: dict, path: Path, port: int | None) -> None:
