@@ -35,23 +35,29 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def _create_temp_beside(path: Path) -> Path:
-    """An empty new file next to ``path``, mode 0o666 minus the umask (applied by the kernel)."""
+def _create_temp_beside(path: Path, mode: int | None = None) -> Path:
+    """An empty new file next to ``path``, mode 0o666 minus the umask (applied by the kernel),
+    or exactly ``mode`` when given (set before anything is written)."""
     for _attempt in range(100):
         tmp = path.with_name(f"{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         except FileExistsError:  # pragma: no cover - 48 random bits collided
             continue
-        os.close(fd)
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
         return tmp
     raise FileExistsError(f"cannot create a temp file beside {path}")  # pragma: no cover
 
 
-def write_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> None:
-    """Replace ``path`` with what ``write(tmp_path)`` writes into the (empty) temp file."""
+def write_atomic(path: str | os.PathLike, write: Callable[[str], None], mode: int | None = None) -> None:
+    """Replace ``path`` with what ``write(tmp_path)`` writes into the (empty) temp file; ``mode``:
+    the file's permissions whatever the umask (default: as ``open(path, "w")`` would make it)."""
     path = Path(path)
-    tmp = _create_temp_beside(path)
+    tmp = _create_temp_beside(path, mode)
     try:
         write(str(tmp))
         with open(tmp, "rb+") as f:  # the writer may have used its own handle: sync the file
@@ -63,18 +69,18 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     fsync_dir(path.parent)
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+def write_bytes_atomic(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
             f.write(data)
 
-    write_atomic(path, write)
+    write_atomic(path, write, mode)
 
 
-def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+def write_json_atomic(path: str | os.PathLike, data: Any, mode: int | None = None) -> None:
     """JSON, indented, UTF-8, ending with a newline."""
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-    write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, text.encode("utf-8"), mode)
 
 
 def fsync_tree(folder: str | os.PathLike) -> None:

@@ -294,21 +294,16 @@ def _run_watcher(watcher, config) -> None:
 
 
 def _write_state(folder, url: str, config: ServeConfig) -> None:
-    """``serve.json``, mode 0644 whatever the umask (a group-writable one is not trusted), made
-    beside it and renamed over it (never half written)."""
+    """``serve.json``, mode 0644 whatever the umask (a group-writable one is not trusted),
+    replaced atomically (never half written)."""
+    from hefsearch.base.atomic_write import write_json_atomic
+
     state = {"pid": os.getpid(), "url": url, "started": time.time(), "token_required": bool(config.token),
              "token_file": str(config.token_file) if config.token_file else None}
     path = Path(folder) / SERVE_STATE
-    tmp = path.with_name(f".{SERVE_STATE}.{secrets.token_hex(6)}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), 0o644)
-            json.dump(state, f)
-        os.replace(tmp, path)
+        write_json_atomic(path, state, mode=0o644)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         config.say(f"warning: cannot write {path} ({e.strerror or e}): 'hefsearch mcp' will not find this server")
 
 
