@@ -38,18 +38,24 @@ class BundleError(HefsearchError):
     """A model bundle is missing, incomplete, corrupt or of an unknown schema."""
 
     title = "bundle error"
+    #: the server cannot answer now: not the request's fault
+    http_status = 503
 
 
 class BackendUnavailable(HefsearchError):
     """A backend cannot run here (missing SDK, no device, no compiled encoder)."""
 
     title = "backend unavailable"
+    #: the server cannot answer now: not the request's fault
+    http_status = 503
 
 
 class DeviceError(HefsearchError):
     """The accelerator failed or timed out while running."""
 
     title = "device error"
+    #: the server cannot answer now: not the request's fault
+    http_status = 503
 
 
 class ModelNotFound(HefsearchError):

@@ -9,6 +9,8 @@ class LibraryError(HefsearchError):
     """The library folder is missing, unreadable, or from a newer hefsearch."""
 
     title = "library error"
+    #: the server cannot answer from its library now: not the request's fault
+    http_status = 503
 
 
 class SpaceError(HefsearchError):
