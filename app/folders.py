@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
@@ -20,17 +21,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class LibraryFolders:
-    """Every folder a sync was given (``recorded``), and those of them there now (``present``);
-    a folder that is gone (an unmounted disk) keeps what is indexed from it."""
+    """Every folder a sync was given (``recorded``), and those of them there now (``present``,
+    looked up on first use only: the server's per-request check needs no disk access, and a
+    hung network mount must not stall it); a folder that is gone (an unmounted disk) keeps what
+    is indexed from it."""
 
     recorded: list[Path] = field(default_factory=list)
-    present: list[Path] = field(default_factory=list)
 
     @classmethod
     def of(cls, folders: Sequence[str | Path]) -> "LibraryFolders":
-        """``folders`` (e.g. those named on a command line), with which of them are there now."""
-        recorded = [Path(f) for f in folders]
-        return cls(recorded, [r for r in recorded if os.path.exists(r)])
+        """``folders`` (e.g. those named on a command line)."""
+        return cls([Path(f) for f in folders])
+
+    @cached_property
+    def present(self) -> list[Path]:
+        return [r for r in self.recorded if os.path.exists(r)]
 
     @property
     def gone(self) -> list[Path]:
