@@ -155,23 +155,22 @@ class LibrarySession:
         import os
 
         from hefsearch.base.terminal_text import printable
+        from hefsearch.index import documents
         from hefsearch.search.api import NotInLibrary
 
         def doc_of(path: str) -> int | None:
-            rows = self.library.query("SELECT id FROM documents WHERE path = ?", [printable(os.path.abspath(path))])
-            return rows[0][0] if rows else None
+            return documents.document_id(self.library.query, printable(os.path.abspath(path)))
 
         doc = doc_of(target)
         if doc is not None:
             return None, doc
         path, sep, number = target.rpartition(":")
         if sep and number.isdigit() and (doc := doc_of(path)) is not None:
-            rows = self.library.query("SELECT id FROM chunks WHERE doc_id = ? AND ordinal = ?", [doc, int(number) - 1])
-            if not rows:
-                count = self.library.query("SELECT COUNT(*) FROM chunks WHERE doc_id = ?", [doc])[0][0]
-                raise NotInLibrary(f"{path} has {count} chunk(s); there is no chunk {number}.",
-                                   f"Give a number from 1 to {count}, or the path alone for the whole document.")
-            return rows[0][0], None
+            ids = documents.chunk_ids_of(self.library.query, doc)
+            if not 1 <= int(number) <= len(ids):
+                raise NotInLibrary(f"{path} has {len(ids)} chunk(s); there is no chunk {number}.",
+                                   f"Give a number from 1 to {len(ids)}, or the path alone for the whole document.")
+            return ids[int(number) - 1], None
         raise NotInLibrary(f"{target} is not a document of the library {self.library.path}.",
                            "Give the path of an indexed file (as 'hefsearch search' lists it), optionally "
                            "with :CHUNK, or --id with a chunk_id from 'hefsearch search --json'.")

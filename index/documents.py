@@ -89,6 +89,12 @@ def chunk_place(q: Query, chunk_id: int) -> tuple[int, str, int] | None:
     return tuple(rows[0]) if rows else None
 
 
+def document_id(q: Query, path: str) -> int | None:
+    """The id of the document stored under ``path`` (as stored: absolute, printable), or None."""
+    rows = list(q("SELECT id FROM documents WHERE path = ?", [path]))
+    return rows[0][0] if rows else None
+
+
 def document_path(q: Query, doc_id: int) -> str | None:
     rows = list(q("SELECT path FROM documents WHERE id = ?", [int(doc_id)]))
     return rows[0][0] if rows else None
