@@ -149,27 +149,13 @@ def _crawl_given(ctx: click.Context) -> dict:
 
 
 def print_notice(err, notice) -> None:
-    """One thing the run says, on stderr: dim, or yellow when it warns (names escaped)."""
-    kind, values = notice.kind, notice.values
-    if kind == "folder_gone":
-        err.print(f"[yellow]{shown(values[0])} is not there now; what is indexed from it is kept.[/]", highlight=False)
-    elif kind == "folders":
-        err.print(f"[dim]folders: {', '.join(shown(r) for r in values)}[/]", highlight=False)
-    elif kind == "remembered_options":
-        err.print(f"[dim]options remembered by the library: {shown(values[0])} (--forget-options drops them; "
-                  "the --ext suffixes: hefsearch settings extra_suffixes default)[/]", highlight=False)
-    elif kind == "options_changed":
-        err.print("[yellow]crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
-                  + shown("; ".join(values)) + "[/]", highlight=False)
-    elif kind == "default_bundle":
-        err.print(f"[dim]bundle: {shown(values[0])} (the last bundle 'hefsearch index' was given; "
-                  "--bundle picks another)[/]", highlight=False)
-    elif kind == "encoder":
-        err.print(f"[dim]encoder: {values[0]} -> space {values[1]}[/]")
-    elif kind == "space_skipped":
-        err.print(f"[yellow]space {values[0]} is not updated by this run: {values[1]}[/]")
-    else:  # "note": what the language-neutral step did
-        err.print(f"[dim]{notice.text}[/]")
+    """One thing the run says, on stderr: yellow when it warns, else dim; its text (names and
+    paths in it) is never read as markup and made safe for the terminal."""
+    from rich.text import Text
+
+    from hefsearch.base.terminal_text import for_terminal
+
+    err.print(Text(for_terminal(notice.text), style="yellow" if notice.warning else "dim"))
 
 
 def _print_result(err, result, as_json: bool) -> None:
@@ -185,15 +171,6 @@ def _print_result(err, result, as_json: bool) -> None:
     print_sync_summary(err, result.report, result.library_path)
     if result.ray_actors is not None:
         _print_actors(err, result.ray_actors)
-
-
-def shown(path) -> str:
-    """A path inside a markup string: neither markup nor control characters."""
-    from rich.markup import escape
-
-    from hefsearch.base.terminal_text import for_terminal
-
-    return escape(for_terminal(str(path)))
 
 
 def _print_actors(console, actors: list[dict]) -> None:
