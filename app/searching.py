@@ -6,8 +6,6 @@ so a search is asked for the same way everywhere; the search layer answers it
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from hefsearch.index.formats import KINDS, tui_filters, type_names
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
 from hefsearch.search.filters import Filters, make_filters, parse_filter_line
@@ -15,7 +13,7 @@ from hefsearch.search.rerank import RerankError, parse_depth
 from hefsearch.search.snippets import CLI_BUDGET_MS, SEMANTIC_BUDGET_MS
 
 __all__ = ["CLI_BUDGET_MS", "EMPTY_QUERY_NOTICE", "KINDS", "MODES", "SEMANTIC_BUDGET_MS", "EmptyQuery",
-           "RerankError", "check_query", "filters_of", "make_filters", "parse_depth", "parse_filter_line",
+           "RerankError", "check_query", "make_filters", "parse_depth", "parse_filter_line",
            "query_text", "tui_filters", "type_names"]
 
 
@@ -38,10 +36,3 @@ def check_query(query, *, message: str = "The query is empty.",
     if not isinstance(query, str) or not query_text(query):
         raise EmptyQuery(message, hint)
     return query
-
-
-def filters_of(*, path: str | None = None, types: Iterable[str] | str | None = None,
-               kinds: Iterable[str] | None = None, langs: Iterable[str] | str | None = None,
-               since=None, until=None) -> Filters:
-    """Filters from request fields as people write them (checked; a bad one is a 400 error)."""
-    return make_filters(path_glob=path, kinds=kinds, types=types, langs=langs, since=since, until=until)

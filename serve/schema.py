@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
-from hefsearch.app.searching import filters_of, parse_depth
+from hefsearch.app.searching import make_filters, parse_depth
 from hefsearch.app.service import check_text
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
@@ -48,7 +48,8 @@ class FilterFields(BaseModel):
     def filters(self) -> Filters:
         """The filters, checked (a date or type that cannot be read is a 400 error)."""
         check_text(**self.model_dump())  # before parsing: an error must be able to quote it
-        return filters_of(path=self.path, types=self.type, langs=self.lang, since=self.since, until=self.until)
+        return make_filters(path_glob=self.path, types=self.type, langs=self.lang, since=self.since,
+                            until=self.until)
 
 
 class SearchBody(FilterFields):

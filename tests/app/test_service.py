@@ -11,7 +11,7 @@ import pytest
 
 from hefsearch.app.api import LibraryAPI
 from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
-from hefsearch.app.searching import EmptyQuery, filters_of
+from hefsearch.app.searching import EmptyQuery, make_filters
 from hefsearch.base.errors import HefsearchError, NotFound
 from hefsearch.search.request import SearchRequest
 
@@ -27,7 +27,7 @@ def test_search_takes_a_request_and_answers_with_its_filters(service):
     answer = service.search(SearchRequest("zephyr turbine", mode="keyword", k=10))
     names = {h["path"].rsplit("/", 1)[1] for h in answer["hits"]}
     assert names == {"alpha.md", "report.html", "archive.txt"} and answer["library"]["last_sync"]
-    only_md = service.search(SearchRequest("zephyr turbine", mode="keyword", filters=filters_of(types="md")))
+    only_md = service.search(SearchRequest("zephyr turbine", mode="keyword", filters=make_filters(types="md")))
     assert [h["path"].rsplit("/", 1)[1] for h in only_md["hits"]] == ["alpha.md"]
     assert only_md["filters"] == {"types": ["md"]}
 
@@ -120,12 +120,12 @@ def test_a_request_through_the_remote_service_is_answered_as_in_process(service,
 
     remote = RemoteService("http://127.0.0.1:8765")
     monkeypatch.setattr(remote, "_call", call)
-    filters = filters_of(path="*/docs/*", types=["md", "html"], since="2021-01-01", until="2100-01-01")
+    filters = make_filters(path_glob="*/docs/*", types=["md", "html"], since="2021-01-01", until="2100-01-01")
     asked = SearchRequest("zephyr turbine", mode="keyword", k=5, filters=filters)
     here, there = service.search(asked), remote.search(asked)
     assert [h["chunk_id"] for h in there["hits"]] == [h["chunk_id"] for h in here["hits"]]
     assert there["filters"] == here["filters"] and len(here["hits"]) == 2
     hit = here["hits"][0]
-    like = SimilarRequest(chunk_id=hit["chunk_id"], k=3, filters=filters_of(langs="en"))
+    like = SimilarRequest(chunk_id=hit["chunk_id"], k=3, filters=make_filters(langs="en"))
     assert remote.similar(like)["hits"] == service.similar(like)["hits"]
     assert remote.get(GetRequest(ids=(hit["chunk_id"],)))["items"] == service.get(GetRequest(ids=(hit["chunk_id"],)))["items"]
