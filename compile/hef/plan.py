@@ -26,9 +26,10 @@ from .model_script import (DFC_FINETUNE_LINE, RECIPE_HAILO10H, REPORT_BATCH, REP
 HW_ARCHS = ("hailo10h", "hailo8", "hailo8l")
 #: the precision profile a build starts from when none is asked for (the ladder steps down)
 DEFAULT_PRECISION = "balanced"
-#: per chip: on Hailo-10H the 16 bits of Hailo's own text encoders for that chip (docs/compiling.md
-#: says why a 16-bit rung comes first there at all)
-DEFAULT_PRECISION_FOR = {"hailo10h": "zoo-a16"}
+#: per chip: on Hailo-10H the one 16-bit rung with Hailo-10H evidence beside the mask command (a16 on the
+#: input and the residual adds, no a16 conv: Hailo's Qwen2 recipe), then the report's 8-bit script;
+#: docs/compiling.md says why, and why not zoo-a16 (a16 convs) first
+DEFAULT_PRECISION_FOR = {"hailo10h": "residual-a16"}
 #: the name of the Hailo-10H ladder's last rung: the public report's 8-bit script, exactly
 REPORT_RUNG = "a8"
 #: the HEF mask mode on record for each chip (compile/hef/build.py's docstring has the sources)
@@ -97,10 +98,11 @@ class HefPlan:
 
 def build_ladder(requested: PrecisionProfile, hw_arch: str, fallback: bool,
                  own_settings: bool = False) -> list[PrecisionProfile]:
-    """The profiles to try in turn. Hailo-10H: the requested one, then straight to the public
-    report's 8-bit script, the one build on record for that chip (the report and community
-    thread 19530 saw 16-bit builds fail in ways no intermediate rung is known to avoid, and each
-    attempt costs up to an hour of CPU); ``own_settings`` (extra lines, other levels) makes even
+    """The profiles to try in turn. Hailo-10H: the requested one (by default ``residual-a16``, no
+    a16 conv), then straight to the public report's 8-bit script, the one build on record for that
+    chip (the report and community thread 19530 saw 16-bit builds fail in ways no intermediate rung
+    is known to avoid, and each attempt costs up to an hour of CPU), so a HEF comes by the second
+    attempt at the latest; ``own_settings`` (extra lines, other levels) makes even
     an all-8-bit request a rung of its own before it. Other chips: one site group at a time
     (embed/precision.py ``fallback_ladder``)."""
     if not fallback:
