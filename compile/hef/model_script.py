@@ -278,7 +278,8 @@ def read_extra_lines(path: str | Path | None) -> list[str]:
 def sixteen_bit_layers(script: str) -> list[str]:
     """Layer names a script sets to a16_w16 (for reports and tests)."""
     names: list[str] = []
-    for m in re.finditer(r"quantization_param\(\[([^\]]*)\],\s*precision_mode=a16_w16\)", script):
+    for m in re.finditer(r"quantization_param\(\[([^\]]*)\],\s*precision_mode=a16_w16\)",
+                         "\n".join(script_commands(script))):
         names += [n.strip() for n in m.group(1).split(",") if n.strip()]
     return names
 
