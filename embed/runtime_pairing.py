@@ -22,7 +22,8 @@ KNOWN_PAIRS: tuple[tuple[str, str, str], ...] = (
     ("3.33", "4.23", "hailo-ai/hailo_model_zoo v2.17 and v2.18 README.rst badges (DFC 3.33.0, HailoRT 4.23.0)"),
     ("3.34", "4.24", "hailo-ai/hailo_model_zoo v2.19 (commit 3f19ede, the MiniLM release): DFC 3.34.0, HailoRT 4.24.0"),
     ("5.0", "5.0", "hailo-ai/hailo_model_zoo v5.0.0 README.rst badges (DFC 5.0.0, HailoRT 5.0.0)"),
-    ("5.1", "5.1", "hailo-ai/hailo_model_zoo v5.1.0 README.rst badges (DFC 5.1.0, HailoRT 5.1.0)"),
+    ("5.1", "5.1", "hailo-ai/hailo_model_zoo v5.1.0 README.rst badges (DFC 5.1.0, HailoRT 5.1.0); hailo-ai/hailo-apps "
+                   "defines.py pairs HailoRT 5.1.1 with Model Zoo v5.1.0"),
     ("5.2", "5.2", "hailo-ai/hailo_model_zoo v5.2.0 README.rst badges (DFC 5.2.0, HailoRT 5.2.0)"),
     ("5.3", "5.3", "the public Hailo-10H sentence-encoder report: DFC 5.3.0 (hailo_ai_sw_suite_2026-04) built the "
                    "HEF that ran on HailoRT 5.3.0"),
@@ -50,6 +51,15 @@ def dfc_for(runtime: str | None) -> tuple[str, str] | None:
     """(DFC release line, source) paired with this HailoRT, or None when no public source pairs it."""
     line = release_line(runtime)
     return next(((d, src) for d, rt, src in KNOWN_PAIRS if rt == line), None)
+
+
+def hailort_pair(dfc: str | None) -> dict:
+    """What a build records of the runtime its HEF needs (manifest ``hailort_pair``): the HailoRT
+    release line paired with ``dfc`` and the source, or ``release`` None when nobody says."""
+    found = runtime_for(dfc)
+    if found is None:
+        return {"release": None, "source": f"no public source pairs DFC {dfc} with a HailoRT release"}
+    return {"release": found[0], "source": found[1]}
 
 
 @dataclass(frozen=True)
@@ -97,8 +107,8 @@ def ways_out(dfc: str | None, runtime: str | None) -> str:
     return (f"Either (1) recompile the HEF with {compile_with}, the DFC of this Pi's HailoRT {runtime} release "
             f"('hefsearch compile hef BUNDLE' on the x86 host with that DFC installed), or (2) install Hailo's own "
             f"{runtime_to} runtime (driver, firmware, HailoRT and its Python binding, from Hailo's Developer Zone) "
-            f"instead of the Raspberry Pi archive's packages. Do one, never both: Hailo warns against mixing the "
-            f"Raspberry Pi packages with its own (hailo-ai/hailo_model_zoo_genai PR 11).")
+            f"instead of the Raspberry Pi archive's packages. Do one, never both: a user's report warns against "
+            f"mixing the Raspberry Pi OS 5.1.1 packages with Hailo's 5.3.0 ones (hailo-ai/hailo_model_zoo_genai PR 11).")
 
 
 def is_hef_refused(exc: BaseException) -> bool:
@@ -106,3 +116,11 @@ def is_hef_refused(exc: BaseException) -> bool:
     Python binding raises as ``HailoRTException("libhailort failed with error: 92 (...)")``."""
     text = str(exc)
     return "HAILO_HEF_NOT_SUPPORTED" in text or re.search(rf"error:?\s*{STATUS_HEF_NOT_SUPPORTED}\b", text) is not None
+
+
+def refused_hef(path, dfc: str | None, runtime: str | None, exc: BaseException) -> tuple[str, str]:
+    """(message, hint) for HailoRT refusing the HEF at ``path``: both versions and the ways out."""
+    pair = pairing(dfc, runtime)
+    what = (f"HailoRT {runtime or '(version unknown)'} refused {path} ({exc}): it cannot read a HEF made by DFC "
+            f"{dfc or '(not recorded in the manifest)'}. {pair.detail}.")
+    return what, ways_out(dfc, runtime)

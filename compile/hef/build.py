@@ -38,6 +38,7 @@ from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file
 from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
 from hefsearch.embed.precision import PrecisionProfile
+from hefsearch.embed.runtime_pairing import hailort_pair
 
 from hefsearch.compile import calib as calib_mod
 from hefsearch.compile.body_choice import resolve_body
@@ -523,6 +524,7 @@ def _record(b: _Build, parsed: Parsed, cal: Calibrated, built: Built, attempts: 
         "mask_value": bundle.mask_value,
         "mask_input": layout.to_dict(),
         "dfc_version": sdk.version,
+        "hailort_pair": hailort_pair(sdk.version),
         "model_script": script_name,
         "optimization_level": opts.optimization_level,
         "compression_level": opts.compression_level,

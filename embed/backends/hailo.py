@@ -35,6 +35,7 @@ from ..hailo_streams import ENV_STREAMS, QMAX, STREAM_TYPES, FrameCost, exact_qu
     stream_quantiser
 from ..hef_contract import HefContract, OutputAssembler, StreamSpec, check_contract, to_stream
 from ..hef_file import hef_entries_for, precision_name, read_hef, spec_from_infer_stream
+from ..runtime_pairing import is_hef_refused, refused_hef
 from hefsearch.base.versions import major_version
 from .base import Backend
 
@@ -104,7 +105,7 @@ class _HefModel:
         self.hidden = bundle.hidden
         self.timeout_ms = timeout_ms
         self.path = bundle.path / entry.file
-        streams = read_hef(self.path, hp)
+        streams = read_hef(self.path, hp, entry.extra.get("dfc_version"))
         check = check_contract(
             HefContract.from_entry(entry, bundle.hidden, bundle.mask_value), streams.inputs, streams.outputs,
             streams.sorted_outputs)
@@ -411,6 +412,10 @@ class HailoBackend(Backend):
             raise
         except Exception as e:
             self.close()
+            if is_hef_refused(e):  # status 92: a HEF this runtime cannot read (a DFC of another release)
+                dfc = next((x.extra.get("dfc_version") for x in self.entries if x.extra.get("dfc_version")), None)
+                raise BackendUnavailable(*refused_hef(", ".join(x.file for x in self.entries), dfc, self.runtime,
+                                                      e)) from None
             raise BackendUnavailable(
                 f"HailoRT cannot load the HEF on the {self.label}: {type(e).__name__}: {e}",
                 "Check that the HEF was compiled for this chip and HailoRT version ('hefsearch doctor').",

@@ -116,6 +116,12 @@ def _dfc_version() -> tuple[int, int]:
         return 5, 3
 
 
+def _dfc_release() -> str:
+    import hailo_sdk_client
+
+    return str(hailo_sdk_client.__version__).split("+")[0]
+
+
 def _dfc_major() -> int:
     return _dfc_version()[0]
 
@@ -622,6 +628,7 @@ class ClientRunner:
         hef = {
             "fake_hef": 1,
             "compiled_by": "fake hailo_sdk_client",
+            "sdk_version": _dfc_release(),  # the real header's sdk_version (hailort hef.proto)
             "hw_arch": self.hw_arch,
             "network_group": self.model_name,
             "onnx_b64": base64.b64encode(self._network_onnx()).decode(),
