@@ -5,6 +5,7 @@
     optimize  model script from the precision profile -> optimize(calib) -> optimized-<key>.har
     report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/hef/emulator_report.py)
     compile   runner.compile() -> encoder.<hw_arch>[.s<SEQ>].hef, manifest updated
+              (a rung before the last compiles first and runs the report only once it compiled)
 
 Each stage is one function (``parse_stage`` ... ``compile_stage``; ``plan_build`` checks the
 options first) that returns a small dataclass for the next; :func:`build_hef` only runs them and
@@ -460,8 +461,12 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
         try:
             rung = Rung(profile, att, last)
             opt = optimize_stage(b, parsed, cal, sites, rung)
-            report = report_stage(b, parsed, opt, att)
-            hef_path = compile_stage(b, rung, opt)
+            if last:  # the report informs even when the last compile() fails: it goes upstream with it
+                report = report_stage(b, parsed, opt, att)
+                hef_path = compile_stage(b, rung, opt)
+            else:  # a rung that may step down spends no emulation on a network that does not compile
+                hef_path = compile_stage(b, rung, opt)
+                report = report_stage(b, parsed, opt, att)
         except _StepDown:
             write_build_report(b, attempts, {"result": "in progress"})
             continue

@@ -138,8 +138,9 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
     fallback = True if opts.fallback is None else bool(opts.fallback)
     extra = read_extra_lines(opts.alls_extra)
     if opts.dfc_finetune:
-        say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow) "
-            "and optimisation level 1+; 'hefsearch compile robust' does the same job on any CPU, before the DFC.")
+        say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow; "
+            "at any optimisation level: the zoo's Hailo-10H CLIP text encoder fine-tunes at level 0); "
+            "'hefsearch compile robust' does the same job on any CPU, before the DFC.")
         extra = [DFC_FINETUNE_LINE, *extra]
     recipe = recipe_for(opts.hw_arch)
     report_rung = fallback and recipe == RECIPE_HAILO10H and mode.name == "keys01"

@@ -124,6 +124,10 @@ class _HefModel:
         # SEQ per token). The embeddings go in quantised by the host ("native") or as FLOAT32
         # (HailoRT quantises with the HEF's scales).
         self.mask_encode = exact_quantiser(native[self.mask_name], self.layout.value_pair)
+        if self.mask_encode is None and conversion == "device":
+            # HailoRT 5.x: never a FLOAT32 mask (FLOAT32 input buffers are reported failing with a
+            # Hailo-10H on 5.2, community thread 18979); HailoRT's own formula, as the device would
+            self.mask_encode = stream_quantiser(native[self.mask_name])
         self.emb_encode = stream_quantiser(native[self.emb_name]) if input_type == "native" else None
         host_encoded = {self.mask_name: self.mask_encode, self.emb_name: self.emb_encode}
         for name in im.input_names:

@@ -189,3 +189,18 @@ def test_an_unfinished_compile_counts_too_and_a_python_failure_leaves_no_marker(
     assert [a.profile for a in again.attempts] == ["residual-a16", "a8"]
     assert again.attempts[0].failure["stage"] == "compile" and "ended without a result" in again.attempts[0].error
     assert any(ln.startswith("compile: the previous compile()") for ln in lines)
+
+
+def test_a_rung_before_the_last_emulates_only_after_it_compiled(fake_dfc, calib_bundle):
+    """The emulator report costs minutes: a 16-bit rung that fails in compile() spends none on it;
+    the last rung (the report's script) still reports before compile(), so a failure there goes
+    upstream with its numbers."""
+    fake_dfc.ClientRunner.FAIL_A16_ON = "any"
+    result, _ = _build(calib_bundle, report=True)
+    calls = fake_dfc.CALLS
+    first_compile = calls.index("compile")
+    assert "infer" not in calls[:first_compile]  # residual-a16: compile() failed, nothing emulated
+    second_optimize = [i for i, c in enumerate(calls) if c == "optimize"][1]
+    second_compile = [i for i, c in enumerate(calls) if c == "compile"][1]
+    assert second_optimize < calls.index("infer", second_optimize) < second_compile  # a8: report, then compile
+    assert result.attempts[0].seconds.get("report") is None and result.attempts[1].seconds.get("report") is not None
