@@ -110,8 +110,8 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
 @click.option("--precision", default=None,
               help=f"Precision profile: {', '.join(PROFILE_NAMES)}, or a JSON/TOML file mapping site groups to 8/16 "
                    "bits, e.g. {\"bits\": {\"residual_add\": 16, \"layernorm\": 16, \"ffn_out\": 8}}. Default: "
-                   "residual-a16 on hailo10h (16 bits on the input and the residual adds, no conv: Hailo's own "
-                   "Hailo-10H Qwen2 recipe; any failure steps down to a8), balanced elsewhere. --precision a8 on hailo10h goes straight to the model script of "
+                   "residual-a16 on hailo10h (16 bits on the input, the residual adds and the LayerNorm internals, no "
+                   "conv: Hailo's own Hailo-10H Qwen2 recipe; any failure steps down to a8), balanced elsewhere. --precision a8 on hailo10h goes straight to the model script of "
                    "the one public Hailo-10H report, skipping a 16-bit attempt that may cost an hour of CPU.")
 @click.option("--mask", type=click.Choice(["keys01", "scores01", "additive", "softmax"]), default=None,
               help="How the HEF takes the attention mask. keys01 (default on hailo10h; the public Hailo-10H report, "
@@ -196,7 +196,8 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
                    "ends up as when its 16-bit rungs meet the allocator crash of the one public report), "
                    "balanced (16 bits on residual adds, LayerNorm internals and FFN output projections), "
                    "zoo-a16 (the input, every projection, the residual adds and LayerNorm internals), "
-                   "residual-a16 (the hailo10h first rung: the input and the residual adds) "
+                   "residual-a16 (the hailo10h first rung: the input, the residual adds and, through "
+                   "the decomposition, the LayerNorm internals) "
                    "or a JSON/TOML file mapping site groups to 8/16 bits.")
 @click.option("--mask", "mask", default=None, metavar="inside|keys01|scores01|additive[:VALUE]",
               help="How the attention mask meets the 8-bit scores. inside (also keys01, scores01: the HEF "

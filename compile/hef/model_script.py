@@ -52,13 +52,14 @@ QWEN_HAILO10H = "l-nmch/hailo-10h-llm-compiler recipes/hailo-qwen2-1.5b-instruct
 REPORT_SOURCE = ('Hailo Community forum, community.hailo.ai: a user\'s follow-up to the thread "DFC conversion '
                  'failures with transformer-based models (SwinV2, ViT, ConvNeXt)"')
 MULTIPROC_OFF = "model_optimization_config(globals, multiproc_policy=disabled)"
+LN_UNIFORM = ("pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
+              "bit_decomposition_mode=uniform_precision)")
 #: what a Hailo-10H 16-bit rung with a16 convs (zoo-a16) writes beside its a16 lines: (line, sources)
 ZOO_A16_LINES = (
     (MULTIPROC_OFF, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 2", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 2")),
     (EW_ADD_UNFUSED, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 3", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 3")),
     (MATMUL_CORRECTION, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 5", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 5")),
-    ("pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
-     "bit_decomposition_mode=uniform_precision)", (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 12",)),
+    (LN_UNIFORM, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 12",)),
 )
 #: written after the a16 lines: the feature splitters back to 8 bits (a glob that may match no layer
 #: of our parse: a question for hardware), and the allocator's legacy spatial defuse (perhaps the
@@ -70,13 +71,16 @@ ZOO_A16_TAIL = (
      (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 14", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 12")),
 )
 #: what a Hailo-10H 16-bit rung without a16 convs (residual-a16) writes beside its a16 lines: the lines
-#: the Qwen2 recipe has beside its a16 input and residual adds (and the zoo's matmul_correction form:
-#: the Qwen2 recipe corrects only its QK matmuls, with zp_comp_block_3)
+#: the Qwen2 recipe has beside its a16 input and residual adds, in the zoo's form where both have one
+#: (the Qwen2 recipe corrects only its QK matmuls, with zp_comp_block_3; its LayerNorm line has more
+#: arguments)
 QWEN_A16_LINES = (
     (MULTIPROC_OFF, (f"{QWEN_HAILO10H} line 15", f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 2")),
     (EW_ADD_UNFUSED, (f"{QWEN_HAILO10H} line 8", f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 3")),
     (MATMUL_CORRECTION, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 5", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 5",
                          f"{QWEN_HAILO10H} (matmul_correction, zp_comp_block_3, on its QK matmuls)")),
+    (LN_UNIFORM, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 12",
+                  f"{QWEN_HAILO10H} (the same with eq_consumer, square_reduce_sum_groups, token_equalization)")),
 )
 #: the site groups whose layers are convs: a profile with one at 16 bits has a16 convs
 CONV_GROUPS = ("qkv", "attention_out", "ffn_in", "ffn_out")
@@ -244,9 +248,9 @@ def _hailo10h_sixteen_bit(lines: list[str], profile: PrecisionProfile, sites: di
         layers = sites[group]
         if group == "layernorm":  # no a16 line in any public Hailo-10H script: the decomposition line does it
             lines.append("# layernorm: no quantization_param line; the layer_norm_decomposition(..., "
-                         f"bit_decomposition_mode=uniform_precision) line above ({ZOO_CLIP_TEXT}) is how the "
-                         "zoo's Hailo-10H encoders treat it (own reading: the internals keep the 16 bits of "
-                         "the residual adds feeding them; not verified on a DFC)")
+                         f"bit_decomposition_mode=uniform_precision) line above ({ZOO_CLIP_TEXT}, "
+                         f"{QWEN_HAILO10H}) is how Hailo's Hailo-10H scripts treat it (own reading: the "
+                         "internals keep the 16 bits of the residual adds feeding them; not verified on a DFC)")
             continue
         if not layers:
             lines.append(f"# {group}: 16 bits requested, but no layer of the parsed network belongs to it")

@@ -85,11 +85,13 @@ def test_residual_a16_is_hailo10h_evidence_line_for_line(fake_dfc, calib_bundle)
     script = _attempt_script(calib_bundle, result.attempts[0])
     cmds = script_commands(script)
     assert cmds[:4] == REPORT_LINES
-    assert cmds[4:7] == ["model_optimization_config(globals, multiproc_policy=disabled)",
+    assert cmds[4:8] == ["model_optimization_config(globals, multiproc_policy=disabled)",
                          "pre_quantization_optimization(ew_add_fusing, policy=disabled)",
                          "pre_quantization_optimization(matmul_correction, layers={matmul*}, "
-                         "correction_type=zp_comp_block)"]
-    assert not any(k in script for k in ("spatial_defuse", "layer_norm_decomposition", "conv_feature_splitter"))
+                         "correction_type=zp_comp_block)",
+                         "pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
+                         "bit_decomposition_mode=uniform_precision)"]
+    assert not any(k in script for k in ("spatial_defuse", "conv_feature_splitter"))
     types = _layer_types(fake_dfc, calib_bundle)
     a16 = sixteen_bit_layers(script)
     assert a16[0] == "input_layer1" and {types[n] for n in a16[1:]} == {"ew_add"}
