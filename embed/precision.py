@@ -12,9 +12,8 @@ added to the scores and quantised with them). Built in: ``a8`` (all 8-bit); ``ba
 ``zoo-a16`` (16 bits where Hailo's own Hailo-10H text encoders put them, hailo_model_zoo
 ``clip_vit_b_32_text_encoder.alls`` and ``siglip2_b_32_256_text_encoder.alls``, plus the
 LayerNorm internals by our reading of their ``layer_norm_decomposition``: docs/compiling.md);
-``residual-a16`` (16 bits on the embeddings input, the residual adds and, through the
-decomposition, the LayerNorm internals; no conv: the a16 lines of Hailo's own Hailo-10H
-Qwen2-1.5B recipe that a BERT-class encoder has, the first rung on Hailo-10H).
+``residual-a16`` (the Hailo-10H first rung: the input, the residual adds and the LayerNorm
+internals, no conv: Hailo's Hailo-10H Qwen2-1.5B recipe; docs/compiling.md).
 
 A user profile is a JSON file (or TOML on Python 3.11+)::
 
