@@ -48,7 +48,9 @@ more:
   basis, "permuted" by default for DFC 5.3.x + ``hailo10h`` (the report: SDK_NATIVE and the HEF
   both at cosine ~0.1 against ONNX because Hailo reorders channels; basis-invariant metrics held).
 - ``compile`` returns bytes: a small JSON "HEF" in the format the fake HailoRT
-  (``tests/fakes/hailo_platform``, ``tests/fakes/fake_hef.py``) reads, so a fake-compiled HEF runs there.
+  (``tests/fakes/hailo_platform``, ``tests/fakes/fake_hef.py``) reads, so a fake-compiled HEF runs there;
+  it carries the DFC version that made it (``sdk_version``, as the real HEF header does: hailort
+  ``hef.proto``), which the fake HailoRT compares with its own version.
   Like a real HEF (docs/hailo-facts.md): input streams are the input layers, folded by the
   allocator's automatic spatial reshape ([1, 128, C] -> [16, 8, C], the zoo's all_minilm) unless
   the script says ``allocator_param(enable_auto_spatial_reshapes=False)``; output streams are
