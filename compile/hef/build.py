@@ -430,6 +430,10 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
         f"profiles to try: {' -> '.join(p.name for p in plan.ladder)}")
     for warning in check_dfc_target(sdk.version, opts.hw_arch, plan.mask_mode):
         say(warning)
+    pair = hailort_pair(sdk.version)
+    say(f"the HEF will need HailoRT {pair['release']}.x on the Pi ({pair['source']}); check there with "
+        "'hailortcli --version'" if pair["release"] else f"note: {pair['source']}: check on the Pi that its "
+        "HailoRT reads this DFC's HEFs ('hefsearch doctor')")
     emb, mask, calib_info = calib_mod.load_calibration(bundle, seq, opts.calib)
     if emb.ndim and emb.shape[0] < calib_mod.MIN_ROWS:
         say(f"warning: only {emb.shape[0]} calibration rows (fewer than {calib_mod.MIN_ROWS}).")

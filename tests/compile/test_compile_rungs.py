@@ -112,9 +112,13 @@ def test_the_fake_expects_zoo_a16_to_fail_on_dfc_530_and_residual_a16_to_build(f
     zoo, _ = _build(calib_bundle, precision="zoo-a16")
     assert [a.profile for a in zoo.attempts] == ["zoo-a16", "a8"]
     assert zoo.attempts[0].failure["exception"] == "AccelerasNanExponentError"
-    default, _ = _build(other)
+    default, lines = _build(other)
     assert [a.profile for a in default.attempts] == ["residual-a16"] and default.attempts[0].compile == "ok"
     assert default.entry.extra["precision"]["name"] == "residual-a16"
+    # the build records, and says, which HailoRT its HEF needs
+    assert default.entry.extra["dfc_version"] == "5.3.0+fake"
+    assert default.entry.extra["hailort_pair"]["release"] == "5.3"
+    assert any("the HEF will need HailoRT 5.3.x" in ln and "hailortcli --version" in ln for ln in lines)
 
 
 _CHILD = """
