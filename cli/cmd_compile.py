@@ -110,8 +110,8 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
 @click.option("--precision", default=None,
               help=f"Precision profile: {', '.join(PROFILE_NAMES)}, or a JSON/TOML file mapping site groups to 8/16 "
                    "bits, e.g. {\"bits\": {\"residual_add\": 16, \"layernorm\": 16, \"ffn_out\": 8}}. Default: "
-                   "zoo-a16 on hailo10h (the 16 bits of Hailo's own text encoders for that chip; any failure steps "
-                   "down to a8), balanced elsewhere. --precision a8 on hailo10h goes straight to the model script of "
+                   "residual-a16 on hailo10h (16 bits on the input, the residual adds and the LayerNorm internals, no "
+                   "conv: Hailo's own Hailo-10H Qwen2 recipe; any failure steps down to a8), balanced elsewhere. --precision a8 on hailo10h goes straight to the model script of "
                    "the one public Hailo-10H report, skipping a 16-bit attempt that may cost an hour of CPU.")
 @click.option("--mask", type=click.Choice(["keys01", "scores01", "additive", "softmax"]), default=None,
               help="How the HEF takes the attention mask. keys01 (default on hailo10h; the public Hailo-10H report, "
@@ -122,7 +122,7 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
                    "the 8-bit scores, no mask command; chosen by itself on a DFC 3.x without the command. softmax is "
                    "the old name of scores01.")
 @click.option("--optimization-level", type=click.IntRange(0, 4), default=0, show_default=True,
-              help="DFC optimisation effort (0 = the model zoo's choice for text encoders; 2+ wants a GPU).")
+              help="DFC optimisation effort (0 = the model zoo's choice for text encoders; 1+ wants a GPU).")
 @click.option("--compression-level", type=click.IntRange(0, 5), default=0, show_default=True,
               help="DFC 4-bit weight compression (0 = none).")
 @click.option("--alls-extra", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -145,7 +145,8 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
               help=_BODY_HELP + " All-8-bit: hailo10h builds, or an all-8-bit --precision." + _AUTO_HELP)
 @click.option("--dfc-finetune", is_flag=True,
               help="Add the DFC's own quantisation-aware fine-tuning to the model script "
-                   "(post_quantization_optimization(finetune, ...)); wants a GPU and --optimization-level 1+. "
+                   "(post_quantization_optimization(finetune, ...)); wants a GPU, at any --optimization-level (the "
+                   "zoo's Hailo-10H CLIP text encoder fine-tunes at level 0). "
                    "'hefsearch compile robust' does this before the DFC, on any CPU.")
 def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compression_level, alls_extra, calib,
             fallback, no_report, work_dir, restart, body, dfc_finetune):
@@ -155,7 +156,8 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
     With no options it builds the recipe on record for the chip:
       hailo10h   the public Hailo-10H report (DFC 5.3.0): mask keys01, its model script
                  (calibration 1024/16, equalization, optimisation level 0, mask command);
-                 zoo-a16 first, then that report's all-8-bit script on any failure
+                 residual-a16 first (no a16 conv), then that report's all-8-bit
+                 script on any failure (or when the first attempt never came back)
       hailo8/8l  the model zoo's all_minilm_l6_v2 (DFC 3.34): mask scores01, the zoo's script
 
     \b
@@ -193,8 +195,10 @@ def hef_cmd(bundle, hw_arch, seq_len, precision, mask, optimization_level, compr
               help="Precision profile, as for 'compile hef': a8 (everything 8-bit: what a Hailo-10H build "
                    "ends up as when its 16-bit rungs meet the allocator crash of the one public report), "
                    "balanced (16 bits on residual adds, LayerNorm internals and FFN output projections), "
-                   "zoo-a16 (the hailo10h first rung: the input, every projection, the residual adds and "
-                   "LayerNorm internals) or a JSON/TOML file mapping site groups to 8/16 bits.")
+                   "zoo-a16 (the input, every projection, the residual adds and LayerNorm internals), "
+                   "residual-a16 (the hailo10h first rung: the input, the residual adds and, through "
+                   "the decomposition, the LayerNorm internals) "
+                   "or a JSON/TOML file mapping site groups to 8/16 bits.")
 @click.option("--mask", "mask", default=None, metavar="inside|keys01|scores01|additive[:VALUE]",
               help="How the attention mask meets the 8-bit scores. inside (also keys01, scores01: the HEF "
                    "mask modes that use it, keys01 being the hailo10h default build): applied inside softmax "

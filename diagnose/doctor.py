@@ -8,7 +8,9 @@ something is wrong, the fix. The CLI only prints them. Checks:
 - devices: present, architecture read from the device;
 - runtime vs device: HailoRT 5.x drives Hailo-10H, 4.x drives Hailo-8/8L;
 - each HEF in the bundle: compiled for this chip, its Dataflow Compiler line (DFC 5.x <->
-  HailoRT 5.x, DFC 3.x <-> HailoRT 4.x), its streams vs the manifest;
+  HailoRT 5.x, DFC 3.x <-> HailoRT 4.x) and whether its DFC release and the installed HailoRT are
+  a known pair (embed/runtime_pairing.py; a mismatch warns with the two ways out), its streams vs
+  the manifest;
 - bundle integrity: the manifest (types, file names inside the folder) and every file's sha256;
 - library consistency: SQLite's ``quick_check`` of library.db; SQLite chunk ids vs each
   space's members and FAISS ids; a sample of FAISS vectors vs the raw vectors (a FAISS index
@@ -181,6 +183,7 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
     """Per HEF: chip, DFC line vs chip and runtime, and (with HailoRT) its streams vs the manifest."""
     from hefsearch.embed.hailo_device import arch_label
     from hefsearch.embed.hef_file import hef_entries_for, inspect_hef, precision_name
+    from hefsearch.embed.runtime_pairing import pairing, ways_out
 
     if bundle is None:
         return []
@@ -202,7 +205,7 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
         arch = (e.hw_arch or "").lower()
         dfc = e.extra.get("dfc_version")
         dfc_major = major_version(dfc)
-        problems, fixes, notes = [], [], []
+        problems, fixes, notes, paired = [], [], [], []
         want_rt = RUNTIME_MAJOR.get(arch)
         if dfc_major is not None and want_rt is not None and DFC_MAJOR[want_rt] != dfc_major:
             problems.append(f"compiled with DFC {dfc}, but {arch_label(arch)} HEFs need DFC {DFC_MAJOR[want_rt]}.x")
@@ -219,6 +222,11 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
             problems.append(f"DFC {dfc} HEFs run on HailoRT {need_rt}.x; HailoRT {runtime} is installed")
             fixes.append(f"install HailoRT {need_rt}.x (sudo apt install {APT_PACKAGE[need_rt]}) or recompile "
                          f"with DFC {DFC_MAJOR.get(rt_major, '?')}.x")
+        elif dfc is not None and runtime is not None:  # the same line: is it a known release pair?
+            pair = pairing(dfc, runtime)
+            (notes if pair.known is not True else paired).append(pair.detail)
+            if pair.mismatch:
+                fixes.append(ways_out(dfc, runtime))
         contract = None
         if runtime is not None:
             try:
@@ -237,7 +245,8 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
         elif runtime is None:
             detail += " (streams not checked: HailoRT is not installed)"
         status = FAIL if problems else (WARN if notes else OK)
-        checks.append(Check(name, status, "; ".join([detail] + problems + notes), "; ".join(fixes) or None))
+        checks.append(Check(name, status, "; ".join([detail] + paired + problems + notes),
+                            "; ".join(dict.fromkeys(fixes)) or None))
     return checks
 
 

@@ -17,6 +17,7 @@ from .bundle import Bundle, EncoderEntry
 from hefsearch.base.errors import BackendUnavailable
 from .hailo_device import import_hailort
 from .hef_contract import ContractCheck, HefContract, StreamSpec, check_contract
+from .runtime_pairing import is_hef_refused, refused_hef
 
 
 def hef_entries_for(bundle: Bundle, hw_arch: str, precision: str | None = None) -> list[EncoderEntry]:
@@ -121,8 +122,9 @@ class HefStreams:
     notes: list[str] = field(default_factory=list)
 
 
-def read_hef(path: str | Path, hp=None) -> HefStreams:
-    """Open a HEF file (no device needed) and read its stream infos."""
+def read_hef(path: str | Path, hp=None, dfc: str | None = None) -> HefStreams:
+    """Open a HEF file (no device needed) and read its stream infos. ``dfc``: the DFC version the
+    manifest records for it, named with HailoRT's when HailoRT refuses the HEF."""
     hp = hp or import_hailort()
     path = Path(path)
     try:
@@ -132,6 +134,9 @@ def read_hef(path: str | Path, hp=None) -> HefStreams:
         outs = [spec_from_vstream_info(o) for o in hef.get_output_vstream_infos()]
         sorted_names = list(hef.get_sorted_output_names())
     except Exception as e:
+        if is_hef_refused(e):
+            raise BackendUnavailable(*refused_hef(path, dfc, str(getattr(hp, "__version__", "") or "") or None,
+                                                  e)) from None
         raise BackendUnavailable(
             f"HailoRT cannot read {path}: {type(e).__name__}: {e}",
             "Is it a HEF for this HailoRT version? Recompile it, or copy the bundle again.",
@@ -142,10 +147,11 @@ def read_hef(path: str | Path, hp=None) -> HefStreams:
 def inspect_hef(path: str | Path, bundle: Bundle | None = None, hp=None) -> HefStreams:
     """Stream infos of a HEF and, when a bundle lists it, the check against its manifest entry."""
     path = Path(path)
-    streams = read_hef(path, hp)
+    entry = None if bundle is None else next(
+        (e for e in bundle.encoder_entries("hef") if (bundle.path / e.file).resolve() == path.resolve()), None)
+    streams = read_hef(path, hp, entry.extra.get("dfc_version") if entry is not None else None)
     if bundle is None:
         return streams
-    entry = next((e for e in bundle.encoder_entries("hef") if (bundle.path / e.file).resolve() == path.resolve()), None)
     if entry is None:
         streams.notes.append(f"{path.name} is not listed in {bundle.path / 'manifest.json'}")
         return streams

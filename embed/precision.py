@@ -11,7 +11,9 @@ added to the scores and quantised with them). Built in: ``a8`` (all 8-bit); ``ba
 (default: 16 bits on the residual adds, the LayerNorm internals, the FFN output projections);
 ``zoo-a16`` (16 bits where Hailo's own Hailo-10H text encoders put them, hailo_model_zoo
 ``clip_vit_b_32_text_encoder.alls`` and ``siglip2_b_32_256_text_encoder.alls``, plus the
-LayerNorm internals by our reading of their ``layer_norm_decomposition``: docs/compiling.md).
+LayerNorm internals by our reading of their ``layer_norm_decomposition``: docs/compiling.md);
+``residual-a16`` (the Hailo-10H first rung: the input, the residual adds and the LayerNorm
+internals, no conv: Hailo's Hailo-10H Qwen2-1.5B recipe; docs/compiling.md).
 
 A user profile is a JSON file (or TOML on Python 3.11+)::
 
@@ -156,8 +158,18 @@ def _zoo_a16() -> PrecisionProfile:
                                         "residual_add": 16, "ffn_in": 16, "ffn_out": 16})
 
 
+def _residual_a16() -> PrecisionProfile:
+    # Hailo's Qwen2-1.5B recipe for Hailo-10H (DFC 5.3.0) puts a16_w16 on input_layer1 and the
+    # residual adds, beside set_input_mask_to_softmax() and a uniform-precision LayerNorm
+    # decomposition (the internals, by our reading, at the 16 bits of the adds feeding them, as
+    # zoo-a16); its convs keep 8-bit activations except the FFN down projection (a16_w4_a16),
+    # left out here: no a16 conv before the 8-bit script
+    return PrecisionProfile("residual-a16", {"input": 16, "residual_add": 16, "layernorm": 16})
+
+
 #: built-in profiles by name
-PROFILES: dict[str, PrecisionProfile] = {"a8": _a8(), "balanced": _balanced(), "zoo-a16": _zoo_a16()}
+PROFILES: dict[str, PrecisionProfile] = {"a8": _a8(), "balanced": _balanced(), "zoo-a16": _zoo_a16(),
+                                         "residual-a16": _residual_a16()}
 DEFAULT_PROFILE = "balanced"
 
 

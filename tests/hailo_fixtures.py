@@ -33,6 +33,7 @@ def fake_hailo(monkeypatch, tmp_path):
     monkeypatch.delenv("HEFSEARCH_HAILO_DEVICE_BATCH", raising=False)
     monkeypatch.delenv("HEFSEARCH_HAILO_DEVICE", raising=False)  # a developer's own chip choice
     monkeypatch.delenv("HEFSEARCH_HAILO_TIMEOUT_MS", raising=False)
+    monkeypatch.delenv("HEFSEARCH_FAKE_HAILORT_VERSION", raising=False)  # tests set WORLD.version themselves
     import hailo_platform  # noqa: F401  (the fake)
     from hailo_platform._fake import WORLD
 

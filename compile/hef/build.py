@@ -5,6 +5,7 @@
     optimize  model script from the precision profile -> optimize(calib) -> optimized-<key>.har
     report    SDK_NATIVE vs SDK_QUANTIZED on the bundled sentences (compile/hef/emulator_report.py)
     compile   runner.compile() -> encoder.<hw_arch>[.s<SEQ>].hef, manifest updated
+              (a rung before the last compiles first and runs the report only once it compiled)
 
 Each stage is one function (``parse_stage`` ... ``compile_stage``; ``plan_build`` checks the
 options first) that returns a small dataclass for the next; :func:`build_hef` only runs them and
@@ -38,10 +39,12 @@ from hefsearch.embed.bundle import Bundle, EncoderEntry, sha256_file
 from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.mask_layout import MaskLayout, hef_mask_mode
 from hefsearch.embed.precision import PrecisionProfile
+from hefsearch.embed.runtime_pairing import hailort_pair
 
 from hefsearch.compile import calib as calib_mod
 from hefsearch.compile.body_choice import resolve_body
-from .build_record import Attempt, BuildState, stage_key, write_build_report
+from .build_record import (Attempt, BuildState, clear_all_running, clear_running, mark_running, stage_key,
+                           take_unfinished, write_build_report)
 from .errors import (NOT_A_DFC_FAILURE, SIXTEEN_BIT_COST, AllocatorCrash, BuildContext, CompileError, MaskCommandMissing,
                      explain_wall, known_wall, message_of, report_script_failed)
 from .dfc_onnx import EMBEDDINGS, MASK, NET_NAME, OUTPUT, make_dfc_onnx, verify_dfc_onnx
@@ -274,6 +277,7 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, rung
     att.model_script = script_path.name
     opt_har = b.work / f"optimized-{skey}.har"
     rec = state.data["optimized"].get(skey)
+    _count_unfinished(b, skey, profile)
     seen = state.data.get("walls", {}).get(skey)
     if seen and not last:  # an earlier run failed with exactly this network, script and calibration
         att.wall, att.error = seen["wall"], seen["error"]
@@ -296,11 +300,13 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, rung
             say(f"optimize: profile {profile.describe()}, {n16} layers at 16 bits, "
                 f"optimization level {level} (this can take a long time)")
             t0 = time.perf_counter()
+            marker = mark_running(b.work, skey, "optimize", profile.name)
             try:
                 runner = b.runner(parsed.har)
                 runner.load_model_script(str(script_path))
                 runner.optimize(cal.calib)
-            finally:
+            finally:  # came back, with a result or an exception: not an attempt that never returned
+                clear_running(marker)
                 att.seconds["optimize"] = round(time.perf_counter() - t0, 2)
             runner.save_har(str(opt_har))
             att.optimize = "ran"
@@ -316,6 +322,29 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, rung
             f"optimize() failed with profile {profile.name}: {type(e).__name__}: {message_of(e)}",
             f"The model script is {script_path}; the parsed model is kept in {parsed.har}.") from e
     return Optimized(runner, skey, script, opt_har, rec)
+
+
+#: what an attempt whose process died without a Python exception is recorded as
+UNFINISHED = "UnfinishedAttempt"
+
+
+def _count_unfinished(b: _Build, skey: str, profile: PrecisionProfile) -> None:
+    """An earlier run left the marker of this very attempt (same network, script and calibration):
+    its optimize() or compile() never came back. Count it as a failure of that stage, kept in
+    state.json like any other, so a rung before the last steps down instead of dying again."""
+    dead = take_unfinished(b.work, skey)
+    if dead is None:
+        return
+    stage = dead.get("stage") if dead.get("stage") in ("optimize", "compile") else "optimize"
+    message = (f"the previous {stage}() of profile {profile.name} (started {dead.get('at', '?')}, process "
+               f"{dead.get('pid', '?')}) ended without a result: the process was killed (out of memory?), crashed "
+               "in native code, or the machine stopped")
+    b.say(f"{stage}: {message}")
+    failure = {"stage": stage, "exception": UNFINISHED, "message": message, "seconds": None,
+               "at": dead.get("at"), "unfinished": True}
+    b.state.data.setdefault("walls", {})[skey] = {"stage": stage, "wall": None, "error": f"{UNFINISHED}: {message}",
+                                                   "failure": failure}
+    b.state.save()
 
 
 def report_stage(b: _Build, parsed: Parsed, opt: Optimized, att: Attempt) -> dict | None:
@@ -359,6 +388,7 @@ def compile_stage(b: _Build, rung: Rung, opt: Optimized) -> Path:
         return hef_path
     say(f"compile: allocating for {opts.hw_arch} (this can take a long time)")
     t0 = time.perf_counter()
+    marker = mark_running(b.work, opt.key, "compile", profile.name)
     try:
         hef_bytes = opt.runner.compile()
     except BaseException as e:  # whatever the SDK raises, even outside Exception: the ladder decides
@@ -369,6 +399,8 @@ def compile_stage(b: _Build, rung: Rung, opt: Optimized) -> Path:
         raise CompileError(
             f"compile() failed: {type(e).__name__}: {message_of(e)}",
             f"The optimised model is kept in {opt.har}; a re-run resumes at compile.") from e
+    finally:
+        clear_running(marker)
     if not isinstance(hef_bytes, (bytes, bytearray)) or not hef_bytes:
         raise CompileError(f"compile() returned {type(hef_bytes).__name__}, not the HEF bytes.",
                            "Please report this with the DFC version.")
@@ -398,6 +430,10 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
         f"profiles to try: {' -> '.join(p.name for p in plan.ladder)}")
     for warning in check_dfc_target(sdk.version, opts.hw_arch, plan.mask_mode):
         say(warning)
+    pair = hailort_pair(sdk.version)
+    say(f"the HEF will need HailoRT {pair['release']}.x on the Pi ({pair['source']}); check there with "
+        "'hailortcli --version'" if pair["release"] else f"note: {pair['source']}: check on the Pi that its "
+        "HailoRT reads this DFC's HEFs ('hefsearch doctor')")
     emb, mask, calib_info = calib_mod.load_calibration(bundle, seq, opts.calib)
     if emb.ndim and emb.shape[0] < calib_mod.MIN_ROWS:
         say(f"warning: only {emb.shape[0]} calibration rows (fewer than {calib_mod.MIN_ROWS}).")
@@ -405,6 +441,8 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
     work = Path(opts.work_dir).expanduser() if opts.work_dir else bundle.path / "build" / f"{opts.hw_arch}.s{seq}"
     work.mkdir(parents=True, exist_ok=True)
     b = _Build(plan, opts, sdk, work, BuildState(work, opts.restart), say)
+    if opts.restart:
+        clear_all_running(work)
 
     try:
         parsed = parse_stage(b)
@@ -427,8 +465,12 @@ def build_hef(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str]
         try:
             rung = Rung(profile, att, last)
             opt = optimize_stage(b, parsed, cal, sites, rung)
-            report = report_stage(b, parsed, opt, att)
-            hef_path = compile_stage(b, rung, opt)
+            if last:  # the report informs even when the last compile() fails: it goes upstream with it
+                report = report_stage(b, parsed, opt, att)
+                hef_path = compile_stage(b, rung, opt)
+            else:  # a rung that may step down spends no emulation on a network that does not compile
+                hef_path = compile_stage(b, rung, opt)
+                report = report_stage(b, parsed, opt, att)
         except _StepDown:
             write_build_report(b, attempts, {"result": "in progress"})
             continue
@@ -491,6 +533,7 @@ def _record(b: _Build, parsed: Parsed, cal: Calibrated, built: Built, attempts: 
         "mask_value": bundle.mask_value,
         "mask_input": layout.to_dict(),
         "dfc_version": sdk.version,
+        "hailort_pair": hailort_pair(sdk.version),
         "model_script": script_name,
         "optimization_level": opts.optimization_level,
         "compression_level": opts.compression_level,

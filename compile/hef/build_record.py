@@ -7,13 +7,19 @@
 - ``build-report.json`` (:func:`write_build_report`): what was planned, every rung of the ladder
   tried (:class:`Attempt`: stage outcomes, the failure with its stage, exception class, message
   and time, the wall, seconds, the model script) and how it ended,
-  written after every attempt so an interrupted build leaves what it learned.
+  written after every attempt so an interrupted build leaves what it learned;
+- ``running-<key>.json`` (:func:`mark_running`): written before each ``optimize()`` and
+  ``compile()`` and removed when the call returns or raises, so one left behind is an attempt
+  whose process died without a Python exception (out of memory, a crash in native code, a power
+  cut); the next run counts it as failed (:func:`take_unfinished`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -67,6 +73,44 @@ class BuildState:
 
     def save(self) -> None:
         write_json_atomic(self.path, self.data)
+
+
+def _marker(folder: Path, key: str) -> Path:
+    return folder / f"running-{key}.json"
+
+
+def mark_running(folder: Path, key: str, stage: str, profile: str) -> Path:
+    """Write (atomically) that ``stage`` ("optimize" or "compile") of the attempt keyed ``key``
+    starts now; :func:`clear_running` removes it when the call comes back, however it ends."""
+    path = _marker(folder, key)
+    write_json_atomic(path, {"stage": stage, "profile": profile, "key": key, "pid": os.getpid(),
+                             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return path
+
+
+def clear_running(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def take_unfinished(folder: Path, key: str) -> dict | None:
+    """The marker an earlier run left for the attempt keyed ``key`` (its stage, profile, pid and
+    start time), removed as it is read; None when there is none. An unreadable marker still
+    counts: the attempt it names did not finish."""
+    path = _marker(folder, key)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {"stage": "optimize"}
+    clear_running(path)
+    return data if isinstance(data, dict) else {"stage": "optimize"}
+
+
+def clear_all_running(folder: Path) -> None:
+    """``--restart``: forget every unfinished attempt too."""
+    for path in folder.glob("running-*.json"):
+        clear_running(path)
 
 
 def write_build_report(b, attempts: list[Attempt], outcome: dict) -> Path:

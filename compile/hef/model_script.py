@@ -13,9 +13,10 @@ docs/hailo-facts.md their sources):
   for a Hailo-10H (a public user report, DFC 5.3.0), line for line at 8 bits. The
   ``negative_exponent`` line fails in optimize() with an 8-bit softmax there, so it is written
   only when the softmax is 16-bit (the report's fix). A 16-bit rung adds the lines of Hailo's own
-  Hailo-10H text encoders (:data:`ZOO_A16_LINES`) and one ``quantization_param`` line per 16-bit
-  site group, each under a comment naming the public line it follows (:data:`A16_SOURCES`); those
-  encoders have no mask input, and the script says so.
+  Hailo-10H scripts and one ``quantization_param`` line per 16-bit site group, each under a
+  comment naming the public file, commit and line it follows: with a16 convs (``zoo-a16``) the
+  zoo's text encoders' (:data:`ZOO_A16_LINES`, no mask input there), without (``residual-a16``)
+  the Qwen2 recipe's (:data:`QWEN_A16_LINES`, beside the mask command).
 - ``zoo`` (:data:`RECIPE_ZOO`, Hailo-8/8L): the model zoo's transformer text-encoder scripts
   (all_minilm_l6_v2, bert_base_uncased), then one ``quantization_param`` line per 16-bit group.
 
@@ -37,28 +38,54 @@ MASK_COMMAND = "set_input_mask_to_softmax()"
 NEGATIVE_EXPONENT = "model_optimization_config(negative_exponent, layers={*}, rank=0)"
 EW_ADD_UNFUSED = "pre_quantization_optimization(ew_add_fusing, policy=disabled)"
 EQUALIZATION = "pre_quantization_optimization(equalization, policy=enabled)"
-#: Hailo's 12-layer text encoders on Hailo-10H (hailo_model_zoo v5.2; the generic scripts its
-#: core/main_utils.py uses for that chip; on chip 89.5 vs 90.6 float, 49.5 FPS for CLIP ViT-B/32)
+#: Hailo's 12-layer text encoders on Hailo-10H (hailo_model_zoo master, DFC 5.2, the generic scripts
+#: its core/main_utils.py uses for that chip; on chip 89.5 vs 90.6 float, 49.5 FPS for CLIP ViT-B/32).
+#: Cited at commit c83fc03; line numbers are that commit's.
+ZOO_COMMIT = "c83fc03"
 ZOO_CLIP_TEXT = "hailo_model_zoo/cfg/alls/generic/clip_vit_b_32_text_encoder.alls"
 ZOO_SIGLIP_TEXT = "hailo_model_zoo/cfg/alls/generic/siglip2_b_32_256_text_encoder.alls"
+#: Hailo's own Qwen2-1.5B-Instruct recipe for Hailo-10H (DFC 5.3.0), the one public Hailo-10H script with
+#: a16 lines and set_input_mask_to_softmax() together, in a copy said to be extracted unmodified from
+#: Hailo's qwen2_1.5b_instruct.q.har; line numbers are that file's at commit c870419
+QWEN_HAILO10H = "l-nmch/hailo-10h-llm-compiler recipes/hailo-qwen2-1.5b-instruct.alls (c870419)"
 #: where a user finds the public Hailo-10H report (it is not in this repository)
 REPORT_SOURCE = ('Hailo Community forum, community.hailo.ai: a user\'s follow-up to the thread "DFC conversion '
                  'failures with transformer-based models (SwinV2, ViT, ConvNeXt)"')
-#: what a Hailo-10H 16-bit rung writes beside its a16 lines: (line, the public files it is in)
+MULTIPROC_OFF = "model_optimization_config(globals, multiproc_policy=disabled)"
+LN_UNIFORM = ("pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
+              "bit_decomposition_mode=uniform_precision)")
+#: what a Hailo-10H 16-bit rung with a16 convs (zoo-a16) writes beside its a16 lines: (line, sources)
 ZOO_A16_LINES = (
-    ("model_optimization_config(globals, multiproc_policy=disabled)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
-    (EW_ADD_UNFUSED, (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
-    ("pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
-     "bit_decomposition_mode=uniform_precision)", (ZOO_CLIP_TEXT,)),
+    (MULTIPROC_OFF, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 2", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 2")),
+    (EW_ADD_UNFUSED, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 3", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 3")),
+    (MATMUL_CORRECTION, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 5", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 5")),
+    (LN_UNIFORM, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 12",)),
 )
-#: written after the a16 lines: the feature splitters back to 8 bits, and the allocator's legacy
-#: spatial defuse (perhaps the "super-defuse" community thread 19530 was asked for; unconfirmed)
+#: written after the a16 lines: the feature splitters back to 8 bits (a glob that may match no layer
+#: of our parse: a question for hardware), and the allocator's legacy spatial defuse (perhaps the
+#: "super-defuse" community thread 19530 was asked for; unconfirmed)
 ZOO_A16_TAIL = (
-    ("quantization_param({conv_feature_splitter[0-9]*_[2-3]}, precision_mode=a8_w8)", (ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT)),
-    ("allocator_param(spatial_defuse_legacy=True)", (ZOO_CLIP_TEXT,)),
+    ("quantization_param({conv_feature_splitter[0-9]*_[2-3]}, precision_mode=a8_w8)",
+     (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 11", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 10")),
+    ("allocator_param(spatial_defuse_legacy=True)",
+     (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 14", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 12")),
 )
-_ZOO_A16 = f"{ZOO_CLIP_TEXT}, {ZOO_SIGLIP_TEXT}"
-#: site group -> the public a16 line its quantization_param line follows on Hailo-10H
+#: what a Hailo-10H 16-bit rung without a16 convs (residual-a16) writes beside its a16 lines: the lines
+#: the Qwen2 recipe has beside its a16 input and residual adds, in the zoo's form where both have one
+#: (the Qwen2 recipe corrects only its QK matmuls, with zp_comp_block_3; its LayerNorm line has more
+#: arguments)
+QWEN_A16_LINES = (
+    (MULTIPROC_OFF, (f"{QWEN_HAILO10H} line 15", f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 2")),
+    (EW_ADD_UNFUSED, (f"{QWEN_HAILO10H} line 8", f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 3")),
+    (MATMUL_CORRECTION, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 5", f"{ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} line 5",
+                         f"{QWEN_HAILO10H} (matmul_correction, zp_comp_block_3, on its QK matmuls)")),
+    (LN_UNIFORM, (f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} line 12",
+                  f"{QWEN_HAILO10H} (the same with eq_consumer, square_reduce_sum_groups, token_equalization)")),
+)
+#: the site groups whose layers are convs: a profile with one at 16 bits has a16 convs
+CONV_GROUPS = ("qkv", "attention_out", "ffn_in", "ffn_out")
+_ZOO_A16 = f"{ZOO_CLIP_TEXT}@{ZOO_COMMIT} lines 6-8, {ZOO_SIGLIP_TEXT}@{ZOO_COMMIT} lines 7-9"
+#: site group -> the public a16 line its quantization_param line follows on Hailo-10H (zoo-a16)
 A16_SOURCES = {
     "input": f"quantization_param(input_layer1, precision_mode=a16_w16) in {_ZOO_A16}",
     "residual_add": f"quantization_param({{ew_add*}}, precision_mode=a16_w16) in {_ZOO_A16} "
@@ -69,6 +96,12 @@ A16_SOURCES = {
     "ffn_out": f"quantization_param({{conv*}}, precision_mode=a16_w16) in {_ZOO_A16}",
     "softmax": f"the 16-bit softmax of the public Hailo-10H report, section 5 ({REPORT_SOURCE})",
     "attention_scores": f"16 bits on the score path, tried in the public Hailo-10H report, section 5 ({REPORT_SOURCE})",
+}
+#: the same for a profile without a16 convs (residual-a16): the Qwen2 recipe's a16 lines
+QWEN_SOURCES = {
+    "input": f"quantization_param([<net>/input_layer1], precision_mode=a16_w16) in {QWEN_HAILO10H} line 17",
+    "residual_add": f"quantization_param([<every block's ew_add4>], ...) and ([<ew_add5>], precision_mode=a16_w16) "
+                    f"in {QWEN_HAILO10H} lines 18-19 (the residual adds)",
 }
 RECIPE_HAILO10H = "hailo10h"
 RECIPE_ZOO = "zoo"
@@ -188,33 +221,46 @@ def _sourced(lines: list[str], line: str, files) -> None:
     lines.append(line)
 
 
+def has_a16_convs(profile: PrecisionProfile) -> bool:
+    """True when ``profile`` puts 16 bits on a projection (conv) layer."""
+    return any(profile.bits_for(g) == 16 for g in CONV_GROUPS)
+
+
 def _hailo10h_sixteen_bit(lines: list[str], profile: PrecisionProfile, sites: dict, command: bool) -> None:
     """Appends the rest of a Hailo-10H 16-bit rung's script after the report's lines (the user's
-    lines follow): every line under a comment naming its public source."""
-    if command:
-        lines.append("# note: the zoo's Hailo-10H text encoders have no mask input; these lines are not shown "
+    lines follow): every line under a comment naming its public source. With a16 convs: the zoo's
+    Hailo-10H text encoders' lines; without: the Qwen2 Hailo-10H recipe's."""
+    convs = has_a16_convs(profile)
+    if command and convs:
+        lines.append("# note: the zoo's Hailo-10H text encoders have no mask input; their a16 conv lines are not shown "
                      "together with set_input_mask_to_softmax() in any public script")
-    for line, files in ZOO_A16_LINES:
+    elif command:
+        lines.append(f"# note: a16 on input_layer1 and the residual adds beside set_input_mask_to_softmax(), as in "
+                     f"{QWEN_HAILO10H} lines 10, 17-19 (a decoder with a causal mask: no public bidirectional "
+                     "encoder with a keys01 mask has these lines)")
+    for line, files in (ZOO_A16_LINES if convs else QWEN_A16_LINES):
         _sourced(lines, line, files)
     if profile.bits_for("softmax") == 16:
         _sourced(lines, NEGATIVE_EXPONENT, (f"{REPORT_SOURCE} section 5.1 (with a 16-bit softmax only: at 8 bits it "
                                             "fails in optimize(), NegativeSlopeExponentNonFixable)",))
+    sources = A16_SOURCES if convs else {**A16_SOURCES, **QWEN_SOURCES}
     for group in profile.sixteen_bit:
         layers = sites[group]
         if group == "layernorm":  # no a16 line in any public Hailo-10H script: the decomposition line does it
             lines.append("# layernorm: no quantization_param line; the layer_norm_decomposition(..., "
-                         f"bit_decomposition_mode=uniform_precision) line above ({ZOO_CLIP_TEXT}) is how the "
-                         "zoo's Hailo-10H encoders treat it (own reading: the internals keep the 16 bits of "
-                         "the residual adds feeding them; not verified on a DFC)")
+                         f"bit_decomposition_mode=uniform_precision) line above ({ZOO_CLIP_TEXT}, "
+                         f"{QWEN_HAILO10H}) is how Hailo's Hailo-10H scripts treat it (own reading: the "
+                         "internals keep the 16 bits of the residual adds feeding them; not verified on a DFC)")
             continue
         if not layers:
             lines.append(f"# {group}: 16 bits requested, but no layer of the parsed network belongs to it")
             continue
-        source = A16_SOURCES.get(group, "no public Hailo-10H script (a user profile's own choice)")
+        source = sources.get(group, "no public Hailo-10H script (a user profile's own choice)")
         lines.append(f"# {group}: {SITE_GROUPS[group].description}; follows {source}")
         lines.append(f"quantization_param([{', '.join(layers)}], precision_mode=a16_w16)")
-    for line, files in ZOO_A16_TAIL:
-        _sourced(lines, line, files)
+    if convs:
+        for line, files in ZOO_A16_TAIL:
+            _sourced(lines, line, files)
 
 
 def script_commands(script: str) -> list[str]:
@@ -236,7 +282,8 @@ def read_extra_lines(path: str | Path | None) -> list[str]:
 def sixteen_bit_layers(script: str) -> list[str]:
     """Layer names a script sets to a16_w16 (for reports and tests)."""
     names: list[str] = []
-    for m in re.finditer(r"quantization_param\(\[([^\]]*)\],\s*precision_mode=a16_w16\)", script):
+    for m in re.finditer(r"quantization_param\(\[([^\]]*)\],\s*precision_mode=a16_w16\)",
+                         "\n".join(script_commands(script))):
         names += [n.strip() for n in m.group(1).split(",") if n.strip()]
     return names
 

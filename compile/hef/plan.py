@@ -26,9 +26,10 @@ from .model_script import (DFC_FINETUNE_LINE, RECIPE_HAILO10H, REPORT_BATCH, REP
 HW_ARCHS = ("hailo10h", "hailo8", "hailo8l")
 #: the precision profile a build starts from when none is asked for (the ladder steps down)
 DEFAULT_PRECISION = "balanced"
-#: per chip: on Hailo-10H the 16 bits of Hailo's own text encoders for that chip (docs/compiling.md
-#: says why a 16-bit rung comes first there at all)
-DEFAULT_PRECISION_FOR = {"hailo10h": "zoo-a16"}
+#: per chip: on Hailo-10H the one 16-bit rung with Hailo-10H evidence beside the mask command (a16 on the
+#: input and the residual adds, no a16 conv: Hailo's Qwen2 recipe), then the report's 8-bit script;
+#: docs/compiling.md says why, and why not zoo-a16 (a16 convs) first
+DEFAULT_PRECISION_FOR = {"hailo10h": "residual-a16"}
 #: the name of the Hailo-10H ladder's last rung: the public report's 8-bit script, exactly
 REPORT_RUNG = "a8"
 #: the HEF mask mode on record for each chip (compile/hef/build.py's docstring has the sources)
@@ -97,10 +98,11 @@ class HefPlan:
 
 def build_ladder(requested: PrecisionProfile, hw_arch: str, fallback: bool,
                  own_settings: bool = False) -> list[PrecisionProfile]:
-    """The profiles to try in turn. Hailo-10H: the requested one, then straight to the public
-    report's 8-bit script, the one build on record for that chip (the report and community
-    thread 19530 saw 16-bit builds fail in ways no intermediate rung is known to avoid, and each
-    attempt costs up to an hour of CPU); ``own_settings`` (extra lines, other levels) makes even
+    """The profiles to try in turn. Hailo-10H: the requested one (by default ``residual-a16``, no
+    a16 conv), then straight to the public report's 8-bit script, the one build on record for that
+    chip (the report and community thread 19530 saw 16-bit builds fail in ways no intermediate rung
+    is known to avoid, and each attempt costs up to an hour of CPU), so a HEF comes by the second
+    attempt at the latest; ``own_settings`` (extra lines, other levels) makes even
     an all-8-bit request a rung of its own before it. Other chips: one site group at a time
     (embed/precision.py ``fallback_ladder``)."""
     if not fallback:
@@ -136,8 +138,9 @@ def plan_build(bundle: Bundle | str | Path, opts: HefOptions, say: Callable[[str
     fallback = True if opts.fallback is None else bool(opts.fallback)
     extra = read_extra_lines(opts.alls_extra)
     if opts.dfc_finetune:
-        say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow) "
-            "and optimisation level 1+; 'hefsearch compile robust' does the same job on any CPU, before the DFC.")
+        say("note: --dfc-finetune runs the DFC's quantisation-aware fine-tuning, which wants a GPU (TensorFlow; "
+            "at any optimisation level: the zoo's Hailo-10H CLIP text encoder fine-tunes at level 0); "
+            "'hefsearch compile robust' does the same job on any CPU, before the DFC.")
         extra = [DFC_FINETUNE_LINE, *extra]
     recipe = recipe_for(opts.hw_arch)
     report_rung = fallback and recipe == RECIPE_HAILO10H and mode.name == "keys01"

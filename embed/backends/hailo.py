@@ -35,6 +35,7 @@ from ..hailo_streams import ENV_STREAMS, QMAX, STREAM_TYPES, FrameCost, exact_qu
     stream_quantiser
 from ..hef_contract import HefContract, OutputAssembler, StreamSpec, check_contract, to_stream
 from ..hef_file import hef_entries_for, precision_name, read_hef, spec_from_infer_stream
+from ..runtime_pairing import is_hef_refused, refused_hef
 from hefsearch.base.versions import major_version
 from .base import Backend
 
@@ -104,7 +105,7 @@ class _HefModel:
         self.hidden = bundle.hidden
         self.timeout_ms = timeout_ms
         self.path = bundle.path / entry.file
-        streams = read_hef(self.path, hp)
+        streams = read_hef(self.path, hp, entry.extra.get("dfc_version"))
         check = check_contract(
             HefContract.from_entry(entry, bundle.hidden, bundle.mask_value), streams.inputs, streams.outputs,
             streams.sorted_outputs)
@@ -123,6 +124,10 @@ class _HefModel:
         # SEQ per token). The embeddings go in quantised by the host ("native") or as FLOAT32
         # (HailoRT quantises with the HEF's scales).
         self.mask_encode = exact_quantiser(native[self.mask_name], self.layout.value_pair)
+        if self.mask_encode is None and conversion == "device":
+            # HailoRT 5.x: never a FLOAT32 mask (FLOAT32 input buffers are reported failing with a
+            # Hailo-10H on 5.2, community thread 18979); HailoRT's own formula, as the device would
+            self.mask_encode = stream_quantiser(native[self.mask_name])
         self.emb_encode = stream_quantiser(native[self.emb_name]) if input_type == "native" else None
         host_encoded = {self.mask_name: self.mask_encode, self.emb_name: self.emb_encode}
         for name in im.input_names:
@@ -411,6 +416,10 @@ class HailoBackend(Backend):
             raise
         except Exception as e:
             self.close()
+            if is_hef_refused(e):  # status 92: a HEF this runtime cannot read (a DFC of another release)
+                dfc = next((x.extra.get("dfc_version") for x in self.entries if x.extra.get("dfc_version")), None)
+                raise BackendUnavailable(*refused_hef(", ".join(x.file for x in self.entries), dfc, self.runtime,
+                                                      e)) from None
             raise BackendUnavailable(
                 f"HailoRT cannot load the HEF on the {self.label}: {type(e).__name__}: {e}",
                 "Check that the HEF was compiled for this chip and HailoRT version ('hefsearch doctor').",

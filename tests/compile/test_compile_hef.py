@@ -218,8 +218,8 @@ REPORT_SCRIPT = [  # the public Hailo-10H report's model script (seeds/000_*.txt
 ]
 
 
-def test_default_hailo10h_build_is_the_report_recipe_past_both_walls(fake_dfc, fake_hailo, calib_bundle):
-    """No options, the fake's default for DFC 5.3.x + hailo10h (the report and its follow-up,
+def test_zoo_a16_hailo10h_build_is_the_report_recipe_past_both_walls(fake_dfc, fake_hailo, calib_bundle):
+    """--precision zoo-a16 (the default before residual-a16), the fake's default for DFC 5.3.x + hailo10h (the report and its follow-up,
     thread 19530): the zoo's 16-bit rung fails in optimize() with a "nan exponent" under a class
     hefsearch does not know, the ladder goes straight to a8, and the HEF is built with exactly the
     report's script and mask (keys01: [N,1,1,S] NHWC, 0/1, the input after the mask Mul). The
@@ -227,7 +227,7 @@ def test_default_hailo10h_build_is_the_report_recipe_past_both_walls(fake_dfc, f
     from hefsearch.compile.hef.model_script import script_commands
     from hefsearch.embed.hef_file import read_hef
 
-    result, lines = _build(calib_bundle)
+    result, lines = _build(calib_bundle, precision="zoo-a16")
     bundle = Bundle.open(calib_bundle)
     assert not bundle.verify()
     hef = calib_bundle / "encoder.hailo10h.hef"
@@ -318,7 +318,7 @@ def test_a_16bit_rung_that_passes_keeps_its_bits(fake_dfc, calib_bundle):
 
     fake_dfc.ClientRunner.FAIL_A16_ON = "attention"
     fake_dfc.ClientRunner.NAN_EXPONENT = False  # and a16 convs quantise (the follow-up's cascade off)
-    result, _ = _build(calib_bundle, report=False)
+    result, _ = _build(calib_bundle, report=False, precision="zoo-a16")
     assert [a.profile for a in result.attempts] == ["zoo-a16"]
     x = result.entry.extra
     assert x["precision"]["name"] == "zoo-a16" and "precision_requested" not in x
@@ -380,10 +380,10 @@ def test_user_profile_file_and_extra_lines(fake_dfc, calib_bundle, tmp_path):
 def test_a_second_run_skips_every_finished_stage_and_every_known_wall(fake_dfc, calib_bundle):
     fake_dfc.ClientRunner.FAIL_A16_ON = "any"  # the report's first reading: every a16 build crashes
     fake_dfc.ClientRunner.NAN_EXPONENT = False
-    first, _ = _build(calib_bundle)
+    first, _ = _build(calib_bundle, precision="zoo-a16")
     sha = Bundle.open(calib_bundle).file_sha256("encoder.hailo10h.hef")
     fake_dfc.CALLS.clear()
-    second, lines = _build(calib_bundle)
+    second, lines = _build(calib_bundle, precision="zoo-a16")
     # the 16-bit rung's wall is remembered: no second hour on the same crash
     assert second.skipped == ["parse", "wall:zoo-a16", "optimize:a8", "compile"]
     assert [(a.profile, a.compile, a.wall) for a in second.attempts] == [
@@ -395,7 +395,7 @@ def test_a_second_run_skips_every_finished_stage_and_every_known_wall(fake_dfc, 
     assert any("in an earlier run" in ln and "--restart" in ln for ln in lines)
     # --restart does everything again, the walled rung included
     fake_dfc.CALLS.clear()
-    _build(calib_bundle, restart=True)
+    _build(calib_bundle, precision="zoo-a16", restart=True)
     assert fake_dfc.CALLS.count("optimize") == 2 and fake_dfc.CALLS.count("compile") == 2
 
 
@@ -403,7 +403,7 @@ def test_a_failed_compile_does_not_redo_optimize(fake_dfc, calib_bundle):
     fake_dfc.ClientRunner.FAIL_A16_ON = "any"
     fake_dfc.ClientRunner.NAN_EXPONENT = False
     with pytest.raises(AllocatorCrash) as e:
-        _build(calib_bundle, fallback=False)
+        _build(calib_bundle, fallback=False, precision="zoo-a16")
     assert "BackendAllocatorException" in e.value.message and "zoo-a16" in e.value.message
     assert "--fallback" in e.value.hint and "resumes" in e.value.hint
     assert fake_dfc.CALLS.count("optimize") == 1
@@ -413,7 +413,7 @@ def test_a_failed_compile_does_not_redo_optimize(fake_dfc, calib_bundle):
     assert report["result"] == "failed" and report["attempts"][0]["compile"] == "allocator"
     fake_dfc.ClientRunner.FAIL_A16_ON = "attention"
     fake_dfc.CALLS.clear()
-    result, _ = _build(calib_bundle, fallback=False)  # the only rung is tried again
+    result, _ = _build(calib_bundle, fallback=False, precision="zoo-a16")  # the only rung is tried again
     assert "optimize" not in fake_dfc.CALLS and "translate_onnx_model" not in fake_dfc.CALLS
     assert fake_dfc.CALLS.count("compile") == 1 and result.hef.is_file()
 
@@ -453,7 +453,7 @@ def test_negative_exponent_wall_steps_down_even_wrapped(fake_dfc, calib_bundle, 
     fake_dfc.ClientRunner.WRAP_WALLS = True
     extra = tmp_path / "extra.alls"
     extra.write_text("model_optimization_config(negative_exponent, layers={*}, rank=0)\n")
-    result, _ = _build(calib_bundle, alls_extra=extra, report=False)
+    result, _ = _build(calib_bundle, alls_extra=extra, report=False, precision="zoo-a16")
     assert [(a.profile, a.optimize, a.wall) for a in result.attempts] == [
         ("zoo-a16", "negative_exponent", "negative_exponent"), ("a8", "ran", None)]
     assert "negative_exponent" not in result.model_script.read_text()
@@ -844,8 +844,8 @@ def test_acceptance_calib_hef_embed_through_the_cli(fake_dfc, fake_hailo, tiny_b
     _cli(["compile", "calib", bundle, "--from", corpus, "--n", 64, "--seed", 2])
     res = _cli(["compile", "hef", bundle, "--hw-arch", "hailo10h"] + (["--mask", mode] if mode else []))
     assert f"{bundle / 'encoder.hailo10h.hef'}: hailo10h, SEQ 64" in res.stdout
-    assert "attempt zoo-a16: optimize failed, compile not run (AccelerasNanExponentError" in res.stdout
-    assert "attempt a8: optimize ran, compile ok" in res.stdout and "build-report.json" in res.stdout
+    # the fake's DFC 5.3.0 fails a16 convs, not a16 residual adds: the first rung (residual-a16) builds
+    assert "attempt residual-a16: optimize ran, compile ok" in res.stdout and "build-report.json" in res.stdout
     hef = bundle / "encoder.hailo10h.hef"
     (entry,) = Bundle.open(bundle).encoder_entries("hef")
     x = entry.extra
@@ -915,7 +915,8 @@ def test_acceptance_default_hailo10h_build_indexes_and_searches_like_the_cpu(fak
     """The issue's acceptance, through the CLI with the report's walls on: compile calib -> compile hef
     --hw-arch hailo10h (no other flag) gives the report's script; index --backend hailo and search
     work, and the NPU library ranks documents like a CPU library of the same folder although its
-    vectors live in another (permuted) basis (verified against the fakes only)."""
+    vectors live in another (permuted) basis (verified against the fakes only). Every 16-bit
+    attempt fails here, so the HEF is the report's 8-bit one."""
     import shutil
 
     from hefsearch.compile.hef.model_script import script_commands
@@ -925,6 +926,7 @@ def test_acceptance_default_hailo10h_build_indexes_and_searches_like_the_cpu(fak
     shutil.copytree(sharp_bundle, bundle)
     docs = tmp_path / "docs"
     write_library_corpus(docs, n_files=12)
+    fake_dfc.ClientRunner.UNKNOWN_A16_FAILURE = True
     _cli(["compile", "calib", bundle, "--from", docs, "--n", 96, "--seed", 1])
     _cli(["compile", "hef", bundle, "--hw-arch", "hailo10h"])
     (entry,) = Bundle.open(bundle).encoder_entries("hef")

@@ -11,6 +11,7 @@ hailo10h text-encoder scripts. None of it has run on a real Dataflow Compiler.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -80,9 +81,9 @@ def test_acceptance_unknown_failure_on_every_16bit_attempt_ends_with_the_report_
     assert script_commands(script) == _report_lines(rows)
     assert "this 16-bit attempt may cost" in res.output and "--precision a8 goes straight" in res.output
     report = json.loads((_work(bundle) / "build-report.json").read_text())
-    assert report["result"] == "ok" and report["ladder"] == ["zoo-a16", "a8"]
+    assert report["result"] == "ok" and report["ladder"] == ["residual-a16", "a8"]
     first, last = report["attempts"]
-    assert first["profile"] == "zoo-a16" and first["optimize"] == "failed" and first["compile"] == "not run"
+    assert first["profile"] == "residual-a16" and first["optimize"] == "failed" and first["compile"] == "not run"
     f = first["failure"]
     assert f["stage"] == "optimize" and f["exception"] == opaque.__name__
     assert "cannot know by name" in f["message"] and f["seconds"] >= 0 and f["at"].endswith("Z")
@@ -109,7 +110,7 @@ def test_a_16bit_failure_steps_down_however_strange_the_exception(fake_dfc, cali
     odd = make()
     fake_dfc.ClientRunner.UNKNOWN_A16_FAILURE = odd
     result, lines = _build(calib_bundle, report=False)
-    assert [a.profile for a in result.attempts] == ["zoo-a16", "a8"]
+    assert [a.profile for a in result.attempts] == ["residual-a16", "a8"]
     f = result.attempts[0].failure
     assert (f["stage"], f["exception"]) == ("optimize", odd.__name__) and f["message"]
     assert script_commands(result.model_script.read_text()) == _report_lines(96)
@@ -131,7 +132,7 @@ def test_the_follow_up_cascade_steps_down_whatever_the_class(fake_dfc, calib_bun
     if switch == "SPATIAL_DEFUSE":
         fake_dfc.ClientRunner.NAN_EXPONENT = False
         fake_dfc.ClientRunner.SPATIAL_DEFUSE = "always"
-    result, lines = _build(calib_bundle, report=False)
+    result, lines = _build(calib_bundle, report=False, precision="zoo-a16")
     assert [a.profile for a in result.attempts] == ["zoo-a16", "a8"]
     f = result.attempts[0].failure
     assert (f["stage"], f["exception"]) == (stage, exception)
@@ -146,7 +147,7 @@ def test_the_zoo_defuse_line_passes_a_compile_that_wants_only_that(fake_dfc, cal
     unconfirmed)."""
     fake_dfc.ClientRunner.NAN_EXPONENT = False
     fake_dfc.ClientRunner.SPATIAL_DEFUSE = "unless_legacy"
-    result, _ = _build(calib_bundle, report=False)
+    result, _ = _build(calib_bundle, report=False, precision="zoo-a16")
     assert [a.profile for a in result.attempts] == ["zoo-a16"]
     assert json.loads(result.hef.read_bytes())["a16_layers"]
 
@@ -184,7 +185,7 @@ def test_the_last_rung_is_the_report_script_whatever_the_options(fake_dfc, calib
     extra.write_text("performance_param(compiler_optimization_level=max)\n")
     fake_dfc.ClientRunner.UNKNOWN_A16_FAILURE = True
     result, _ = _build(calib_bundle, alls_extra=extra, optimization_level=1, report=False)
-    assert [a.profile for a in result.attempts] == ["zoo-a16", "a8"]
+    assert [a.profile for a in result.attempts] == ["residual-a16", "a8"]
     (first,) = [p.read_text() for p in _work(calib_bundle).glob(result.attempts[0].model_script)]
     assert "performance_param(compiler_optimization_level=max)" in first and "optimization_level=1" in first
     assert script_commands(result.model_script.read_text()) == _report_lines(96)
@@ -238,11 +239,12 @@ def test_every_line_of_a_16bit_rung_cites_its_public_source(fake_dfc, calib_bund
     from hefsearch.compile.hef.model_script import ZOO_CLIP_TEXT, ZOO_SIGLIP_TEXT
 
     fake_dfc.ClientRunner.NAN_EXPONENT = False
-    result, _ = _build(calib_bundle, report=False)
+    result, _ = _build(calib_bundle, report=False, precision="zoo-a16")
     script = result.model_script.read_text()
     cmds = script_commands(script)
     assert cmds[:4] == _report_lines(96)  # the report's lines first, unchanged
     for line in ("model_optimization_config(globals, multiproc_policy=disabled)",
+                 "pre_quantization_optimization(matmul_correction, layers={matmul*}, correction_type=zp_comp_block)",
                  "pre_quantization_optimization(ew_add_fusing, policy=disabled)",
                  "pre_quantization_optimization(layer_norm_decomposition, equalization=disabled, "
                  "bit_decomposition_mode=uniform_precision)",
@@ -258,6 +260,7 @@ def test_every_line_of_a_16bit_rung_cites_its_public_source(fake_dfc, calib_bund
             comment = raw[i - 1]
             assert comment.startswith("#") and (ZOO_CLIP_TEXT in comment or ZOO_SIGLIP_TEXT in comment
                                                 or "000_0bd7e697973448cf.txt" in comment), (line, comment)
+            assert re.search(r"@[0-9a-f]{7} line", comment), comment  # file, commit and line
     assert "not shown together with set_input_mask_to_softmax()" in script
 
 

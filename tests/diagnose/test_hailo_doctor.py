@@ -26,7 +26,7 @@ def test_doctor_on_a_working_setup(fake_hailo, hef_bundle):
     c = _checks(report)
     assert report.ok
     assert c["python"].status == OK and c["packages"].status == OK
-    assert c["HailoRT"].status in (OK, WARN) and "HailoRT 5.2.0" in c["HailoRT"].detail
+    assert c["HailoRT"].status in (OK, WARN) and "HailoRT 5.3.0" in c["HailoRT"].detail
     assert c["device"].status == OK and "Hailo-10H (hailo10h) at 0001:01:00.0" in c["device"].detail
     assert c["runtime/device"].status == OK
     assert c["bundle"].status == OK and "files verified" in c["bundle"].detail
@@ -62,7 +62,7 @@ def test_doctor_dfc_line_must_fit_chip_and_runtime(fake_hailo, tiny_bert_bundle,
     hef = c["HEF encoder.hailo10h.hef"]
     assert hef.status == FAIL
     assert "Hailo-10H HEFs need DFC 5.x" in hef.detail
-    assert "HailoRT 5.2.0 is installed" in hef.detail and "recompile with DFC 5.x" in hef.fix
+    assert "HailoRT 5.3.0 is installed" in hef.detail and "recompile with DFC 5.x" in hef.fix
 
 
 def test_doctor_finds_a_changed_bundle_file(fake_hailo, hef_bundle):

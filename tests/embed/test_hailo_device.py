@@ -31,7 +31,7 @@ def cpu_vectors(tiny_bert_bundle):
         return enc.encode(TEXTS)
 
 
-def two_chips(world, arch: str = "HAILO10H", version: str = "5.2.0") -> None:
+def two_chips(world, arch: str = "HAILO10H", version: str = "5.3.0") -> None:
     world.devices = [{"id": CHIP_A, "arch": arch}, {"id": CHIP_B, "arch": arch}]
     world.version = version
 

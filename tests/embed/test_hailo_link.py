@@ -54,7 +54,7 @@ def test_hailort4_converts_on_the_host_so_native_bytes_cross(fake_hailo, tiny_be
     path = copy_bundle(tiny_bert_bundle, tmp_path / "bundle")
     add_fake_hef(path, hw_arch="hailo8", dfc_version="3.34.0", mask_mode="scores01", out_type="UINT8")
     fake_hailo.devices = [{"id": "0001:01:00.0", "arch": "HAILO8"}]
-    fake_hailo.version = "4.23.0"
+    fake_hailo.version = "4.24.0"  # the pair of DFC 3.34.0 (zoo v2.19)
     with Encoder.open(path, backend="hailo") as enc:  # auto: FLOAT32 to HailoRT on 4.x
         enc.encode(TEXTS)
         cost = enc.backend.frame_cost()

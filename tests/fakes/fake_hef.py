@@ -163,7 +163,7 @@ def add_fake_hef(
     for out in outputs:
         out["flags"] = flags.get(out["name"], "NONE")
     hef = {
-        "fake_hef": 1, "hw_arch": hw_arch, "network_group": net, "onnx": body,
+        "fake_hef": 1, "hw_arch": hw_arch, "network_group": net, "onnx": body, "sdk_version": dfc_version,
         "seq_len": seq, "hidden": hidden, "inputs": inputs, "outputs": outputs,
         "mask_input": {"layout": layout.layout, "heads": heads, "softmax": softmax},
         "output_basis": output_basis,

@@ -331,7 +331,7 @@ def test_hailo_actors_each_open_their_own_chip(ray_cluster, tiny_bert_bundle, tm
     b = Bundle.open(bundle)
     b.add_file(entry.file + ".body.onnx")  # the fake "HEF"'s network travels with the bundle
     b.save_manifest()
-    world = {"version": "5.2.0", "lock_dir": str(tmp_path),
+    world = {"version": "5.3.0", "lock_dir": str(tmp_path),
              "devices": [{"id": CHIP_B, "arch": "HAILO10H"}, {"id": CHIP_A, "arch": "HAILO10H"}]}
     ray_cluster.fake_world.write_text(json.dumps(world))
     docs = tmp_path / "docs"

@@ -3,12 +3,15 @@
 Tests configure the simulated machine here: which devices answer, the runtime version, the
 async queue depth, and failures to inject (other processes: a JSON file named by
 ``HEFSEARCH_FAKE_HAILO_WORLD``, read at import). ``WORLD.reset()`` restores the defaults (one
-Hailo-10H on HailoRT 5.2.0). ``WORLD.stats`` records what the code under test did, so tests
+Hailo-10H on HailoRT 5.3.0, the public Hailo-10H report's runtime, or the version in the
+environment variable ``HEFSEARCH_FAKE_HAILORT_VERSION``, e.g. 5.1.1, what the Raspberry Pi
+archive installs for Hailo-10H). ``WORLD.stats`` records what the code under test did, so tests
 can assert on it (back-pressure, out-of-order completion, shutdown).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -39,11 +42,18 @@ class Stats:
     link_frames: int = 0
 
 
+#: the runtime version of a fresh world, unless the environment names one
+DEFAULT_VERSION = "5.3.0"
+#: the environment variable that sets the runtime version (another process, an arm64 check)
+ENV_VERSION = "HEFSEARCH_FAKE_HAILORT_VERSION"
+
+
 @dataclass
 class World:
     #: devices Device.scan() finds: {"id": ..., "arch": DeviceArchitectureTypes name}
     devices: list = field(default_factory=lambda: [{"id": "0001:01:00.0", "arch": "HAILO10H"}])
-    version: str = "5.2.0"
+    #: HailoRT's version (``hailo_platform.__version__``); it decides which HEFs load (pyhailort.py)
+    version: str = field(default_factory=lambda: os.environ.get(ENV_VERSION) or DEFAULT_VERSION)
     #: ``ConfiguredInferModel.get_async_queue_size()``; also the internal queue size above which
     #: ``configure()`` refuses a batch (infer_model.cpp)
     async_queue_size: int = 4

@@ -48,7 +48,9 @@ more:
   basis, "permuted" by default for DFC 5.3.x + ``hailo10h`` (the report: SDK_NATIVE and the HEF
   both at cosine ~0.1 against ONNX because Hailo reorders channels; basis-invariant metrics held).
 - ``compile`` returns bytes: a small JSON "HEF" in the format the fake HailoRT
-  (``tests/fakes/hailo_platform``, ``tests/fakes/fake_hef.py``) reads, so a fake-compiled HEF runs there.
+  (``tests/fakes/hailo_platform``, ``tests/fakes/fake_hef.py``) reads, so a fake-compiled HEF runs there;
+  it carries the DFC version that made it (``sdk_version``, as the real HEF header does: hailort
+  ``hef.proto``), which the fake HailoRT compares with its own version.
   Like a real HEF (docs/hailo-facts.md): input streams are the input layers, folded by the
   allocator's automatic spatial reshape ([1, 128, C] -> [16, 8, C], the zoo's all_minilm) unless
   the script says ``allocator_param(enable_auto_spatial_reshapes=False)``; output streams are
@@ -114,6 +116,12 @@ def _dfc_version() -> tuple[int, int]:
         return int(parts[0]), int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
     except ValueError:
         return 5, 3
+
+
+def _dfc_release() -> str:
+    import hailo_sdk_client
+
+    return str(hailo_sdk_client.__version__).split("+")[0]
 
 
 def _dfc_major() -> int:
@@ -622,6 +630,7 @@ class ClientRunner:
         hef = {
             "fake_hef": 1,
             "compiled_by": "fake hailo_sdk_client",
+            "sdk_version": _dfc_release(),  # the real header's sdk_version (hailort hef.proto)
             "hw_arch": self.hw_arch,
             "network_group": self.model_name,
             "onnx_b64": base64.b64encode(self._network_onnx()).decode(),

@@ -41,6 +41,11 @@ Devices and runtimes:
 
 - HailoRT 5.x refuses a Hailo-8/8L with status 79 HAILO_NOT_SUPPORTED (``pcie_device.cpp``,
   ``control.cpp``); the log text "only supported in versions 4.x.x" is not in the exception.
+- A HEF carries the DFC version that made it (``sdk_version``, as the real header's
+  ``ProtoHEFSdkVersion``, hef.proto); a HEF of a DFC line newer than the runtime's pair is refused
+  with status 92 HAILO_HEF_NOT_SUPPORTED when it is opened (``HEF()``, ``create_infer_model``), as
+  ``hef.cpp`` refuses HEF extensions it does not know; that every newer line trips it is a guess.
+  The runtime version is ``WORLD.version`` (env ``HEFSEARCH_FAKE_HAILORT_VERSION``; default 5.3.0).
 - A hailo8l HEF on a Hailo-8 runs, with a warning in hailort.log ("lower performance"); any
   other architecture mismatch is HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE (``device_internal.cpp``).
 - HailoRT 5.x rejects ``multi_process_service`` on Hailo-10H (HAILO_INVALID_OPERATION,
@@ -90,6 +95,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import os
 import threading
 import time
@@ -277,6 +283,37 @@ class VStreamInfo:
         return f'VStreamInfo("{self.name}")'
 
 
+def _paired_dfc(runtime: str) -> tuple[int, int] | None:
+    """The DFC release line a HailoRT release reads HEFs of: 5.Y for HailoRT 5.Y (hailo_model_zoo
+    v5.x README badges; the report's 5.3.0 pair), 3.(Y+10) for HailoRT 4.Y (v2.17/2.18: 3.33 with
+    4.23; v2.19: 3.34 with 4.24; the +10 elsewhere is the fake's extrapolation)."""
+    m = re.match(r"(\d+)\.(\d+)", str(runtime))
+    if not m:
+        return None
+    major, minor = int(m.group(1)), int(m.group(2))
+    return (5, minor) if major >= 5 else (3, minor + 10) if major == 4 else None
+
+
+def _refuse_newer_dfc(sdk_version) -> None:
+    """HailoRT refuses a HEF it cannot read: ``Hef::Impl::validate_hef_extensions`` (hef.cpp) fails
+    with HAILO_HEF_NOT_SUPPORTED (92; hailort.h: "Make sure the DFC version is compatible") and logs
+    "Failed opening non-compatible HEF with the following unsupported extensions: ...", and the
+    binding raises the bare status (no class of its own in PYH's ExceptionWrapper). A guess where
+    the sources are silent: that every HEF of a DFC line newer than the runtime's pair uses such an
+    extension (the extensions a DFC release writes are not public), and that an older line's HEF
+    loads (HailoRT refuses only HEFs "outdated and no longer supported", from far older lines)."""
+    if not sdk_version:
+        return
+    m = re.match(r"(\d+)\.(\d+)", str(sdk_version))
+    paired = _paired_dfc(WORLD.version)
+    if not m or paired is None or int(m.group(1)) != paired[0]:
+        return
+    if (int(m.group(1)), int(m.group(2))) > paired:
+        WORLD.stats.warnings.append(f"Failed opening non-compatible HEF with the following unsupported extensions: "
+                                    f"(a HEF of DFC {sdk_version} on HailoRT {WORLD.version})")
+        raise _status(92, "HAILO_HEF_NOT_SUPPORTED")
+
+
 class HEF:
     """A fake HEF: a JSON file (or its bytes) describing the streams and the ONNX to run."""
 
@@ -297,6 +334,7 @@ class HEF:
             assert self._d.get("fake_hef") == 1
         except Exception:
             raise HailoRTInvalidHEFException("Invalid HEF. See hailort.log for more information") from None
+        _refuse_newer_dfc(self._d.get("sdk_version"))
         self._base = base
         self._group = self._d.get("network_group", "net")
         self._inputs = [VStreamInfo(s, self._group, "H2D") for s in self._d["inputs"]]
