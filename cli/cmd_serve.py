@@ -37,7 +37,8 @@ from .options import bundle_option, library_option
 @click.option("--body-timeout", type=click.FloatRange(0.1, 3600), default=15.0, show_default=True, metavar="SECONDS",
               help="Time a request body has to arrive in full; else 408.")
 @click.option("--mcp-sessions", type=click.IntRange(1, 100_000), default=64, show_default=True,
-              help="MCP sessions open at once; a new one beyond gets 503.")
+              help="MCP sessions open at once; a new one beyond closes the one unused for longest "
+                   "(503 only while all are answering).")
 @click.option("--mcp-session-timeout", type=click.FloatRange(1, 86_400), default=600.0, show_default=True,
               metavar="SECONDS", help="An MCP session unused this long is closed.")
 @bundle_option()
