@@ -14,13 +14,10 @@ silent connections turned every other request into a 503. This protocol adds:
 - a **connection cap** that favours work: at ``max_connections`` a new connection closes the
   connection that has waited longest for a request head; only when every connection is busy
   answering is the new one closed;
-- a **head size limit** however the head is framed: h11's cap (``h11_max_incomplete_event_size``)
-  holds only while a head is incomplete, so one sent in a single write passed at any size.
-  The bytes of each head are counted as they arrive; over ``MAX_HEAD_BYTES`` the answer is a
-  JSON 431;
-- **answers that arrive**: a refusal (400, 431) is followed by a half close and the client's
-  remaining bytes are read and dropped for a moment, since closing a socket with unread bytes
-  sends a reset that destroyed the answer before the client read it.
+- a **head size limit** however the head is framed (h11's cap holds only while a head is
+  incomplete): over ``MAX_HEAD_BYTES``, a JSON 431;
+- **answers that arrive**: a refusal (400, 431) is followed by a half close, the client's
+  further bytes dropped for a moment (a close with unread bytes sent a reset instead).
 
 The body's own deadline is the guard's (:class:`hefsearch.serve.http.Guard`), which reads it.
 Verified against uvicorn 0.55's ``H11Protocol`` (``cycle``, ``connections``,

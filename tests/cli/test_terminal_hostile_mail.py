@@ -155,3 +155,21 @@ async def test_tui_render_paths_are_terminal_safe(hostile, tiny_bert_bundle):
                 assert clean(title) and clean(piece), (title, piece)
     finally:
         library.close()
+
+
+def test_server_and_mcp_lines_are_terminal_safe(hostile, capsys):
+    """``hefsearch serve`` and ``hefsearch mcp`` print the library's path, a recorded server's
+    complaints (naming serve.json) and the watcher's events on stderr."""
+    from hefsearch.cli.cmd_serve import _say
+    from hefsearch.serve.trust import Untrusted, trusted_server
+
+    lib, _, _ = hostile
+    (lib / "serve.json").write_text(json.dumps({"pid": "x", "url": "http://127.0.0.1:1"}))
+    (lib / "serve.json").chmod(0o644)
+    with pytest.raises(Untrusted) as refused:
+        trusted_server(lib)
+    _say(f"hefsearch mcp: not using the recorded server: {refused.value.message}")
+    _say(f"hefsearch mcp: answering from {lib} in this process")
+    err = capsys.readouterr().err
+    assert clean(err) and err.count("lib\\x9b\\u2066") == 2, err
+    (lib / "serve.json").unlink()
