@@ -18,6 +18,8 @@ import time
 #: seconds a client refused for want of a session is asked to wait
 RETRY_AFTER_S = 5
 SESSION_HEADER = b"mcp-session-id"
+#: seconds a session idle past the timeout is still counted (the SDK's clock starts a little later)
+EXPIRY_GRACE_S = 5.0
 
 
 class McpSessions:
@@ -121,8 +123,9 @@ class McpSessions:
         self._busy.pop(session, None)
 
     def _expire(self) -> None:
-        """Forget sessions the SDK has closed for idleness."""
-        cutoff = self.clock() - self.idle_s
+        """Forget sessions the SDK has closed for idleness (a little after it has: counting one
+        too many only closes a closed session, one too few would let the SDK refuse)."""
+        cutoff = self.clock() - self.idle_s - EXPIRY_GRACE_S
         for session in [s for s, t in self._used.items() if t < cutoff and not self._busy.get(s)]:
             self._forget(session)
 
