@@ -30,6 +30,8 @@ def printable(name: str | os.PathLike) -> str:
 #: bidi controls that reorder what follows them (U+202E shows "txt.exe" as "exe.txt")
 TERMINAL_UNSAFE_CHARS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _TERMINAL_UNSAFE = re.compile(f"[{TERMINAL_UNSAFE_CHARS}]")
+#: the characters of :data:`TERMINAL_UNSAFE_CHARS` that ``json.dumps`` leaves raw: all but C0
+_JSON_LEAVES_RAW = re.compile(f"[{TERMINAL_UNSAFE_CHARS[TERMINAL_UNSAFE_CHARS.index(chr(0x7f)):]}]")
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -61,3 +63,12 @@ def name_segment(text: str, replacement: str = "_", *, also: str = "/\\") -> str
     and ``also`` (slashes), replaced by ``replacement``. For names a program derives from a
     document (a mail message's key from its Message-ID), so the stored name itself is clean."""
     return re.sub(f"[{TERMINAL_UNSAFE_CHARS}{re.escape(also)}]", replacement, text)
+
+
+def json_for_terminal(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) as it may be shown in a terminal:
+    the controls JSON leaves raw (DEL, C1 such as U+009B, a CSI, line separators and bidi
+    controls) written as ``\\uXXXX`` escapes. They can only stand inside strings, so the JSON
+    stays valid and reads back exactly. C0 controls are JSON's own escapes already (and a
+    newline outside a string is layout)."""
+    return _JSON_LEAVES_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -2,8 +2,9 @@
 over a library holding a hostile mail (its Message-ID carries U+009B, a C1 CSI, and U+202E) and
 hostile file names (C1, bidi isolates, rich markup): ``index`` (its notices and tables), ``search``
 (the location column: before, the message key showed the CSI and U+202E raw there), ``similar``,
-``status``, ``doctor``, the watcher's lines and the TUI's results, preview and compare view.
-``--json`` stays valid JSON with the exact text, and "[bold]" in a name is shown, not applied.
+``status``, ``doctor``, the watcher's lines, ``serve``/``mcp`` lines and the TUI's results and
+preview. ``--json`` writes those characters as JSON escapes (before: raw U+009B and U+202E), so
+it stays valid JSON that reads back as the exact text; "[bold]" in a name is shown, not applied.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ def test_every_cli_output_is_terminal_safe(hostile):
     assert "report\\x9b2J\\u202efdp.txt" in search.output and "in\\u202ebox.mbox" in search.output
     assert "[bold]loud[red]" in search.output  # markup in a name is shown, not applied
 
-    found = json.loads(cli("search", "lighthouse keeper", "-k", "10", "--mode", "keyword", "--json",
-                           "--library", str(lib)).stdout)
+    as_json = cli("search", "lighthouse keeper", "-k", "10", "--mode", "keyword", "--json", "--library", str(lib))
+    assert clean(as_json.stdout), as_json.stdout  # JSON escapes (\u009b, \u202e), not raw controls
+    found = json.loads(as_json.stdout)
     paths = {p for h in found["hits"] for p in [h["path"], *h["also_in"]]}  # copies of a passage fold
     assert {str(docs / n) for n in NAMES} <= paths  # JSON keeps the exact names
     mail = next(h for h in found["hits"] if h.get("message"))
@@ -94,7 +96,8 @@ def test_every_cli_output_is_terminal_safe(hostile):
     status = cli("status", "--library", str(lib))
     assert status.exit_code == 0 and clean(status.output), status.output
     assert "broken\\x9b5m.txt" in status.output and "docs\\u202e" in status.output
-    assert json.loads(cli("status", "--json", "--library", str(lib)).stdout)["failures"][0]["path"] == str(docs / BROKEN)
+    status_json = cli("status", "--json", "--library", str(lib)).stdout
+    assert clean(status_json) and json.loads(status_json)["failures"][0]["path"] == str(docs / BROKEN)
 
     doctor = cli("doctor", "--library", str(lib))
     assert clean(doctor.output), doctor.output
