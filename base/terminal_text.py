@@ -28,7 +28,10 @@ def printable(name: str | os.PathLike) -> str:
 #: characters that drive a terminal rather than show: C0 and C1 controls (ESC starts colour,
 #: title and cursor sequences; BEL ends an OSC title), DEL, line/paragraph separators, and the
 #: bidi controls that reorder what follows them (U+202E shows "txt.exe" as "exe.txt")
-_TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+TERMINAL_UNSAFE_CHARS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_TERMINAL_UNSAFE = re.compile(f"[{TERMINAL_UNSAFE_CHARS}]")
+#: the characters of :data:`TERMINAL_UNSAFE_CHARS` that ``json.dumps`` leaves raw: all but C0
+_JSON_LEAVES_RAW = re.compile(f"[{TERMINAL_UNSAFE_CHARS[TERMINAL_UNSAFE_CHARS.index(chr(0x7f)):]}]")
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -52,3 +55,20 @@ def for_terminal(text: str | os.PathLike, *, multiline: bool = False) -> str:
         return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
     return _TERMINAL_UNSAFE.sub(escaped, text)
+
+
+def name_segment(text: str, replacement: str = "_", *, also: str = "/\\") -> str:
+    """``text`` as a name that is safe to show and to store as one path segment: every
+    character :func:`for_terminal` would escape (C0/C1 controls, separators, bidi controls),
+    and ``also`` (slashes), replaced by ``replacement``. For names a program derives from a
+    document (a mail message's key from its Message-ID), so the stored name itself is clean."""
+    return re.sub(f"[{TERMINAL_UNSAFE_CHARS}{re.escape(also)}]", replacement, text)
+
+
+def json_for_terminal(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) as it may be shown in a terminal:
+    the controls JSON leaves raw (DEL, C1 such as U+009B, a CSI, line separators and bidi
+    controls) written as ``\\uXXXX`` escapes. They can only stand inside strings, so the JSON
+    stays valid and reads back exactly. C0 controls are JSON's own escapes already (and a
+    newline outside a string is layout)."""
+    return _JSON_LEAVES_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from hefsearch.base.terminal_text import for_terminal
+
 from .options import bundle_option, echo_json, json_option, library_option
 
 MARKS = {"ok": ("ok  ", "green"), "warn": ("WARN", "yellow"), "fail": ("FAIL", "red"), "skip": ("skip", None)}
@@ -61,9 +63,10 @@ def doctor_cmd(bundle, library, verify, verify_backend, as_json, report_file):
     else:
         for c in report.checks:
             mark, color = MARKS[c.status]
-            click.echo(click.style(mark, fg=color, bold=True) + f" {c.name}: {c.detail}")
+            # details name folders, files and the library's failures: escaped like every other front end
+            click.echo(click.style(mark, fg=color, bold=True) + f" {c.name}: {for_terminal(c.detail, multiline=True)}")
             if c.fix and c.status in ("fail", "warn"):
-                click.echo(f"      fix: {c.fix}")
+                click.echo(f"      fix: {for_terminal(c.fix, multiline=True)}")
         if result is not None:
             _print_verify(result)
     if report.bundle_error is not None:
@@ -76,11 +79,11 @@ def _write_hardware_report(path, bundle, library) -> None:
     from hefsearch.base.atomic_write import write_json_atomic
     from hefsearch.diagnose.hardware_report import build_report, json_default, summary
 
-    report = build_report(bundle, library, say=lambda m: click.echo(f"report: {m} ...", err=True))
+    report = build_report(bundle, library, say=lambda m: click.echo(f"report: {for_terminal(m)} ...", err=True))
     write_json_atomic(Path(path), json.loads(json.dumps(report, default=json_default)))
     for line in summary(report):
-        click.echo(line)
-    click.echo(f"wrote {path}: please attach it to your report (it holds no document text).")
+        click.echo(for_terminal(line))
+    click.echo(f"wrote {for_terminal(str(path))}: please attach it to your report (it holds no document text).")
 
 
 def _short(text: str, width: int = 60) -> str:

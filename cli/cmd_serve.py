@@ -37,7 +37,8 @@ from .options import bundle_option, library_option
 @click.option("--body-timeout", type=click.FloatRange(0.1, 3600), default=15.0, show_default=True, metavar="SECONDS",
               help="Time a request body has to arrive in full; else 408.")
 @click.option("--mcp-sessions", type=click.IntRange(1, 100_000), default=64, show_default=True,
-              help="MCP sessions open at once; a new one beyond gets 503.")
+              help="MCP sessions open at once; a new one beyond closes the one unused for longest "
+                   "(503 only while all are answering).")
 @click.option("--mcp-session-timeout", type=click.FloatRange(1, 86_400), default=600.0, show_default=True,
               metavar="SECONDS", help="An MCP session unused this long is closed.")
 @bundle_option()
@@ -59,6 +60,7 @@ def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, 
     from pathlib import Path
 
     from hefsearch.app.service import Limits
+    from hefsearch.base.terminal_text import for_terminal
     from hefsearch.serve.server import (ServeConfig, default_token_file, load_or_create_token, needs_token, serve,
                                         token_file_warning)
 
@@ -68,12 +70,13 @@ def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, 
         path = path or default_token_file()
         token, created = load_or_create_token(path)
         if created:
-            click.secho(f"token (saved in {path}, mode 0600; shown only now): {token}", fg="yellow", err=True)
+            click.secho(for_terminal(f"token (saved in {path}, mode 0600; shown only now): {token}"), fg="yellow",
+                        err=True)
         else:
-            click.echo(f"token: in {path}", err=True)
+            click.echo(for_terminal(f"token: in {path}"), err=True)
             warning = token_file_warning(path)
             if warning:
-                click.secho(warning, fg="yellow", err=True)
+                click.secho(for_terminal(warning), fg="yellow", err=True)
     serve(ServeConfig(library=library_path, host=host, port=port, token=token, token_file=path, bundle=bundle,
                       mcp=not no_mcp, watch=watch,
                       watch_options=watch_settings(poll, poll_interval, debounce_ms, rescan_min),
@@ -81,7 +84,7 @@ def serve_cmd(library_path, host, port, token_file, watch, poll, poll_interval, 
                       max_connections=max_connections, head_timeout_s=head_timeout, idle_timeout_s=idle_timeout,
                       body_timeout_s=body_timeout, mcp_sessions=mcp_sessions,
                       mcp_session_idle_s=mcp_session_timeout,
-                      say=lambda line: click.echo(line, err=True)))
+                      say=_say))
 
 
 @click.command("mcp")
@@ -102,9 +105,17 @@ def mcp_cmd(library_path, url, token_file, bundle):
     With 'hefsearch serve' running (here or on a Pi: --url), the answers come from its warm
     process; otherwise this process opens the library and the encoder itself. A server
     recorded in the library (serve.json) is used only when it checks out (file owned by you
-    and not writable by others, a live 'hefsearch serve' of yours on that port); the token
+    and not writable by others, a live 'hefsearch serve' of yours on that address and port); the token
     never comes from the record.
     """
     from hefsearch.serve.mcp_stdio import serve_stdio
 
-    serve_stdio(library_path, url, token_file, bundle, say=lambda line: click.echo(line, err=True))
+    serve_stdio(library_path, url, token_file, bundle, say=_say)
+
+
+def _say(line: str) -> None:
+    """A line of the server or of ``hefsearch mcp`` on stderr: it names the library, files and
+    recorded addresses, so it is escaped as every other front end's output."""
+    from hefsearch.base.terminal_text import for_terminal
+
+    click.echo(for_terminal(line, multiline=True), err=True)

@@ -38,5 +38,7 @@ def similar_cmd(target, chunk_id, library_path, k, space, filters, as_json):
         return
     from .render import print_search
 
-    click.echo(result.query, err=True)
+    from hefsearch.base.terminal_text import for_terminal
+
+    click.echo(for_terminal(result.query), err=True)  # "like PATH": a file name
     print_search(result, filters=filters)

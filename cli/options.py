@@ -54,8 +54,11 @@ def json_option(help: str = JSON_HELP):
 
 
 def echo_json(data) -> None:
-    """What ``--json`` prints: indented, non-ASCII kept as is (file names, snippets)."""
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+    """What ``--json`` prints: indented, non-ASCII kept as is (file names, snippets), but no
+    control or bidi character raw (JSON escapes, which read back as the same text)."""
+    from hefsearch.base.terminal_text import json_for_terminal
+
+    click.echo(json_for_terminal(json.dumps(data, ensure_ascii=False, indent=2)))
 
 
 def filter_options(f):

@@ -67,7 +67,7 @@ def hits_table(hits) -> Table:
     for h in hits:
         extra = grouping_text(h)
         table.add_row(str(h.rank), score_text(h),
-                      Text.assemble(for_terminal(h.path), "\n", (h.location(), "dim"),
+                      Text.assemble(for_terminal(h.path), "\n", (for_terminal(h.location()), "dim"),
                                     *(("\n", (for_terminal(extra), "cyan")) if extra else ())),
                       Text(for_terminal(" ".join(h.snippet.split()))))  # one line: breaks and blank runs as one space
     return table

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import BinaryIO, Iterator
 
+from hefsearch.base.terminal_text import name_segment
+
 from .extract_base import ExtractedText, ExtractionError, clean_text, describe, too_much_text
 
 #: multiparts inside multiparts (real mail: 3-5; a bomb: thousands)
@@ -220,10 +222,13 @@ def _attachment_text(part, name: str, notes: list[str], max_chars) -> str:
 
 def member_key(message_id: str, raw: bytes, seen: dict[str, int]) -> str:
     """The name of a message inside its container, stable across runs: its Message-ID (else a
-    hash of its bytes), made a single path segment; a repeated one gets ``~2``, ``~3``."""
+    hash of its bytes), made a single path segment that is safe to show; a repeated one gets
+    ``~2``, ``~3``."""
     import hashlib
 
-    key = re.sub(r"[\x00-\x1f\x7f/\\]", "_", message_id).strip()[:_KEY_CHARS] if message_id else ""
+    # every control, separator and bidi character (not C0 alone: a C1 CSI or U+202E in a
+    # Message-ID reached the terminal through the key), and slashes
+    key = name_segment(message_id).strip()[:_KEY_CHARS] if message_id else ""
     if not key or key in (".", ".."):
         key = "sha-" + hashlib.sha256(raw).hexdigest()[:16]
     n = seen.get(key, 0) + 1

@@ -1,5 +1,6 @@
 """Whether a host is this machine: one answer for the server's bind (a token is required off
-loopback), the client (no proxy for this machine) and a recorded server (reached over loopback).
+loopback), the guard's ``Host`` check, the client (no proxy for this machine) and a recorded
+server (reached over loopback). An IPv4-mapped IPv6 address counts as the IPv4 address.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ LOCAL_NAMES = ("localhost", "localhost.localdomain")
 
 
 def _address(host: str):
+    """The IP address ``host`` names (bracketed or not); an IPv4-mapped IPv6 address
+    (``::ffff:127.0.0.1``) as the IPv4 address it is, so it is loopback where that is."""
     try:
-        return ipaddress.ip_address(host.strip("[]"))
+        ip = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return None
+    return ip.ipv4_mapped or ip if ip.version == 6 else ip
 
 
 def _name(host: str) -> str:
@@ -22,7 +26,7 @@ def _name(host: str) -> str:
 
 
 def is_loopback(host: str) -> bool:
-    """localhost, or a loopback address (127.0.0.0/8, ::1), bracketed or not."""
+    """localhost, or a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.1), bracketed or not."""
     ip = _address(host)
     return _name(host) in LOCAL_NAMES or (ip is not None and ip.is_loopback)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated
@@ -58,8 +59,9 @@ def _errors() -> dict:
 
 @dataclass(frozen=True)
 class McpMount:
-    """The MCP server served at ``/mcp``: ``sessions`` may be open at once (more get 503); one
-    unused for ``idle_s`` is closed."""
+    """The MCP server served at ``/mcp``: ``sessions`` may be open at once (beyond, the one
+    unused for longest is closed to make room; 503 only while all are answering); one unused
+    for ``idle_s`` is closed."""
 
     server: object
     sessions: int = 64
@@ -90,14 +92,20 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
                   redoc_url=None,
                   description="Semantic search over your own documents (hefsearch serve). Every route "
                               "answers JSON; /mcp speaks the Model Context Protocol.")
+    # no redirect to the slash-less route: its Location would be built from the request's Host
+    app.router.redirect_slashes = False
     _add_error_handlers(app)
     _add_search_routes(app, service)
     _add_read_routes(app, service)
     _add_compare_route(app, service)
     add_web_routes(app)
+    served = app
     if mcp_app is not None:
+        from .mcp_sessions import McpSessions
+
         app.router.routes.extend(mcp_app.routes)
-    return SecurityHeaders(Guard(app, token=token, loopback=loopback and token is None,
+        served = McpSessions(app, limit=mcp.sessions, idle_s=mcp.idle_s)  # the idlest makes room
+    return SecurityHeaders(Guard(served, token=token, loopback=loopback and token is None,
                                  max_body=limits.max_body_bytes, body_timeout_s=body_timeout_s))
 
 
@@ -348,11 +356,16 @@ def _loopback_name(host: str) -> bool:
     return bool(host) and is_loopback(host)
 
 
+#: a Host header as RFC 9110 has it: a name or IPv4 address, or an IPv6 address in brackets,
+#: then an optional port; nothing else (no userinfo, path or second host: "127.0.0.1:80@evil")
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(?::[0-9]{0,5})?")
+
+
 def _host_name(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    """The host of a ``Host`` header without its port; '' when the header is not a plain
+    host[:port] (then it is not loopback either)."""
+    m = _HOST.fullmatch(host.strip().lower())
+    return m.group(1) if m else ""
 
 
 async def refuse(send, status: int, message: str, hint: str | None = None, extra: list | None = None,

@@ -13,7 +13,11 @@ silent connections turned every other request into a 503. This protocol adds:
   answer: nothing was asked);
 - a **connection cap** that favours work: at ``max_connections`` a new connection closes the
   connection that has waited longest for a request head; only when every connection is busy
-  answering is the new one closed.
+  answering is the new one closed;
+- a **head size limit** however the head is framed (h11's cap holds only while a head is
+  incomplete): over ``MAX_HEAD_BYTES``, a JSON 431;
+- **answers that arrive**: a refusal (400, 431) is followed by a half close, the client's
+  further bytes dropped for a moment (a close with unread bytes sent a reset instead).
 
 The body's own deadline is the guard's (:class:`hefsearch.serve.http.Guard`), which reads it.
 Verified against uvicorn 0.55's ``H11Protocol`` (``cycle``, ``connections``,
@@ -24,11 +28,19 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("hefsearch.serve")
+
+#: the largest request head (request line and headers) answered: 16 KiB
+MAX_HEAD_BYTES = 16 * 1024
+#: seconds a refused connection's further bytes are read and dropped before it is closed
+LINGER_S = 2.0
+#: the blank line that ends a head, as h11 finds it (a bare LF is accepted there too)
+_HEAD_END = re.compile(rb"\n\r?\n")
 
 
 def protocol_class(*, head_timeout_s: float, max_connections: int) -> type:
@@ -44,17 +56,30 @@ class HardenedH11Protocol(H11Protocol):
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self._waiting_since: float | None = None
         self._head_timer = None
+        self._head_bytes = 0  # of the head now arriving (None: it is complete)
+        self._head_tail = b""
+        self._refused = False
         super().connection_made(transport)
         self._track()
         if len(self.connections) > self.max_connections:
             self._make_room()
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # answered and half closed: what still comes is dropped
+        if self._head_too_large(data):
+            return self._refuse(431)
         super().data_received(data)
         self._track(data_came=True)
 
+    def eof_received(self):  # type: ignore[override]
+        if self._refused:
+            self._close()
+        return super().eof_received()
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        self._head_bytes, self._head_tail = 0, b""  # the next request's head is counted afresh
         self._track()
 
     def connection_lost(self, exc) -> None:
@@ -63,19 +88,50 @@ class HardenedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to bytes that are not HTTP/1.1 (or a head over the size cap), in the
-        server's one error shape instead of plain text."""
-        body = json.dumps({"error": {"status": 400, "message": "The request is not valid HTTP/1.1, or its head is "
-                                     "over 16 KiB.", "hint": "Send a well-formed request with shorter headers."}})
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]
+        """uvicorn's answer to bytes that are not HTTP/1.1 (or a head over h11's cap, trickled
+        in), in the server's one error shape instead of plain text."""
+        self._refuse(431 if self._head_bytes is not None and self._head_bytes > MAX_HEAD_BYTES else 400)
+
+    # -- the request head's size --------------------------------------------------------------
+    def _head_too_large(self, data: bytes) -> bool:
+        """Count ``data`` into the head now arriving (until its blank line); True once the head
+        is over :data:`MAX_HEAD_BYTES`, however it was split into writes."""
+        if self._head_bytes is None:
+            return False  # a body, or a request pipelined behind this one (h11 caps its head)
+        seen = self._head_tail + data
+        end = _HEAD_END.search(seen)
+        if end is not None:
+            size = self._head_bytes - len(self._head_tail) + end.end()
+            self._head_bytes = None
+            return size > MAX_HEAD_BYTES
+        self._head_bytes += len(data)
+        self._head_tail = seen[-2:]
+        return self._head_bytes > MAX_HEAD_BYTES
+
+    def _refuse(self, status: int) -> None:
+        """The JSON error for a head that is too large (431) or not HTTP/1.1 (400), then a half
+        close; the client's further bytes are dropped until it closes or :data:`LINGER_S` pass."""
+        if status == 431:
+            message = f"The request head is over {MAX_HEAD_BYTES // 1024} KiB."
+            hint, reason = "Send shorter headers (a long query belongs in a POST body).", b"Request Header Fields Too Large"
+        else:
+            message = f"The request is not valid HTTP/1.1, or its head is over {MAX_HEAD_BYTES // 1024} KiB."
+            hint, reason = "Send a well-formed request with shorter headers.", b"Bad Request"
+        body = json.dumps({"error": {"status": status, "message": message, "hint": hint}}).encode()
+        head = (f"HTTP/1.1 {status} {reason.decode()}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode()
+        self._refused = True
+        self._cancel_timer()
+        self._waiting_since = None
+        self.connections.discard(self)
+        if self.transport.is_closing():
+            return
+        self.transport.write(head + body)  # raw: h11's state may be mid-request or broken
         try:
-            for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
-                          h11.Data(data=body.encode()), h11.EndOfMessage()):
-                self.transport.write(self.conn.send(event))
-        except h11.LocalProtocolError:  # too early or too late in the exchange to answer
-            pass
-        self._close()
+            self.transport.write_eof()
+        except (NotImplementedError, OSError, RuntimeError):
+            return self._close()
+        self.loop.call_later(LINGER_S, self._close)
 
     # -- waiting for a request head ----------------------------------------------------------
     def _track(self, data_came: bool = False) -> None:

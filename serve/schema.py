@@ -31,6 +31,16 @@ def _listed(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
+def _as_text(value: Any) -> Any:
+    """A JSON ``true``/``false`` as the text a query string carries ("true", "false"), so a body,
+    GET parameters and MCP arguments are read by one rule (pydantic took ``true`` as depth 1)."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
+#: a re-rank depth or a word ("off"), read as :func:`~hefsearch.app.searching.parse_depth` reads text
+Depth = Annotated[Optional[Union[int, str]], BeforeValidator(_as_text)]
+
+
 #: file types or languages: a list, or one name
 Names = Annotated[Optional[list[str]], BeforeValidator(_listed)]
 
@@ -59,7 +69,7 @@ class SearchBody(FilterFields):
     space: Optional[str] = Field(None, description="Vector space (default: the library's default).")
     snippets: str = Field("meaning", description="meaning: the sentence closest in meaning (as hefsearch "
                                                  "search); quick: from the query's words only (faster).")
-    rerank: Optional[Union[int, str]] = Field(None, description="FP32 re-rank depth of an 8-bit space's candidates, or "
+    rerank: Depth = Field(None, description="FP32 re-rank depth of an 8-bit space's candidates, or "
                                                     "'off' (default: 30 where FP32 vectors can re-score the "
                                                     "space). The answer's 'rerank' says what was done.")
 

@@ -9,7 +9,8 @@ A record is trusted only when every check that can be made here holds:
 - its URL is on this machine (a loopback address, or 0.0.0.0/:: which is reached at loopback);
 - its pid is alive and, where ``/proc`` tells (Linux), is this user's ``hefsearch serve``
   process, started before the record was written (a reused pid is younger than the record)
-  and listening on the recorded port.
+  and listening on the recorded address and port (another program may listen on the same
+  port at another loopback address, 127.0.0.2).
 
 The token is never taken from a path the record names: it comes from this user's own
 configuration (``--token-file``, ``HEFSEARCH_TOKEN``, or the default token file in
@@ -19,16 +20,18 @@ why. Verified on Linux; elsewhere the ``/proc`` checks are skipped and the file 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import stat
+import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from hefsearch.base.errors import HefsearchError
 
-from .hosts import loopback_host
+from .hosts import LOCAL_NAMES, loopback_host
 from .server import SERVE_STATE
 
 
@@ -67,7 +70,7 @@ def trusted_server(folder) -> Recorded | None:
     url = connect_url(state.get("url"))
     if url is None:
         raise Untrusted(f"{path} records the address {str(state.get('url'))[:100]!r}, which is not on this machine.")
-    _check_process(pid, state, path, urllib.parse.urlsplit(url).port)
+    _check_process(pid, state, path, urllib.parse.urlsplit(url))
     return Recorded(url, state)
 
 
@@ -104,7 +107,7 @@ def connect_url(url) -> str | None:
     return f"http://{reach}:{port}" if reach else None
 
 
-def _check_process(pid: int, state: dict, path: Path, port: int | None) -> None:
+def _check_process(pid: int, state: dict, path: Path, target: urllib.parse.SplitResult) -> None:
     proc = Path(f"/proc/{pid}")
     if not proc.is_dir():
         return  # no /proc here: the file checks are what there is
@@ -121,8 +124,10 @@ def _check_process(pid: int, state: dict, path: Path, port: int | None) -> None:
     recorded = state.get("started")
     if started is not None and isinstance(recorded, (int, float)) and started > recorded + 2:
         raise Untrusted(f"process {pid} started after {path} was written: the record is stale.")
-    if port is not None and not _listens(pid, port):
-        raise Untrusted(f"process {pid}, named in {path}, does not listen on port {port}.")
+    host, port = target.hostname or "", target.port
+    if port is not None and not _listens(pid, host, port):
+        raise Untrusted(f"process {pid}, named in {path}, does not listen on {target.netloc} (another "
+                        "program may: the record is not believed).")
 
 
 def _is_hefsearch_serve(argv: list[str]) -> bool:
@@ -147,9 +152,12 @@ def _start_time(pid: int) -> float | None:
         return None
 
 
-def _listens(pid: int, port: int) -> bool:
-    """Whether process ``pid`` holds a listening TCP socket on ``port`` (True when /proc does
-    not tell)."""
+def _listens(pid: int, host: str, port: int) -> bool:
+    """Whether process ``pid`` holds a listening TCP socket that a connection to ``host:port``
+    reaches: on that port, and bound to that address or to a wildcard one (a listener of
+    another program on 127.0.0.2 and the same port is not the server). True when /proc does not
+    tell."""
+    want = _ip(host)
     inodes = set()
     readable = False
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -160,7 +168,11 @@ def _listens(pid: int, port: int) -> bool:
         readable = True
         for line in lines:
             f = line.split()
-            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+            if len(f) <= 9 or f[3] != "0A":  # 0A: LISTEN
+                continue
+            address, _, hex_port = f[1].rpartition(":")
+            bound = _proc_address(address)
+            if int(hex_port, 16) == port and bound is not None and (bound.is_unspecified or bound == want):
                 inodes.add(f[9])
     if not readable:
         return True
@@ -176,3 +188,29 @@ def _listens(pid: int, port: int) -> bool:
         if link.startswith("socket:[") and link[8:-1] in inodes:
             return True
     return False
+
+
+def _ip(host: str):
+    """``host`` (an address or localhost, as :func:`connect_url` leaves it) as an IP address;
+    an IPv4-mapped one as its IPv4 address."""
+    host = host.strip("[]")
+    try:
+        ip = ipaddress.ip_address("127.0.0.1" if host.lower().rstrip(".") in LOCAL_NAMES else host)
+    except ValueError:
+        return None
+    return ip.ipv4_mapped or ip if ip.version == 6 else ip
+
+
+def _proc_address(hex_address: str):
+    """A local address as /proc/net/tcp{,6} writes it (32-bit words in host byte order, hex),
+    as an IP address; None when it cannot be read."""
+    try:
+        raw = bytes.fromhex(hex_address)
+        if len(raw) not in (4, 16):
+            return None
+        order = sys.byteorder
+        words = b"".join(int.from_bytes(raw[i:i + 4], order).to_bytes(4, "big") for i in range(0, len(raw), 4))
+        ip = ipaddress.ip_address(words)
+    except ValueError:
+        return None
+    return ip.ipv4_mapped or ip if ip.version == 6 else ip

@@ -91,8 +91,9 @@ def grouping_tag(hit) -> str:
 
 
 def location(hit) -> str:
-    """"p.3 l.42" for PDFs, "l.42" otherwise."""
-    return hit.location(short=True)
+    """"p.3 l.42" for PDFs, "l.42" otherwise ("message KEY ..." first for mail: the key comes
+    from the message)."""
+    return for_terminal(hit.location(short=True))
 
 
 def ms(value: float | None) -> str:

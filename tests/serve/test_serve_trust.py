@@ -112,8 +112,8 @@ def test_what_makes_a_record_untrusted(tmp_path, monkeypatch):
     _record(lib, url="http://192.168.1.20:8765")
     with pytest.raises(Untrusted, match="not on this machine"):
         trusted_server(lib)
-    _record(lib)  # pid and start time fine, but it does not listen on port 9
-    with pytest.raises(Untrusted, match="does not listen on port 9"):
+    _record(lib)  # pid and start time fine, but it does not listen on 127.0.0.1:9
+    with pytest.raises(Untrusted, match="does not listen on 127.0.0.1:9"):
         trusted_server(lib)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

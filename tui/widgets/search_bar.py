@@ -12,6 +12,7 @@ from textual.widgets import Input, Select
 
 from hefsearch.app.searching import MODES, parse_filter_line, query_text
 from hefsearch.base.errors import HefsearchError
+from hefsearch.base.terminal_text import for_terminal
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 
@@ -105,7 +106,7 @@ class SearchBar(Horizontal):
         try:
             return parse_filter_line(text)
         except HefsearchError as e:
-            self.notify(f"{e.message} {e.hint or ''}".strip(), title="Filter not applied", severity="error",
+            self.notify(for_terminal(f"{e.message} {e.hint or ''}".strip()), title="Filter not applied", severity="error",
                         markup=False)
             return Filters()
 
