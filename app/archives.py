@@ -8,9 +8,14 @@ every front end shows and adds what this machine can do with each space.
 
 from __future__ import annotations
 
+import queue
+import shutil
+import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from hefsearch.index.archive import ArchiveError  # noqa: F401  (front ends catch it by class)
 from hefsearch.index.space_reach import SpaceReach, library_reach
@@ -55,6 +60,65 @@ def export_archive(request: ExportRequest) -> "ExportReport":
 
     return export_library(library_location(request.library), Path(request.out),
                           spaces=list(request.spaces), vectors=request.vectors)
+
+
+def stream_export(library: str | Path | None, spaces: Sequence[str] = (), vectors: bool = True
+                  ) -> tuple[str, Iterator[bytes]]:
+    """(file name, the archive's bytes as they are written) of a library that stays in use (the
+    server's ``/export``). The snapshot is taken here, so a bad request fails before a byte is
+    sent; the writing runs on a thread and stops when the reader stops reading."""
+    from hefsearch.index.export import take_snapshot
+
+    from .folders import library_location
+
+    folder = library_location(library)
+    work = Path(tempfile.mkdtemp(prefix="hefsearch-export-"))
+    try:
+        snap, _attempts = take_snapshot(folder, work, list(spaces), vectors)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in folder.name)
+    name = f"hefsearch-{safe}-{time.strftime('%Y%m%d-%H%M%S')}.tar"
+    return name, _pipe(snap, work)
+
+
+def _pipe(snap, work: Path) -> Iterator[bytes]:
+    from hefsearch.index.export import write_archive
+
+    blocks: queue.Queue = queue.Queue(maxsize=16)
+    stop = threading.Event()
+
+    class Sink:  # tarfile's stream mode writes here; a reader that went away stops it
+        def write(self, data) -> int:
+            while not stop.is_set():
+                try:
+                    blocks.put(bytes(data), timeout=0.5)
+                    return len(data)
+                except queue.Full:
+                    continue
+            raise OSError("the reader went away")
+
+    def produce():
+        try:
+            write_archive(Sink(), "w|", snap)
+            blocks.put(None)
+        except BaseException as e:  # handed to the reader, which raises it
+            if not stop.is_set():
+                blocks.put(e)
+        finally:
+            snap.close()
+            shutil.rmtree(work, ignore_errors=True)
+
+    thread = threading.Thread(target=produce, name="hefsearch-export", daemon=True)
+    thread.start()
+    try:
+        while (item := blocks.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 def import_archive(request: ImportRequest) -> ImportResult:

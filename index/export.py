@@ -63,7 +63,9 @@ class ExportReport:
 
 
 @dataclass
-class _Snapshot:
+class Snapshot:
+    """A committed state of a library: a database copy and the open segment files it names."""
+
     db: Path
     body: dict
     files: list[tuple[str, BinaryIO]]
@@ -89,9 +91,9 @@ def export_library(folder: Path, out: Path, *, spaces: Sequence[str] | None = No
     work = Path(tempfile.mkdtemp(prefix=".hefsearch-export-", dir=out.parent))
     partial = out.with_name(f".{out.name}.partial")
     try:
-        snap, attempts = _snapshot(folder, work, spaces, vectors)
+        snap, attempts = take_snapshot(folder, work, spaces, vectors)
         try:
-            _write_archive(partial, write_mode(out), snap)
+            write_archive(partial, write_mode(out), snap)
         finally:
             snap.close()
         if out.exists():
@@ -110,7 +112,10 @@ def export_library(folder: Path, out: Path, *, spaces: Sequence[str] | None = No
                         seconds=time.perf_counter() - t0, attempts=attempts, lost=snap.lost)
 
 
-def _snapshot(folder: Path, work: Path, wanted, vectors: bool) -> tuple[_Snapshot, int]:
+def take_snapshot(folder: Path, work: Path, wanted: Sequence[str] | None = None,
+                  vectors: bool = True) -> tuple["Snapshot", int]:
+    """The library's committed state (see the module doc): the database copied into ``work``
+    and the open files of its vectors; close it when written. Also (snapshot, attempts)."""
     for attempt in range(1, ATTEMPTS + 1):
         copy = work / DB_MEMBER
         copy.unlink(missing_ok=True)
@@ -135,7 +140,7 @@ def _snapshot(folder: Path, work: Path, wanted, vectors: bool) -> tuple[_Snapsho
                 con.execute("VACUUM")
         finally:
             con.close()
-        return _Snapshot(copy, body, files, {k: len(v) for k, v in lost.items()}), attempt
+        return Snapshot(copy, body, files, {k: len(v) for k, v in lost.items()}), attempt
     raise LibraryBusy("unreachable")  # pragma: no cover
 
 
@@ -239,11 +244,14 @@ def _trained_index(sub: Path, space: str) -> list[tuple[str, BinaryIO]]:
         return []  # no index, or replaced meanwhile: import builds one
 
 
-def _write_archive(path: Path, mode: str, snap: _Snapshot) -> None:
+def write_archive(dest, mode: str, snap: Snapshot) -> None:
+    """Write the snapshot as an archive to ``dest``: a path (then fsynced), or a writable
+    stream (with a stream mode, ``"w|"``: the server sends it as it is written)."""
     files: dict[str, dict] = {}
     header = {"format": FORMAT, "hefsearch": hefsearch_version(), "schema": store.SCHEMA_VERSION}
-    kwargs = {"compresslevel": 6} if mode == "w:gz" else {}
-    with tarfile.open(path, mode, format=tarfile.PAX_FORMAT, **kwargs) as tf:
+    kwargs = {"compresslevel": 6} if mode in ("w:gz", "w|gz") else {}
+    where = {"name": dest} if isinstance(dest, (str, Path)) else {"fileobj": dest}
+    with tarfile.open(mode=mode, format=tarfile.PAX_FORMAT, **where, **kwargs) as tf:
         _add_bytes(tf, HEADER, json.dumps(header, indent=1).encode())
         with open(snap.db, "rb") as db:
             files[DB_MEMBER] = _add_file(tf, DB_MEMBER, db)
@@ -251,8 +259,9 @@ def _write_archive(path: Path, mode: str, snap: _Snapshot) -> None:
             files[name] = _add_file(tf, name, f)
         body = {**snap.body, "files": files, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         _add_bytes(tf, MANIFEST, json.dumps(body, indent=1, ensure_ascii=False, default=str).encode())
-    with open(path, "rb+") as f:
-        os.fsync(f.fileno())
+    if isinstance(dest, (str, Path)):
+        with open(dest, "rb+") as f:
+            os.fsync(f.fileno())
 
 
 def _info(name: str, size: int) -> tarfile.TarInfo:
