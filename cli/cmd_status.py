@@ -18,8 +18,9 @@ MAX_FAILURES = 50
 def status_cmd(library_path, as_json, show_all):
     """Show documents, chunks, the folders indexed ('hefsearch index' with no PATH updates
     them), the last run (or that it was interrupted), how fresh the library is (whether
-    'hefsearch watch' keeps it current), vector spaces, failures with reasons, files left out
-    on purpose (symlinks not followed, special files) and truncated chunks."""
+    'hefsearch watch' keeps it current), vector spaces and which of them this machine can
+    search (and how), failures with reasons, files left out on purpose (symlinks not
+    followed, special files) and truncated chunks."""
     from hefsearch.app.archives import library_reach
     from hefsearch.app.folders import existing_library
     from hefsearch.app.freshness import freshness

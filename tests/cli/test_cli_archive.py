@@ -48,6 +48,11 @@ def test_export_and_import_with_map(indexed, tmp_path):
     assert res.exit_code == 0, res.output
     assert all(h["path"].startswith(str(moved)) for h in json.loads(res.output)["hits"])
 
+    res = run("status", "--library", tmp_path / "new", "--json")
+    assert json.loads(res.output)["search_here"] == out["reach"]
+    res = run("status", "--library", tmp_path / "new")
+    assert "Search here: cpu-fp32 on the CPU" in res.output
+
     # the same archive again: the library is there now, kept
     res = run("import", tmp_path / "lib.tar", "--library", tmp_path / "new")
     assert res.exit_code == 2 and "exists already" in res.output and "--replace" in res.output
