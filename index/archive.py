@@ -39,6 +39,8 @@ DB_MEMBER = "library.db"
 SPACE_MEMBER_RE = re.compile(
     r"^spaces/([A-Za-z0-9][A-Za-z0-9_.-]{0,99})/(seg-\d{10}-[0-9a-f]+\.npy|index\.faiss|index\.json)$")
 BLOCK = 1 << 20
+#: the most a header or manifest may hold (a manifest lists every segment: about 150 bytes each)
+MAX_JSON = 64 << 20
 #: archive errors tarfile and its decompressors raise on damaged or cut input
 READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError)
 
@@ -172,7 +174,12 @@ def verify(archive: Path, schema_known: int) -> Manifest:
                 if header is None and member.name != HEADER:
                     raise damaged(archive, f"it does not start with {HEADER}")
                 reader = HashingReader(tf.extractfile(member))
-                data = b"".join(iter(lambda: reader.read(BLOCK), b""))
+                small = member.name in (HEADER, MANIFEST)  # read whole; the rest block by block
+                if small and member.size > MAX_JSON:
+                    raise damaged(archive, f"{member.name} is {member.size:,} bytes")
+                data = reader.read() if small else b""
+                while not small and reader.read(BLOCK):
+                    pass
                 if member.name == HEADER:
                     header = _json(data, HEADER, archive)
                     check_header(header, archive, schema_known)

@@ -161,3 +161,41 @@ def test_folder_maps():
     for bad in ("nomap", "relative=/x", "/x=", "=/y"):
         with pytest.raises(Exception, match="--map"):
             FolderMap.parse(bad)
+
+
+def test_remap_moves_documents_failures_and_remembered_folders(tmp_path):
+    import os
+    import sqlite3
+
+    from hefsearch.index.library import Library
+    from hefsearch.index.remap import remap_database
+
+    new = tmp_path / "me" / "Documents"
+    (new / "sub").mkdir(parents=True)
+    (new / "sub" / "a.txt").write_text("a")
+    odd = b"/home/pi/Documents/caf\xe9.txt"  # a name that is no UTF-8: stored with its bytes
+    (new / "caf\udce9.txt").write_text("b")
+    (new / "box.mbox").write_text("mail")
+    with Library.open(tmp_path / "lib") as lib, lib.write_lock(), lib.transaction():
+        rows = [("/home/pi/Documents/sub/a.txt", None), ("/home/pi/Documents/caf\\xe9.txt", odd),
+                ("/home/pi/Documents/box.mbox/7", None), ("/home/pi/Documents/gone.txt", None),
+                ("/srv/other.txt", None)]
+        lib.db.conn.executemany("INSERT INTO documents(path, path_bytes, size, mtime_ns, status, kind) "
+                                "VALUES (?, ?, 1, 1, 'ok', 'text')", rows)
+        lib.db.execute("INSERT INTO failures(path, reason, counted_as, seen_at) VALUES "
+                       "('/home/pi/Documents/bad.pdf', 'broken', 'failed', 'now')")
+        lib.set_settings(roots=["/home/pi/Documents", "/srv"], bundle="/home/pi/Documents/bundle",
+                         last_sync={"at": "x", "roots": ["/home/pi/Documents"]})
+    con = sqlite3.connect(tmp_path / "lib" / "library.db", isolation_level=None)
+    report = remap_database(con, [FolderMap.parse(f"/home/pi/Documents={new}")])
+    con.close()
+    assert report.moved == 4 and report.outside_count == 1 and report.outside == ["/srv/other.txt"]
+    assert report.missing_count == 2 and report.missing == [f"{new}/gone.txt", "/srv/other.txt"]
+    with Library.open(tmp_path / "lib") as lib:
+        got = dict(lib.query("SELECT path, path_bytes FROM documents"))
+        assert got[f"{new}/caf\\xe9.txt"] == os.fsencode(f"{new}/caf\udce9.txt")
+        assert f"{new}/box.mbox/7" in got and got[f"{new}/sub/a.txt"] is None
+        assert lib.query("SELECT path FROM failures") == [(f"{new}/bad.pdf",)]
+        settings = lib.settings()
+        assert settings["roots"] == [str(new), "/srv"] and settings["bundle"] == f"{new}/bundle"
+        assert settings["last_sync"] == {"at": "x", "roots": [str(new)]}
