@@ -190,7 +190,8 @@ def _trim(con, folder: Path, wanted, vectors: bool) -> tuple[dict, dict[str, np.
     body = {"spaces": spaces, "settings": settings, "roots": roots, "vectors": vectors,
             "documents": con.execute("SELECT COUNT(*) FROM documents").fetchone()[0],
             "chunks": con.execute("SELECT COUNT(*) FROM chunks").fetchone()[0],
-            "source": str(folder), "trimmed": trimmed}
+            "source": str(folder), "trimmed": trimmed,
+            "schema": con.execute("PRAGMA user_version").fetchone()[0]}
     return body, members
 
 
@@ -248,7 +249,7 @@ def write_archive(dest, mode: str, snap: Snapshot) -> None:
     """Write the snapshot as an archive to ``dest``: a path (then fsynced), or a writable
     stream (with a stream mode, ``"w|"``: the server sends it as it is written)."""
     files: dict[str, dict] = {}
-    header = {"format": FORMAT, "hefsearch": hefsearch_version(), "schema": store.SCHEMA_VERSION}
+    header = {"format": FORMAT, "hefsearch": hefsearch_version(), "schema": snap.body["schema"]}
     kwargs = {"compresslevel": 6} if mode in ("w:gz", "w|gz") else {}
     where = {"name": dest} if isinstance(dest, (str, Path)) else {"fileobj": dest}
     with tarfile.open(mode=mode, format=tarfile.PAX_FORMAT, **where, **kwargs) as tf:
