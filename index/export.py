@@ -43,6 +43,9 @@ from .space_ids import in_sorted
 
 #: snapshots taken before giving up on a library whose segments keep being merged away
 ATTEMPTS = 5
+#: gzip level of a .tar.gz: 1 compresses the database nearly as well as 6 (0.48 vs 0.44 of its
+#: size) in under half the time; vectors hardly compress at any level
+GZIP_LEVEL = 1
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
@@ -250,7 +253,7 @@ def write_archive(dest, mode: str, snap: Snapshot) -> None:
     stream (with a stream mode, ``"w|"``: the server sends it as it is written)."""
     files: dict[str, dict] = {}
     header = {"format": FORMAT, "hefsearch": hefsearch_version(), "schema": snap.body["schema"]}
-    kwargs = {"compresslevel": 6} if mode in ("w:gz", "w|gz") else {}
+    kwargs = {"compresslevel": GZIP_LEVEL} if mode in ("w:gz", "w|gz") else {}
     where = {"name": dest} if isinstance(dest, (str, Path)) else {"fileobj": dest}
     with tarfile.open(mode=mode, format=tarfile.PAX_FORMAT, **where, **kwargs) as tf:
         _add_bytes(tf, HEADER, json.dumps(header, indent=1).encode())
