@@ -35,7 +35,7 @@ from hefsearch.base.atomic_write import fsync_dir
 from hefsearch.base.versions import hefsearch_version
 
 from . import store
-from .archive import DB_MEMBER, FORMAT, HEADER, MANIFEST, ArchiveError, HashingReader, write_mode
+from .archive import BLOCK, DB_MEMBER, FORMAT, HEADER, MANIFEST, ArchiveError, HashingReader, write_mode
 from .errors import LibraryBusy, LibraryError
 from .faiss_index import INDEX_FILE, INDEX_META_FILE
 from .segments import SEGMENT_RE
@@ -254,6 +254,7 @@ def write_archive(dest, mode: str, snap: Snapshot) -> None:
     files: dict[str, dict] = {}
     header = {"format": FORMAT, "hefsearch": hefsearch_version(), "schema": snap.body["schema"]}
     kwargs = {"compresslevel": GZIP_LEVEL} if mode in ("w:gz", "w|gz") else {}
+    kwargs["copybufsize"] = BLOCK  # tarfile's default 16 KB blocks cost a third of the time
     where = {"name": dest} if isinstance(dest, (str, Path)) else {"fileobj": dest}
     with tarfile.open(mode=mode, format=tarfile.PAX_FORMAT, **where, **kwargs) as tf:
         _add_bytes(tf, HEADER, json.dumps(header, indent=1).encode())
