@@ -57,7 +57,11 @@ def import_library(archive: Path, target: Path, *, maps: Sequence[FolderMap] = (
         raise LibraryBusy(f"A process is writing the library {target}; it was not replaced.",
                           "Stop it (index, watch, serve), then import again.")
     manifest = verify(archive, store.SCHEMA_VERSION)
-    made = _make_parents(target.parent)
+    try:
+        made = _make_parents(target.parent)
+    except OSError as e:
+        raise ArchiveError(f"Cannot create {e.filename or target.parent}: {e.strerror}. Nothing was written.",
+                           "Import into a folder you can write (--library PATH).") from None
     free = shutil.disk_usage(target.parent).free
     if free < manifest.total_bytes:
         _remove_made(made)
@@ -65,20 +69,19 @@ def import_library(archive: Path, target: Path, *, maps: Sequence[FolderMap] = (
                            f"needs {manifest.total_bytes / 1e6:.0f} MB. Nothing was written.",
                            "Free disk space, or import into a --library on another disk.")
     staging = target.parent / f".{target.name}.importing-{secrets.token_hex(4)}"
-    staging.mkdir()  # the mode a library folder gets (a temp folder's would be private)
     try:
+        staging.mkdir()  # the mode a library folder gets (a temp folder's would be private)
         _extract(archive, staging, manifest)
-        con = sqlite3.connect(staging / DB_MEMBER, isolation_level=None)
-        try:
-            remapped = remap_database(con, maps)
-        finally:
-            con.close()
+        remapped = _remap(staging / DB_MEMBER, maps)
         spaces = _open_once(staging)
         fsync_tree(staging)
         replaced = _install(staging, target, exists)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(staging, ignore_errors=True)
         _remove_made(made)
+        if isinstance(e, OSError):  # creating the folder, opening, installing
+            raise ArchiveError(f"Cannot write the library {target}: {e.strerror or e}. Nothing was kept.",
+                               "Import into a folder you can write, with free space (--library PATH).") from None
         raise
     return ImportReport(path=target, manifest=manifest, remap=remapped, replaced=replaced, spaces=spaces)
 
@@ -119,6 +122,17 @@ def _extract(archive: Path, staging: Path, manifest: Manifest) -> None:
         raise damaged(archive, e) from None
     except READ_ERRORS as e:
         raise damaged(archive, e) from None
+
+
+def _remap(dbfile: Path, maps: Sequence[FolderMap]) -> RemapReport:
+    con = sqlite3.connect(dbfile, isolation_level=None)
+    try:
+        return remap_database(con, maps)
+    except sqlite3.Error as e:  # a full disk, mostly: SQLite needs room for its journal
+        raise ArchiveError(f"Cannot rewrite the folders of the restored library in {dbfile.parent.parent}: "
+                           f"{e}. Nothing was kept.", "Free disk space, then import again.") from None
+    finally:
+        con.close()
 
 
 def _open_once(staging: Path) -> dict[str, dict]:

@@ -199,3 +199,12 @@ def test_remap_moves_documents_failures_and_remembered_folders(tmp_path):
         settings = lib.settings()
         assert settings["roots"] == [str(new), "/srv"] and settings["bundle"] == f"{new}/bundle"
         assert settings["last_sync"] == {"at": "x", "roots": [str(new)]}
+
+
+def test_a_failure_after_extracting_leaves_nothing(archive, tmp_path, monkeypatch):
+    def broken(staging):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(restore, "_open_once", broken)
+    err = refused(archive, tmp_path, "Cannot write the library")
+    assert "Input/output error" in err.message
