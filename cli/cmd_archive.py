@@ -19,12 +19,15 @@ from .options import bundle_option, echo_json, json_option, library_option
                    "with 'hefsearch index'.")
 @json_option()
 def export_cmd(archive, library_path, spaces, no_vectors, as_json):
-    """Write the library to ARCHIVE (a new .tar file; .tar.gz or .tar.xz compress it) while it
-    may be in use: 'watch', 'serve' or 'index' can keep writing. The archive holds the
+    """Write the library to ARCHIVE (a new .tar file; .tar.gz or .tar.xz compress it; '-' writes
+    a .tar to stdout) while it may be in use: 'watch', 'serve' or 'index' can keep writing. The archive holds the
     database, the vectors of each space with its encoder fingerprint, the remembered folders and
     settings, and a manifest with versions and checksums. Restore it with 'hefsearch import'."""
     from hefsearch.app.archives import ExportRequest, export_archive, export_json
 
+    if archive == "-":
+        _export_to_stdout(library_path, spaces, not no_vectors)
+        return
     report = export_archive(ExportRequest(archive, library_path, spaces, not no_vectors))
     if as_json:
         echo_json(export_json(report))
@@ -35,6 +38,22 @@ def export_cmd(archive, library_path, spaces, no_vectors, as_json):
     for space, n in report.lost.items():
         click.secho(f"  {n:,} chunks of {for_terminal(space)} had no readable vector and were left out; "
                     "'hefsearch index' after import embeds them again.", fg="yellow")
+
+
+def _export_to_stdout(library_path, spaces, vectors: bool) -> None:
+    """``export -``: the archive on stdout (``ssh pi hefsearch export - > pi.tar``)."""
+    from hefsearch.app.archives import stream_export
+
+    out = click.get_binary_stream("stdout")
+    if out.isatty():
+        raise click.UsageError("Not writing an archive to a terminal: redirect it, e.g. 'hefsearch export - > lib.tar'.")
+    _name, body = stream_export(library_path, spaces, vectors)
+    size = 0
+    for block in body:
+        out.write(block)
+        size += len(block)
+    out.flush()
+    click.echo(f"Exported {size / 1e6:.1f} MB to stdout.", err=True)
 
 
 @click.command("import")

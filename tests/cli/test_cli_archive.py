@@ -75,3 +75,14 @@ def test_text_report_and_refusals(indexed, tmp_path):
     assert res.exit_code == 2 and "absolute" in res.output
     res = run("export", tmp_path / "s.tar", "--library", lib, "--space", "hef")
     assert res.exit_code == 2 and "no space 'hef'" in res.output
+
+
+def test_export_to_stdout(indexed, tmp_path):
+    from hefsearch.index.restore import import_library
+
+    lib, _docs = indexed
+    res = CliRunner().invoke(main, ["export", "-", "--library", str(lib)])
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout_bytes[:22] == b"hefsearch-archive.json" and "MB to stdout" in res.stderr
+    (tmp_path / "piped.tar").write_bytes(res.stdout_bytes)
+    assert import_library(tmp_path / "piped.tar", tmp_path / "piped").manifest.documents == 6
