@@ -23,6 +23,8 @@ COMMANDS = {
     "compile": "cmd_compile:compile_group",
     "doctor": "cmd_doctor:doctor_cmd",
     "embed": "cmd_embed:embed_cmd",
+    "export": "cmd_archive:export_cmd",
+    "import": "cmd_archive:import_cmd",
     "index": "cmd_index:index_cmd",
     "inspect": "cmd_inspect:inspect_cmd",
     "search": "cmd_search:search_cmd",

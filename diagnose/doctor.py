@@ -290,10 +290,21 @@ def check_library(lib, bundle=None) -> list[Check]:
         checks.append(check_sqlite(lib))
         for info in status.spaces:
             checks.append(_check_space(lib, info, chunk_ids, bundle))
+        if status.spaces:
+            checks.append(check_reach(status.spaces, bundle))
     except Exception as e:  # a library we cannot read fully is itself the finding
         checks.append(Check("library", FAIL, f"could not check {lib.path}: {type(e).__name__}: {e}",
                             "Back up the folder and rebuild the library with 'hefsearch index'."))
     return checks
+
+
+def check_reach(spaces, bundle) -> Check:
+    """Which spaces this machine can search, and how (an imported library may hold a hef space)."""
+    from hefsearch.index.space_reach import space_reach
+
+    reach = space_reach(spaces, bundle, None if bundle is not None else "doctor could not open one")
+    text = "; ".join(f"{r.name}: {'yes, ' if r.searchable else 'no, '}{r.how}" for r in reach)
+    return Check("search here", OK if all(r.searchable for r in reach) else WARN, text)
 
 
 def check_sqlite(lib) -> Check:

@@ -9,7 +9,7 @@ Routes (every answer is JSON; errors are ``{"error": {"status", "message", "hint
 - ``GET /similar?id=CHUNK`` (or ``doc=ID``): chunks of other documents like it;
 - ``GET /compare?query=...&k=&mode=&space=A&space=B&...filters``: the query in the NPU (or
   8-bit) space and in FP32 side by side, with overlap@k and RBO (the TUI's compare view);
-- ``GET /status``, ``GET /health``;
+- ``GET /status``, ``GET /health``; ``GET /export``: the library as one archive (``hefsearch export``);
 - ``GET /`` and ``/static/...``: the web page (:mod:`.web`), the only routes open without the
   token (they hold no library data); every answer carries the page's security headers.
 
@@ -98,6 +98,9 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
     _add_search_routes(app, service)
     _add_read_routes(app, service)
     _add_compare_route(app, service)
+    session = getattr(service, "session", None)  # a library this process holds: it can be exported
+    if session is not None:
+        _add_export_route(app, session.library.path)
     add_web_routes(app)
     served = app
     if mcp_app is not None:
@@ -230,6 +233,21 @@ def _add_compare_route(app, service: LibraryAPI) -> None:
         """The query in two vector spaces side by side (default: the NPU or 8-bit space and
         FP32): each side's hits, overlap@k, RBO and the chunks only one side found."""
         return _json_response(service.compare(params.to_request()))
+
+
+def _add_export_route(app, library_path) -> None:
+    @app.get("/export", responses=_errors(), response_model=None)
+    def export(space: Annotated[list[str], Query()] = [], vectors: bool = True):  # noqa: B006 (FastAPI's way)
+        """The library as one archive (what 'hefsearch export' writes), taken while the server
+        keeps serving and watching; ``space`` (repeatable) keeps only those spaces, ``vectors=false``
+        none. Restore it with 'hefsearch import'."""
+        from starlette.responses import StreamingResponse
+
+        from hefsearch.app.archives import stream_export
+
+        name, body = stream_export(library_path, space, vectors)
+        return StreamingResponse(body, media_type="application/x-tar",
+                                 headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 class Guard:
