@@ -72,16 +72,21 @@ def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | 
     t = time.perf_counter()
     records = {r.id: r for r in library.chunks([i for i, _ in ranked])}
     timings["fetch"] = elapsed_ms(t)
+    hits = _one_hit_per_document(ranked, records, k)
+    timings["total"] = elapsed_ms(t0)
+    return SearchResult(query=f"like {what}", mode="similar", space=name, hits=hits, timings=timings,
+                        backend_label=sp.info.label or sp.info.backend)
+
+
+def _one_hit_per_document(ranked: list[tuple[int, float]], records: dict, k: int) -> list[Hit]:
+    """The first ``k`` documents of ``ranked`` (chunk id, score), each by its nearest chunk."""
     best: dict[int, tuple[int, float]] = {}
     for i, s in ranked:
         if i in records and records[i].doc_id not in best:
             best[records[i].doc_id] = (i, s)
     # the vectors are unit length, so the space's score is the cosine: 'similarity' says so
-    hits = [Hit(rank=n, chunk_id=i, score=s, similarity=s, path=records[i].path, page=records[i].page,
+    return [Hit(rank=n, chunk_id=i, score=s, similarity=s, path=records[i].path, page=records[i].page,
                 line=records[i].line, start=records[i].start, end=records[i].end,
                 snippet=window(records[i].text, (0, 0)), text=records[i].text, doc_kind=records[i].doc_kind,
                 sources={"similar": n})
             for n, (i, s) in enumerate(list(best.values())[:k], 1)]
-    timings["total"] = elapsed_ms(t0)
-    return SearchResult(query=f"like {what}", mode="similar", space=name, hits=hits, timings=timings,
-                        backend_label=sp.info.label or sp.info.backend)
