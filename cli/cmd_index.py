@@ -120,15 +120,14 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     from hefsearch.app.indexing import EXIT_INTERRUPTED, IndexRequestError, run_index
     from hefsearch.app.requests import IndexRequest
 
-    from rich.console import Console
-
     from .progress import SyncProgress
+    from .render import console
 
     request = IndexRequest(paths=paths, library_path=library_path, bundle=bundle, backend=backend, device=device,
                            also_fp32=also_fp32, ray_address=ray_address, ray_actors=ray_actors,
                            language_neutral=language_neutral, crawl=_crawl_given(click.get_current_context()),
                            forget_options=forget_options, batch_chunks=batch_chunks, extra_suffixes=parse_ext(exts))
-    err = Console(stderr=True)
+    err = console(stderr=True)
     try:
         result = run_index(request, say=lambda notice: print_notice(err, notice), progress=SyncProgress(err))
     except IndexRequestError as e:

@@ -386,7 +386,7 @@ class Searcher:
                                                              run.rerank, run.timings)
             run.rerank_info = info.to_dict()
         else:
-            note = "off" if run.rerank == 0 and run.asked_rerank is not None else "not needed for this space"
+            note = "off" if run.rerank == 0 and run.asked_rerank is not None else RerankInfo.NOT_NEEDED
             run.rerank_info = RerankInfo(note=note).to_dict()
 
     def _keyword_stage(self, run: SearchRun) -> None:
