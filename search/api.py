@@ -98,10 +98,22 @@ class Hit:
         return asdict(self)
 
     def also_in_text(self, names: int = 3) -> str:
-        """'also in: fs.html, all.html (+2)': the files folded under this hit, by name."""
-        shown = [p.rsplit("/", 1)[-1] for p in self.also_in[:names]]
+        """'also in: fs.html, all.html (+2)': the files folded under this hit, by name; a copy
+        whose name is this hit's own is named with the folders it differs by
+        ('also in: fr/man1/chage.1.gz'), so that the line says which copy."""
+        shown = [self._short_name(p) for p in self.also_in[:names]]
         more = len(self.also_in) - len(shown)
         return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
+
+    def _short_name(self, other: str) -> str:
+        name = other.rsplit("/", 1)[-1]
+        if name != self.path.rsplit("/", 1)[-1]:
+            return name
+        mine, theirs = self.path.split("/"), other.split("/")
+        common = 0
+        while common < min(len(mine), len(theirs)) - 1 and mine[common] == theirs[common]:
+            common += 1
+        return "/".join(theirs[common:])
 
     @property
     def shown_score(self) -> float:
