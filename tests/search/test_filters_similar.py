@@ -161,6 +161,9 @@ async def test_tui_filter_line_and_similar_key(small_library, tiny_bert_bundle):
             shown = app.last_result
             assert shown.mode == "similar" and shown.hits
             assert all(h.path != shown.query.removeprefix("like ").rsplit(" chunk", 1)[0] for h in shown.hits)
+            # the box no longer shows the old query; it says what the results are like
+            assert app.search_bar.query_input.value == ""
+            assert app.search_bar.query_input.placeholder.startswith(shown.query)
             app.search_bar.query_one("#filters").value = "type:exe"
             app.search_bar.submit()
             await pilot.pause(0.2)
