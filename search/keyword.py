@@ -73,10 +73,12 @@ def path_pattern(pattern: str) -> str:
 
 
 def parse_query(text: str) -> list[Term]:
-    """Words and phrases of a user query (duplicates dropped, order kept)."""
+    """Words and phrases of a user query (duplicates dropped, order kept). A code of several
+    parts ("HZ-2026-118", "4.2.1") is one phrase: its parts match only together, so a chunk
+    that shares one of them ("2026") is no match for it."""
     terms: list[Term] = []
     seen = set()
-    for m in _TERM.finditer(text or ""):
+    for m in _TERM.finditer(_codes_as_phrases(text or "")):
         if m.group(1) is not None:
             words = tuple(w.lower() for w in _WORD.findall(m.group(1)))
             t = Term(words) if words else None
@@ -97,6 +99,15 @@ _CODE = re.compile(r"(?<![\w.\-/])(?:(?=[\w.\-/]*\d)\w+(?:[.\-/]\w+)*|[A-Z]{2,10
 MIN_NUMBER_CODE_DIGITS = 5
 #: a code found in more than this share of the library's chunks tells no document from another
 MAX_CODE_SHARE = 0.05
+
+
+def _codes_as_phrases(text: str) -> str:
+    """``text`` with each code of several parts, outside quotes, quoted as a phrase."""
+    def quote(m: re.Match) -> str:
+        return f'"{m.group(0)}"' if len(_WORD.findall(m.group(0))) > 1 else m.group(0)
+
+    parts = text.split('"')  # even parts lie outside quotes
+    return '"'.join(_CODE.sub(quote, p) if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
 def code_terms(text: str) -> list[Term]:
