@@ -402,13 +402,17 @@ class Searcher:
             run.rerank_info = RerankInfo(note=note).to_dict()
 
     def _keyword_stage(self, run: SearchRun) -> None:
-        """FTS5: every word (keyword mode tops up with some words), or in hybrid mode the codes
-        of the query when no chunk has every word."""
+        """FTS5: every word, then every word or a compound holding it (keyword mode then tops up
+        with some words), or in hybrid mode the codes of the query when no chunk has every word."""
         t = time.perf_counter()
         mode, query, depth, filters, k = run.mode, run.query, run.depth, run.filters, run.k
         with self.library.snapshot():
             strength = "all" if mode == "keyword" else self.keyword_strength
             kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
+            if strength == "all" and len(kw) < (k if mode == "keyword" else depth):
+                have = {c for c, _, _ in kw}  # exact words first, then their compounds and hyphen variants
+                kw += [m for m in keyword_search(self.library.db, query, depth, filters=filters, parts=True)
+                       if m[0] not in have]
             if mode == "hybrid" and not kw and self.keyword_strength == "all":
                 codes = code_terms(query)  # no chunk has every word: do the (rare) codes match?
                 if codes and not needs_trigram(query):
