@@ -209,6 +209,8 @@ class Searcher:
         self._bundle = bundle
         self.keyword_strength = keyword_strength
         self.keyword_weight = keyword_weight
+        #: keyword words also match inside compounds and as hyphen variants (off: a bench's "before")
+        self.keyword_parts = True
         self._semantic: SemanticSnippets | None = None
         self._snippet_encoder: Encoder | None = None  # opened here only when no FP32 space has one
         self._semantic_unavailable = False
@@ -409,7 +411,7 @@ class Searcher:
         with self.library.snapshot():
             strength = "all" if mode == "keyword" else self.keyword_strength
             kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
-            if strength == "all" and len(kw) < (k if mode == "keyword" else depth):
+            if self.keyword_parts and strength == "all" and len(kw) < (k if mode == "keyword" else depth):
                 have = {c for c, _, _ in kw}  # exact words first, then their compounds and hyphen variants
                 kw += [m for m in keyword_search(self.library.db, query, depth, filters=filters, parts=True)
                        if m[0] not in have]
