@@ -39,6 +39,7 @@ from .fusion import rrf
 from .grouping import Group, group, tidy_snippet
 from .request import SearchRequest, SearchRun
 from .prefetch import PendingEncoder
+from .compounds import short_query
 from .keyword import (clean_text, code_terms, has_surrogates, keyword_search, needs_trigram, parse_query,
                       rare_terms)
 from .snippets import SemanticSnippets, quick_snippets, window
@@ -411,7 +412,8 @@ class Searcher:
         with self.library.snapshot():
             strength = "all" if mode == "keyword" else self.keyword_strength
             kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
-            if self.keyword_parts and strength == "all" and len(kw) < (k if mode == "keyword" else depth):
+            if self.keyword_parts and strength == "all" and (
+                    len(kw) < k if mode == "keyword" else len(kw) < depth and short_query(query)):
                 have = {c for c, _, _ in kw}  # exact words first, then their compounds and hyphen variants
                 kw += [m for m in keyword_search(self.library.db, query, depth, filters=filters, parts=True)
                        if m[0] not in have]

@@ -14,7 +14,8 @@ what the library's own index holds, read through SQLite's ``fts5vocab`` table:
 
 Words shorter than :data:`MIN_PART` letters are left as they are (a short part is inside too
 many words to mean anything). The widened word is an OR group of the word and its variants,
-so BM25 still ranks a chunk by the words it really holds.
+so BM25 still ranks a chunk by the words it really holds. Hybrid search widens queries of a few
+words only (:func:`short_query`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from dataclasses import dataclass, replace
 
 #: the shortest word widened (and the shortest part of a split)
 MIN_PART = 4
+#: hybrid search widens queries of at most this many words (keyword mode: any)
+MAX_WIDENED_WORDS = 3
 #: variants kept per word (those in most chunks first)
 MAX_VARIANTS = 12
 #: the vocabulary in memory is read again at most this often, and only after the library grew
@@ -56,6 +59,14 @@ class Vocabulary:
                 out.append(term)
             at = self.joined.find(word, end)
         return out
+
+
+def short_query(query: str) -> bool:
+    """Whether hybrid search widens ``query``'s words: a few words, as compounds are searched
+    for ("Fahrrad", "Versicherung Fahrrad"); a question in a sentence is the vectors' job."""
+    from .keyword import parse_query
+
+    return len(parse_query(query)) <= MAX_WIDENED_WORDS
 
 
 def widen(db, terms: list) -> list:
