@@ -426,9 +426,14 @@ class Searcher:
                                         filters=filters, terms=codes)
             if mode == "keyword" and len(kw) < k:
                 have = {c for c, _, _ in kw}
-                more = keyword_search(self.library.db, query, k + len(kw), strength="any",
-                                      filters=filters)
-                kw += [m for m in more if m[0] not in have][: k - len(kw)]
+                codes = code_terms(query)  # a chunk holding the query's codes before one holding some word
+                codes = rare_terms(self.library.db, codes) if codes and not needs_trigram(query) else codes
+                more = (keyword_search(self.library.db, query, k, filters=filters, terms=codes) if codes else [])
+                more += keyword_search(self.library.db, query, k + len(kw), strength="any", filters=filters)
+                for m in more:
+                    if m[0] not in have and len(kw) < k:
+                        have.add(m[0])
+                        kw.append(m)
         run.kw = kw
         run.timings["keyword"] = elapsed_ms(t)
 
