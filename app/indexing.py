@@ -214,7 +214,7 @@ def _index(library: "Library", request: IndexRequest, say: _Say, progress: Progr
     finally:
         choice.close()
     if choice.bundle_source in ("given", "env"):
-        remember_default_bundle(choice.bundle)  # the next new library needs no --bundle
+        remember_default_bundle(choice.bundle, library.path)  # a new library then needs no --bundle
     result.report = run.report
     result.ray_actors = remote.summary() if remote is not None else None
     return result
@@ -285,9 +285,8 @@ def _open_encoders(library: "Library", request: IndexRequest, remote) -> "Encode
 
 def _say_encoders(choice: "EncoderChoice", say: _Say) -> None:
     """Which bundle and encoders the run uses, and the spaces it leaves as they are."""
-    if choice.bundle_source == "default":
-        say("default_bundle", f"bundle: {choice.bundle} (the last bundle 'hefsearch index' was given; "
-            "--bundle picks another)", choice.bundle)
+    if choice.bundle_note:
+        say("default_bundle", choice.bundle_note, choice.bundle)
     for enc in choice.encoders:
         say("encoder", f"encoder: {enc.backend_reason} -> space {enc.space_name}", enc.backend_reason, enc.space_name)
     for name, why in choice.skipped_spaces:

@@ -91,6 +91,17 @@ def error_json(error: HefsearchError) -> dict:
 
 
 # -- the shared answers ------------------------------------------------------------------------
+def document_title(path: str, kind: str, text: str) -> str:
+    """What a reader is titled: a mail message by its subject (its stored path ends in a key
+    derived from the Message-ID, which names nothing for a person), any other file by its name."""
+    from hefsearch.index.extract_mail import subject_of
+    from hefsearch.index.formats import CONTAINER_KINDS
+
+    subject = subject_of(text) if kind in CONTAINER_KINDS else None
+    return subject or path.rsplit("/", 1)[-1]
+
+
+
 def search_json(result: "SearchResult", fresh: "Freshness | None" = None, filters: Filters | None = None) -> dict:
     """A search (or similar) result as every front end returns it: the result's own fields
     (query, mode, space, backend, notice, timings, hits), the filters applied and the
@@ -267,7 +278,8 @@ class LibraryService:
         text, cut = join_chunks(chunks, self.limits.max_text_chars)
         from hefsearch.search.filters import iso
 
-        return {"type": "document", "id": r[0], "path": r[1], "kind": r[2], "size": r[3],
+        return {"type": "document", "id": r[0], "path": r[1], "title": document_title(r[1], r[2], text),
+                "kind": r[2], "size": r[3],
                 "modified": iso(r[4] / 1e9), "status": r[5], "indexed_at": r[7],
                 "langs": sorted({c["lang"] for c in chunks if c["lang"]}),
                 "chunks": [{k: c[k] for k in ("id", "ordinal", "page", "line", "start", "end", "lang")}

@@ -11,7 +11,7 @@ from .options import REQUIRED_BUNDLE_HELP, backend_option, bundle_option
 
 
 @click.command("embed")
-@bundle_option(REQUIRED_BUNDLE_HELP + " Default: the last bundle 'hefsearch index' was given.")
+@bundle_option(REQUIRED_BUNDLE_HELP + " Default: the default bundle (see 'hefsearch index --help').")
 @backend_option()
 @click.option("--query", is_flag=True, help="Encode as queries (uses the bundle's query prefix).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "npy"]), default="jsonl", show_default=True,

@@ -29,8 +29,9 @@ def parse_ext(values) -> dict[str, str]:
 _HELP = """Index the documents under PATH... into the library (or bring it up to date).
 
     Without PATH, the folders the library already indexes are brought up to date (see
-    'hefsearch status'). The first time, give the bundle with --bundle, or let the last
-    bundle 'hefsearch index' was given be used (after make demo: the demo's).
+    'hefsearch status'). The first time, give the bundle with --bundle, or let the
+    default bundle be used: the first one ever given (make demo's), later the one last
+    given on the default library (a run with --library never changes it).
 
     Unchanged files are skipped (size and mtime, then content hash), changed files are
     re-chunked and re-embedded, deleted files are removed. Supported: {suffixes},
@@ -62,8 +63,8 @@ def _index_help() -> str:
 @click.command("index", help=_index_help())
 @click.argument("paths", nargs=-1, required=False, type=click.Path(path_type=str))
 @library_option()
-@bundle_option("Model bundle folder. The library remembers it; a new library without one uses the last "
-               "bundle 'hefsearch index' was given (make demo's, after it). Env: HEFSEARCH_BUNDLE.")
+@bundle_option("Model bundle folder. The library remembers it; a new library without one uses the "
+               "default bundle (make demo's, after it). Env: HEFSEARCH_BUNDLE.")
 @backend_option("Encoder backend: auto, cpu, cpu-int8, hailo, npu-sim, ... auto keeps using the backend of "
                 "the library's default space; on a new library it picks the NPU when one answers, "
                 "else cpu. Env: HEFSEARCH_BACKEND.")
@@ -119,15 +120,14 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     from hefsearch.app.indexing import EXIT_INTERRUPTED, IndexRequestError, run_index
     from hefsearch.app.requests import IndexRequest
 
-    from rich.console import Console
-
     from .progress import SyncProgress
+    from .render import console
 
     request = IndexRequest(paths=paths, library_path=library_path, bundle=bundle, backend=backend, device=device,
                            also_fp32=also_fp32, ray_address=ray_address, ray_actors=ray_actors,
                            language_neutral=language_neutral, crawl=_crawl_given(click.get_current_context()),
                            forget_options=forget_options, batch_chunks=batch_chunks, extra_suffixes=parse_ext(exts))
-    err = Console(stderr=True)
+    err = console(stderr=True)
     try:
         result = run_index(request, say=lambda notice: print_notice(err, notice), progress=SyncProgress(err))
     except IndexRequestError as e:

@@ -125,7 +125,6 @@ def _report_change(setting, previous, new, path: str, how_to: str, as_json: bool
 
 
 def _print_table(path: str, rows: list[dict]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -141,4 +140,6 @@ def _print_table(path: str, rows: list[dict]) -> None:
                                                        else escape(value_text(r["value"])))
         default = known[r["key"]].default_text
         t.add_row(r["key"], value, default, escape(r["meaning"]))
-    Console().print(t)
+    from .render import console
+
+    console().print(t)

@@ -90,8 +90,24 @@ def search_footer(result) -> Text:
                 + f" · {t.get('total', 0):.0f} ms (encode {t.get('encode', 0):.0f}, search "
                   f"{t.get('search', 0) + t.get('keyword', 0):.1f}, snippets {t.get('snippet', 0):.0f})"
                 + (f" + {later:.0f} ms semantic snippets" if later is not None else "")
-                + (f"\n{rerank_text(result.rerank, t.get('rerank'))}" if result.rerank else ""),
+                + (f"\n{rerank_text(result.rerank, t.get('rerank'))}" if _rerank_worth_saying(result) else ""),
                 style="dim")
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich console for the command's output. Written to a file, a pipe or a service's journal
+    (no terminal), a line is never broken mid-phrase at 80 columns (soft wrap) and tables get
+    room for one row a line: such output is read by programs and in logs, not on a screen."""
+    con = Console(stderr=stderr)
+    if not con.is_terminal:
+        con = Console(stderr=stderr, width=max(160, con.width), soft_wrap=True)
+    return con
+
+
+def _rerank_worth_saying(result) -> bool:
+    from hefsearch.search.rerank import RerankInfo
+
+    return bool(result.rerank) and RerankInfo(**result.rerank).worth_saying
 
 
 def rerank_text(info: dict, ms: float | None) -> str:
@@ -107,7 +123,7 @@ def rerank_text(info: dict, ms: float | None) -> str:
 
 def print_search(result, path_glob=None, kinds=(), filters=None) -> None:
     """Hits on stdout; the notice, an empty answer and the timings on stderr."""
-    out, err = Console(), Console(stderr=True)
+    out, err = console(), console(stderr=True)
     if result.notice:
         err.print(Text(for_terminal(result.notice, multiline=True), style="yellow"))
     if not result.hits:
@@ -123,7 +139,7 @@ def print_status(st, limit: int | None, freshness: str | None = None) -> None:
     """``hefsearch status``: totals, freshness, the vector spaces and the first ``limit`` failures."""
     from hefsearch.app.indexing import IGNORE_FILE, secret_rule_text
 
-    out = Console()
+    out = console()
     out.print(f"[bold]Library[/] {escape(for_terminal(st.path))}")
     bundle = st.settings.get("bundle")
     out.print(f"  bundle: {escape(for_terminal(str(bundle))) if bundle else '(none recorded)'}")
@@ -244,10 +260,7 @@ def print_quality(report) -> None:
     """``hefsearch bench quality``: build configuration, parallel set and library tables."""
     from hefsearch.evaluate.quality import config_line
 
-    con = Console()
-    if not con.is_terminal:  # a file or a pipe: wide enough that the tables keep one row per line
-        con = Console(width=140)
-    err = Console(stderr=True)
+    con, err = console(), console(stderr=True)
     for n in report.notices:
         err.print(f"[yellow]note: {escape(n)}[/]")
     b = report.bundle

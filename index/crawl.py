@@ -72,7 +72,9 @@ LINK_SKIPS = ("outside_link", "system_file")
 SKIP_LABELS = {
     "unsupported": "unsupported", "too_large": "too large", "special": "special files",
     "loop": "symlink loops", "broken_link": "broken symlinks", "unreadable": "unreadable",
-    "ignored": "ignored", "outside_link": "symlinks not followed (outside the folders)",
+    "ignored": "ignored (--exclude, .hefsearchignore, secret files)",
+    "duplicate": "links to files indexed under another name",
+    "outside_link": "symlinks not followed (outside the folders)",
     "system_file": "system files (never read)",
 }
 
@@ -96,6 +98,7 @@ class SkippedFile:
     path: Path
     reason: str
     #: "unsupported", "too_large", "special", "loop", "broken_link", "unreadable", "ignored",
+    #: "duplicate" (a link to a file indexed under another name, or the same file reached twice),
     #: "outside_link" (a symlink leading out of the roots), "system_file" (/proc, /sys, /dev)
     counted_as: str
 
@@ -348,7 +351,10 @@ class _CrawlState:
                 yield ignored
                 return
         if not ignored and is_link and not is_dir:
-            ignored = self._indexed_under_own_name(path)
+            own_name = self._indexed_under_own_name(path)
+            if own_name:
+                yield SkippedFile(path, own_name, "duplicate")
+                return
         if ignored:
             yield SkippedFile(path, ignored, "ignored")
             return
@@ -482,7 +488,7 @@ class _CrawlState:
         if st.st_ino:
             first = self.seen_files.get(key)
             if first is not None and first != path:
-                return SkippedFile(path, f"same file as {first} (reached twice through a link)", "ignored")
+                return SkippedFile(path, f"same file as {first} (reached twice through a link)", "duplicate")
             self.seen_files[key] = path
         if not os.access(path, os.R_OK):
             return SkippedFile(path, "permission denied", "unreadable")

@@ -29,6 +29,8 @@ class EncoderChoice:
     skipped_spaces: list[tuple[str, str]] = field(default_factory=list)
     bundle: str = ""
     bundle_source: str = "given"
+    #: where the bundle came from when the user did not name it (:meth:`BundleChoice.note`)
+    bundle_note: str | None = None
 
     def close(self) -> None:
         for enc in self.encoders:
@@ -38,8 +40,8 @@ class EncoderChoice:
                 pass
 
 
-#: in hefsearch's data folder: the bundle ``hefsearch index`` was last given (``make demo``'s
-#: included), used when neither the command nor the library names one
+#: in hefsearch's data folder: the default bundle (see :func:`remember_default_bundle`), used
+#: when neither the command nor the library names one
 DEFAULT_BUNDLE_FILE = "default-bundle.json"
 
 
@@ -47,14 +49,16 @@ DEFAULT_BUNDLE_FILE = "default-bundle.json"
 class BundleChoice:
     path: str
     #: "given" (--bundle), "env" (HEFSEARCH_BUNDLE), "library" (the one it was built with),
-    #: "default" (the last one ``hefsearch index`` was given, see :func:`remember_default_bundle`)
+    #: "default" (the user's default bundle, see :func:`remember_default_bundle`)
     source: str
+    #: for "default": the library whose run made it the default ("" when not recorded)
+    remembered_from: str = ""
 
     def note(self) -> str | None:
         """A line saying where the bundle came from when the user did not name it."""
         if self.source == "default":
-            return (f"bundle: {self.path} (the last bundle 'hefsearch index' was given; "
-                    "--bundle picks another)")
+            origin = f", remembered from the index run on {self.remembered_from}" if self.remembered_from else ""
+            return f"bundle: {self.path} (the default bundle{origin}; --bundle picks another)"
         return None
 
 
@@ -64,31 +68,45 @@ def _default_bundle_file() -> Path:
     return data_dir() / DEFAULT_BUNDLE_FILE
 
 
+def _remembered() -> dict:
+    try:
+        record = json.loads(_default_bundle_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def default_bundle() -> str | None:
     """The remembered default bundle, when it is still a bundle (has a manifest)."""
-    try:
-        path = json.loads(_default_bundle_file().read_text(encoding="utf-8")).get("bundle")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return path if path and (Path(path) / "manifest.json").is_file() else None
+    path = _remembered().get("bundle")
+    return path if isinstance(path, str) and path and (Path(path) / "manifest.json").is_file() else None
 
 
-def remember_default_bundle(path: str | Path) -> None:
-    """Make ``path`` the bundle later commands use when none is named (best effort)."""
+def remember_default_bundle(path: str | Path, library_path: str | Path) -> bool:
+    """Make ``path`` the bundle a new library takes when none is named, when the run that was
+    given it is on the default library, or when no default is remembered yet (``make demo``'s
+    first bundle). A throwaway ``--library`` run never changes the default. Best effort;
+    whether it was recorded."""
     from hefsearch.base.atomic_write import write_json_atomic
 
+    from .library import resolve_library_path
+
+    if default_bundle() is not None and Path(library_path).resolve() != resolve_library_path(None).resolve():
+        return False
     target = _default_bundle_file()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(target, {"bundle": str(Path(path).resolve())})
+        write_json_atomic(target, {"bundle": str(Path(path).resolve()), "library": str(Path(library_path))})
     except OSError as e:
         log.info("default bundle not recorded: %s", e)
+        return False
+    return True
 
 
 def choose_bundle(library, bundle: str | Path | None) -> BundleChoice:
     """The bundle given, else ``$HEFSEARCH_BUNDLE`` (for callers without a --bundle option,
     such as the TUI), else the one the library records (``settings()["bundle"]``, written by
-    each sync), else the default bundle (the last one ``hefsearch index`` was given); an
+    each sync), else the default bundle (:func:`remember_default_bundle`); an
     error that says what to pass when none is usable. ``library`` may be None (``embed``)."""
     if bundle:
         return BundleChoice(str(Path(bundle).expanduser().resolve()), "given")
@@ -106,13 +124,13 @@ def choose_bundle(library, bundle: str | Path | None) -> BundleChoice:
         return BundleChoice(recorded, "library")
     fallback = default_bundle()
     if fallback:
-        return BundleChoice(fallback, "default")
+        return BundleChoice(fallback, "default", str(_remembered().get("library") or ""))
     where = f"the library {library.path} does not record one yet" if library is not None else "none is remembered"
     raise LibraryError(
         f"No model bundle given, and {where}.",
         "Pass --bundle BUNDLE (a folder made by 'hefsearch compile export'; 'make demo' builds one "
-        "in demo-work/bundle-*), or set HEFSEARCH_BUNDLE. The bundle given to 'hefsearch index' is "
-        "remembered for next time.")
+        "in demo-work/bundle-*), or set HEFSEARCH_BUNDLE. The library remembers the bundle it was "
+        "built with.")
 
 
 def resolve_bundle(library, bundle: str | Path | None) -> str:
@@ -129,7 +147,7 @@ def open_sync_encoders(library, *, bundle: str | Path | None = None, backend: st
     from hefsearch.embed.reference import open_reference_encoder
 
     picked = choose_bundle(library, bundle)
-    choice = EncoderChoice(bundle=picked.path, bundle_source=picked.source)
+    choice = EncoderChoice(bundle=picked.path, bundle_source=picked.source, bundle_note=picked.note())
     spaces = {s.name: s for s in library.spaces()}
     default = library.settings().get("default_space")
     if first is None and backend in (None, "auto") and default in spaces:

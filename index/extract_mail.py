@@ -113,6 +113,13 @@ def read_message(raw: bytes, max_chars: int | None = None) -> Message:
     return out
 
 
+def subject_of(text: str) -> str | None:
+    """The subject of a message's stored text (its header block comes first, ``Subject: ...``
+    on the first line when it has one), for a title; None when it has none."""
+    first = text.lstrip().split("\n", 1)[0]
+    return first[len("Subject:"):].strip() or None if first.startswith("Subject:") else None
+
+
 def _check_nesting(raw: bytes) -> None:
     """Refuse a message declaring more multipart boundaries than any real mail nests, before
     the parser (which recurses per level) sees it."""

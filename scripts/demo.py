@@ -11,8 +11,9 @@
    CPU FP32 space and an all-8-bit NPU simulation space (the build a Hailo-10H gets);
 4. run the example queries of data/sample-corpus/queries.tsv, cross-lingual ones included, and
    print where the expected document landed;
-5. say what to type next: index a folder of your own with the bundle it built (``hefsearch
-   index`` remembers the bundle it was last given, so no --bundle), search it, open the TUI.
+5. say what to type next: index a folder of your own with the bundle it built (the first bundle
+   ``hefsearch index`` is given becomes the default, so no --bundle), search it, open the TUI,
+   serve it.
 
 The network is used only for that download: never with HF_HUB_OFFLINE=1, and a closed network
 falls back to the English model within seconds.
@@ -71,22 +72,28 @@ def main() -> None:
 
     print("\nAll example queries: rank of an expected document in the top 5 (- = not there)")
     summarize(library, queries)
-    print(next_steps(bundle, library))
+    from hefsearch.index.encoders import default_bundle
+
+    print(next_steps(bundle, library, remembered=default_bundle() == str(bundle.resolve())))
 
 
-def next_steps(bundle: Path, library: Path) -> str:
-    """What to type next: a folder of your own (the bundle is remembered by 'hefsearch index',
-    so no --bundle), then the demo's library. The command lives in .venv/bin."""
+def next_steps(bundle: Path, library: Path, *, remembered: bool) -> str:
+    """What to type next: a folder of your own (no --bundle when the demo's bundle is the
+    default, ``remembered``), then the demo's library. The command lives in .venv/bin."""
     lib = library.relative_to(ROOT)
+    first = ("  .venv/bin/hefsearch index ~/Documents          # any folder; it uses this demo's bundle, "
+             f"{bundle.relative_to(ROOT)} (the default bundle)\n") if remembered else (
+             f"  .venv/bin/hefsearch index ~/Documents --bundle {bundle.relative_to(ROOT)}   "
+             "# any folder (another bundle is your default)\n")
     return (
         "\nNext, search a folder of your own (the command is in .venv/bin; 'source .venv/bin/activate' "
-        "puts it on your PATH):\n"
-        "  .venv/bin/hefsearch index ~/Documents          # any folder; it uses this demo's bundle, "
-        f"{bundle.relative_to(ROOT)} (remembered)\n"
+        "puts it on your PATH):\n" + first +
         '  .venv/bin/hefsearch search "when is the rent due?"\n'
         "  .venv/bin/hefsearch tui                         # Enter searches, Tab goes to the results, "
         "Ctrl+O opens one, F4 shows the library\n"
         "  .venv/bin/hefsearch index                       # later: brings those folders up to date\n"
+        "  .venv/bin/hefsearch serve                       # the web page, HTTP and MCP on 127.0.0.1 "
+        "(docs/server.md)\n"
         "The demo's own library:\n"
         f"  .venv/bin/hefsearch tui --library {lib}      # F3 compares the 8-bit simulation with FP32\n"
         f"  .venv/bin/hefsearch bench quality --library {lib}   # what 8 bits cost, in numbers"

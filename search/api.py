@@ -39,6 +39,7 @@ from .fusion import rrf
 from .grouping import Group, group, tidy_snippet
 from .request import SearchRequest, SearchRun
 from .prefetch import PendingEncoder
+from .compounds import short_query
 from .keyword import (clean_text, code_terms, has_surrogates, keyword_search, needs_trigram, parse_query,
                       rare_terms)
 from .snippets import SemanticSnippets, quick_snippets, window
@@ -98,10 +99,22 @@ class Hit:
         return asdict(self)
 
     def also_in_text(self, names: int = 3) -> str:
-        """'also in: fs.html, all.html (+2)': the files folded under this hit, by name."""
-        shown = [p.rsplit("/", 1)[-1] for p in self.also_in[:names]]
+        """'also in: fs.html, all.html (+2)': the files folded under this hit, by name; a copy
+        whose name is this hit's own is named with the folders it differs by
+        ('also in: fr/man1/chage.1.gz'), so that the line says which copy."""
+        shown = [self._short_name(p) for p in self.also_in[:names]]
         more = len(self.also_in) - len(shown)
         return "also in: " + ", ".join(shown) + (f" (+{more})" if more else "")
+
+    def _short_name(self, other: str) -> str:
+        name = other.rsplit("/", 1)[-1]
+        if name != self.path.rsplit("/", 1)[-1]:
+            return name
+        mine, theirs = self.path.split("/"), other.split("/")
+        common = 0
+        while common < min(len(mine), len(theirs)) - 1 and mine[common] == theirs[common]:
+            common += 1
+        return "/".join(theirs[common:])
 
     @property
     def shown_score(self) -> float:
@@ -197,6 +210,8 @@ class Searcher:
         self._bundle = bundle
         self.keyword_strength = keyword_strength
         self.keyword_weight = keyword_weight
+        #: keyword words also match inside compounds and as hyphen variants (off: a bench's "before")
+        self.keyword_parts = True
         self._semantic: SemanticSnippets | None = None
         self._snippet_encoder: Encoder | None = None  # opened here only when no FP32 space has one
         self._semantic_unavailable = False
@@ -386,17 +401,22 @@ class Searcher:
                                                              run.rerank, run.timings)
             run.rerank_info = info.to_dict()
         else:
-            note = "off" if run.rerank == 0 and run.asked_rerank is not None else "not needed for this space"
+            note = "off" if run.rerank == 0 and run.asked_rerank is not None else RerankInfo.NOT_NEEDED
             run.rerank_info = RerankInfo(note=note).to_dict()
 
     def _keyword_stage(self, run: SearchRun) -> None:
-        """FTS5: every word (keyword mode tops up with some words), or in hybrid mode the codes
-        of the query when no chunk has every word."""
+        """FTS5: every word, then every word or a compound holding it (keyword mode then tops up
+        with some words), or in hybrid mode the codes of the query when no chunk has every word."""
         t = time.perf_counter()
         mode, query, depth, filters, k = run.mode, run.query, run.depth, run.filters, run.k
         with self.library.snapshot():
             strength = "all" if mode == "keyword" else self.keyword_strength
             kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
+            if self.keyword_parts and strength == "all" and (
+                    len(kw) < k if mode == "keyword" else len(kw) < depth and short_query(query)):
+                have = {c for c, _, _ in kw}  # exact words first, then their compounds and hyphen variants
+                kw += [m for m in keyword_search(self.library.db, query, depth, filters=filters, parts=True)
+                       if m[0] not in have]
             if mode == "hybrid" and not kw and self.keyword_strength == "all":
                 codes = code_terms(query)  # no chunk has every word: do the (rare) codes match?
                 if codes and not needs_trigram(query):
@@ -406,9 +426,14 @@ class Searcher:
                                         filters=filters, terms=codes)
             if mode == "keyword" and len(kw) < k:
                 have = {c for c, _, _ in kw}
-                more = keyword_search(self.library.db, query, k + len(kw), strength="any",
-                                      filters=filters)
-                kw += [m for m in more if m[0] not in have][: k - len(kw)]
+                codes = code_terms(query)  # a chunk holding the query's codes before one holding some word
+                codes = rare_terms(self.library.db, codes) if codes and not needs_trigram(query) else codes
+                more = (keyword_search(self.library.db, query, k, filters=filters, terms=codes) if codes else [])
+                more += keyword_search(self.library.db, query, k + len(kw), strength="any", filters=filters)
+                for m in more:
+                    if m[0] not in have and len(kw) < k:
+                        have.add(m[0])
+                        kw.append(m)
         run.kw = kw
         run.timings["keyword"] = elapsed_ms(t)
 

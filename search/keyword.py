@@ -41,10 +41,14 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 class Term:
     words: tuple[str, ...]  # one word, or several for a phrase
     prefix: bool = False
+    #: FTS5 strings that also match this term: compound and hyphen variants
+    #: (:func:`hefsearch.search.compounds.widen`)
+    alternatives: tuple[str, ...] = ()
 
     def fts(self) -> str:
         body = " ".join(self.words).replace('"', '""')
-        return f'"{body}"' + ("*" if self.prefix else "")
+        own = f'"{body}"' + ("*" if self.prefix else "")
+        return f"({' OR '.join((own, *self.alternatives))})" if self.alternatives else own
 
 
 def has_surrogates(text: str) -> bool:
@@ -73,10 +77,12 @@ def path_pattern(pattern: str) -> str:
 
 
 def parse_query(text: str) -> list[Term]:
-    """Words and phrases of a user query (duplicates dropped, order kept)."""
+    """Words and phrases of a user query (duplicates dropped, order kept). A code of several
+    parts ("HZ-2026-118", "4.2.1") is one phrase: its parts match only together, so a chunk
+    that shares one of them ("2026") is no match for it."""
     terms: list[Term] = []
     seen = set()
-    for m in _TERM.finditer(text or ""):
+    for m in _TERM.finditer(_codes_as_phrases(text or "")):
         if m.group(1) is not None:
             words = tuple(w.lower() for w in _WORD.findall(m.group(1)))
             t = Term(words) if words else None
@@ -97,6 +103,15 @@ _CODE = re.compile(r"(?<![\w.\-/])(?:(?=[\w.\-/]*\d)\w+(?:[.\-/]\w+)*|[A-Z]{2,10
 MIN_NUMBER_CODE_DIGITS = 5
 #: a code found in more than this share of the library's chunks tells no document from another
 MAX_CODE_SHARE = 0.05
+
+
+def _codes_as_phrases(text: str) -> str:
+    """``text`` with each code of several parts, outside quotes, quoted as a phrase."""
+    def quote(m: re.Match) -> str:
+        return f'"{m.group(0)}"' if len(_WORD.findall(m.group(0))) > 1 else m.group(0)
+
+    parts = text.split('"')  # even parts lie outside quotes
+    return '"'.join(_CODE.sub(quote, p) if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
 def code_terms(text: str) -> list[Term]:
@@ -165,11 +180,13 @@ def filter_sql(path_glob: str | None, kinds) -> tuple[str, list]:
 
 
 def keyword_search(db, query: str, k: int, *, strength: str = "all", terms: list[Term] | None = None,
-                   filters=None) -> list[tuple[int, float, str]]:
+                   filters=None, parts: bool = False) -> list[tuple[int, float, str]]:
     """Top ``k`` chunks for the query: (chunk id, score (higher is better), snippet).
 
     ``terms`` replaces the words parsed from ``query`` (e.g. only its :func:`code_terms`);
-    ``filters``: a :class:`~hefsearch.search.filters.Filters` (None: every document)."""
+    ``filters``: a :class:`~hefsearch.search.filters.Filters` (None: every document);
+    ``parts``: words also match inside compounds and as hyphen variants
+    (:mod:`hefsearch.search.compounds`)."""
     query = clean_text(query)
     terms = (parse_query(query) if terms is None else terms)[:MAX_TERMS]
     if not terms or k <= 0:
@@ -177,6 +194,10 @@ def keyword_search(db, query: str, k: int, *, strength: str = "all", terms: list
     where, params = filters.sql() if filters is not None else ("1", [])
     if needs_trigram(query):
         return _trigram_search(db, terms, k, strength, where, params)
+    if parts:
+        from .compounds import widen
+
+        terms = widen(db, terms)
     expr = match_expression(terms, strength)
     rows = db.execute(
         f"SELECT f.rowid, -bm25(chunks_fts), snippet(chunks_fts, 0, '', '', '…', {SNIPPET_TOKENS}) "

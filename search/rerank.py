@@ -109,6 +109,9 @@ def default_depth(library: "Library", space: str | None) -> int:
 class RerankInfo:
     """Whether and how deep a search re-ranked: every answer carries one."""
 
+    #: the note of a search in a space that is not re-ranked by design (an FP32 space)
+    NOT_NEEDED = "not needed for this space"
+
     #: depth asked (0: off)
     depth: int = 0
     #: the FP32 space that re-scored the candidates (None: not re-ranked)
@@ -125,6 +128,12 @@ class RerankInfo:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def worth_saying(self) -> bool:
+        """Whether a person gains from reading :meth:`describe`: not for a space that is never
+        re-ranked (a CPU-only user's every search), where the line would tell nothing."""
+        return bool(self.depth) or self.note != self.NOT_NEEDED
 
     def describe(self) -> str:
         if not self.depth:

@@ -3,7 +3,8 @@
 Nothing is encoded: the chunk's own stored vector (a document: the normalised mean of its
 chunks' vectors) is the query, in the space asked for (default: the library's default space),
 so the answer costs one FAISS search and names the encoder that made the vectors. Chunks of
-the same document are left out; the filters of :mod:`hefsearch.search.filters` apply.
+the same document are left out, each other document appears once (its nearest chunk, as a search
+lists one hit per file), and the filters of :mod:`hefsearch.search.filters` apply.
 """
 
 from __future__ import annotations
@@ -63,16 +64,29 @@ def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | 
     if allowed is not None:
         allowed -= own
     t = time.perf_counter()
-    scores, found = sp.search(query, k + (0 if allowed is not None else len(own)), allowed=allowed)
+    # one hit per document, as in a search: ask for more chunks than k, keep each file's nearest
+    want = 4 * k + (0 if allowed is not None else len(own))
+    scores, found = sp.search(query, want, allowed=allowed)
     timings = {"search": elapsed_ms(t)}
-    ranked = [(int(i), float(s)) for s, i in zip(scores[0], found[0]) if i >= 0 and int(i) not in own][:k]
+    ranked = [(int(i), float(s)) for s, i in zip(scores[0], found[0]) if i >= 0 and int(i) not in own]
     t = time.perf_counter()
     records = {r.id: r for r in library.chunks([i for i, _ in ranked])}
     timings["fetch"] = elapsed_ms(t)
-    hits = [Hit(rank=n, chunk_id=i, score=s, path=records[i].path, page=records[i].page, line=records[i].line,
-                start=records[i].start, end=records[i].end, snippet=window(records[i].text, (0, 0)),
-                text=records[i].text, doc_kind=records[i].doc_kind, sources={"similar": n})
-            for n, (i, s) in enumerate(((i, s) for i, s in ranked if i in records), 1)]
+    hits = _one_hit_per_document(ranked, records, k)
     timings["total"] = elapsed_ms(t0)
     return SearchResult(query=f"like {what}", mode="similar", space=name, hits=hits, timings=timings,
                         backend_label=sp.info.label or sp.info.backend)
+
+
+def _one_hit_per_document(ranked: list[tuple[int, float]], records: dict, k: int) -> list[Hit]:
+    """The first ``k`` documents of ``ranked`` (chunk id, score), each by its nearest chunk."""
+    best: dict[int, tuple[int, float]] = {}
+    for i, s in ranked:
+        if i in records and records[i].doc_id not in best:
+            best[records[i].doc_id] = (i, s)
+    # the vectors are unit length, so the space's score is the cosine: 'similarity' says so
+    return [Hit(rank=n, chunk_id=i, score=s, similarity=s, path=records[i].path, page=records[i].page,
+                line=records[i].line, start=records[i].start, end=records[i].end,
+                snippet=window(records[i].text, (0, 0)), text=records[i].text, doc_kind=records[i].doc_kind,
+                sources={"similar": n})
+            for n, (i, s) in enumerate(list(best.values())[:k], 1)]

@@ -286,6 +286,7 @@ class HefsearchApp(App):
         self.status_bar.mode = result.mode + (f" + FP32 re-rank {rr.get('rescored', 0)}/{rr.get('depth')}"
                                               if rr.get("rescored") else "")
         self.show_notice(result.notice)
+        self.search_bar.show_like(result.query if result.mode == "similar" else None)
         self.preview.clear("" if result.hits else "No results.")
         self.results.show(result)
         self._snippets_asked = {}  # earlier results are no longer on screen

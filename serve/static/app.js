@@ -137,9 +137,9 @@ async function runCompare() {
     say(`${data.sides[0].label}${$("rerank").checked ? " re-ranked with FP32" : ""} and ${data.sides[1].label} `
       + `for “${query}” (${p.get("mode")})`);
   } catch (e) {
-    if (mine !== seq) return;
+    if (mine !== seq || e.name === "AbortError") return;
     section.replaceChildren(el("p", { class: "error" }, e.message), e.hint ? el("p", {}, e.hint) : "");
-    fail(e);
+    say(""); // the message stands in the compare view itself: said once, not again in the summary line
   }
 }
 
@@ -194,7 +194,7 @@ async function openReader(id, { focus = true } = {}) {
     $("main").classList.add("reading");
     scrollTo(passage);
     if (focus) passage.focus({ preventScroll: true });
-    document.title = `${fileName(doc.path)} · hefsearch`;
+    document.title = `${doc.title || fileName(doc.path)} · hefsearch`;
   } catch (e) {
     fail(e);
   }

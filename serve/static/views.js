@@ -50,7 +50,7 @@ export function renderReader(section, chunk, doc, terms, actions) {
     doc.langs && doc.langs.length ? `language ${doc.langs.join(", ")}` : null].filter(Boolean);
   section.replaceChildren(
     el("div", { class: "reader-head" },
-      el("h2", {}, fileName(doc.path)),
+      el("h2", {}, doc.title || fileName(doc.path)),
       el("p", { class: "path" }, el("code", {}, doc.path)),
       el("p", { class: "facts" }, facts.join(" · ")),
       el("div", { class: "actions" },

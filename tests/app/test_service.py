@@ -129,3 +129,29 @@ def test_a_request_through_the_remote_service_is_answered_as_in_process(service,
     like = SimilarRequest(chunk_id=hit["chunk_id"], k=3, filters=make_filters(langs="en"))
     assert remote.similar(like)["hits"] == service.similar(like)["hits"]
     assert remote.get(GetRequest(ids=(hit["chunk_id"],)))["items"] == service.get(GetRequest(ids=(hit["chunk_id"],)))["items"]
+
+
+def test_a_mail_message_is_titled_by_its_subject_and_a_file_by_its_name(tiny_bert_bundle, tmp_path):
+    """The reader's title (the web page's heading): a message's stored path ends in a key made
+    from its Message-ID, which names nothing for a person; its subject does."""
+    from hefsearch.app.service import LibraryService
+    from hefsearch.app.session import LibrarySession
+    from tests.serve_fixtures import build_library, write_docs
+
+    mail = ("Message-ID: <20240301.abc123@mail.example>\nSubject: Heating invoice for March\n"
+            "From: a@example.org\nTo: b@example.org\nDate: Fri, 1 Mar 2024 10:00:00 +0000\n\n"
+            "The boiler invoice is attached; please pay by Friday.\n")
+    docs = write_docs(tmp_path / "docs", {"old/archive.txt": "An old note on the boiler.\n",
+                                          "mail/invoice.eml": mail})
+    session = LibrarySession.open(build_library(tmp_path / "lib", docs, tiny_bert_bundle))
+    try:
+        service = LibraryService(session)
+        hits = service.search(SearchRequest("boiler", mode="keyword", k=5))["hits"]
+        titles = {}
+        for hit in hits:
+            doc = service.get(GetRequest(ids=(hit["chunk_id"],)))["items"][0]["doc_id"]
+            got = service.document(doc)
+            titles[got["kind"]] = got["title"]
+        assert titles == {"eml": "Heating invoice for March", "text": "archive.txt"}
+    finally:
+        session.close()

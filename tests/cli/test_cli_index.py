@@ -158,3 +158,28 @@ def _query(db: Path, sql: str):
         return con.execute(sql).fetchall()
     finally:
         con.close()
+
+
+def test_output_to_a_pipe_is_not_wrapped_and_says_nothing_useless(tmp_path, tiny_bert_bundle):
+    """Written to a pipe or a journal (no terminal, no COLUMNS), a line is not broken at 80
+    columns mid-phrase; a search in an FP32 space does not print a re-rank line (it never is)."""
+    docs = tmp_path / "docs"
+    write_corpus(docs, n_files=2)
+    home = tmp_path / "home"
+    library = tmp_path / ("a-library-folder-with-a-long-name-" + "x" * 40)
+    env = {**os.environ, "HEFSEARCH_HOME": str(home), "HEFSEARCH_THREADS": "1"}
+    for name in ("COLUMNS", "LINES", "HEFSEARCH_LIBRARY", "HEFSEARCH_BUNDLE"):
+        env.pop(name, None)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "hefsearch", *map(str, args)], capture_output=True,
+                              text=True, timeout=180, env=env)
+
+    r = run("index", docs, "--library", library, "--bundle", tiny_bert_bundle, "--backend", "cpu")
+    assert r.returncode == 0, r.stderr
+    encoder_lines = [line for line in r.stderr.splitlines() if line.startswith("encoder:")]
+    assert encoder_lines and encoder_lines[0].endswith("-> space cpu-fp32"), r.stderr
+    assert any(str(library) in line for line in r.stderr.splitlines()), r.stderr
+    r = run("search", "olive oil sauce", "--library", library)
+    assert r.returncode == 0 and "┃" in r.stdout, r.stderr
+    assert "re-ranked" not in r.stderr and "space cpu-fp32" in r.stderr

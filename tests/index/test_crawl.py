@@ -244,7 +244,7 @@ def test_symlinks_followed_once(tmp_path):
     # reached first through the linked folder), the alias is left out and says where it points.
     assert [f.path for f in found] == [root / "z-outside.md", root / "link-dir" / "doc.txt"]
     dup = [i for i in items if isinstance(i, SkippedFile)]
-    assert {(d.path.name, d.counted_as) for d in dup} == {("alias.txt", "ignored"), ("real", "loop")}
+    assert {(d.path.name, d.counted_as) for d in dup} == {("alias.txt", "duplicate"), ("real", "loop")}
     assert "indexed under that name" in next(d.reason for d in dup if d.path.name == "alias.txt")
     # without --follow-links the link out of the roots is reported with its target, not followed
     items = list(crawl([root, real]))
@@ -294,7 +294,7 @@ def test_a_link_to_a_file_inside_the_folders_leaves_the_file_under_its_own_name(
     items = list(crawl([tmp_path]))
     assert sorted(f.path.name for f in items if isinstance(f, FoundFile)) == ["GPL-3", "notes"]
     (gpl,) = [i for i in items if isinstance(i, SkippedFile)]
-    assert gpl.path.name == "GPL" and gpl.counted_as == "ignored" and "GPL-3" in gpl.reason
+    assert gpl.path.name == "GPL" and gpl.counted_as == "duplicate" and "GPL-3" in gpl.reason
 
 
 # Hardening: indexing stays inside the folders named, any file name works, Ctrl+C is quick, a full
@@ -708,3 +708,12 @@ def test_worker_thread_is_not_left_blocked(tmp_path, encoder):
     while time.monotonic() < deadline and ours():
         time.sleep(0.05)
     assert not ours()
+
+
+def test_the_skip_summary_says_what_was_left_out_and_why():
+    """'ignored' alone told nobody what: rules and links reached twice are counted apart."""
+    from hefsearch.index.crawl import skipped_text
+
+    text = skipped_text({"ignored": 2, "duplicate": 49, "too_large": 0})
+    assert text == ("49 links to files indexed under another name, "
+                    "2 ignored (--exclude, .hefsearchignore, secret files)")

@@ -53,13 +53,43 @@ def test_a_new_library_uses_the_bundle_index_was_last_given(tmp_path, tiny_bert_
     assert r.exit_code == 0 and json.loads(r.stdout)["hits"]
 
 
+def test_a_throwaway_library_does_not_change_the_default_bundle(tmp_path, tiny_bert_bundle):
+    """The first bundle ever given is the default; a later run on another --library with another
+    bundle leaves it; a new library says which default it took and where it was remembered."""
+    import shutil
+
+    docs = tmp_path / "docs"
+    write_corpus(docs, n_files=1)
+    other_bundle = tmp_path / "other-bundle"
+    shutil.copytree(tiny_bert_bundle, other_bundle)
+    assert run("index", docs, "--library", tmp_path / "first", "--bundle", tiny_bert_bundle,
+               "--backend", "cpu").exit_code == 0
+    assert run("index", docs, "--library", tmp_path / "throwaway", "--bundle", other_bundle,
+               "--backend", "cpu").exit_code == 0
+    r = run("index", docs, "--library", tmp_path / "new", "--backend", "cpu")
+    said = " ".join(r.output.split())
+    assert r.exit_code == 0, r.output
+    assert f"bundle: {Path(tiny_bert_bundle).resolve()} (the default bundle, remembered from the index run on" in said
+    assert str(tmp_path / "first") in said and str(other_bundle) not in said
+    # a run on the default library with --bundle makes that one the default
+    assert run("index", docs, "--bundle", other_bundle, "--backend", "cpu").exit_code == 0
+    r = run("index", docs, "--library", tmp_path / "newer", "--backend", "cpu")
+    assert f"bundle: {other_bundle.resolve()} (the default bundle" in " ".join(r.output.split())
+
+
 def test_the_demo_prints_the_line_that_indexes_your_folder_with_its_bundle():
     spec = importlib.util.spec_from_file_location("demo", REPO / "scripts" / "demo.py")
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
-    text = demo.next_steps(demo.WORK / "bundle-all-minilm-l6", demo.WORK / "library-all-minilm-l6")
-    assert ".venv/bin/hefsearch index ~/Documents" in text and "demo-work/bundle-all-minilm-l6" in text
+    text = demo.next_steps(demo.WORK / "bundle-all-minilm-l6", demo.WORK / "library-all-minilm-l6",
+                           remembered=True)
+    assert ".venv/bin/hefsearch index ~/Documents " in text and "demo-work/bundle-all-minilm-l6" in text
     assert ".venv/bin/hefsearch tui" in text and "source .venv/bin/activate" in text
+    assert ".venv/bin/hefsearch serve" in text and "--bundle" not in text
+    # another bundle is the user's default: the line names the demo's bundle itself
+    other = demo.next_steps(demo.WORK / "bundle-all-minilm-l6", demo.WORK / "library-all-minilm-l6",
+                            remembered=False)
+    assert "index ~/Documents --bundle demo-work/bundle-all-minilm-l6" in other
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     first_screen = readme[readme.index("## Quick start"):][:1400]
     assert "make demo" in first_screen and ".venv/bin/hefsearch index ~/Documents" in first_screen

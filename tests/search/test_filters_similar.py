@@ -161,7 +161,35 @@ async def test_tui_filter_line_and_similar_key(small_library, tiny_bert_bundle):
             shown = app.last_result
             assert shown.mode == "similar" and shown.hits
             assert all(h.path != shown.query.removeprefix("like ").rsplit(" chunk", 1)[0] for h in shown.hits)
+            # the box no longer shows the old query; it says what the results are like
+            assert app.search_bar.query_input.value == ""
+            assert app.search_bar.query_input.placeholder.startswith(shown.query)
             app.search_bar.query_one("#filters").value = "type:exe"
             app.search_bar.submit()
             await pilot.pause(0.2)
             assert any("Unknown file type" in str(n.message) for n in app._notifications)
+
+
+def test_similar_lists_each_document_once_with_its_cosine(tiny_bert_bundle, tmp_path):
+    """A long file whose chunks are all near the asked one appears once (its nearest chunk),
+    as a search lists one hit per file; ``similarity`` carries the cosine that ``score`` holds."""
+    paragraph = "Zephyr turbine blades need inspection before the winter storms arrive. "
+    docs = write_docs(tmp_path / "docs", {
+        "old/archive.txt": "zephyr turbine archive\n",
+        "notes/ask.md": paragraph * 3,
+        "notes/long.md": "\n\n".join(paragraph * 40 + f" part {n}" for n in range(6)),
+        "notes/other.md": "Heating costs in winter and the invoice for the boiler.\n",
+    })
+    lib = build_library(tmp_path / "lib", docs, tiny_bert_bundle)
+    from hefsearch.index.library import Library
+
+    long_path = str(docs / "notes/long.md")
+    with Library.open(lib) as library:
+        chunks = library.query("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                               "WHERE d.path = ?", (long_path,))[0][0]
+    assert chunks > 1, "the long file must have several chunks for this test to mean anything"
+    out = json.loads(_cli("similar", str(docs / "notes/ask.md"), "--json", "-k", "10",
+                          "--library", str(lib)).output)
+    paths = [h["path"] for h in out["hits"]]
+    assert len(paths) == len(set(paths)) and long_path in paths
+    assert all(h["similarity"] is not None and h["similarity"] == pytest.approx(h["score"]) for h in out["hits"])

@@ -128,3 +128,16 @@ def test_snippets_have_no_runs_of_blanks(library, bert_encoder):
         assert res.hits, mode
         snippet = res.hits[0].snippet
         assert "  " not in snippet and "\t" not in snippet and "column two column three" in snippet.lower()
+
+
+def test_also_in_names_which_copy_when_the_names_are_the_same():
+    """Folded copies are named by file name; a copy with this hit's own name is named with the
+    folders it differs by, so that 'also in' says which copy."""
+    from hefsearch.search.api import Hit
+
+    hit = Hit(rank=1, chunk_id=1, score=0.9, path="/usr/share/man/man1/chage.1.gz", page=None, line=1,
+              start=0, end=10, snippet="", text="", doc_kind="man",
+              also_in=["/usr/share/man/fr/man1/chage.1.gz", "/usr/share/man/man8/expiry.8.gz",
+                       "/usr/share/man/de/man1/chage.1.gz", "/srv/x.txt"])
+    assert hit.also_in_text() == "also in: fr/man1/chage.1.gz, expiry.8.gz, de/man1/chage.1.gz (+1)"
+    assert hit.also_in_text(names=4).endswith(", x.txt")

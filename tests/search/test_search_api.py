@@ -62,7 +62,10 @@ def test_hostile_queries_never_raise(library, searcher):
 
 def test_parse_query():
     assert [t.fts() for t in parse_query('XR-2000 "olive oil" tax* tax* C++')] == [
-        '"xr"', '"2000"', '"olive oil"', '"tax"*', '"c"']
+        '"xr 2000"', '"olive oil"', '"tax"*', '"c"']
+    # a code of several parts is one phrase, also beside a quoted one; a word with a hyphen is not a code
+    assert [t.fts() for t in parse_query('"HZ-2026-118 paid" 4.2.1 e-mail')] == [
+        '"hz 2026 118 paid"', '"4 2 1"', '"e"', '"mail"']
     assert parse_query('" ""') == []
 
 
@@ -75,6 +78,24 @@ def test_keyword_exact_rare_term_and_all_before_any(searcher):
     res = searcher.search(SearchRequest("tax deadline", mode="keyword", k=10))
     first = res.hits[0].text.lower()
     assert "tax" in first and "deadline" in first
+
+
+def test_a_code_query_is_not_flooded_by_chunks_that_share_its_digits(tmp_path, tiny_bert_bundle):
+    """Keyword mode tops up with chunks holding some of the words; a code's parts are not such
+    words: messages that share only the year of "HZ-2026-118" are no answer to it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "invoice.txt").write_text("Invoice HZ-2026-118 for the heating repair, due in March.\n")
+    for n in range(4):
+        (docs / f"message{n}.txt").write_text(f"Meeting notes from 2026, item {n}: the garden plan.\n")
+    with Library.open(tmp_path / "lib") as lib:
+        with Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
+            sync(lib, [docs], [enc])
+        with Searcher(lib) as searcher:
+            res = searcher.search(SearchRequest("HZ-2026-118", mode="keyword", k=10))
+            assert [h.path.rsplit("/", 1)[1] for h in res.hits] == ["invoice.txt"]
+            spaced = searcher.search(SearchRequest("invoice HZ 2026 118", mode="keyword", k=10))
+            assert spaced.hits[0].path.endswith("invoice.txt")
 
 
 def test_cjk_keyword_search(searcher):

@@ -239,6 +239,20 @@ def test_compare_view_sets_the_two_rankings_side_by_side(browser, web_server):
     assert query_of(browser)["rerank"] == "1" and "re-ranked" in js(browser, "return document.getElementById('summary').textContent")
 
 
+
+def test_a_compare_the_server_refuses_says_why_once(browser, web_server):
+    """The refusal stands in the compare view; the summary line does not repeat it."""
+    query = "x" * 5000  # over the server's query limit: the compare is refused (413)
+    refused = httpx.get(f"{web_server.url}/compare", params={"query": query, "k": 10, "mode": "vector"})
+    assert refused.status_code == 413
+    message = refused.json()["error"]["message"]
+    browser.get(f"{web_server.url}/?q={query}&view=compare")
+    wait(browser, lambda: message in js(browser, "return document.getElementById('compare-body').textContent"),
+         what="the refusal in the compare view")
+    assert js(browser, "return document.body.innerText").count(message) == 1
+    browser.get(f"{web_server.url}/")  # leave the page as the next test expects it
+
+
 # -- library status ----------------------------------------------------------------------------------
 def test_status_view_shows_folders_freshness_backend_and_counts(browser, web_server):
     browser.get(f"{web_server.url}/?view=status")

@@ -65,8 +65,10 @@ class SearchBar(Horizontal):
         self.live = live
         self._debounce: Timer | None = None
 
+    PLACEHOLDER = "Search your documents…  (Enter)"
+
     def compose(self) -> ComposeResult:
-        yield QueryInput(self.history, placeholder="Search your documents…  (Enter)", id="query")
+        yield QueryInput(self.history, placeholder=self.PLACEHOLDER, id="query")
         yield Select([(m, m) for m in MODES], value=self._mode, allow_blank=False, id="mode",
                      tooltip="Search mode (F2 cycles)")
         yield Input(placeholder="path glob", id="glob", tooltip="Only paths matching this glob, e.g. *notes*")
@@ -88,6 +90,18 @@ class SearchBar(Horizontal):
     @mode.setter
     def mode(self, value: str) -> None:
         self.query_one("#mode", Select).value = value
+
+    def show_like(self, what: str | None) -> None:
+        """After "more like this" (``what``: what the results are like) the box no longer holds
+        the query they answer: it is emptied and says what they are like; ``None`` after a
+        search puts the usual prompt back."""
+        box = self.query_input
+        if what is None:
+            box.placeholder = self.PLACEHOLDER
+            return
+        with box.prevent(Input.Changed):  # emptying the box is not typing (no live search)
+            box.value = ""
+        box.placeholder = f"{for_terminal(what)}  ·  type a new query (Enter)"
 
     def cycle_mode(self) -> str:
         nxt = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
