@@ -12,8 +12,12 @@ from .extract_text import decode_text, reject_binary
 
 
 def extract_html(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``html`` kind (see :mod:`hefsearch.index.formats`)."""
-    return ExtractedText(text=html_to_text(data))
+    """The extractor of the ``html`` kind (see :mod:`hefsearch.index.formats`), within the
+    page's budget (:mod:`hefsearch.index.budget`: its time is checked as it is parsed)."""
+    from .budget import reading
+
+    with reading("HTML page", max_chars):
+        return ExtractedText(text=html_to_text(data))
 
 
 _HTML_DROP = frozenset(("script", "style", "noscript", "template", "head", "svg", "canvas", "iframe", "object"))
@@ -131,9 +135,14 @@ def _feed(parser: str, sink: "_HtmlText", chunks) -> None:
         p = etree.HTMLParser(target=sink, recover=True, no_network=True, remove_comments=True, remove_pis=True)
     else:
         p = _StdlibFeeder(sink)
+    from .budget import current
+
+    budget = current()  # the page's time, checked between chunks (64 K characters)
     for chunk in chunks:
         if chunk:
             p.feed(chunk)
+            if budget is not None:
+                budget.check_time()
     p.close()
 
 
