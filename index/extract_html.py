@@ -53,6 +53,8 @@ def html_to_text(data: bytes, parser: str | None = None) -> str:
     data = data.replace(b"\x00", b"")
     try:
         sink = _parse_html(data, parser or html_parser())
+    except ExtractionError:  # the document's budget ran out while it was parsed
+        raise
     except Exception as e:  # noqa: BLE001 - hostile input; any parser failure is a bad file
         raise ExtractionError(f"HTML could not be parsed: {describe(e)}") from None
     text, title = sink.finish()

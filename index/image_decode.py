@@ -7,7 +7,7 @@
   band of rows at a time: its zlib stream is inflated as it goes, each band handed to Pillow as
   a small PNG of its own (opening with the row above it, unfiltered, so the filters read the
   same), turned grey (transparent as white) and reduced, so a 10,000 x 10,000 RGBA image
-  (400 MB of pixels) peaks at about one band (8 MB) plus the reduced result.
+  (400 MB of pixels) peaks at a few copies of one band (4 MB) plus the reduced result.
 - Anything else is decoded whole when its pixels fit the memory budget
   (:meth:`hefsearch.index.budget.Budget.hold`) and refused with the reason otherwise.
 
@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .budget import Budget
 
-#: raw bytes of one band of a PNG decoded a band at a time
-BAND_BYTES = 8 << 20
+#: raw bytes of one band of a PNG decoded a band at a time (held about four times: inflated,
+#: repacked, decoded, cropped)
+BAND_BYTES = 4 << 20
 #: below this many bytes of pixels an image is simply decoded whole
 WHOLE_BYTES = 32 << 20
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -45,8 +46,9 @@ def decoded_grey(img: "PILImage.Image", data: bytes, max_side: int, budget: "Bud
     factor = max(1, math.ceil(max(img.size) / max_side))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if img.format == "JPEG":
+        if img.format == "JPEG":  # the decoder scales by 1/2, 1/4, 1/8: what is left, below
             img.draft("L", (math.ceil(img.size[0] / factor), math.ceil(img.size[1] / factor)))
+            factor = max(1, math.ceil(max(img.size) / max_side))
         if img.format == "PNG" and _pixel_bytes(img) > WHOLE_BYTES and _banded(data):
             out = _png_in_bands(data, factor, budget)
         else:
@@ -76,7 +78,7 @@ def _pixel_bytes(img) -> int:
 
 def _whole(img, factor: int, budget: "Budget"):
     """Decoded whole, its pixels (and the grey copy) held against the budget first."""
-    cost = _pixel_bytes(img) + img.size[0] * img.size[1]
+    cost = _pixel_bytes(img) + (img.size[0] * img.size[1] if img.mode != "L" else 0)  # and its grey copy
     budget.hold(cost, f"({img.size[0]}x{img.size[1]} {img.mode} pixels, decoded)")
     try:
         img.load()
@@ -138,7 +140,7 @@ def _png_in_bands(data: bytes, factor: int, budget: "Budget"):
     stride = width * _SAMPLES[colour]
     rows_per_band = max(factor, (BAND_BYTES // (stride + 1)) // factor * factor)
     out = Image.new("L", (math.ceil(width / factor), math.ceil(height / factor)), 255)
-    budget.hold(out.size[0] * out.size[1] + 2 * rows_per_band * (stride + 1), "(decoded in bands)")
+    budget.hold(out.size[0] * out.size[1] + 4 * rows_per_band * (stride + 1), "(decoded in bands)")
     inflate = zlib.decompressobj()
     idat = (p for k, p in _chunks(data) if k == b"IDAT")
     pending = b""
