@@ -127,6 +127,10 @@ def ocr_image(data: bytes, what: str = "image", *, timeout_s: float | None = Non
             with _pillow_limit():
                 img.seek(0)
                 grey = decoded_grey(img, data, MAX_SIDE, budget, budget.notes)
+                if img.size[0] * img.size[1] > MAX_PIXELS // 2:  # where Pillow would warn: said our way
+                    budget.notes.append(f"{what} is {img.size[0]:,}x{img.size[1]:,} pixels, near the "
+                                        f"{MAX_PIXELS // 1_000_000} MP limit for images; read reduced to "
+                                        f"{grey.size[0]:,}x{grey.size[1]:,}")
                 png = io.BytesIO()
                 grey.save(png, format="PNG")
                 del img, grey

@@ -282,3 +282,33 @@ def test_an_index_run_reports_each_document_over_budget_and_goes_on(tmp_path, ti
                      "WHERE d.path LIKE '%empty.epub'") == [(0,)]  # no "Chapter N" chunk
     assert lib.query("SELECT COUNT(*) FROM chunks WHERE text LIKE '%garden%'") == [(1,)]
     lib.close()
+
+
+def test_every_document_of_the_sample_corpus_reads_whole_with_room_under_the_default_limits():
+    from pathlib import Path
+
+    from hefsearch.index.extract import extract, kind_of
+
+    corpus = Path(__file__).resolve().parents[2] / "data" / "sample-corpus"
+    files = [p for p in sorted(corpus.iterdir()) if kind_of(p) not in (None, "image")]  # images: OCR's own test
+    assert len(files) > 30
+    defaults = Limits()
+    for path in files:
+        with reading(path.name) as b:
+            doc = extract(path, max_bytes=20 * 2**20)
+        assert doc.notes == [], path.name
+        assert b.parts * 100 <= defaults.parts and b.held * 100 <= defaults.memory_mb * 2**20, path.name
+        assert b.pages == 0 and len(doc.ocr_pages or ()) * 100 <= defaults.ocr_pages, path.name
+
+
+def test_an_image_near_the_pixel_limit_is_named_in_our_words(monkeypatch):
+    from hefsearch.index import ocr
+    from hefsearch.index.extract_image import extract_image
+
+    monkeypatch.setattr(ocr, "_tesseract", lambda: ("tesseract", ("eng",)))  # the engine is not the point
+    monkeypatch.setattr(ocr, "run_tesseract", lambda exe, langs, png, what, t, m: "SOME TEXT")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        doc = extract_image(big_png(8000, "L"))  # 64 MP: Pillow's DecompressionBombWarning before
+    assert doc.text == "SOME TEXT"
+    assert doc.notes == ["image is 8,000x8,000 pixels, near the 100 MP limit for images; read reduced to 4,000x4,000"]
