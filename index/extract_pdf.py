@@ -115,27 +115,8 @@ def _page_texts(data: bytes, budget: Budget, ocr=None, notes: list[str] | None =
     """Each page's text, and the pages (from 1) that have no text layer but an image; with
     ``ocr``, those pages' text is OCR's. Within ``budget``: its text cap refuses the PDF, its
     parts and time stop the pages there, its OCR pages and time stop OCR there."""
-    from pypdf import PdfReader
-
-    if b"%PDF" not in data[:1024]:
-        raise ExtractionError("PDF is corrupt: no %PDF header (not a PDF file)")
     with _quiet_pypdf():
-        try:
-            reader = PdfReader(io.BytesIO(data), strict=False)
-            if reader.is_encrypted:
-                try:
-                    ok = reader.decrypt("")
-                except Exception as e:  # noqa: BLE001 - pypdf raises many types for bad crypto
-                    raise ExtractionError(f"PDF is encrypted and cannot be opened: {e}") from None
-                if not ok:
-                    raise ExtractionError("PDF is password-protected", hint="save an unprotected copy to index it")
-            pages = list(reader.pages)
-        except ExtractionError:
-            raise
-        except Exception as e:  # noqa: BLE001 - hostile input; any parser failure means corrupt
-            raise ExtractionError(f"PDF is corrupt: {describe(e)}") from None
-        if not pages:
-            raise ExtractionError("PDF is corrupt: it has no pages")
+        pages = _open_pages(data)
         texts: list[str] = []
         needs_ocr: list[int] = []
         failed = 0
@@ -177,6 +158,32 @@ def _page_texts(data: bytes, budget: Budget, ocr=None, notes: list[str] | None =
             f"PDF has no text layer ({len(pages)} page(s)) and no images to read by OCR",
         )
     return texts, needs_ocr
+
+
+def _open_pages(data: bytes) -> list:
+    """The PDF's pages (pypdf), opened with an empty password when encrypted; ExtractionError
+    for anything that is not a readable PDF."""
+    from pypdf import PdfReader
+
+    if b"%PDF" not in data[:1024]:
+        raise ExtractionError("PDF is corrupt: no %PDF header (not a PDF file)")
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            try:
+                ok = reader.decrypt("")
+            except Exception as e:  # noqa: BLE001 - pypdf raises many types for bad crypto
+                raise ExtractionError(f"PDF is encrypted and cannot be opened: {e}") from None
+            if not ok:
+                raise ExtractionError("PDF is password-protected", hint="save an unprotected copy to index it")
+        pages = list(reader.pages)
+    except ExtractionError:
+        raise
+    except Exception as e:  # noqa: BLE001 - hostile input; any parser failure means corrupt
+        raise ExtractionError(f"PDF is corrupt: {describe(e)}") from None
+    if not pages:
+        raise ExtractionError("PDF is corrupt: it has no pages")
+    return pages
 
 
 def _note(notes: list[str] | None, note: str) -> bool:
