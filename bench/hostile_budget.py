@@ -5,7 +5,7 @@ budget: one file per run, each in a fresh child process.
 
 Each case is the hostile round's file at ``--scale 1`` (smaller scales shrink it: the tests use
 the same builders at a few per cent): an XLSX of 10 million one-character shared strings
-(19.8 MB, the sheet uses one), an EPUB of 5,000 empty chapters, a PDF of 5,000 pages without a
+(19.8 MB, the sheet uses the first; ``shared-last``: the last, so every entry is read), an EPUB of 5,000 empty chapters, a PDF of 5,000 pages without a
 text layer sharing one scanned image (read by OCR), a 10,000 x 10,000 RGBA PNG (exactly the
 100-megapixel limit, 400 KB) and the same PNG with a line of text to read. The child indexes a
 folder holding only that file with a tiny 2-layer BERT bundle (built once, so the model's own
@@ -39,6 +39,7 @@ def build_cases(folder: Path, scale: float) -> dict[str, Path]:
     cases = {
         "empty folder": None,
         "shared-strings.xlsx": lambda: xlsx_shared_strings_bomb(n(10_000_000)),
+        "shared-last.xlsx": lambda: xlsx_shared_strings_bomb(n(10_000_000), use_last=True),
         "empty-chapters.epub": lambda: epub_empty_chapters(n(5_000)),
         "one-image-pages.pdf": lambda: pdf_sharing_one_image(n(5_000)),
         "100mp-rgba.png": lambda: big_png(side, "RGBA"),

@@ -17,6 +17,7 @@ corpora reads whole, with room); ``HEFSEARCH_DOCUMENT_LIMITS`` raises them for a
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import time
 from contextlib import contextmanager
@@ -48,8 +49,11 @@ class Limits:
     @classmethod
     def from_env(cls) -> "Limits":
         """The defaults, with what ``HEFSEARCH_DOCUMENT_LIMITS`` raises (a bad entry is
-        logged and ignored: a typo must not stop an index run)."""
-        text = settings.DOCUMENT_LIMITS.value() or ""
+        logged once and ignored: a typo must not stop an index run)."""
+        return _parsed(settings.DOCUMENT_LIMITS.value() or "")
+
+    @classmethod
+    def parse(cls, text: str) -> "Limits":
         known = {f.name: f.type for f in fields(cls)}
         changes: dict[str, float | int] = {}
         for entry in filter(None, (e.strip() for e in text.split(","))):
@@ -65,6 +69,11 @@ class Limits:
                 continue
             changes[name] = number
         return replace(cls(), **changes)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> Limits:
+    return Limits.parse(text)
 
 
 class OverBudget(ExtractionError):

@@ -298,10 +298,10 @@ class LazyMbox:
         return line
 
 
-def xlsx_shared_strings_bomb(entries: int = 10_000_000, seed: int = 0) -> bytes:
+def xlsx_shared_strings_bomb(entries: int = 10_000_000, seed: int = 0, *, use_last: bool = False) -> bytes:
     """An XLSX whose shared-string table holds ``entries`` one-character strings (random CJK
     letters, so the part packs like text, under the ratio check: 10M entries make a 19 MB
-    file) while its one sheet uses only the first of them."""
+    file) while its one sheet uses only the first of them (``use_last``: the last one)."""
     import random
 
     rng = random.Random(seed)
@@ -309,7 +309,9 @@ def xlsx_shared_strings_bomb(entries: int = 10_000_000, seed: int = 0) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for info in src.infolist():
-            if info.filename != "xl/sharedStrings.xml":
+            if info.filename == "xl/worksheets/sheet1.xml" and use_last:
+                zf.writestr(info.filename, src.read(info).replace(b"<v>0</v>", b"<v>%d</v>" % (entries - 1)))
+            elif info.filename != "xl/sharedStrings.xml":
                 zf.writestr(info.filename, src.read(info))
         with zf.open("xl/sharedStrings.xml", "w", force_zip64=True) as f:
             f.write(b'<?xml version="1.0"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
