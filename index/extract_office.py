@@ -260,8 +260,17 @@ class SharedStrings:
         self._pending.append(text)
         self._ends.append((self._ends[-1] if self._count % self.BLOCK else 0) + len(text))
         self._count += 1
-        self.budget.hold(4 + len(text) * (1 if text.isascii() else 2), "(its shared strings)")
         if len(self._pending) == self.BLOCK:
-            self._blocks.append("".join(self._pending))
+            block = "".join(self._pending)
+            self._blocks.append(block)
             self._pending = []
+            self._hold(block)
         return True
+
+    def _hold(self, block: str) -> None:
+        """A block's real cost against the memory budget: 4 bytes an entry, and its characters
+        at the width Python stores them (1, 2 or 4 bytes). The block being filled is counted
+        when it is full: a few thousand entries."""
+        top = max(block, default="\0")
+        width = 1 if top < "\u0100" else 2 if top <= "\uffff" else 4
+        self.budget.hold(4 * self.BLOCK + len(block) * width, "(its shared strings)")

@@ -86,12 +86,17 @@ def test_a_reader_called_by_another_shares_its_budget():
 
 
 # -- XLSX: a shared-string table of millions of entries -----------------------------------------
-def test_xlsx_shared_strings_are_read_only_as_far_as_the_sheets_use_them():
-    data = xlsx_shared_strings_bomb(200_000)  # full size: 10,000,000 (19 MB, 1 GB at peak before)
-    with reading("XLSX") as b:
-        doc = extract_xlsx(data)
-    assert doc.text == "Sheet: S\n\nused"
-    assert b.held < 100  # one entry read, at its real cost (was every entry, as its own object)
+def test_xlsx_shared_strings_are_read_only_as_far_as_the_sheets_use_them(monkeypatch):
+    from hefsearch.index.extract_office import SharedStrings
+
+    read = []
+    real = SharedStrings._read_one
+    monkeypatch.setattr(SharedStrings, "_read_one", lambda self: read.append(1) or real(self))
+    doc = extract_xlsx(xlsx_shared_strings_bomb(200_000))  # full size: 10,000,000 (19 MB, 1 GB at peak before)
+    assert doc.text == "Sheet: S\n\nused" and len(read) == 1  # every entry was read, each its own object
+    doc = extract_xlsx(xlsx_shared_strings_bomb(5_000, use_last=True))
+    assert doc.text.startswith("Sheet: S\n\n") and len(doc.text) == len("Sheet: S\n\n") + 1
+    assert len(read) == 1 + 5_000
 
 
 def test_xlsx_shared_strings_are_held_by_their_real_cost_and_refused_past_the_memory_budget(limits):
@@ -101,7 +106,7 @@ def test_xlsx_shared_strings_are_held_by_their_real_cost_and_refused_past_the_me
     assert doc.text.splitlines()[-1] == "word4999" and doc.text.count("\n") == 5001  # blocks joined right
     with reading("XLSX") as b:
         extract_xlsx(make_xlsx({"S": sheet}))
-    assert b.held == sum(4 + len(s) for s in strings)
+    assert b.held == 4 * 4096 + sum(len(s) for s in strings[:4096])  # a full block: 4 bytes an entry + its text
     limits("memory_mb=1")
     big = [[f"w{i:06d}" * 18] for i in range(12_000)]  # 12,000 entries of 120 characters: 1.4 MB held
     with pytest.raises(OverBudget, match="XLSX \\(its shared strings\\) needs more than 1 MB"):
