@@ -5,14 +5,17 @@ budget: one file per run, each in a fresh child process.
 
 Each case is the hostile round's file at ``--scale 1`` (smaller scales shrink it: the tests use
 the same builders at a few per cent): an XLSX of 10 million one-character shared strings
-(19.8 MB, the sheet uses the first; ``shared-last``: the last, so every entry is read), an EPUB of 5,000 empty chapters, a PDF of 5,000 pages without a
-text layer sharing one scanned image (read by OCR), a 10,000 x 10,000 RGBA PNG (exactly the
-100-megapixel limit, 400 KB) and the same PNG with a line of text to read. The child indexes a
+(19 MB; the sheet uses the first, and in ``shared-last`` the last, so every entry is read), an
+EPUB of 5,000 empty chapters, a PDF of 5,000 pages without a text layer sharing one scanned
+image (read by OCR), a 10,000 x 10,000 RGBA PNG (exactly the 100-megapixel limit, 400 KB)
+and the same PNG with a line of text to read. The child indexes a
 folder holding only that file with a tiny 2-layer BERT bundle (built once, so the model's own
 memory is a few MB and the figures are the reader's), and the parent reads the child's peak RSS
-(``wait4``'s ``ru_maxrss``, Tesseract's children not included: each has its own budget) and
-wall time; past ``--limit-s`` the child is killed and the row says so. The peer is the run's
-resident size before reading anything (the ``empty folder`` row: interpreter, model, parsers).
+(its ``VmHWM``, polled and read by the child at its end; Tesseract, a process of its own with
+its own budget, is not included) and
+wall time; past ``--limit-s`` the child is killed and the row says so. The peer is the same index run
+over an empty folder (interpreter, model, parsers), measured first: ``x empty`` is each peak
+against it.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def child(docs: str, bundle: str, lib: str) -> None:
         report = sync(Library.open(Path(lib)), [Path(docs)], [enc])
     print(json.dumps({"chunks": report.chunks_embedded, "ocr_pages": report.ocr_pages,
                       "failed": [f"{p}: {why}"[:160] for p, why in report.failed][:3],
-                      "notes": [f"{why}"[:160] for _, why in report.notes][:3]}))
+                      "notes": [f"{why}"[:160] for _, why in report.notes][:3], "peak_kb": _hwm_kb(os.getpid())}))
 
 
 def measure(docs: Path, bundle: Path, limit_s: float) -> dict:
@@ -85,29 +88,43 @@ def measure(docs: Path, bundle: Path, limit_s: float) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", str(docs), str(bundle), lib],
                             stdout=subprocess.PIPE, stderr=err_file, text=True, start_new_session=True)
-    killed, usage, status = False, None, 0
-    while usage is None:
-        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)  # its own rusage: the peak of that run
+    killed, done, status, peak_kb = False, False, 0, 0
+    while not done:
+        peak_kb = max(peak_kb, _hwm_kb(proc.pid))  # its own peak (ru_maxrss would count ours at fork)
+        pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
         if pid:
-            usage = ru
+            done = True
         elif time.perf_counter() - t0 > limit_s and not killed:
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True
         else:
-            time.sleep(0.2)
+            time.sleep(0.1)
     proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - t0
     out = proc.stdout.read()
     err_file.seek(0)
     err = err_file.read()
-    peak_mb = usage.ru_maxrss / 1024
     if killed:
         outcome = f"killed after {limit_s:.0f} s"
     elif proc.returncode:
         outcome = f"exit {proc.returncode}: {err.strip().splitlines()[-1][:100] if err.strip() else ''}"
     else:
         outcome = out.strip().splitlines()[-1] if out.strip() else "?"
-    return {"peak_mb": peak_mb, "seconds": seconds, "outcome": outcome}
+        if outcome.startswith("{"):
+            peak_kb = max(peak_kb, json.loads(outcome).pop("peak_kb", 0))
+            outcome = json.dumps({k: v for k, v in json.loads(outcome).items() if k != "peak_kb"})
+    return {"peak_mb": peak_kb / 1024, "seconds": seconds, "outcome": outcome}
+
+
+def _hwm_kb(pid: int) -> int:
+    """A live process's peak resident size (Linux ``VmHWM``, reset at exec), in KB; 0 when gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def main() -> None:
@@ -121,13 +138,16 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     bundle = tiny_bundle(folder)
     cases = build_cases(folder, args.scale)
-    print(f"{'case':<22} {'MB file':>8} {'peak MB':>8} {'s':>8}   outcome", flush=True)
+    print(f"{'case':<22} {'MB file':>8} {'peak MB':>8} {'x empty':>8} {'s':>8}   outcome", flush=True)
+    peer = None  # the empty folder's peak, measured first
     for name, docs in cases.items():
         if args.only and name not in args.only and name != "empty folder":
             continue
         size = sum(p.stat().st_size for p in docs.iterdir()) / 2**20
         r = measure(docs, bundle, args.limit_s)
-        print(f"{name:<22} {size:8.1f} {r['peak_mb']:8.0f} {r['seconds']:8.1f}   {r['outcome']}", flush=True)
+        peer = peer or r["peak_mb"]
+        print(f"{name:<22} {size:8.1f} {r['peak_mb']:8.0f} {r['peak_mb'] / peer:8.2f} {r['seconds']:8.1f}   "
+              f"{r['outcome']}", flush=True)
 
 
 if __name__ == "__main__":
