@@ -6,13 +6,14 @@ every item in memory and follows no limits of ours). A spine entry that points o
 archive (``../../etc/passwd``, a URL) is refused: the book is hostile or broken, and nothing of
 it is indexed; the --max-size cap applies to the text of the whole book. Each chapter is a part
 of the book's budget (:mod:`hefsearch.index.budget`: past its parts or time the chapters read
-are kept, with a note), and a chapter without text makes no section and no chunk."""
+are kept, with a note), and a chapter without text of its own (empty, or a heading alone)
+makes no section and no chunk."""
 
 from __future__ import annotations
 
 from .budget import reading
 from .extract_base import ExtractedText, ExtractionError, clean_text
-from .extract_html import html_to_text
+from .extract_html import html_text_and_body
 from .extract_zip import joined, local_name, open_archive, part_name, read_part, read_sections, xml_root
 
 #: bytes of one chapter's XHTML (the HTML extractor holds a chapter's bytes)
@@ -44,7 +45,8 @@ def extract_epub(data: bytes, max_chars: int | None = None) -> ExtractedText:
         raise ExtractionError(f"{what} is corrupt: its spine lists no chapter")
     with reading(what, max_chars) as budget:
         def chapter(name: str) -> str:
-            text = clean_text(html_to_text(read_part(zf, name, what, MAX_CHAPTER_BYTES))).strip()
+            text, body = html_text_and_body(read_part(zf, name, what, MAX_CHAPTER_BYTES))
+            text = clean_text(text).strip() if body else ""  # a heading alone is no chapter's text
             budget.add_text(len(text))
             return text
 

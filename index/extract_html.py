@@ -28,6 +28,7 @@ _HTML_BLOCK = frozenset((
 ))
 _HTML_LINE = frozenset(("li", "tr", "dt", "dd", "figcaption", "summary", "option"))
 _HTML_CELL = frozenset(("td", "th"))
+_HTML_HEADING = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _ANY_SPACE = re.compile(r"\s+")
 
 
@@ -49,6 +50,12 @@ def html_to_text(data: bytes, parser: str | None = None) -> str:
     names and a few counters are kept; no tree is built. Memory is therefore bounded by the
     file and the text it yields (an 11 MB file of 1M nested ``<div>``: 21 MB at peak with the
     file's bytes, instead of 555 MB for a BeautifulSoup tree; ``bench/hostile_extract.py``)."""
+    return html_text_and_body(data, parser)[0]
+
+
+def html_text_and_body(data: bytes, parser: str | None = None) -> tuple[str, bool]:
+    """:func:`html_to_text`, and whether the page has text of its own besides its title and
+    headings (a book's chapter that is a heading alone makes no section)."""
     reject_binary(data)
     data = data.replace(b"\x00", b"")
     try:
@@ -60,7 +67,7 @@ def html_to_text(data: bytes, parser: str | None = None) -> str:
     text, title = sink.finish()
     if title and not text.startswith(title):
         text = f"{title}\n\n{text}" if text else title
-    return text
+    return text, sink.body_text
 
 
 #: the WHATWG encoding standard reads these labels as windows-1252 (browsers do)
@@ -177,6 +184,9 @@ class _HtmlText:
         self._written = False  # a line with text was written
         self._pieces: list[str] = []
         self._blocks: list[str] = []
+        self._headings = 0  # open <h1>-<h6>
+        #: text outside the title and the headings was seen
+        self.body_text = False
 
     # the parser's callbacks ---------------------------------------------------------------
     def start(self, tag, attrib=None) -> None:
@@ -204,6 +214,7 @@ class _HtmlText:
             return
         if name in ("pre", "textarea"):
             self.pre += 1
+        self._headings += name in _HTML_HEADING
         if name in _HTML_BLOCK:
             self._paragraph()
         elif name in _HTML_LINE:
@@ -230,6 +241,8 @@ class _HtmlText:
             self._title_parts.append(text)
         if self.drop or not text:
             return
+        if not self._headings and not self.body_text and not text.isspace():
+            self.body_text = True
         if self.pre and "\n" in text:
             first, *rest = text.split("\n")
             self._text(first)
@@ -264,6 +277,7 @@ class _HtmlText:
             return
         if name in ("pre", "textarea"):
             self.pre -= 1
+        self._headings -= name in _HTML_HEADING
         if name in _HTML_BLOCK:
             self._paragraph()
 

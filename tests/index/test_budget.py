@@ -117,8 +117,8 @@ def test_xlsx_shared_strings_are_held_by_their_real_cost_and_refused_past_the_me
 def test_chapters_without_text_make_no_section_and_keep_the_others_numbers():
     doc = extract_epub(epub_empty_chapters(500))  # full size: 5,000 (5,000 "Chapter N" chunks before)
     assert doc.text == "" and doc.pages == []
-    doc = extract_epub(make_epub([("One", "first"), ("", ""), ("Three", "third")]))
-    assert [p for p, _, _ in doc.pages] == [1, 3]
+    doc = extract_epub(make_epub([("One", "first"), ("", ""), ("Three", "third"), ("Part Two", "")]))
+    assert [p for p, _, _ in doc.pages] == [1, 3]  # the fourth is a heading alone
     assert doc.text.startswith("Chapter 1\n\nOne") and "Chapter 3\n\nThree" in doc.text and "Chapter 2" not in doc.text
 
 
@@ -133,13 +133,13 @@ def test_a_book_past_its_parts_keeps_the_chapters_read_and_says_so(limits):
 def test_a_book_past_its_time_keeps_the_chapters_read(clock, monkeypatch):
     import hefsearch.index.extract_epub as epub
 
-    real = epub.html_to_text
+    real = epub.html_text_and_body
 
     def slow(data):  # each chapter takes 50 s
         clock.now += 50
         return real(data)
 
-    monkeypatch.setattr(epub, "html_to_text", slow)
+    monkeypatch.setattr(epub, "html_text_and_body", slow)
     doc = extract_epub(make_epub([(f"T{i}", f"text {i}") for i in range(10)]))
     assert [p for p, _, _ in doc.pages] == [1, 2]  # the third ended past 120 s and is dropped
     assert "took more than 120 s" in doc.notes[0] and "kept the first 2 of 10 chapters" in doc.notes[0]
