@@ -41,6 +41,9 @@ HAILO_TIMEOUT_MS = Setting("HEFSEARCH_HAILO_TIMEOUT_MS", "the wait for one infer
                            "the backend's timeout")
 HAILO_DEVICE_BATCH = Setting("HEFSEARCH_HAILO_DEVICE_BATCH", "frames per device call on bulk opens", "8")
 PROGRESS_SECONDS = Setting("HEFSEARCH_PROGRESS_SECONDS", "seconds between progress lines", "60")
+DOCUMENT_LIMITS = Setting("HEFSEARCH_DOCUMENT_LIMITS",
+                          "one document's limits raised, e.g. seconds=600,memory_mb=1024,ocr_pages=2000",
+                          "index/budget.py: Limits (docs/indexing.md)")
 
 ALL = (HOME, LIBRARY, BUNDLE, BACKEND, TOKEN, SIM, THREADS, ORT_CACHE, ORT_FUSE, HAILO_DEVICE, HAILO_SERVICE,
-       HAILO_STREAMS, HAILO_TIMEOUT_MS, HAILO_DEVICE_BATCH, PROGRESS_SECONDS)
+       HAILO_STREAMS, HAILO_TIMEOUT_MS, HAILO_DEVICE_BATCH, PROGRESS_SECONDS, DOCUMENT_LIMITS)

@@ -3,7 +3,7 @@ the helpers its messages use."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hefsearch.base.errors import HefsearchError
 
@@ -21,6 +21,8 @@ class ExtractedText:
     pages: list[tuple[int, int, int]] | None = None  # (page from 1, char_start, char_end), PDFs
     encoding: str | None = None  # detected encoding for text files
     ocr_pages: list[int] | None = None  # pages (from 1) without a text layer, to read by OCR
+    #: what the run reports beside the document: a part left out, a budget that cut it short
+    notes: list[str] = field(default_factory=list)
 
 
 def clean_text(text: str) -> str:

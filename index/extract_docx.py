@@ -17,8 +17,12 @@ _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
 def extract_docx(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``docx`` kind (see :mod:`hefsearch.index.formats`)."""
-    return ExtractedText(text=docx_to_text(data, max_chars=max_chars))
+    """The extractor of the ``docx`` kind (see :mod:`hefsearch.index.formats`), within the
+    document's budget (:mod:`hefsearch.index.budget`: its time is checked as the body streams)."""
+    from .budget import reading
+
+    with reading("DOCX", max_chars):
+        return ExtractedText(text=docx_to_text(data, max_chars=max_chars))
 
 
 
@@ -98,10 +102,15 @@ def _docx_stream_text(zf: zipfile.ZipFile, body: zipfile.ZipInfo, max_chars: int
     run_chars = {_W + "tab": "\t", _W + "ptab": "\t", _W + "br": "\n", _W + "cr": "\n",
                  _W + "noBreakHyphen": "-"}
     containers = {_W + "p": "p", _W + "tc": "tc", _W + "tr": "tr", _W + "tbl": "tbl"}
+    from .budget import current
+
+    budget = current()
     with zf.open(body) as xml:
         events = etree.iterparse(xml, events=("start", "end"), resolve_entities=False,
                                  no_network=True, huge_tree=False, remove_comments=True)
         for event, elem in events:
+            if budget is not None:
+                budget.tick()
             tag = elem.tag
             kind = containers.get(tag)
             if event == "start":

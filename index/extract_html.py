@@ -12,8 +12,12 @@ from .extract_text import decode_text, reject_binary
 
 
 def extract_html(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``html`` kind (see :mod:`hefsearch.index.formats`)."""
-    return ExtractedText(text=html_to_text(data))
+    """The extractor of the ``html`` kind (see :mod:`hefsearch.index.formats`), within the
+    page's budget (:mod:`hefsearch.index.budget`: its time is checked as it is parsed)."""
+    from .budget import reading
+
+    with reading("HTML page", max_chars):
+        return ExtractedText(text=html_to_text(data))
 
 
 _HTML_DROP = frozenset(("script", "style", "noscript", "template", "head", "svg", "canvas", "iframe", "object"))
@@ -24,6 +28,7 @@ _HTML_BLOCK = frozenset((
 ))
 _HTML_LINE = frozenset(("li", "tr", "dt", "dd", "figcaption", "summary", "option"))
 _HTML_CELL = frozenset(("td", "th"))
+_HTML_HEADING = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 _ANY_SPACE = re.compile(r"\s+")
 
 
@@ -45,16 +50,24 @@ def html_to_text(data: bytes, parser: str | None = None) -> str:
     names and a few counters are kept; no tree is built. Memory is therefore bounded by the
     file and the text it yields (an 11 MB file of 1M nested ``<div>``: 21 MB at peak with the
     file's bytes, instead of 555 MB for a BeautifulSoup tree; ``bench/hostile_extract.py``)."""
+    return html_text_and_body(data, parser)[0]
+
+
+def html_text_and_body(data: bytes, parser: str | None = None) -> tuple[str, bool]:
+    """:func:`html_to_text`, and whether the page has text of its own besides its title and
+    headings (a book's chapter that is a heading alone makes no section)."""
     reject_binary(data)
     data = data.replace(b"\x00", b"")
     try:
         sink = _parse_html(data, parser or html_parser())
+    except ExtractionError:  # the document's budget ran out while it was parsed
+        raise
     except Exception as e:  # noqa: BLE001 - hostile input; any parser failure is a bad file
         raise ExtractionError(f"HTML could not be parsed: {describe(e)}") from None
     text, title = sink.finish()
     if title and not text.startswith(title):
         text = f"{title}\n\n{text}" if text else title
-    return text
+    return text, sink.body_text
 
 
 #: the WHATWG encoding standard reads these labels as windows-1252 (browsers do)
@@ -131,9 +144,14 @@ def _feed(parser: str, sink: "_HtmlText", chunks) -> None:
         p = etree.HTMLParser(target=sink, recover=True, no_network=True, remove_comments=True, remove_pis=True)
     else:
         p = _StdlibFeeder(sink)
+    from .budget import current
+
+    budget = current()  # the page's time, checked between chunks (64 K characters)
     for chunk in chunks:
         if chunk:
             p.feed(chunk)
+            if budget is not None:
+                budget.check_time()
     p.close()
 
 
@@ -166,6 +184,9 @@ class _HtmlText:
         self._written = False  # a line with text was written
         self._pieces: list[str] = []
         self._blocks: list[str] = []
+        self._headings = 0  # open <h1>-<h6>
+        #: text outside the title and the headings was seen
+        self.body_text = False
 
     # the parser's callbacks ---------------------------------------------------------------
     def start(self, tag, attrib=None) -> None:
@@ -193,6 +214,7 @@ class _HtmlText:
             return
         if name in ("pre", "textarea"):
             self.pre += 1
+        self._headings += name in _HTML_HEADING
         if name in _HTML_BLOCK:
             self._paragraph()
         elif name in _HTML_LINE:
@@ -219,6 +241,8 @@ class _HtmlText:
             self._title_parts.append(text)
         if self.drop or not text:
             return
+        if not self._headings and not self.body_text and not text.isspace():
+            self.body_text = True
         if self.pre and "\n" in text:
             first, *rest = text.split("\n")
             self._text(first)
@@ -253,6 +277,7 @@ class _HtmlText:
             return
         if name in ("pre", "textarea"):
             self.pre -= 1
+        self._headings -= name in _HTML_HEADING
         if name in _HTML_BLOCK:
             self._paragraph()
 

@@ -24,6 +24,7 @@ from typing import BinaryIO, Iterator
 
 from hefsearch.base.terminal_text import name_segment
 
+from .budget import current, reading
 from .extract_base import ExtractedText, ExtractionError, clean_text, describe, too_much_text
 
 #: multiparts inside multiparts (real mail: 3-5; a bomb: thousands)
@@ -108,7 +109,8 @@ def read_message(raw: bytes, max_chars: int | None = None) -> Message:
                                       ("To", header_text(msg.get("To"))), ("Date", date)) if v]
     blocks = ["\n".join(head)]
     state = {"parts": 0, "chars": 0}
-    _walk(msg, blocks, out.notes, max_chars, 0, state)
+    with reading("message", max_chars):  # its attachments share the message's budget
+        _walk(msg, blocks, out.notes, max_chars, 0, state)
     out.text = clean_text("\n\n".join(b.strip() for b in blocks if b.strip()))
     return out
 
@@ -130,6 +132,7 @@ def _check_nesting(raw: bytes) -> None:
 
 
 def _walk(part, blocks: list[str], notes: list[str], max_chars, depth: int, state: dict) -> None:
+    current().tick()
     state["parts"] += 1
     if state["parts"] > MAX_PARTS:
         raise ExtractionError(f"message has more than {MAX_PARTS} MIME parts; refusing")
@@ -217,7 +220,9 @@ def _attachment_text(part, name: str, notes: list[str], max_chars) -> str:
                      "not read")
         return label
     try:
+        current().add_part()  # an attachment is a part of the message's budget
         doc = BY_KIND[kind].extract_function()(_payload(part), max_chars=max_chars)
+        notes.extend(f"attachment {name}: {note}" for note in doc.notes)
     except ExtractionError as e:
         notes.append(f"attachment {name}: {e.message}")
         return label

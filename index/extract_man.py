@@ -84,16 +84,23 @@ def looks_like_roff(head: bytes) -> bool:
 
 
 def extract_man(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``man`` kind (see :mod:`hefsearch.index.formats`)."""
+    """The extractor of the ``man`` kind (see :mod:`hefsearch.index.formats`), within the
+    page's budget (:mod:`hefsearch.index.budget`: its time is checked line by line)."""
+    from .budget import reading
+
     source, encoding = decode_text(data)
-    return ExtractedText(text=render(source), encoding=encoding)
+    with reading("manual page", max_chars) as budget:
+        return ExtractedText(text=render(source, budget.tick), encoding=encoding)
 
 
-def render(source: str) -> str:
-    """roff source -> plain text: the title, headings and paragraphs (see the module doc)."""
+def render(source: str, tick=None) -> str:
+    """roff source -> plain text: the title, headings and paragraphs (see the module doc);
+    ``tick()`` is called at every line (the document's budget)."""
     r = _Renderer()
     for line in source.split("\n"):
         r.line(line)
+        if tick is not None:
+            tick()
     return r.text()
 
 

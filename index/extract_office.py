@@ -7,21 +7,26 @@ zip + lxml streaming path of the DOCX reader): python-pptx and openpyxl build wh
 odfpy a DOM, while these formats' text is a few elements each; a streamed pass keeps memory
 bounded by one paragraph or row, expands no entity, and honours the --max-size cap on text.
 A spreadsheet's repeated cells (``number-columns-repeated``, a classic ODS bomb) are read once.
+Every sheet or slide is a part of the document's budget (:mod:`hefsearch.index.budget`): past
+its parts or its time, the ones read are kept and the run says so. An XLSX's shared strings
+are read only as far as its sheets use them, and held as one string per few thousand entries
+(each entry costs 4 bytes and its characters, counted against the memory budget).
 """
 
 from __future__ import annotations
 
 import io
 
+from array import array
+
+from .budget import Budget, OverBudget, reading
 from .extract_base import ExtractedText, ExtractionError, clean_text
-from .extract_zip import (BlockTags, TextBudget, drop_read, iter_xml, joined, local_name, open_archive, part_name,
-                          read_part, text_blocks, xml_root)
+from .extract_zip import (BlockTags, drop_read, iter_xml, joined, local_name, open_archive, part_name, read_part,
+                          read_sections, text_blocks, xml_root)
 
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
 _DRAW = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
-#: sections (slides, sheets) one file may have
-MAX_SECTIONS = 5_000
 #: a slide's text: its paragraphs <a:p>, their runs' <a:t>, tabs and line breaks
 _PPTX_PARAGRAPHS = BlockTags(block=frozenset({"p"}), text=frozenset({"t"}), tab=frozenset({"tab"}),
                              line_break=frozenset({"br"}))
@@ -42,9 +47,30 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
     except ExtractionError:
         mimetype = ""
     sheets, slides = mimetype.endswith(".spreadsheet"), mimetype.endswith(".presentation")
-    budget = TextBudget(what, max_chars)
+    with reading(what, max_chars) as budget:
+        return _odf_read(zf, what, sheets, slides, budget)
+
+
+def _odf_read(zf, what: str, sheets: bool, slides: bool, budget: Budget) -> ExtractedText:
     sections: list[tuple[str, list[str]]] = []
+    notes: list[str] = []
     loose: list[str] = []  # text outside any sheet or slide (a text document's body)
+    try:
+        _odf_walk(zf, what, sheets, slides, budget, (sections, loose))
+    except OverBudget as e:
+        if not sections:
+            raise
+        sections.pop()  # the one being read when the budget ran out
+        notes.append(budget.kept(e, len(sections), None, "sheets" if sheets else "slides"))
+    if not sections:
+        return ExtractedText(text=clean_text("\n\n".join(loose)), notes=notes)
+    text, spans = joined([(label, "\n\n".join(blocks)) for label, blocks in sections])
+    return ExtractedText(text=clean_text(text), pages=spans, notes=notes)
+
+
+def _odf_walk(zf, what: str, sheets: bool, slides: bool, budget: Budget, out: tuple[list, list[str]]) -> None:
+    """content.xml's paragraphs and rows into ``out`` (sections, loose text), by one pass."""
+    sections, loose = out
     row: list[str] | None = None
     depth = 0  # inside a paragraph or heading
     for event, elem in iter_xml(zf, "content.xml", what, events=("start", "end")):
@@ -52,22 +78,22 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
         if event == "start":
             if sheets and elem.tag == f"{{{_TABLE}}}table" and row is None and not depth:
                 sections.append((f"Sheet: {elem.get(f'{{{_TABLE}}}name') or len(sections) + 1}", []))
+                budget.add_part()
             elif slides and elem.tag == f"{{{_DRAW}}}page":
                 sections.append((f"Slide {len(sections) + 1}"
                                  + (f": {elem.get(f'{{{_DRAW}}}name')}" if elem.get(f"{{{_DRAW}}}name") else ""), []))
+                budget.add_part()
             elif local == "table-row" and row is None:
                 row = []
             elif local in ("p", "h"):
                 depth += 1
-            if len(sections) > MAX_SECTIONS:
-                raise ExtractionError(f"{what} has more than {MAX_SECTIONS} sheets or slides; refusing")
             continue
         if local in ("p", "h"):
             depth -= 1
             if depth == 0:
                 text = _odf_text(elem)
                 if text:
-                    budget.add(len(text))
+                    budget.add_text(len(text))
                     target = row if row is not None else (sections[-1][1] if sections else loose)
                     target.append(text)
         elif local == "table-cell" and row is not None:
@@ -80,10 +106,6 @@ def extract_odf(data: bytes, max_chars: int | None = None) -> ExtractedText:
             row = None
         if depth == 0 and row is None:
             drop_read(elem)
-    if not sections:
-        return ExtractedText(text=clean_text("\n\n".join(loose)))
-    text, spans = joined([(label, "\n\n".join(blocks)) for label, blocks in sections])
-    return ExtractedText(text=clean_text(text), pages=spans)
 
 
 def _odf_text(elem) -> str:
@@ -141,18 +163,15 @@ def extract_pptx(data: bytes, max_chars: int | None = None) -> ExtractedText:
     zf = open_archive(data, what)
     pres = xml_root(zf, "ppt/presentation.xml", what)
     rels = _rels(zf, "ppt/presentation.xml", what)
-    order = [rels.get(el.get(_R)) for el in pres.iter() if local_name(el) == "sldId"]
-    budget = TextBudget(what, max_chars)
-    sections: list[tuple[str, str]] = []
-    for number, name in enumerate((n for n in order if n), start=1):
-        if number > MAX_SECTIONS:
-            raise ExtractionError(f"{what} has more than {MAX_SECTIONS} slides; refusing")
-        blocks = text_blocks(zf, name, _PPTX_PARAGRAPHS, budget)
-        sections.append((f"Slide {number}", "\n\n".join(blocks)))
+    order = [n for n in (rels.get(el.get(_R)) for el in pres.iter() if local_name(el) == "sldId") if n]
+    with reading(what, max_chars) as budget:
+        sections, notes = read_sections(
+            budget, ((f"Slide {number}", lambda name=name: "\n\n".join(text_blocks(zf, name, _PPTX_PARAGRAPHS, budget)))
+                     for number, name in enumerate(order, start=1)), "slides", len(order))
     if not sections:
         raise ExtractionError(f"{what} is corrupt: no slides listed in ppt/presentation.xml")
     text, spans = joined(sections)
-    return ExtractedText(text=clean_text(text), pages=spans)
+    return ExtractedText(text=clean_text(text), pages=spans, notes=notes)
 
 
 # -- Excel -------------------------------------------------------------------------------------
@@ -163,37 +182,33 @@ def extract_xlsx(data: bytes, max_chars: int | None = None) -> ExtractedText:
     zf = open_archive(data, what)
     book = xml_root(zf, "xl/workbook.xml", what)
     rels = _rels(zf, "xl/workbook.xml", what)
-    budget = TextBudget(what, max_chars)
-    shared: list[str] = []
-    if "xl/sharedStrings.xml" in zf.namelist():
-        for _, el in iter_xml(zf, "xl/sharedStrings.xml", what, tag="{*}si"):
-            text = "".join(t.text or "" for t in el.iter("{*}t"))
-            shared.append(text)
-            budget.add(len(text))
-            drop_read(el)
-    sections: list[tuple[str, str]] = []
-    for sheet in (el for el in book.iter() if local_name(el) == "sheet"):
-        if len(sections) >= MAX_SECTIONS:
-            raise ExtractionError(f"{what} has more than {MAX_SECTIONS} sheets; refusing")
-        name = rels.get(sheet.get(_R))
-        if name is None or name not in zf.namelist():
-            continue
-        rows = io.StringIO()  # not a list of row strings: ~50 bytes of overhead each
-        for _, el in iter_xml(zf, name, what, tag="{*}row"):
-            cells = [_cell(c, shared) for c in el.iterchildren("{*}c")]
-            line = " | ".join(c for c in cells if c)
-            if line:
-                rows.write(line + "\n")
-                budget.add(len(line))
-            drop_read(el)
-        sections.append((f"Sheet: {sheet.get('name') or len(sections) + 1}", rows.getvalue().rstrip("\n")))
+    names = set(zf.namelist())
+    sheets = [(sheet.get("name"), rels.get(sheet.get(_R))) for sheet in book.iter() if local_name(sheet) == "sheet"]
+    sheets = [(label, name) for label, name in sheets if name in names]
+    with reading(what, max_chars) as budget:
+        shared = SharedStrings(zf if "xl/sharedStrings.xml" in names else None, what, budget)
+        sections, notes = read_sections(
+            budget, ((f"Sheet: {label or number}", lambda name=name: _sheet_text(zf, name, shared, budget))
+                     for number, (label, name) in enumerate(sheets, start=1)), "sheets", len(sheets))
     if not sections:
         raise ExtractionError(f"{what} is corrupt: no sheets listed in xl/workbook.xml")
     text, spans = joined(sections)
-    return ExtractedText(text=clean_text(text), pages=spans)
+    return ExtractedText(text=clean_text(text), pages=spans, notes=notes)
 
 
-def _cell(c, shared: list[str]) -> str:
+def _sheet_text(zf, name: str, shared: "SharedStrings", budget: Budget) -> str:
+    rows = io.StringIO()  # not a list of row strings: ~50 bytes of overhead each
+    for _, el in iter_xml(zf, name, budget.what, tag="{*}row"):
+        cells = [_cell(c, shared) for c in el.iterchildren("{*}c")]
+        line = " | ".join(c for c in cells if c)
+        if line:
+            rows.write(line + "\n")
+            budget.add_text(len(line))
+        drop_read(el)
+    return rows.getvalue().rstrip("\n")
+
+
+def _cell(c, shared: "SharedStrings") -> str:
     kind = c.get("t")
     if kind == "inlineStr":
         return _text(c)
@@ -204,3 +219,58 @@ def _cell(c, shared: list[str]) -> str:
         except (ValueError, IndexError):
             return ""
     return value.strip()
+
+
+class SharedStrings:
+    """An XLSX's shared-string table, read from its part only as far as the sheets look it
+    up (a table of 10 million entries that the sheet uses one of is read one entry far), and
+    held compactly: entries joined :data:`BLOCK` at a time into one string, with the end of
+    each in an array (4 bytes an entry, where a str object each costs 50 or more). What is
+    held counts against the document's memory budget."""
+
+    BLOCK = 4096
+
+    def __init__(self, zf, what: str, budget: Budget):
+        self.budget = budget
+        self._events = iter_xml(zf, "xl/sharedStrings.xml", what, tag="{*}si") if zf is not None else iter(())
+        self._blocks: list[str] = []  # entries joined, BLOCK at a time
+        self._ends = array("I")  # each entry's end in its block
+        self._pending: list[str] = []  # the entries of the block being filled
+        self._count = 0
+
+    def __getitem__(self, index: int) -> str:
+        if index < 0:
+            raise IndexError(index)
+        while self._count <= index and self._read_one():
+            pass
+        if index >= self._count:
+            raise IndexError(index)
+        block, at = divmod(index, self.BLOCK)
+        if block == len(self._blocks):
+            return self._pending[at]
+        start = self._ends[index - 1] if at else 0
+        return self._blocks[block][start:self._ends[index]]
+
+    def _read_one(self) -> bool:
+        el = next(self._events, None)
+        if el is None:
+            return False
+        text = "".join(t.text or "" for t in el[1].iter("{*}t"))
+        drop_read(el[1])
+        self._pending.append(text)
+        self._ends.append((self._ends[-1] if self._count % self.BLOCK else 0) + len(text))
+        self._count += 1
+        if len(self._pending) == self.BLOCK:
+            block = "".join(self._pending)
+            self._blocks.append(block)
+            self._pending = []
+            self._hold(block)
+        return True
+
+    def _hold(self, block: str) -> None:
+        """A block's real cost against the memory budget: 4 bytes an entry, and its characters
+        at the width Python stores them (1, 2 or 4 bytes). The block being filled is counted
+        when it is full: a few thousand entries."""
+        top = max(block, default="\0")
+        width = 1 if top < "\u0100" else 2 if top <= "\uffff" else 4
+        self.budget.hold(4 * self.BLOCK + len(block) * width, "(its shared strings)")

@@ -16,9 +16,12 @@ import io
 import posixpath
 import zipfile
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from .extract_base import ExtractionError, describe, join_numbered, too_much_text
+from .extract_base import ExtractionError, describe, join_numbered
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .budget import Budget
 from .extract_docx import MAX_DOCX_UNPACKED
 
 #: the archive may declare at most this many bytes unpacked (the DOCX reader's limit)
@@ -91,8 +94,13 @@ def read_part(zf: zipfile.ZipFile, name: str, what: str, cap: int | None = None)
 def iter_xml(zf: zipfile.ZipFile, name: str, what: str, events=("end",), tag: str | None = None) -> Iterator:
     """(event, element) of one XML part, streamed; entities are not expanded, DTDs not loaded.
     ``tag`` ("{namespace}name"): only those elements' events (lxml filters them, not Python).
-    Elements are cleared by the caller (or by :func:`text_blocks`)."""
+    Elements are cleared by the caller (or by :func:`text_blocks`). The document's budget
+    (:mod:`hefsearch.index.budget`) is ticked at each event: a part too slow to read stops."""
     from lxml import etree
+
+    from .budget import current
+
+    budget = current()
 
     try:
         info = zf.getinfo(name)
@@ -100,8 +108,11 @@ def iter_xml(zf: zipfile.ZipFile, name: str, what: str, events=("end",), tag: st
         raise ExtractionError(f"{what} is corrupt: part {name} is missing") from None
     try:
         with zf.open(info) as f:
-            yield from etree.iterparse(f, events=events, tag=tag, resolve_entities=False, no_network=True,
-                                       load_dtd=False, huge_tree=False, remove_comments=True)
+            for item in etree.iterparse(f, events=events, tag=tag, resolve_entities=False, no_network=True,
+                                        load_dtd=False, huge_tree=False, remove_comments=True):
+                if budget is not None:
+                    budget.tick()
+                yield item
     except ExtractionError:
         raise
     except Exception as e:  # noqa: BLE001 - hostile input; any parser failure is a bad part
@@ -132,24 +143,10 @@ class BlockTags:
     line_break: frozenset[str] = frozenset()
 
 
-class TextBudget:
-    """A document's characters of text so far, across its parts; past ``max_chars`` the
-    document (``what``, as messages name it) is refused: the --max-size cap on the text of
-    compressed formats."""
-
-    def __init__(self, what: str, max_chars: int | None):
-        self.what, self.max_chars, self.used = what, max_chars, 0
-
-    def add(self, chars: int) -> None:
-        self.used += chars
-        if self.max_chars is not None and self.used > self.max_chars:
-            raise too_much_text(self.what, self.max_chars)
-
-
-def text_blocks(zf: zipfile.ZipFile, name: str, tags: BlockTags, budget: TextBudget) -> list[str]:
+def text_blocks(zf: zipfile.ZipFile, name: str, tags: BlockTags, budget: "Budget") -> list[str]:
     """The text of each outermost ``tags.block`` element of a part, in document order, by one
     streaming pass: an element is dropped once read, so memory is bounded by the largest block.
-    Every block's characters count against ``budget``."""
+    Every block's characters count against the document's ``budget``."""
     blocks: list[str] = []
     depth = 0
     for event, elem in iter_xml(zf, name, budget.what, events=("start", "end")):
@@ -163,7 +160,7 @@ def text_blocks(zf: zipfile.ZipFile, name: str, tags: BlockTags, budget: TextBud
                 text = _element_text(elem, tags).strip()
                 if text:
                     blocks.append(text)
-                    budget.add(len(text))
+                    budget.add_text(len(text))
         if depth == 0:  # drop what has been read, or a long part fills memory
             drop_read(elem)
     return blocks
@@ -206,5 +203,30 @@ def _element_text(elem, tags: BlockTags) -> str:
 
 def joined(sections: list[tuple[str, str]]) -> tuple[str, list[tuple[int, int, int]]]:
     """Sections (label, text) -> the document's text (each section opens with its label line)
-    and (number from 1, start, end) spans, as a PDF's pages: a hit names its section."""
-    return join_numbered([f"{label}\n\n{text}" if text else label for label, text in sections])
+    and (number from 1, start, end) spans, as a PDF's pages: a hit names its section. A
+    section with no text of its own (a label alone: "Chapter 7" of an empty chapter) is left
+    out, and makes no chunk; the others keep their numbers."""
+    texts = [(number, f"{label}\n\n{text}") for number, (label, text) in enumerate(sections, start=1) if text.strip()]
+    text, spans = join_numbered([t for _, t in texts])
+    return text, [(number, start, end) for (number, _), (_, start, end) in zip(texts, spans)]
+
+
+def read_sections(budget: "Budget", sections: Iterable[tuple[str, Callable[[], str]]], unit: str,
+                  total: int | None = None) -> tuple[list[tuple[str, str]], list[str]]:
+    """(label, text) of each section, read by its callable in order, each a part of the
+    document's ``budget``; past a limit of parts or time, the sections read so far and the
+    note saying why the rest was left (``unit``: "chapters", "slides"...). Refused when not
+    even the first could be read."""
+    from .budget import OverBudget
+
+    out: list[tuple[str, str]] = []
+    notes: list[str] = []
+    try:
+        for label, read in sections:
+            budget.add_part()
+            out.append((label, read()))
+    except OverBudget as e:
+        if not out:
+            raise
+        notes.append(budget.kept(e, len(out), total, unit))
+    return out, notes

@@ -16,7 +16,9 @@ slower than one language, but a user's folder mixes them and a page's language i
 
 Images are bounded before they are decoded: more than :data:`MAX_PIXELS` pixels (a
 "decompression bomb", huge dimensions in a tiny file) is refused from the header alone; a large
-photo is scaled down to :data:`MAX_SIDE` pixels on its long side, enough for print."""
+photo is scaled down to :data:`MAX_SIDE` pixels on its long side, enough for print, as it is
+decoded and within the document's memory budget (:mod:`hefsearch.index.image_decode`). Each
+page read is a page of the document's OCR budget (:mod:`hefsearch.index.budget`)."""
 
 from __future__ import annotations
 
@@ -70,11 +72,15 @@ def missing_error() -> OcrMissing:
 
 
 def checked_image(data: bytes, what: str = "image"):
-    """The image opened and checked: its pixel count read from the header before decoding."""
+    """The image opened and checked: its pixel count read from the header before decoding
+    (Pillow's own warning about it is not shown: this check is the product's)."""
+    import warnings
+
     from PIL import Image
 
     try:
-        with _pillow_limit():
+        with _pillow_limit(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data))
             width, height = img.size
     except ExtractionError:
@@ -107,23 +113,31 @@ class _pillow_limit:
 def ocr_image(data: bytes, what: str = "image", *, timeout_s: float | None = None,
               memory_bytes: int | None = None) -> str:
     """The text OCR reads in an image's bytes (PNG, JPEG, TIFF, WebP: first frame), within
-    the page's budget (:data:`PAGE_TIMEOUT_S`, :data:`PAGE_MEMORY_BYTES` unless given)."""
+    the page's budget (:data:`PAGE_TIMEOUT_S`, :data:`PAGE_MEMORY_BYTES` unless given) and,
+    decoding it, the document's (:mod:`hefsearch.index.budget`: its memory, its notes)."""
+    from .budget import OverBudget, reading
+    from .image_decode import decoded_grey
+
     img = checked_image(data, what)  # a bomb is refused whether OCR is installed or not
     exe, langs = _tesseract()
     if exe is None or not langs:
         raise missing_error()
-    try:
-        with _pillow_limit():
-            img.seek(0)
-            img.load()
-            if img.mode not in ("L", "RGB"):
-                img = img.convert("RGB")
-            if max(img.size) > MAX_SIDE:
-                img.thumbnail((MAX_SIDE, MAX_SIDE))
-            png = io.BytesIO()
-            img.convert("L").save(png, format="PNG")
-    except Exception as e:  # noqa: BLE001 - truncated or corrupt pixel data
-        raise ExtractionError(f"{what} cannot be decoded: {type(e).__name__}: {e}"[:200]) from None
+    with reading(what, ocr=True) as budget:
+        try:
+            with _pillow_limit():
+                img.seek(0)
+                grey = decoded_grey(img, data, MAX_SIDE, budget, budget.notes)
+                if img.size[0] * img.size[1] > MAX_PIXELS // 2:  # where Pillow would warn: said our way
+                    budget.notes.append(f"{what} is {img.size[0]:,}x{img.size[1]:,} pixels, near the "
+                                        f"{MAX_PIXELS // 1_000_000} MP limit for images; read reduced to "
+                                        f"{grey.size[0]:,}x{grey.size[1]:,}")
+                png = io.BytesIO()
+                grey.save(png, format="PNG")
+                del img, grey
+        except (OverBudget, ExtractionError):
+            raise
+        except Exception as e:  # noqa: BLE001 - truncated or corrupt pixel data
+            raise ExtractionError(f"{what} cannot be decoded: {type(e).__name__}: {e}"[:200]) from None
     return run_tesseract(exe, langs, png.getvalue(), what, timeout_s or PAGE_TIMEOUT_S,
                          memory_bytes or PAGE_MEMORY_BYTES)
 

@@ -122,6 +122,7 @@ def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
         chunks = chunk_text(doc, first.count_tokens, first.max_tokens, overlap_tokens)
     lines = line_numbers(doc.text, [c.start for c in chunks])
     job.chunks = [(c, ln) for c, ln in zip(chunks, lines)]
+    job.notes.extend(printable(n) for n in getattr(doc, "notes", ()) if printable(n) not in job.notes)  # cut short: why
     job.langs = chunk_languages([c.text for c in chunks])
 
 

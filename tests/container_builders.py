@@ -296,3 +296,85 @@ class LazyMbox:
             return b""
         self.read_bytes += len(line)
         return line
+
+
+def xlsx_shared_strings_bomb(entries: int = 10_000_000, seed: int = 0, *, use_last: bool = False) -> bytes:
+    """An XLSX whose shared-string table holds ``entries`` one-character strings (random CJK
+    letters, so the part packs like text, under the ratio check: 10M entries make a 19 MB
+    file) while its one sheet uses only the first of them (``use_last``: the last one)."""
+    import random
+
+    rng = random.Random(seed)
+    good = make_xlsx({"S": [["used"]]})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info in src.infolist():
+            if info.filename == "xl/worksheets/sheet1.xml" and use_last:
+                zf.writestr(info.filename, src.read(info).replace(b"<v>0</v>", b"<v>%d</v>" % (entries - 1)))
+            elif info.filename != "xl/sharedStrings.xml":
+                zf.writestr(info.filename, src.read(info))
+        with zf.open("xl/sharedStrings.xml", "w", force_zip64=True) as f:
+            f.write(b'<?xml version="1.0"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+                    b"<si><t>used</t></si>")
+            left = entries - 1
+            while left > 0:
+                n = min(left, 100_000)
+                letters = "".join(map(chr, rng.choices(range(0x4E00, 0x4E00 + 256), k=n)))
+                f.write("".join(f"<si><t>{c}</t></si>" for c in letters).encode())
+                left -= n
+            f.write(b"</sst>")
+    return buf.getvalue()
+
+
+def epub_empty_chapters(chapters: int = 5_000) -> bytes:
+    """An EPUB of ``chapters`` chapters with no text at all (an empty title and body each)."""
+    return make_epub([("", "")] * chapters)
+
+
+def pdf_sharing_one_image(pages: int = 5_000, lines: tuple[str, ...] = ("A SCANNED PAGE",)) -> bytes:
+    """A PDF of ``pages`` pages without a text layer, every page showing the same scanned
+    image (stored once: 5,000 pages make a file of about 1 MB)."""
+    from pypdf import PdfReader, PdfWriter
+
+    one = PdfReader(io.BytesIO(make_image_pdf(list(lines), mode="1"))).pages[0]
+    writer = PdfWriter()
+    for _ in range(pages):  # a page object each, the image shared
+        writer.add_page(one)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def big_png(side: int = 10_000, mode: str = "RGBA", text: str | None = None) -> bytes:
+    """A ``side`` x ``side`` PNG of colour type ``mode`` (RGBA, RGB or L), transparent or black
+    but for ``text`` drawn in its top left corner, written row by row (the pixels are never held
+    whole: 10,000 x 10,000 RGBA packs into about 400 KB)."""
+    import struct
+    import zlib as _z
+
+    bands = {"L": 1, "RGB": 3, "RGBA": 4}[mode]
+    color = {"L": 0, "RGB": 2, "RGBA": 6}[mode]
+    head_rows: list[bytes] = []
+    if text:
+        from PIL import Image, ImageDraw, ImageFont
+
+        path = font_path()
+        font = ImageFont.truetype(path, 48) if path else ImageFont.load_default(size=48)
+        corner = Image.new(mode, (min(side, 1600), min(side, 120)), (255,) * bands if bands > 1 else 255)
+        ImageDraw.Draw(corner).text((20, 30), text, fill=(0,) * (bands - 1) + ((255,) if bands == 4 else ())
+                                    if bands > 1 else 0, font=font)
+        raw = corner.tobytes()
+        width = corner.size[0] * bands
+        pad = b"\xff" * ((side - corner.size[0]) * bands)
+        head_rows = [b"\x00" + raw[y * width:(y + 1) * width] + pad for y in range(corner.size[1])]
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", _z.crc32(kind + data) & 0xFFFFFFFF)
+
+    comp = _z.compressobj(9)
+    idat = [comp.compress(row) for row in head_rows]
+    blank = b"\x00" + b"\x00" * (side * bands)
+    idat += [comp.compress(blank) for _ in range(side - len(head_rows))]
+    idat.append(comp.flush())
+    ihdr = struct.pack(">IIBBBBB", side, side, 8, color, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(idat)) + chunk(b"IEND", b"")
