@@ -25,19 +25,40 @@ def _zip(parts: dict[str, str | bytes], first: tuple[str, str] | None = None) ->
     return buf.getvalue()
 
 
-def make_epub(chapters: list[tuple[str, str]], *, hrefs: list[str] | None = None) -> bytes:
+def make_epub(chapters: list[tuple[str, str]], *, hrefs: list[str] | None = None, toc: str | None = None) -> bytes:
     """An EPUB 3 of ``(title, text)`` chapters in spine order; ``hrefs`` overrides where the
-    manifest points (e.g. outside the archive)."""
+    manifest points (e.g. outside the archive). ``toc``: "nav" adds an EPUB 3 nav document
+    (first in the spine, as many books have it), "ncx" an EPUB 2 toc.ncx, each naming the
+    chapters "Part N: TITLE" (how the book names them, not how their headings do)."""
     names = hrefs or [f"ch{i}.xhtml" for i in range(1, len(chapters) + 1)]
     manifest = "".join(f'<item id="c{i}" href="{escape(h)}" media-type="application/xhtml+xml"/>'
                        for i, h in enumerate(names, start=1))
     spine = "".join(f'<itemref idref="c{i}"/>' for i in range(1, len(chapters) + 1))
+    toc_parts: dict[str, str] = {}
+    labels = [f"Part {i}: {escape(title)}" for i, (title, _) in enumerate(chapters, start=1)]
+    if toc == "nav":
+        manifest += '<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
+        spine = '<itemref idref="nav"/>' + spine
+        links = "".join(f'<li><a href="{escape(h)}#top">{label}</a></li>' for h, label in zip(names, labels))
+        toc_parts["OEBPS/nav.xhtml"] = (
+            '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops">'
+            f'<head><title>Contents</title></head><body><nav epub:type="toc"><h1>Contents</h1><ol>{links}</ol>'
+            "</nav></body></html>")
+    elif toc == "ncx":
+        manifest += '<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>'
+        points = "".join(f'<navPoint id="p{i}"><navLabel><text>{label}</text></navLabel><content src="{escape(h)}"/>'
+                         f"</navPoint>" for i, (h, label) in enumerate(zip(names, labels), start=1))
+        toc_parts["OEBPS/toc.ncx"] = ('<?xml version="1.0"?><ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" '
+                                      f'version="2005-1"><navMap>{points}</navMap></ncx>')
+        spine = f'<spine toc="ncx">{spine}</spine>'
+    spine = spine if spine.startswith("<spine") else f"<spine>{spine}</spine>"
     parts: dict[str, str | bytes] = {
         "META-INF/container.xml": '<?xml version="1.0"?><container version="1.0" '
         'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile '
         'full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>',
         "OEBPS/content.opf": '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
-        f'<metadata/><manifest>{manifest}</manifest><spine>{spine}</spine></package>',
+        f'<metadata/><manifest>{manifest}</manifest>{spine}</package>',
+        **toc_parts,
     }
     for (title, text), name in zip(chapters, names):
         if name.startswith(("..", "/", "http")):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import zipfile
 
+import pytest
+
 from hefsearch.index.extract_epub import extract_epub
 from hefsearch.index.extract_office import extract_odf, extract_pptx, extract_xlsx
 from tests.container_builders import make_epub, make_odp, make_ods, make_odt, make_pptx, make_xlsx
@@ -47,6 +49,21 @@ def test_epub_chapters_in_spine_order():
     doc = extract_epub(data)
     assert _section(doc, 1).startswith("Chapter 1\n\nTwo") and "beta text" in _section(doc, 1)
     assert "alpha text" in _section(doc, 2)
+
+
+@pytest.mark.parametrize("toc", ["nav", "ncx"])
+def test_epub_chapters_are_named_as_the_book_names_them_and_its_contents_page_is_no_chapter(toc):
+    data = make_epub([("One", "alpha text"), ("Two", "beta text")], toc=toc)
+    doc = extract_epub(data)
+    assert _section(doc, 1) == "Part 1: One\n\nOne\n\nalpha text"
+    assert _section(doc, 2) == "Part 2: Two\n\nTwo\n\nbeta text"
+    assert "Contents" not in doc.text and len(doc.pages) == 2
+
+
+def test_a_chapter_heading_that_repeats_its_title_is_said_once():
+    data = make_epub([("One", "alpha text")], toc="nav")
+    data = _rewrite(data, "OEBPS/nav.xhtml", lambda b: b.replace(b"Part 1: One", b"One"))
+    assert _section(extract_epub(data), 1) == "One\n\nalpha text"
 
 
 def test_opendocument_text_sheets_and_slides():
