@@ -100,6 +100,8 @@ class Budget:
         self._ticks = 0
         #: what the run should report beside the document (a library's warning, in our words)
         self.notes: list[str] = []
+        #: the language pack the document's last OCR page was read in (the next starts with it)
+        self.ocr_language: str | None = None
 
     # -- the checks a reader calls ------------------------------------------------------------
     @property

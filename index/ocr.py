@@ -11,8 +11,12 @@ memory budget (:data:`PAGE_MEMORY_BYTES`, an address-space limit on that process
 risk to the indexer. The ``tesseract`` program is driven directly (pytesseract does the same
 with a temporary file and no memory limit).
 
-Languages: every installed one of :data:`LANGUAGES` goes into one run (``-l eng+deu+...``):
-slower than one language, but a user's folder mixes them and a page's language is unknown.
+Languages: a page's language is unknown, so every installed one of :data:`LANGUAGES` goes into
+a first run (``-l eng+deu+...``); that run favours English and drops accents ("fievre" for
+"fièvre"). When the text it read is in another installed language, the page is read again with
+that language first (``-l fra+eng``), and every accent is kept (:func:`page_language`; figures
+in docs/indexing.md). The next page of the same document is read in that language at once (one
+run, faster than the first), and again with all of them only when its text is in another.
 
 Images are bounded before they are decoded: more than :data:`MAX_PIXELS` pixels (a
 "decompression bomb", huge dimensions in a tiny file) is refused from the header alone; a large
@@ -138,8 +142,34 @@ def ocr_image(data: bytes, what: str = "image", *, timeout_s: float | None = Non
             raise
         except Exception as e:  # noqa: BLE001 - truncated or corrupt pixel data
             raise ExtractionError(f"{what} cannot be decoded: {type(e).__name__}: {e}"[:200]) from None
-    return run_tesseract(exe, langs, png.getvalue(), what, timeout_s or PAGE_TIMEOUT_S,
-                         memory_bytes or PAGE_MEMORY_BYTES)
+
+    def read(packs: tuple[str, ...]) -> str:
+        return run_tesseract(exe, packs, png.getvalue(), what, timeout_s or PAGE_TIMEOUT_S,
+                             memory_bytes or PAGE_MEMORY_BYTES)
+
+    def own_first(pack: str) -> tuple[str, ...]:
+        return (pack, *(x for x in langs[:1] if x != pack))
+
+    known = budget.ocr_language  # the document's previous page: most likely this one's language too
+    if known is not None:
+        text = read(own_first(known))
+        if page_language(text, langs) in (known, None):
+            return text
+    text = read(langs)
+    budget.ocr_language = own = page_language(text, langs)
+    return text if own is None or own == langs[0] else read(own_first(own))
+
+
+#: ISO 639-1 code (what :func:`hefsearch.embed.language.identify` says) -> Tesseract language pack
+_PACKS = {"en": "eng", "de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh": "chi_sim", "ja": "jpn"}
+
+
+def page_language(text: str, installed: tuple[str, ...]) -> str | None:
+    """The installed language pack of the text a run read, when its language is known."""
+    from hefsearch.embed.language import identify
+
+    pack = _PACKS.get(identify(text) or "")
+    return pack if pack in installed else None
 
 
 def run_tesseract(exe: str, langs: tuple[str, ...], png: bytes, what: str, timeout_s: float,
