@@ -96,13 +96,17 @@ class LabelledSet:
     exclude: np.ndarray | None = None
 
 
-def evaluate(s: LabelledSet, alpha: float, min_chunks: int) -> dict[str, tuple[float, float, int]]:
+def evaluate(s: LabelledSet, alpha: float, min_chunks: int, hubs="default") -> dict[str, tuple[float, float, int]]:
+    """Top-1/top-10 per query kind; ``hubs``: the hub correction's directions (None: none;
+    "default": the product's HUB_DIRECTIONS)."""
     from hefsearch.embed.post_transform import LanguageNeutral
+    from hefsearch.search.language_neutral import HUB_DIRECTIONS
 
     docs, queries = s.docs, s.queries
     if alpha:
-        ln = LanguageNeutral.fit(docs, s.doc_langs, alpha=alpha, min_chunks=min_chunks)
-        docs, queries = ln.apply(docs, languages=s.doc_langs), ln.apply(queries, languages=s.q_langs)
+        ln = LanguageNeutral.fit(docs, s.doc_langs, alpha=alpha, min_chunks=min_chunks,
+                                 hub_directions=HUB_DIRECTIONS if hubs == "default" else hubs)
+        docs, queries = ln.apply(docs, languages=s.doc_langs), ln.apply(queries, languages=s.q_langs, passages=False)
     return score(top_docs(docs, s.doc_keys, queries, exclude=s.exclude), s.wanted, s.kinds)
 
 
@@ -189,6 +193,8 @@ def main(argv=None) -> int:
     src.add_argument("--model", help="a Hugging Face model folder, exported to a temp bundle")
     ap.add_argument("--alphas", default="0,0.25,0.5,0.75,1.0")
     ap.add_argument("--min-chunks", default="3,5,8,20", help="a language's minimum chunks for an offset")
+    ap.add_argument("--hub-directions", default="none,0,1,2",
+                    help="hub corrections compared at the default alpha (none: without one)")
     ap.add_argument("--check-alpha", type=float, default=None,
                     help="alpha of the library-path check (default: the module's DEFAULT_ALPHA)")
     args = ap.parse_args(argv)
@@ -218,6 +224,11 @@ def main(argv=None) -> int:
                         r = evaluate(s, alpha, m)
                         cells = " | ".join(f"{t1:.3f} | {t10:.3f}" for t1, t10, _ in r.values())
                         print(f"| {alpha:.2f} | {m if alpha else '-'} | {cells} |")
+                print(f"hub correction at alpha {DEFAULT_ALPHA}, min chunks {MIN_CHUNKS} (directions removed):")
+                for h in args.hub_directions.split(","):
+                    r = evaluate(s, DEFAULT_ALPHA, MIN_CHUNKS, None if h == "none" else int(h))
+                    cells = " | ".join(f"{t1:.3f} | {t10:.3f}" for t1, t10, _ in r.values())
+                    print(f"| hubs {h} | {MIN_CHUNKS} | {cells} |")
             a = DEFAULT_ALPHA if args.check_alpha is None else args.check_alpha
             s = sets["sample"]
             want = evaluate(s, a, MIN_CHUNKS)

@@ -16,7 +16,9 @@ library mean (``offset_L = mean(chunks in L) - mean(all chunks)``) and is re-nor
 Languages come from the texts (``embed/language.py``), so this transform takes the texts as
 well as the vectors (``uses_texts``); a text of unknown language, or of a language with fewer
 than ``min_chunks`` chunks in the library, is not moved. Measured figures and the choice of
-alpha: ``search/language_neutral.py``.
+alpha: ``search/language_neutral.py``. It may also carry a hub correction (:class:`HubCorrection`:
+the library's mean and its top principal directions removed after the move, "all but the top"),
+fitted on the same vectors; see ``search/hub_correction.py``.
 """
 
 from __future__ import annotations
@@ -72,6 +74,61 @@ class MeanCentering:
                 "fitted_on": self.fitted_on}
 
 
+class HubCorrection:
+    """Remove the library's mean (and its ``len(directions)`` top principal directions, "all
+    but the top") from the unit vectors of passages, then re-normalise. A long passage's
+    vector, averaged over hundreds of tokens, lies close to the library's common direction and
+    so near every query (a hub); without it, a query meets only what tells passages apart, and
+    a passage near the mean no longer outranks the answer. Queries are not moved: their own
+    mean is not the library's (another prefix, often another language), and subtracting the
+    library's from them hurt (docs/searching.md). Zero vectors stay zero; a vector with
+    nothing left (the mean itself) becomes zero."""
+
+    def __init__(self, mean, directions):
+        self.mean = np.asarray(mean, dtype=np.float32).reshape(-1)
+        d = np.asarray(directions, dtype=np.float32)
+        self.directions = d.reshape(-1, self.mean.shape[0]) if d.size else np.zeros((0, self.mean.shape[0]), np.float32)
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray, directions: int) -> "HubCorrection":
+        """The mean of the non-zero ``vectors`` and their top ``directions`` principal axes."""
+        v = np.asarray(vectors, dtype=np.float32)
+        live = v[np.linalg.norm(v, axis=1) > 0] if len(v) else v
+        if not len(live):
+            raise ValueError("cannot fit a hub correction on no (non-zero) vectors")
+        mean = live.mean(axis=0)
+        k = min(int(directions), max(len(live) - 1, 0), live.shape[1])
+        axes = np.zeros((0, live.shape[1]), np.float32)
+        if k > 0:
+            c = (live - mean).astype(np.float64)
+            # eigenvectors of the covariance: d x d, cheap for any number of chunks
+            w, u = np.linalg.eigh(c.T @ c)
+            axes = u[:, np.argsort(w)[::-1][:k]].T.astype(np.float32)
+        return cls(mean, axes)
+
+    def apply(self, vectors: np.ndarray) -> np.ndarray:
+        v = np.asarray(vectors, dtype=np.float32)
+        out = v - self.mean
+        if len(self.directions):
+            out = out - (out @ self.directions.T) @ self.directions
+        n = np.linalg.norm(out, axis=1, keepdims=True)
+        out = out / np.where(n > 1e-6, n, np.inf)
+        out[np.linalg.norm(v, axis=1) == 0] = 0.0
+        return out.astype(np.float32)
+
+    def digest(self) -> str:
+        h = hashlib.sha256(self.mean.astype("<f4").tobytes() + self.directions.astype("<f4").tobytes())
+        return h.hexdigest()[:16]
+
+    def to_spec(self) -> dict:
+        return {"mean": [float(x) for x in self.mean],
+                "directions": [[float(x) for x in row] for row in self.directions]}
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "HubCorrection":
+        return cls(spec["mean"], spec.get("directions") or [])
+
+
 class LanguageNeutral:
     """Shift each vector by ``-alpha * offset[language]``, then re-normalise (see module doc)."""
 
@@ -81,7 +138,8 @@ class LanguageNeutral:
     uses_texts = True
 
     def __init__(self, offsets: dict, *, alpha: float, dim: int, min_chunks: int,
-                 counts: dict | None = None, fitted_on: int | None = None):
+                 counts: dict | None = None, fitted_on: int | None = None,
+                 hubs: HubCorrection | None = None):
         self.offsets = {str(k): np.asarray(v, dtype=np.float32).reshape(-1) for k, v in sorted(offsets.items())}
         self.alpha = float(alpha)
         self.dim = int(dim)
@@ -89,6 +147,8 @@ class LanguageNeutral:
         #: chunks per language at fit time (all languages, also those without an offset)
         self.counts = {str(k): int(v) for k, v in sorted((counts or {}).items())}
         self.fitted_on = fitted_on
+        #: applied after the move (None: a space made before hub correction existed)
+        self.hubs = hubs
         for lang, o in self.offsets.items():
             if o.shape[0] != self.dim:
                 raise ValueError(f"offset of {lang!r} has dimension {o.shape[0]}, expected {self.dim}")
@@ -97,9 +157,12 @@ class LanguageNeutral:
         warm_up()  # queries will need the language model: load it while the encoder opens
 
     @classmethod
-    def fit(cls, vectors: np.ndarray, languages, *, alpha: float, min_chunks: int) -> "LanguageNeutral":
+    def fit(cls, vectors: np.ndarray, languages, *, alpha: float, min_chunks: int,
+            hub_directions: int | None = None) -> "LanguageNeutral":
         """Offsets of every language with at least ``min_chunks`` (non-zero) vectors from the mean
-        of all non-zero vectors; ``languages[i]`` is the language of ``vectors[i]`` or None."""
+        of all non-zero vectors; ``languages[i]`` is the language of ``vectors[i]`` or None.
+        ``hub_directions`` (None: no hub correction): fit a :class:`HubCorrection` with that
+        many principal directions on the moved vectors."""
         v = np.asarray(vectors, dtype=np.float32)
         if len(v) != len(languages):
             raise ValueError(f"{len(v)} vectors but {len(languages)} languages")
@@ -114,8 +177,11 @@ class LanguageNeutral:
             counts[lang] = int(rows.sum())
             if counts[lang] >= min_chunks:
                 offsets[lang] = v[rows].mean(axis=0) - mean
-        return cls(offsets, alpha=alpha, dim=v.shape[1], min_chunks=min_chunks, counts=counts,
-                   fitted_on=int(live.sum()))
+        out = cls(offsets, alpha=alpha, dim=v.shape[1], min_chunks=min_chunks, counts=counts,
+                  fitted_on=int(live.sum()))
+        if hub_directions is not None:
+            out.hubs = HubCorrection.fit(out.moved(v, langs.tolist()), hub_directions)
+        return out
 
     def _shifts(self, n: int, languages) -> np.ndarray:
         if languages is None or len(languages) != n:
@@ -137,13 +203,19 @@ class LanguageNeutral:
 
         return identify_all(texts)
 
-    def apply(self, vectors: np.ndarray, texts=None, *, languages=None) -> np.ndarray:
+    def apply(self, vectors: np.ndarray, texts=None, *, languages=None, passages: bool = True) -> np.ndarray:
         """``vectors`` moved off their language (identified from ``texts`` unless ``languages``
-        is given) and re-normalised; zero vectors (empty texts) stay zero."""
+        is given) and re-normalised; zero vectors (empty texts) stay zero. ``passages``: they are
+        chunks of documents, which the hub correction moves too (queries: False)."""
         v = np.asarray(vectors, dtype=np.float32)
         if v.shape[-1] != self.dim:
             raise ValueError(f"language-neutral transform fitted on dimension {self.dim}, got {v.shape[-1]}")
-        out = v - self._shifts(len(v), self._languages(texts, languages))
+        out = self.moved(v, self._languages(texts, languages))
+        return out if self.hubs is None or not passages else self.hubs.apply(out)
+
+    def moved(self, v: np.ndarray, languages) -> np.ndarray:
+        """The language move alone: ``v`` shifted off its languages and re-normalised."""
+        out = v - self._shifts(len(v), languages)
         n = np.linalg.norm(out, axis=1, keepdims=True)
         out = out / np.where(n > 0, n, 1.0)
         out[np.linalg.norm(v, axis=1) == 0] = 0.0
@@ -152,7 +224,10 @@ class LanguageNeutral:
     def invert(self, vectors: np.ndarray, texts=None, *, languages=None) -> np.ndarray:
         """The unit vectors :meth:`apply` made ``vectors`` from (exact up to float rounding):
         ``v = s*w + alpha*o`` with the ``s > 0`` that makes ``|v| = 1``. Lets a space be re-fitted
-        from its own vectors (``search/language_neutral.py``)."""
+        from its own vectors (``search/language_neutral.py``). Not with a hub correction, which
+        drops directions: such a space is re-fitted from its source space's vectors."""
+        if self.hubs is not None:
+            raise ValueError("a language-neutral transform with a hub correction cannot be inverted")
         w = np.asarray(vectors, dtype=np.float64)
         shift = self._shifts(len(w), self._languages(texts, languages)).astype(np.float64)
         wo = np.einsum("ij,ij->i", w, shift)
@@ -167,14 +242,20 @@ class LanguageNeutral:
             h.update(lang.encode() + b"\0" + o.astype("<f4").tobytes())
         from .language import IDENTIFIER, MIN_CONFIDENCE
 
-        return {"kind": self.kind, "dim": self.dim, "alpha": self.alpha, "languages": list(self.offsets),
-                "offsets_sha256": h.hexdigest()[:16], "identifier": IDENTIFIER,
-                "min_confidence": MIN_CONFIDENCE}
+        out = {"kind": self.kind, "dim": self.dim, "alpha": self.alpha, "languages": list(self.offsets),
+               "offsets_sha256": h.hexdigest()[:16], "identifier": IDENTIFIER,
+               "min_confidence": MIN_CONFIDENCE}
+        if self.hubs is not None:  # absent from older spaces' fingerprints, which stay valid
+            out["hub_correction"] = {"directions": len(self.hubs.directions), "sha256": self.hubs.digest()}
+        return out
 
     def to_spec(self) -> dict:
-        return {"kind": self.kind, "alpha": self.alpha, "dim": self.dim, "min_chunks": self.min_chunks,
+        spec = {"kind": self.kind, "alpha": self.alpha, "dim": self.dim, "min_chunks": self.min_chunks,
                 "offsets": {k: [float(x) for x in o] for k, o in self.offsets.items()},
                 "counts": self.counts, "fitted_on": self.fitted_on}
+        if self.hubs is not None:
+            spec["hubs"] = self.hubs.to_spec()
+        return spec
 
 
 def from_spec(spec):
@@ -189,5 +270,6 @@ def from_spec(spec):
     if spec["kind"] == LanguageNeutral.kind:
         return LanguageNeutral(spec["offsets"], alpha=spec["alpha"], dim=spec["dim"],
                                min_chunks=spec["min_chunks"], counts=spec.get("counts"),
-                               fitted_on=spec.get("fitted_on"))
+                               fitted_on=spec.get("fitted_on"),
+                               hubs=HubCorrection.from_spec(spec["hubs"]) if spec.get("hubs") else None)
     raise ValueError(f"unknown post-transform kind {spec['kind']!r}")

@@ -42,6 +42,9 @@ DEFAULT_ALPHA = 0.5
 MIN_CHUNKS = 5
 #: re-fit when the library's chunk count moved this much from the fitted count
 REFIT_GROWTH = 0.25
+#: principal directions the hub correction removes after the mean (bench/hubness.py,
+#: docs/searching.md "Hubs and long passages")
+HUB_DIRECTIONS = 0
 NEUTRAL_SUFFIX = LanguageNeutral.space_suffix  # embed.space_names.NEUTRAL_SUFFIX
 
 
@@ -92,10 +95,11 @@ def _count(languages) -> dict[str, int]:
 
 def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
                          alpha: float = DEFAULT_ALPHA, min_chunks: int = MIN_CHUNKS,
-                         name: str | None = None) -> "Space":
+                         name: str | None = None, hub_directions: int | None = HUB_DIRECTIONS) -> "Space":
     """Fit the transform on ``source``'s vectors and chunk languages and write the moved
     vectors into a new space (default ``<source>-neutral``); ``encoder`` is ``source``'s
-    encoder. No text is re-encoded."""
+    encoder. No text is re-encoded. ``hub_directions``: the hub correction's principal
+    directions (None: no hub correction)."""
     src = library.space(source)
     src.check_encoder(encoder)
     if not encoder.bundle.normalize:
@@ -108,7 +112,7 @@ def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
                                    "Index some folders first: hefsearch index FOLDER")
     vecs = src.vectors(ids)
     langs = chunk_languages(library, ids)
-    ln = LanguageNeutral.fit(vecs, langs, alpha=alpha, min_chunks=min_chunks)
+    ln = LanguageNeutral.fit(vecs, langs, alpha=alpha, min_chunks=min_chunks, hub_directions=hub_directions)
     return write_derived_space(library, src.info, encoder, ln, name or neutral_space_name(source), ids,
                                ln.apply(vecs, languages=langs))
 
@@ -116,6 +120,8 @@ def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
 def refit_reason(transform: LanguageNeutral, chunks: int, counts: dict[str, int]) -> str | None:
     """Why a transform fitted earlier no longer fits a space of ``chunks`` chunks with ``counts``
     chunks per language (None: it still fits)."""
+    if transform.hubs is None:
+        return "no hub correction yet"
     fitted = transform.fitted_on or 0
     if fitted and abs(chunks - fitted) >= REFIT_GROWTH * fitted:
         return f"the space has {chunks} chunks, fitted on {fitted}"
@@ -153,14 +159,32 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
         if reason is None:
             continue
         with library.write_lock():
-            raw = old.invert(library.space(info.name).vectors(ids), languages=langs)
-            new = LanguageNeutral.fit(raw, langs, alpha=old.alpha, min_chunks=old.min_chunks)
+            raw = _raw_vectors(library, info.name, old, ids, langs)
+            if raw is None:
+                log.warning("neutral space %s not re-fitted (%s): its source space lacks some of its "
+                            "chunks; 'hefsearch index --no-language-neutral' then 'index' rebuilds it",
+                            info.name, reason)
+                continue
+            new = LanguageNeutral.fit(raw, langs, alpha=old.alpha, min_chunks=old.min_chunks,
+                                      hub_directions=HUB_DIRECTIONS)
             library.drop_space(info.name)
             write_derived_space(library, info, enc, new, info.name, ids, new.apply(raw, languages=langs))
         enc.post_transform = new
         log.info("re-fitted language-neutral space %s: %s", info.name, reason)
         done.append(Refit(info.name, reason, list(new.offsets)))
     return done
+
+
+def _raw_vectors(library: "Library", name: str, old: LanguageNeutral, ids, langs):
+    """The source vectors of neutral space ``name``'s chunks ``ids``: turned back from its own
+    (exact) when its transform has no hub correction, else read from the source space
+    (``name`` less the suffix); None when that space lacks some of them."""
+    if old.hubs is None:
+        return old.invert(library.space(name).vectors(ids), languages=langs)
+    source = name[: -len(NEUTRAL_SUFFIX)]
+    if source not in library.space_names() or len(library.member_ids(source, among=ids)) != len(ids):
+        return None
+    return library.space(source).vectors(ids)
 
 
 def drop_neutral_space(library: "Library", name: str) -> None:

@@ -136,8 +136,12 @@ def test_a_cross_lingual_pair_ranks_first_with_the_transform():
 def test_refit_reason():
     from hefsearch.search.language_neutral import refit_reason
 
+    from hefsearch.embed.post_transform import HubCorrection
+
     ln = LanguageNeutral({"de": np.zeros(4)}, alpha=0.5, dim=4, min_chunks=5, counts={"de": 8, "fr": 2},
                          fitted_on=100)
+    assert refit_reason(ln, 100, {"de": 98, "fr": 2}) == "no hub correction yet"  # made before it existed
+    ln.hubs = HubCorrection(np.zeros(4), np.eye(4)[:1])
     assert refit_reason(ln, 110, {"de": 108, "fr": 2}) is None
     assert "125" in refit_reason(ln, 125, {"de": 123, "fr": 2})
     assert "fr" in refit_reason(ln, 105, {"de": 100, "fr": 5})
@@ -210,7 +214,11 @@ def test_derived_space_follows_the_library_and_is_refitted_when_it_grows(tmp_pat
     ids = sorted(lib.member_ids("cpu-fp32"))
     langs = chunk_languages(lib, ids)
     raw = lib.space("cpu-fp32").vectors(ids)
-    fresh = LanguageNeutral.fit(raw, langs, alpha=0.5, min_chunks=5)  # as if derived today
+    from hefsearch.search.language_neutral import HUB_DIRECTIONS
+
+    # as if derived today: re-fitted from the source's vectors (a hub correction cannot be inverted)
+    fresh = LanguageNeutral.fit(raw, langs, alpha=0.5, min_chunks=5, hub_directions=HUB_DIRECTIONS)
+    assert new.hubs is not None and len(new.hubs.directions) == HUB_DIRECTIONS
     assert np.allclose(lib.space("cpu-fp32-neutral").vectors(ids), fresh.apply(raw, languages=langs), atol=1e-5)
     s = Searcher(lib)
     assert s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0)).hits
@@ -333,9 +341,10 @@ def test_auto_language_neutral_for_every_space_a_library_searches(tmp_path, sim_
             for src in sources:
                 ids = lib.member_ids(src)
                 ln = neutral_transform(infos[src + "-neutral"])
-                # fitted on and moved from the source's own vectors: inverting gives them back
-                back = ln.invert(lib.space(src + "-neutral").vectors(ids), languages=chunk_languages(lib, ids))
-                assert np.allclose(back, lib.space(src).vectors(ids), atol=1e-5)
+                # fitted on and moved from the source's own vectors (hub correction included)
+                moved = ln.apply(lib.space(src).vectors(ids), languages=chunk_languages(lib, ids))
+                assert ln.hubs is not None
+                assert np.allclose(moved, lib.space(src + "-neutral").vectors(ids), atol=1e-5)
                 assert infos[src + "-neutral"].kind == infos[src].kind
             if len(sources) == 2:  # two encoders: two different sets of offsets
                 a, b = (neutral_transform(infos[s + "-neutral"]) for s in sources)

@@ -1,0 +1,214 @@
+"""Why do long passages rank badly, and what corrects it? Hubness and anisotropy, measured.
+
+    python bench/hubness.py --library LIB --set DIR [--cache DIR] [--spaces NAME,...]
+
+``LIB``: a library that indexed ``DIR/docs`` (``bench/long_parallel.py``; any folder with a
+``queries.tsv`` of ``query`` and ``|``-separated ``expected`` file names). Every space of the
+library (or ``--spaces``) is read once: its chunk vectors and its encoder's query vectors are
+cached under ``--cache`` (.npy), so later runs only compute. Then, per space and per variant of
+the scores (the raw cosine; the library's mean removed; the top principal directions removed
+too, "all but the top"; a CSLS-style penalty of each chunk's mean similarity to its nearest
+chunks), on the file ranking a search shows (one hit per file, a file's best chunk, k 30):
+MRR, success@1 and success@3, and the hubness of that ranking: the share of top-1 places of
+the queries whose answer is elsewhere taken by the 3 files that take most, and the skewness of
+the chunks' 10-occurrence (how often a chunk is among the 10 nearest of the other chunks). The
+anisotropy of each space: the mean cosine between chunks of different files, and the share of
+the variance along the mean direction and the top principal direction.
+
+Peer: the raw cosine of the same space (the first row of each space's table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from hefsearch.bench.harness import load
+
+
+def read_library(lib_path: Path, spaces, cache: Path, queries: list[str]) -> dict:
+    """{space: (chunk vectors, query vectors, chunk file names, chunk token counts)}, cached."""
+    from hefsearch.index.library import Library
+    from hefsearch.search.api import Searcher
+    from hefsearch.search.language_neutral import chunk_languages
+
+    cache.mkdir(parents=True, exist_ok=True)
+    out = {}
+    lib = Library.open(lib_path, create=False)
+    try:
+        names = spaces or [i.name for i in lib.spaces()]
+        with Searcher(lib) as s:
+            for name in names:
+                f = cache / f"{name}.npz"
+                if not f.exists():
+                    ids = lib.member_ids(name)
+                    docs = lib.space(name).vectors(ids)
+                    enc = s.encoder_for(name)
+                    q = enc.encode_queries(queries)
+                    recs = {r.id: r for r in lib.chunks(ids.tolist())}
+                    files = np.array([Path(recs[int(i)].path).name for i in ids])
+                    lengths = np.array([len(recs[int(i)].text) for i in ids])
+                    langs = np.array([x or "" for x in chunk_languages(lib, ids.tolist())])
+                    np.savez(f, docs=docs, q=q, files=files, lengths=lengths, langs=langs)
+                z = np.load(f)
+                out[name] = (z["docs"], z["q"], z["files"], z["lengths"], z["langs"])
+    finally:
+        lib.close()
+    return out
+
+
+def unit(v):
+    n = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / np.where(n > 0, n, 1)
+
+
+def file_ranking(scores: np.ndarray, files: np.ndarray, k: int = 30) -> list[list[str]]:
+    out = []
+    for row in scores:
+        seen, ranked = set(), []
+        for j in np.argsort(-row, kind="stable"):
+            if files[j] not in seen:
+                seen.add(files[j])
+                ranked.append(files[j])
+                if len(ranked) == k:
+                    break
+        out.append(ranked)
+    return out
+
+
+def metrics(ranked, expected) -> dict:
+    rr, s1, s3 = [], [], []
+    for r, exp in zip(ranked, expected):
+        pos = next((i for i, f in enumerate(r) if f in exp), None)
+        rr.append(0.0 if pos is None else 1.0 / (pos + 1))
+        s1.append(pos == 0)
+        s3.append(pos is not None and pos < 3)
+    tops = [r[0] for r, exp in zip(ranked, expected) if r and r[0] not in exp]
+    hub = 0.0
+    if tops:
+        counts = sorted((tops.count(f) for f in set(tops)), reverse=True)
+        hub = sum(counts[:3]) / len(ranked)
+    return {"mrr": float(np.mean(rr)), "s1": float(np.mean(s1)), "s3": float(np.mean(s3)), "hub3": hub}
+
+
+def k_occurrence_skew(docs: np.ndarray, k: int = 10) -> float:
+    sim = docs @ docs.T
+    np.fill_diagonal(sim, -np.inf)
+    nn = np.argpartition(-sim, k, axis=1)[:, :k]
+    counts = np.bincount(nn.ravel(), minlength=len(docs)).astype(float)
+    c = counts - counts.mean()
+    return float((c ** 3).mean() / max((c ** 2).mean() ** 1.5, 1e-12))
+
+
+def knn_mean(docs: np.ndarray, k: int) -> np.ndarray:
+    sim = docs @ docs.T
+    np.fill_diagonal(sim, -np.inf)
+    top = -np.partition(-sim, k, axis=1)[:, :k]
+    return top.mean(axis=1)
+
+
+def neutral(docs, q, langs, qlangs, hub_directions=None):
+    """The language-neutral space as the product makes it (alpha 0.5, 5 chunks a language)."""
+    from hefsearch.embed.post_transform import LanguageNeutral
+    from hefsearch.search.language_neutral import DEFAULT_ALPHA, MIN_CHUNKS
+
+    ln = LanguageNeutral.fit(docs, [x or None for x in langs], alpha=DEFAULT_ALPHA, min_chunks=MIN_CHUNKS,
+                             hub_directions=hub_directions)
+    return ln.apply(docs, languages=[x or None for x in langs]), ln.apply(q, languages=qlangs, passages=False)
+
+
+def variants(docs, q, ks=(10,), dims=(1, 2, 3, 5, 8)):
+    mu = docs.mean(axis=0)
+    yield "raw cosine", docs, q, None
+    dc, qc = unit(docs - mu), unit(q - mu)
+    yield "mean removed", dc, qc, None
+    for d in dims:
+        u = np.linalg.svd(docs - mu, full_matrices=False)[2][:d]
+        proj = lambda x: unit((x - mu) - (x - mu) @ u.T @ u)  # noqa: E731
+        yield f"mean + top {d} direction(s) removed", proj(docs), proj(q), None
+    for k in ks:
+        for beta in (0.5, 1.0):
+            yield f"CSLS k={k} beta={beta}", docs, q, beta * knn_mean(docs, k)
+            yield f"mean removed + CSLS k={k} beta={beta}", dc, qc, beta * knn_mean(dc, k)
+
+
+def anisotropy(docs, files) -> dict:
+    sim = docs @ docs.T
+    other = files[:, None] != files[None, :]
+    mu = docs.mean(axis=0)
+    c = docs - mu
+    sv = np.linalg.svd(c, full_matrices=False)[1] ** 2
+    along_mean = float(((docs @ (mu / np.linalg.norm(mu))) ** 2).sum() / (docs ** 2).sum())
+    return {"mean_cos_other_files": float(sim[other].mean()), "norm_of_mean": float(np.linalg.norm(mu)),
+            "energy_along_mean": along_mean, "top1_pc_share": float(sv[0] / sv.sum()),
+            "top5_pc_share": float(sv[:5].sum() / sv.sum()), "k10_skew": k_occurrence_skew(docs)}
+
+
+def main() -> None:
+    from hefsearch.bench.long_parallel import read_set
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--library", type=Path, required=True)
+    ap.add_argument("--set", type=Path, required=True)
+    ap.add_argument("--cache", type=Path, default=Path(".bench-cache/hubness"))
+    ap.add_argument("--spaces", default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = read_set(args.set)
+    queries = [q for q, _ in rows]
+    expected = [e for _, e in rows]
+    data = read_library(args.library, args.spaces.split(",") if args.spaces else None,
+                        args.cache / args.library.name, queries)
+    print(f"load {load()}")
+    from hefsearch.embed.language import identify_all
+
+    qlangs = identify_all(queries)
+    report = {}
+    expanded = {}
+    for name, (docs, q, files, lengths, langs) in data.items():
+        expanded[name] = (docs, q, files, lengths, langs)
+        if not name.endswith("-neutral"):
+            nd, nq = neutral(docs, q, langs, qlangs)
+            expanded[f"{name} + language move (numpy)"] = (nd, nq, files, lengths, langs)
+    for name, (docs, q, files, lengths, langs) in expanded.items():
+        a = anisotropy(docs, files)
+        print(f"\n## {name}: {len(docs)} chunks, {len(set(files))} files; mean cosine between files "
+              f"{a['mean_cos_other_files']:.3f}, |mean| {a['norm_of_mean']:.3f}, energy along the mean "
+              f"{a['energy_along_mean']:.3f}, top PC {a['top1_pc_share']:.3f}, top 5 {a['top5_pc_share']:.3f}, "
+              f"10-occurrence skew {a['k10_skew']:.2f}")
+        print(f"{'variant':44s} MRR    s@1   s@3   hub3")
+        report[name] = {"anisotropy": a, "variants": {}}
+        for label, d, qq, penalty in variants(docs, q):
+            scores = qq @ d.T - (penalty[None, :] if penalty is not None else 0)
+            m = metrics(file_ranking(scores, files), expected)
+            report[name]["variants"][label] = m
+            print(f"{label:44s} {m['mrr']:.3f}  {m['s1']:.2f}  {m['s3']:.2f}  {m['hub3']:.2f}")
+        by_lang(q @ docs.T, files, expected)
+    if args.json:
+        print(json.dumps(report, indent=1))
+
+
+def by_lang(scores, files, expected) -> None:
+    """Which language (a file's name: NAME.LANG.txt) takes the wrong top-1 places (raw cosine),
+    and the right copy's MRR per language."""
+    ranked = file_ranking(scores, files, k=len(set(files.tolist())))
+    lang_of = {f: f.split(".")[-2] if f.count(".") >= 2 else "?" for f in files.tolist()}
+    langs = np.array(sorted(set(lang_of.values())))
+    wrong = [lang_of[r[0]] for r, e in zip(ranked, expected) if r[0] not in e]
+    per = {}
+    for lang in sorted(set(langs.tolist())):
+        rr = []
+        for r, e in zip(ranked, expected):
+            mine = {f for f in e if lang_of.get(f) == lang}
+            pos = next((i for i, f in enumerate(r) if f in mine), None)
+            rr.append(0 if pos is None else 1 / (pos + 1))
+        per[lang] = round(float(np.mean(rr)), 3)
+    print(f"  wrong top-1 by language: {dict((x, wrong.count(x)) for x in sorted(set(wrong)))}; "
+          f"right copy's MRR by language: {per}")
+
+
+if __name__ == "__main__":
+    main()
