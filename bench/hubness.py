@@ -5,10 +5,11 @@
 ``LIB``: a library that indexed ``DIR/docs`` (``bench/long_parallel.py``; any folder with a
 ``queries.tsv`` of ``query`` and ``|``-separated ``expected`` file names). Every space of the
 library (or ``--spaces``) is read once: its chunk vectors and its encoder's query vectors are
-cached under ``--cache`` (.npy), so later runs only compute. Then, per space and per variant of
-the scores (the raw cosine; the library's mean removed; the top principal directions removed
-too, "all but the top"; a CSLS-style penalty of each chunk's mean similarity to its nearest
-chunks), on the file ranking a search shows (one hit per file, a file's best chunk, k 30):
+cached under ``--cache`` (.npz), so later runs only compute. Then, per space (plain, and its language-neutral
+copy made here) and per variant of the scores (the raw cosine; the hub correction: the mean of
+reference queries taken off each query, at several strengths; the library's mean taken off the
+chunks, or off both sides; the top principal directions removed too, "all but the top"; a
+CSLS-style penalty of each chunk's mean similarity to its nearest chunks), on the file ranking a search shows (one hit per file, a file's best chunk, k 30):
 MRR, success@1 and success@3, and the hubness of that ranking: the share of top-1 places of
 the queries whose answer is elsewhere taken by the 3 files that take most, and the skewness of
 the chunks' 10-occurrence (how often a chunk is among the 10 nearest of the other chunks). The
@@ -33,7 +34,7 @@ def read_library(lib_path: Path, spaces, cache: Path, queries: list[str]) -> dic
     """{space: (chunk vectors, query vectors, chunk file names, chunk token counts)}, cached."""
     from hefsearch.index.library import Library
     from hefsearch.search.api import Searcher
-    from hefsearch.search.language_neutral import chunk_languages
+    from hefsearch.search.language_neutral import chunk_languages, reference_queries
 
     cache.mkdir(parents=True, exist_ok=True)
     out = {}
@@ -52,9 +53,11 @@ def read_library(lib_path: Path, spaces, cache: Path, queries: list[str]) -> dic
                     files = np.array([Path(recs[int(i)].path).name for i in ids])
                     lengths = np.array([len(recs[int(i)].text) for i in ids])
                     langs = np.array([x or "" for x in chunk_languages(lib, ids.tolist())])
-                    np.savez(f, docs=docs, q=q, files=files, lengths=lengths, langs=langs)
+                    ref, ref_langs = reference_queries(enc)
+                    np.savez(f, docs=docs, q=q, files=files, lengths=lengths, langs=langs, ref=ref,
+                             ref_langs=np.array([x or "" for x in ref_langs]))
                 z = np.load(f)
-                out[name] = (z["docs"], z["q"], z["files"], z["lengths"], z["langs"])
+                out[name] = (z["docs"], z["q"], z["files"], z["lengths"], z["langs"], z["ref"], z["ref_langs"])
     finally:
         lib.close()
     return out
@@ -110,25 +113,32 @@ def knn_mean(docs: np.ndarray, k: int) -> np.ndarray:
     return top.mean(axis=1)
 
 
-def neutral(docs, q, langs, qlangs, hub_directions=None):
-    """The language-neutral space as the product makes it (alpha 0.5, 5 chunks a language)."""
+def neutral(docs, q, langs, qlangs, ref, ref_langs):
+    """The language-neutral space as the product makes it (alpha 0.5, 5 chunks a language),
+    without a hub correction: (chunks, queries, reference queries), moved."""
     from hefsearch.embed.post_transform import LanguageNeutral
     from hefsearch.search.language_neutral import DEFAULT_ALPHA, MIN_CHUNKS
 
-    ln = LanguageNeutral.fit(docs, [x or None for x in langs], alpha=DEFAULT_ALPHA, min_chunks=MIN_CHUNKS,
-                             hub_directions=hub_directions)
-    return ln.apply(docs, languages=[x or None for x in langs]), ln.apply(q, languages=qlangs, passages=False)
+    ln = LanguageNeutral.fit(docs, [x or None for x in langs], alpha=DEFAULT_ALPHA, min_chunks=MIN_CHUNKS)
+    return (ln.apply(docs, languages=[x or None for x in langs]), ln.apply(q, languages=qlangs, passages=False),
+            ln.apply(ref, languages=[x or None for x in ref_langs], passages=False))
 
 
-def variants(docs, q, ks=(10,), dims=(1, 2, 3, 5, 8)):
+def variants(docs, q, ref, ks=(10,), dims=(1, 2, 3, 5, 8)):
+    """(label, chunk vectors, query vectors, per-chunk penalty or None) of every correction."""
+    from hefsearch.embed.post_transform import HubCorrection
+
     mu = docs.mean(axis=0)
     yield "raw cosine", docs, q, None
+    for beta in (0.25, 0.5, 0.75, 1.0):
+        yield f"queries - {beta} x mean query (hub correction)", docs, HubCorrection.fit(ref, beta).apply(q), None
+    yield "chunks - library mean (queries as they are)", unit(docs - mu), q, None
     dc, qc = unit(docs - mu), unit(q - mu)
-    yield "mean removed", dc, qc, None
+    yield "both sides - library mean", dc, qc, None
     for d in dims:
         u = np.linalg.svd(docs - mu, full_matrices=False)[2][:d]
         proj = lambda x: unit((x - mu) - (x - mu) @ u.T @ u)  # noqa: E731
-        yield f"mean + top {d} direction(s) removed", proj(docs), proj(q), None
+        yield f"both sides - mean - top {d} direction(s)", proj(docs), proj(q), None
     for k in ks:
         for beta in (0.5, 1.0):
             yield f"CSLS k={k} beta={beta}", docs, q, beta * knn_mean(docs, k)
@@ -168,12 +178,13 @@ def main() -> None:
     qlangs = identify_all(queries)
     report = {}
     expanded = {}
-    for name, (docs, q, files, lengths, langs) in data.items():
-        expanded[name] = (docs, q, files, lengths, langs)
-        if not name.endswith("-neutral"):
-            nd, nq = neutral(docs, q, langs, qlangs)
-            expanded[f"{name} + language move (numpy)"] = (nd, nq, files, lengths, langs)
-    for name, (docs, q, files, lengths, langs) in expanded.items():
+    for name, (docs, q, files, lengths, langs, ref, ref_langs) in data.items():
+        if name.endswith("-neutral"):
+            continue  # made here from the plain space, without and with the correction
+        expanded[name] = (docs, q, files, ref)
+        nd, nq, nr = neutral(docs, q, langs, qlangs, ref, ref_langs)
+        expanded[f"{name}-neutral (language move, numpy)"] = (nd, nq, files, nr)
+    for name, (docs, q, files, ref) in expanded.items():
         a = anisotropy(docs, files)
         print(f"\n## {name}: {len(docs)} chunks, {len(set(files))} files; mean cosine between files "
               f"{a['mean_cos_other_files']:.3f}, |mean| {a['norm_of_mean']:.3f}, energy along the mean "
@@ -181,7 +192,7 @@ def main() -> None:
               f"10-occurrence skew {a['k10_skew']:.2f}")
         print(f"{'variant':44s} MRR    s@1   s@3   hub3")
         report[name] = {"anisotropy": a, "variants": {}}
-        for label, d, qq, penalty in variants(docs, q):
+        for label, d, qq, penalty in variants(docs, q, ref):
             scores = qq @ d.T - (penalty[None, :] if penalty is not None else 0)
             m = metrics(file_ranking(scores, files), expected)
             report[name]["variants"][label] = m

@@ -16,9 +16,8 @@ library mean (``offset_L = mean(chunks in L) - mean(all chunks)``) and is re-nor
 Languages come from the texts (``embed/language.py``), so this transform takes the texts as
 well as the vectors (``uses_texts``); a text of unknown language, or of a language with fewer
 than ``min_chunks`` chunks in the library, is not moved. Measured figures and the choice of
-alpha: ``search/language_neutral.py``. It may also carry a hub correction (:class:`HubCorrection`:
-the library's mean and its top principal directions removed after the move, "all but the top"),
-fitted on the same vectors; see ``search/hub_correction.py``.
+alpha: ``search/language_neutral.py``. It may also carry a hub correction for queries
+(:class:`HubCorrection`: the mean query direction taken off), see ``search/language_neutral.py``.
 """
 
 from __future__ import annotations
@@ -75,58 +74,51 @@ class MeanCentering:
 
 
 class HubCorrection:
-    """Remove the library's mean (and its ``len(directions)`` top principal directions, "all
-    but the top") from the unit vectors of passages, then re-normalise. A long passage's
-    vector, averaged over hundreds of tokens, lies close to the library's common direction and
-    so near every query (a hub); without it, a query meets only what tells passages apart, and
-    a passage near the mean no longer outranks the answer. Queries are not moved: their own
-    mean is not the library's (another prefix, often another language), and subtracting the
-    library's from them hurt (docs/searching.md). Zero vectors stay zero; a vector with
-    nothing left (the mean itself) becomes zero."""
+    """Take ``beta`` times the mean query direction off every query, then re-normalise.
 
-    def __init__(self, mean, directions):
+    ``q . d`` holds ``mean_query . d`` for every query alike: a document's expected score over
+    all queries, its bias. Long passages, averaged over hundreds of tokens, lean towards what
+    every query shares (the query prefix, the register of questions), so that bias lifts them
+    above the answer whatever is asked (hubs). Subtracting it ranks by ``q . d - beta *
+    mean_query . d``: centring on the query side, where the bias comes from. Passages are not
+    moved (centring them on the library's mean hurt short documents: docs/searching.md), so
+    stored vectors stay as they are. ``mean`` is fitted on reference queries that the space's own
+    encoder embeds (``search/language_neutral.py``)."""
+
+    def __init__(self, mean, beta: float, *, reference: int | None = None):
         self.mean = np.asarray(mean, dtype=np.float32).reshape(-1)
-        d = np.asarray(directions, dtype=np.float32)
-        self.directions = d.reshape(-1, self.mean.shape[0]) if d.size else np.zeros((0, self.mean.shape[0]), np.float32)
+        self.beta = float(beta)
+        self.reference = reference
 
     @classmethod
-    def fit(cls, vectors: np.ndarray, directions: int) -> "HubCorrection":
-        """The mean of the non-zero ``vectors`` and their top ``directions`` principal axes."""
-        v = np.asarray(vectors, dtype=np.float32)
+    def fit(cls, queries: np.ndarray, beta: float) -> "HubCorrection":
+        """The mean of the non-zero query vectors ``queries``."""
+        v = np.asarray(queries, dtype=np.float32)
         live = v[np.linalg.norm(v, axis=1) > 0] if len(v) else v
         if not len(live):
-            raise ValueError("cannot fit a hub correction on no (non-zero) vectors")
-        mean = live.mean(axis=0)
-        k = min(int(directions), max(len(live) - 1, 0), live.shape[1])
-        axes = np.zeros((0, live.shape[1]), np.float32)
-        if k > 0:
-            c = (live - mean).astype(np.float64)
-            # eigenvectors of the covariance: d x d, cheap for any number of chunks
-            w, u = np.linalg.eigh(c.T @ c)
-            axes = u[:, np.argsort(w)[::-1][:k]].T.astype(np.float32)
-        return cls(mean, axes)
+            raise ValueError("cannot fit a hub correction on no (non-zero) query vectors")
+        return cls(live.mean(axis=0), beta, reference=int(len(live)))
 
-    def apply(self, vectors: np.ndarray) -> np.ndarray:
-        v = np.asarray(vectors, dtype=np.float32)
-        out = v - self.mean
-        if len(self.directions):
-            out = out - (out @ self.directions.T) @ self.directions
+    def apply(self, queries: np.ndarray) -> np.ndarray:
+        v = np.asarray(queries, dtype=np.float32)
+        out = v - self.beta * self.mean
         n = np.linalg.norm(out, axis=1, keepdims=True)
-        out = out / np.where(n > 1e-6, n, np.inf)
-        out[np.linalg.norm(v, axis=1) == 0] = 0.0
+        out = out / np.where(n > 0, n, 1.0)
+        out[np.linalg.norm(v, axis=1) == 0] = 0.0  # an empty query matches nothing
         return out.astype(np.float32)
 
     def digest(self) -> str:
-        h = hashlib.sha256(self.mean.astype("<f4").tobytes() + self.directions.astype("<f4").tobytes())
-        return h.hexdigest()[:16]
+        return hashlib.sha256(self.mean.astype("<f4").tobytes()).hexdigest()[:16]
+
+    def describe(self) -> dict:
+        return {"beta": self.beta, "reference_queries": self.reference, "mean_sha256": self.digest()}
 
     def to_spec(self) -> dict:
-        return {"mean": [float(x) for x in self.mean],
-                "directions": [[float(x) for x in row] for row in self.directions]}
+        return {"mean": [float(x) for x in self.mean], "beta": self.beta, "reference": self.reference}
 
     @classmethod
     def from_spec(cls, spec: dict) -> "HubCorrection":
-        return cls(spec["mean"], spec.get("directions") or [])
+        return cls(spec["mean"], spec["beta"], reference=spec.get("reference"))
 
 
 class LanguageNeutral:
@@ -158,11 +150,11 @@ class LanguageNeutral:
 
     @classmethod
     def fit(cls, vectors: np.ndarray, languages, *, alpha: float, min_chunks: int,
-            hub_directions: int | None = None) -> "LanguageNeutral":
+            reference=None, beta: float = 0.5) -> "LanguageNeutral":
         """Offsets of every language with at least ``min_chunks`` (non-zero) vectors from the mean
         of all non-zero vectors; ``languages[i]`` is the language of ``vectors[i]`` or None.
-        ``hub_directions`` (None: no hub correction): fit a :class:`HubCorrection` with that
-        many principal directions on the moved vectors."""
+        ``reference``: (query vectors, their languages) of the same encoder, to fit a
+        :class:`HubCorrection` of strength ``beta`` on (None: no hub correction)."""
         v = np.asarray(vectors, dtype=np.float32)
         if len(v) != len(languages):
             raise ValueError(f"{len(v)} vectors but {len(languages)} languages")
@@ -179,8 +171,9 @@ class LanguageNeutral:
                 offsets[lang] = v[rows].mean(axis=0) - mean
         out = cls(offsets, alpha=alpha, dim=v.shape[1], min_chunks=min_chunks, counts=counts,
                   fitted_on=int(live.sum()))
-        if hub_directions is not None:
-            out.hubs = HubCorrection.fit(out.moved(v, langs.tolist()), hub_directions)
+        if reference is not None:
+            ref, ref_langs = reference
+            out.hubs = HubCorrection.fit(out.moved(np.asarray(ref, np.float32), list(ref_langs)), beta)
         return out
 
     def _shifts(self, n: int, languages) -> np.ndarray:
@@ -206,12 +199,12 @@ class LanguageNeutral:
     def apply(self, vectors: np.ndarray, texts=None, *, languages=None, passages: bool = True) -> np.ndarray:
         """``vectors`` moved off their language (identified from ``texts`` unless ``languages``
         is given) and re-normalised; zero vectors (empty texts) stay zero. ``passages``: they are
-        chunks of documents, which the hub correction moves too (queries: False)."""
+        chunks of documents; queries (False) also get the hub correction."""
         v = np.asarray(vectors, dtype=np.float32)
         if v.shape[-1] != self.dim:
             raise ValueError(f"language-neutral transform fitted on dimension {self.dim}, got {v.shape[-1]}")
         out = self.moved(v, self._languages(texts, languages))
-        return out if self.hubs is None or not passages else self.hubs.apply(out)
+        return out if self.hubs is None or passages else self.hubs.apply(out)
 
     def moved(self, v: np.ndarray, languages) -> np.ndarray:
         """The language move alone: ``v`` shifted off its languages and re-normalised."""
@@ -224,10 +217,8 @@ class LanguageNeutral:
     def invert(self, vectors: np.ndarray, texts=None, *, languages=None) -> np.ndarray:
         """The unit vectors :meth:`apply` made ``vectors`` from (exact up to float rounding):
         ``v = s*w + alpha*o`` with the ``s > 0`` that makes ``|v| = 1``. Lets a space be re-fitted
-        from its own vectors (``search/language_neutral.py``). Not with a hub correction, which
-        drops directions: such a space is re-fitted from its source space's vectors."""
-        if self.hubs is not None:
-            raise ValueError("a language-neutral transform with a hub correction cannot be inverted")
+        from its own vectors (``search/language_neutral.py``). For passages: the hub correction
+        moves queries only."""
         w = np.asarray(vectors, dtype=np.float64)
         shift = self._shifts(len(w), self._languages(texts, languages)).astype(np.float64)
         wo = np.einsum("ij,ij->i", w, shift)
@@ -246,7 +237,7 @@ class LanguageNeutral:
                "offsets_sha256": h.hexdigest()[:16], "identifier": IDENTIFIER,
                "min_confidence": MIN_CONFIDENCE}
         if self.hubs is not None:  # absent from older spaces' fingerprints, which stay valid
-            out["hub_correction"] = {"directions": len(self.hubs.directions), "sha256": self.hubs.digest()}
+            out["hub_correction"] = self.hubs.describe()
         return out
 
     def to_spec(self) -> dict:

@@ -42,9 +42,9 @@ DEFAULT_ALPHA = 0.5
 MIN_CHUNKS = 5
 #: re-fit when the library's chunk count moved this much from the fitted count
 REFIT_GROWTH = 0.25
-#: principal directions the hub correction removes after the mean (bench/hubness.py,
+#: how much of the mean query direction the hub correction takes off queries (bench/hubness.py,
 #: docs/searching.md "Hubs and long passages")
-HUB_DIRECTIONS = 0
+HUB_BETA = 0.5
 NEUTRAL_SUFFIX = LanguageNeutral.space_suffix  # embed.space_names.NEUTRAL_SUFFIX
 
 
@@ -95,11 +95,11 @@ def _count(languages) -> dict[str, int]:
 
 def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
                          alpha: float = DEFAULT_ALPHA, min_chunks: int = MIN_CHUNKS,
-                         name: str | None = None, hub_directions: int | None = HUB_DIRECTIONS) -> "Space":
+                         name: str | None = None, hub_beta: float | None = HUB_BETA) -> "Space":
     """Fit the transform on ``source``'s vectors and chunk languages and write the moved
     vectors into a new space (default ``<source>-neutral``); ``encoder`` is ``source``'s
-    encoder. No text is re-encoded. ``hub_directions``: the hub correction's principal
-    directions (None: no hub correction)."""
+    encoder. No chunk is re-encoded; the hub correction (``hub_beta``; None: none) is fitted on
+    the reference queries, which ``encoder`` embeds (:func:`reference_queries`)."""
     src = library.space(source)
     src.check_encoder(encoder)
     if not encoder.bundle.normalize:
@@ -112,7 +112,9 @@ def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
                                    "Index some folders first: hefsearch index FOLDER")
     vecs = src.vectors(ids)
     langs = chunk_languages(library, ids)
-    ln = LanguageNeutral.fit(vecs, langs, alpha=alpha, min_chunks=min_chunks, hub_directions=hub_directions)
+    ref = None if hub_beta is None else reference_queries(encoder)
+    ln = LanguageNeutral.fit(vecs, langs, alpha=alpha, min_chunks=min_chunks, reference=ref,
+                             beta=hub_beta or 0.0)
     return write_derived_space(library, src.info, encoder, ln, name or neutral_space_name(source), ids,
                                ln.apply(vecs, languages=langs))
 
@@ -159,14 +161,9 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
         if reason is None:
             continue
         with library.write_lock():
-            raw = _raw_vectors(library, info.name, old, ids, langs)
-            if raw is None:
-                log.warning("neutral space %s not re-fitted (%s): its source space lacks some of its "
-                            "chunks; 'hefsearch index --no-language-neutral' then 'index' rebuilds it",
-                            info.name, reason)
-                continue
+            raw = old.invert(library.space(info.name).vectors(ids), languages=langs)
             new = LanguageNeutral.fit(raw, langs, alpha=old.alpha, min_chunks=old.min_chunks,
-                                      hub_directions=HUB_DIRECTIONS)
+                                      reference=reference_queries(enc), beta=HUB_BETA)
             library.drop_space(info.name)
             write_derived_space(library, info, enc, new, info.name, ids, new.apply(raw, languages=langs))
         enc.post_transform = new
@@ -175,16 +172,20 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
     return done
 
 
-def _raw_vectors(library: "Library", name: str, old: LanguageNeutral, ids, langs):
-    """The source vectors of neutral space ``name``'s chunks ``ids``: turned back from its own
-    (exact) when its transform has no hub correction, else read from the source space
-    (``name`` less the suffix); None when that space lacks some of them."""
-    if old.hubs is None:
-        return old.invert(library.space(name).vectors(ids), languages=langs)
-    source = name[: -len(NEUTRAL_SUFFIX)]
-    if source not in library.space_names() or len(library.member_ids(source, among=ids)) != len(ids):
-        return None
-    return library.space(source).vectors(ids)
+def reference_queries(encoder: "Encoder") -> tuple:
+    """(vectors, languages) of the built-in multilingual sample texts embedded as queries by
+    ``encoder``'s own model, without any post-transform it carries: what the hub correction's
+    mean query direction is fitted on. 36 short texts: well under a second on the CPU."""
+    from hefsearch.embed.language import identify_all
+    from hefsearch.embed.samples import VERIFY_TEXTS
+
+    texts = list(VERIFY_TEXTS)
+    saved, encoder.post_transform = encoder.post_transform, None
+    try:
+        vectors = encoder.encode_queries(texts)
+    finally:
+        encoder.post_transform = saved
+    return vectors, identify_all(texts)
 
 
 def drop_neutral_space(library: "Library", name: str) -> None:
