@@ -166,6 +166,10 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path(".bench-cache/hubness"))
     ap.add_argument("--spaces", default=None)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--default-search", action="store_true",
+                    help="also search the library as a user does (every default, k 30, one hit per file), "
+                         "its language-neutral default space derived anew without and with the hub "
+                         "correction (this rewrites that space of LIB)")
     args = ap.parse_args()
     rows = read_set(args.set)
     queries = [q for q, _ in rows]
@@ -198,8 +202,70 @@ def main() -> None:
             report[name]["variants"][label] = m
             print(f"{label:44s} {m['mrr']:.3f}  {m['s1']:.2f}  {m['s3']:.2f}  {m['hub3']:.2f}")
         by_lang(q @ docs.T, files, expected)
+    if args.default_search:
+        compare_default(args.library, queries, expected)
     if args.json:
         print(json.dumps(report, indent=1))
+
+
+def compare_default(lib_path: Path, queries, expected) -> None:
+    """The default search with the library's neutral default space derived without, then with,
+    the hub correction (and the time each derivation took)."""
+    import time
+
+    from hefsearch.index.library import Library
+    from hefsearch.search.api import Searcher
+    from hefsearch.search.language_neutral import HUB_BETA, NEUTRAL_SUFFIX, derive_neutral_space
+
+    lib = Library.open(lib_path, create=False)
+    default = lib.settings().get("default_space")
+    if not default or not default.endswith(NEUTRAL_SUFFIX):
+        lib.close()
+        default_search(lib_path, queries, expected)
+        return
+    source = default[: -len(NEUTRAL_SUFFIX)]
+    try:
+        with Searcher(lib) as s:
+            enc = s.encoder_for(source)
+            for beta in (None, HUB_BETA):
+                t = time.perf_counter()
+                with lib.write_lock():
+                    lib.drop_space(default)
+                    derive_neutral_space(lib, source, enc, hub_beta=beta)
+                print(f"derived {default} (hub correction beta {beta}) in {time.perf_counter() - t:.1f} s")
+                default_search(lib_path, queries, expected, library=lib)
+    finally:
+        lib.close()
+
+
+def default_search(lib_path: Path, queries, expected, k: int = 30, library=None) -> dict:
+    """``Searcher.search`` with every default (hybrid, the library's default space, its default
+    re-rank), k 30: MRR, success@1/@3 by file, and ms per query (median)."""
+    import time
+
+    from hefsearch.index.library import Library
+    from hefsearch.search.api import Searcher
+    from hefsearch.search.request import SearchRequest
+
+    lib = library or Library.open(lib_path, create=False)
+    ranked, ms = [], []
+    try:
+        with Searcher(lib) as s:
+            s.search(SearchRequest(queries[0], k=k))  # opens the encoder
+            for q in queries:
+                t = time.perf_counter()
+                res = s.search(SearchRequest(q, k=k))
+                ms.append((time.perf_counter() - t) * 1000)
+                ranked.append([Path(h.path).name for h in res.hits])
+            space, transform = res.space, res.space_transform
+    finally:
+        if library is None:
+            lib.close()
+    m = metrics(ranked, expected)
+    hub = (transform or {}).get("hub_correction")
+    print(f"\ndefault search of {lib_path.name} ({space}, hub correction {hub}): MRR {m['mrr']:.3f}, "
+          f"s@1 {m['s1']:.2f}, s@3 {m['s3']:.2f}, hub3 {m['hub3']:.2f}; {np.median(ms):.0f} ms a query (median)")
+    return m
 
 
 def by_lang(scores, files, expected) -> None:
