@@ -202,10 +202,33 @@ def main() -> None:
             report[name]["variants"][label] = m
             print(f"{label:44s} {m['mrr']:.3f}  {m['s1']:.2f}  {m['s3']:.2f}  {m['hub3']:.2f}")
         by_lang(q @ docs.T, files, expected)
+    query_cost(next(iter(data.values())), qlangs)
     if args.default_search:
         compare_default(args.library, queries, expected)
     if args.json:
         print(json.dumps(report, indent=1))
+
+
+def query_cost(space, qlangs, repeats: int = 2000) -> None:
+    """What the correction adds to a query: the neutral transform of one query vector with the
+    hub correction against the same transform without it (median of ``repeats``)."""
+    import time
+
+    from hefsearch.embed.post_transform import LanguageNeutral
+
+    docs, q, _files, _lengths, langs, ref, ref_langs = space
+    langs = [x or None for x in langs]
+    plain = LanguageNeutral.fit(docs, langs, alpha=0.5, min_chunks=5)
+    hubs = LanguageNeutral.fit(docs, langs, alpha=0.5, min_chunks=5, reference=(ref, [x or None for x in ref_langs]))
+    out = {}
+    for label, ln in (("language move", plain), ("language move + hub correction", hubs)):
+        times = []
+        for i in range(repeats):
+            t = time.perf_counter()
+            ln.apply(q[i % len(q)][None], languages=[qlangs[i % len(q)]], passages=False)
+            times.append(time.perf_counter() - t)
+        out[label] = float(np.median(times)) * 1e6
+    print(f"\nquery transform, median of {repeats}: " + ", ".join(f"{k} {v:.1f} us" for k, v in out.items()))
 
 
 def compare_default(lib_path: Path, queries, expected) -> None:

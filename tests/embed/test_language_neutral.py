@@ -220,7 +220,12 @@ def test_derived_space_follows_the_library_and_is_refitted_when_it_grows(tmp_pat
     assert new.hubs is not None and new.hubs.beta == HUB_BETA and sp.info.backend_opts["post_transform"]["hubs"]
     assert np.allclose(lib.space("cpu-fp32-neutral").vectors(ids), fresh.apply(raw, languages=langs), atol=1e-5)
     s = Searcher(lib)
-    assert s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0)).hits
+    res = s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0))
+    assert res.hits
+    # the answer says what the space corrects: its queries lose the mean query direction
+    assert res.to_dict()["space_transform"]["hub_correction"]["beta"] == HUB_BETA
+    assert s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32",
+                                  rerank_depth=0)).to_dict()["space_transform"] is None
     s.close()
     lib.close()
 
