@@ -1,22 +1,23 @@
 """Why do long passages rank badly, and what corrects it? Hubness and anisotropy, measured.
 
-    python bench/hubness.py --library LIB --set DIR [--cache DIR] [--spaces NAME,...]
+    python bench/hubness.py --library LIB --set DIR [--cache DIR] [--spaces A,B] [--default-search]
 
-``LIB``: a library that indexed ``DIR/docs`` (``bench/long_parallel.py``; any folder with a
-``queries.tsv`` of ``query`` and ``|``-separated ``expected`` file names). Every space of the
-library (or ``--spaces``) is read once: its chunk vectors and its encoder's query vectors are
-cached under ``--cache`` (.npz), so later runs only compute. Then, per space (plain, and its language-neutral
-copy made here) and per variant of the scores (the raw cosine; the hub correction: the mean of
-reference queries taken off each query, at several strengths; the library's mean taken off the
-chunks, or off both sides; the top principal directions removed too, "all but the top"; a
-CSLS-style penalty of each chunk's mean similarity to its nearest chunks), on the file ranking a search shows (one hit per file, a file's best chunk, k 30):
-MRR, success@1 and success@3, and the hubness of that ranking: the share of top-1 places of
-the queries whose answer is elsewhere taken by the 3 files that take most, and the skewness of
-the chunks' 10-occurrence (how often a chunk is among the 10 nearest of the other chunks). The
-anisotropy of each space: the mean cosine between chunks of different files, and the share of
-the variance along the mean direction and the top principal direction.
+``LIB`` indexed ``DIR/docs`` (``bench/long_parallel.py``, or any folder with a ``queries.tsv`` of
+``query`` and ``|``-separated ``expected`` file names). Each plain space's chunk vectors, its
+encoder's query vectors and reference queries (``reference_queries``) are cached under
+``--cache`` (.npz, git-ignored), so later runs only compute. Per space, and its language-neutral
+copy made here, and per variant of the scores (raw cosine; the hub correction: the mean
+reference query taken off queries, at several strengths; the library mean taken off chunks,
+or off both sides, with the top principal directions too, "all but the top"; a CSLS penalty
+from each chunk's 10 nearest chunks), ranked one hit per file, k 30: MRR, success@1/@3 and
+hub3 (the share of first places the 3 most frequent wrong files take). Per space: mean cosine
+between files, energy along the mean, top principal directions, 10-occurrence skewness; which
+language takes the wrong first places. ``--default-search`` derives the library's neutral
+default space anew without, then with, the hub correction (it rewrites that space) and
+searches as a user does (hybrid, k 30), timing the derivation; the query transform's cost is
+timed against the language move alone.
 
-Peer: the raw cosine of the same space (the first row of each space's table).
+Peer: the raw cosine of the same space (each table's first row).
 """
 
 from __future__ import annotations

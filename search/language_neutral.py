@@ -15,7 +15,9 @@ chunks without an offset; the stored vectors are turned back exactly (``Language
 and written anew, so nothing is re-encoded. Whether a library searches the neutral space by
 default is decided by :func:`keep_language_neutral` (on for a multilingual bundle:
 ``Bundle.multilingual``). Figures, and why alpha 0.5 and 5 chunks: docs/searching.md,
-docs/performance.md.
+docs/performance.md. Every neutral space also carries the hub correction (``HubCorrection``,
+:data:`HUB_BETA`): queries lose half the mean query direction, fitted on
+:func:`reference_queries`; a space made before it is re-fitted at the next sync.
 """
 
 from __future__ import annotations
