@@ -31,7 +31,7 @@ import numpy as np
 from hefsearch.bench.harness import load
 
 
-def read_library(lib_path: Path, spaces, cache: Path, queries: list[str]) -> dict:
+def read_library(lib_path: Path, spaces, cache: Path, queries: list[str], tag: str = "queries") -> dict:
     """{space: (chunk vectors, query vectors, chunk file names, chunk token counts)}, cached."""
     from hefsearch.index.library import Library
     from hefsearch.search.api import Searcher
@@ -44,7 +44,7 @@ def read_library(lib_path: Path, spaces, cache: Path, queries: list[str]) -> dic
         names = spaces or [i.name for i in lib.spaces()]
         with Searcher(lib) as s:
             for name in names:
-                f = cache / f"{name}.npz"
+                f = cache / f"{name}.{tag}.npz"
                 if not f.exists():
                     ids = lib.member_ids(name)
                     docs = lib.space(name).vectors(ids)
@@ -166,17 +166,18 @@ def main() -> None:
     ap.add_argument("--set", type=Path, required=True)
     ap.add_argument("--cache", type=Path, default=Path(".bench-cache/hubness"))
     ap.add_argument("--spaces", default=None)
+    ap.add_argument("--queries", default="queries.tsv", help="the queries file in DIR (e.g. queries-detail.tsv)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--default-search", action="store_true",
                     help="also search the library as a user does (every default, k 30, one hit per file), "
                          "its language-neutral default space derived anew without and with the hub "
                          "correction (this rewrites that space of LIB)")
     args = ap.parse_args()
-    rows = read_set(args.set)
+    rows = read_set(args.set, args.queries)
     queries = [q for q, _ in rows]
     expected = [e for _, e in rows]
     data = read_library(args.library, args.spaces.split(",") if args.spaces else None,
-                        args.cache / args.library.name, queries)
+                        args.cache / args.library.name, queries, Path(args.queries).stem)
     print(f"load {load()}")
     from hefsearch.embed.language import identify_all
 

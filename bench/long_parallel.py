@@ -4,8 +4,9 @@
 
 Writes ``DIR/docs/<command>.<lang>.txt`` (one manual page per file, rendered as text: German,
 French, Spanish, simplified Chinese, Japanese) and ``DIR/queries.tsv`` (``query``, ``expected``:
-the five files of the page, ``|``-separated). Every query is a paraphrase, in plain English, of
-something one page says, without the command's name, so every query is cross-lingual and every
+the five files of the page, ``|``-separated; ``queries-detail.tsv``: one option of a page
+each, as a verse of a chapter). Every query paraphrases, in plain English, what one page
+says, without the command's name, so every query is cross-lingual and every
 language's copy of its page is relevant, as on a library of translated chapters. The pages come
 from Debian's packages manpages-de, manpages-fr, manpages-es (manpages-l10n, GPL-3+), manpages-zh
 (GFDL) and manpages-ja (GPL-2+ / GFDL): fetched with ``apt-get download`` (or taken from
@@ -90,6 +91,46 @@ QUERIES = {
     "who": "show who is currently logged in to the system",
 }
 
+#: command -> a paraphrase of one option its page describes (a detail of the page, as a verse is
+#: of a chapter; never the command's or the option's name); written to queries-detail.tsv
+DETAIL_QUERIES = {
+    "cat": "show a dollar sign at the end of every line",
+    "cp": "make hard links to the files instead of copying their contents",
+    "cut": "leave out lines that contain no delimiter character at all",
+    "date": "show the time in Coordinated Universal Time",
+    "df": "report inode usage instead of block usage",
+    "du": "print totals only down to a given depth below the starting directory",
+    "env": "change to another working directory before running the program",
+    "expand": "convert only the tabs at the start of a line, not those after other characters",
+    "fmt": "keep the indentation of the first two lines of each paragraph",
+    "fold": "break lines at blanks instead of in the middle of a word",
+    "head": "never print headers with the file names",
+    "id": "print names instead of numbers",
+    "ln": "make the links relative to the place where the link is created",
+    "ls": "append a character to each entry that shows its kind, such as a slash for directories",
+    "mkdir": "set the permission bits of the new directory, as with chmod",
+    "mktemp": "create nothing, only print a name (unsafe)",
+    "mv": "move only when the source is newer than the destination or the destination is missing",
+    "nice": "add a number to the niceness, ten by default",
+    "nl": "choose the string placed between the line number and the text",
+    "od": "skip some bytes at the start of the input before dumping",
+    "paste": "join all lines of each file into a single line instead of putting files side by side",
+    "readlink": "every component of the path must exist",
+    "rm": "remove empty directories",
+    "seq": "pad the numbers with leading zeros so that all have the same width",
+    "shuf": "treat each command-line argument as an input line",
+    "split": "write a given number of lines into each output file",
+    "tail": "while following, check for new data every given number of seconds",
+    "tee": "add to the end of the files instead of overwriting them",
+    "timeout": "also send a KILL signal if the command still runs a while after the first signal",
+    "truncate": "do not create files that do not exist",
+    "uniq": "ignore differences between upper and lower case when comparing",
+    "wc": "print the length of the longest line",
+    "base64": "when decoding, ignore characters that are not in the alphabet",
+    "uname": "print the network node host name",
+    "who": "print the time of the last system boot",
+}
+
 
 def fetch_debs(target: Path) -> None:
     """Debian's packages of :data:`PACKAGES` into ``target`` (apt-get download; no root needed
@@ -136,7 +177,7 @@ def build(out: Path, debs: Path | None = None) -> list[tuple[str, set[str]]]:
         extract(debs, root)
         docs = out / "docs"
         docs.mkdir(parents=True, exist_ok=True)
-        rows = []
+        rows, found = [], {}
         for cmd, query in QUERIES.items():
             names = set()
             for lang, folder in MAN_DIRS.items():
@@ -148,16 +189,23 @@ def build(out: Path, debs: Path | None = None) -> list[tuple[str, set[str]]]:
                 names.add(name)
             if names:
                 rows.append((query, names))
-    with open(out / "queries.tsv", "w", encoding="utf-8", newline="") as fh:
+                found[cmd] = names
+    write_queries(out / "queries.tsv", rows)
+    write_queries(out / "queries-detail.tsv",
+                  [(q, found[cmd]) for cmd, q in DETAIL_QUERIES.items() if cmd in found])
+    return rows
+
+
+def write_queries(path: Path, rows) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh, delimiter="\t", lineterminator="\n")
         w.writerow(["query", "expected"])
         for query, names in rows:
             w.writerow([query, "|".join(sorted(names))])
-    return rows
 
 
-def read_set(folder: Path) -> list[tuple[str, set[str]]]:
-    with open(folder / "queries.tsv", encoding="utf-8") as fh:
+def read_set(folder: Path, queries: str = "queries.tsv") -> list[tuple[str, set[str]]]:
+    with open(folder / queries, encoding="utf-8") as fh:
         return [(r["query"], set(r["expected"].split("|"))) for r in csv.DictReader(fh, delimiter="\t")]
 
 

@@ -16,7 +16,7 @@ and written anew, so nothing is re-encoded. Whether a library searches the neutr
 default is decided by :func:`keep_language_neutral` (on for a multilingual bundle:
 ``Bundle.multilingual``). Figures, and why alpha 0.5 and 5 chunks: docs/searching.md,
 docs/performance.md. Every neutral space also carries the hub correction (``HubCorrection``,
-:data:`HUB_BETA`): queries lose half the mean query direction, fitted on
+:data:`HUB_BETA`): queries lose a quarter of the mean query direction, fitted on
 :func:`reference_queries`; a space made before it is re-fitted at the next sync.
 """
 
@@ -46,7 +46,7 @@ MIN_CHUNKS = 5
 REFIT_GROWTH = 0.25
 #: how much of the mean query direction the hub correction takes off queries (bench/hubness.py,
 #: docs/searching.md "Hubs and long passages")
-HUB_BETA = 0.5
+HUB_BETA = 0.25
 NEUTRAL_SUFFIX = LanguageNeutral.space_suffix  # embed.space_names.NEUTRAL_SUFFIX
 
 
