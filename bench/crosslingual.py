@@ -3,8 +3,8 @@
     python bench/crosslingual.py --bundle BUNDLE          # a multilingual bundle (e5: prefixes)
     python bench/crosslingual.py --model HF_FOLDER        # exported into a temp bundle first
 
-Vector search only (no keyword fusion, no re-ranking), CPU FP32, top-1 = the first hit is (a
-chunk of) a relevant document. Three sets:
+Vector search only (no keyword fusion, no re-ranking), CPU FP32 (or ``--backend``, e.g.
+``npu-sim --sim a8-robust``), top-1 = the first hit is (a chunk of) a relevant document. Three sets:
 
 - ``parallel``: the bundled parallel set (evaluate/parallel.py): all its sentences are the
   documents; each sentence is a query whose relevant document is its translation (itself
@@ -195,6 +195,8 @@ def main(argv=None) -> int:
     src.add_argument("--model", help="a Hugging Face model folder, exported to a temp bundle")
     ap.add_argument("--alphas", default="0,0.25,0.5,0.75,1.0")
     ap.add_argument("--min-chunks", default="3,5,8,20", help="a language's minimum chunks for an offset")
+    ap.add_argument("--backend", default="cpu", help="the encoder backend (cpu, cpu-int8, npu-sim)")
+    ap.add_argument("--sim", default=None, help="with --backend npu-sim: the simulation (e.g. a8-robust)")
     ap.add_argument("--hub-betas", default="none,0.25,0.5,1",
                     help="hub corrections compared at the default alpha (none: without one)")
     ap.add_argument("--check-alpha", type=float, default=None,
@@ -212,8 +214,9 @@ def main(argv=None) -> int:
             from hefsearch.bench.harness import export_temp_bundle
 
             bundle = export_temp_bundle(args.model, tmp)
-        with Encoder.open(bundle, backend="cpu") as enc:
-            print(f"bundle {bundle} (prefixes {enc.bundle.prefixes}); vector search, CPU FP32, no re-rank")
+        opts = {"profile": args.sim} if args.backend == "npu-sim" and args.sim else {}
+        with Encoder.open(bundle, backend=args.backend, **opts) as enc:
+            print(f"bundle {bundle} (prefixes {enc.bundle.prefixes}); vector search, {enc.label}, no re-rank")
             sets, lib = build_sets(enc, tmp)
             ref = reference_queries(enc)
             for name, s in sets.items():

@@ -182,11 +182,7 @@ def reference_queries(encoder: "Encoder") -> tuple:
     from hefsearch.embed.samples import VERIFY_TEXTS
 
     texts = list(VERIFY_TEXTS)
-    saved, encoder.post_transform = encoder.post_transform, None
-    try:
-        vectors = encoder.encode_queries(texts)
-    finally:
-        encoder.post_transform = saved
+    vectors = encoder.encode(texts, prefix=encoder.bundle.prefixes["query"], transform=False)
     return vectors, identify_all(texts)
 
 

@@ -85,3 +85,21 @@ def test_k_occurrence_skewness_and_hub_share_see_a_hub():
     assert M.hub_share([1, 2, 2], None, hubs=1) == pytest.approx(2 / 3)
     assert M.hub_share([1, 2], [{1}, {2}]) == 0.0
     assert np.isnan(M.k_occurrence_skewness(spread[:5], k=10))
+
+
+def test_reference_queries_are_the_models_own_vectors_without_the_transform(tiny_bert_bundle):
+    from hefsearch.embed import Encoder
+    from hefsearch.embed.samples import VERIFY_TEXTS
+    from hefsearch.search.language_neutral import reference_queries
+
+    with Encoder.open(tiny_bert_bundle, "cpu", threads=1) as enc:
+        plain = enc.encode_queries(VERIFY_TEXTS)
+        ref, langs = reference_queries(enc)
+        ln = LanguageNeutral.fit(plain, langs, alpha=0.5, min_chunks=1, reference=(ref, langs), beta=0.25)
+        enc.post_transform = ln
+        again, _ = reference_queries(enc)  # the neutral space's encoder: its transform is left out
+        moved = enc.encode_queries(VERIFY_TEXTS)
+        assert enc.post_transform is ln
+    assert len(langs) == len(VERIFY_TEXTS) and "de" in langs
+    assert np.allclose(ref, plain, atol=1e-6) and np.allclose(again, plain, atol=1e-6)
+    assert np.allclose(moved, ln.apply(plain, languages=langs, passages=False), atol=1e-5)
