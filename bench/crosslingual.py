@@ -3,8 +3,8 @@
     python bench/crosslingual.py --bundle BUNDLE          # a multilingual bundle (e5: prefixes)
     python bench/crosslingual.py --model HF_FOLDER        # exported into a temp bundle first
 
-Vector search only (no keyword fusion, no re-ranking), CPU FP32, top-1 = the first hit is (a
-chunk of) a relevant document. Three sets:
+Vector search only (no keyword fusion, no re-ranking), CPU FP32 (or ``--backend``, e.g.
+``npu-sim --sim a8-robust``), top-1 = the first hit is (a chunk of) a relevant document. Three sets:
 
 - ``parallel``: the bundled parallel set (evaluate/parallel.py): all its sentences are the
   documents; each sentence is a query whose relevant document is its translation (itself
@@ -20,7 +20,8 @@ chunk of) a relevant document. Three sets:
   documents only; no query is in them.
 
 For each alpha (0 = without the transform) and language minimum it prints top-1 and top-10
-per query kind. Then it checks the library path: ``derive_neutral_space`` on the sample
+per query kind (with the hub correction of queries), then at the default alpha without and with
+hub corrections of several strengths (``--hub-betas``). Then it checks the library path: ``derive_neutral_space`` on the sample
 library and ``Searcher`` (vector, no re-rank) must give the figure computed here.
 """
 
@@ -96,13 +97,18 @@ class LabelledSet:
     exclude: np.ndarray | None = None
 
 
-def evaluate(s: LabelledSet, alpha: float, min_chunks: int) -> dict[str, tuple[float, float, int]]:
+def evaluate(s: LabelledSet, alpha: float, min_chunks: int, reference=None,
+             beta: float | None = None) -> dict[str, tuple[float, float, int]]:
+    """Top-1/top-10 per query kind; ``reference`` (``reference_queries(enc)``) and ``beta``:
+    the hub correction (beta None: the product's HUB_BETA; no reference: none)."""
     from hefsearch.embed.post_transform import LanguageNeutral
+    from hefsearch.search.language_neutral import HUB_BETA
 
     docs, queries = s.docs, s.queries
     if alpha:
-        ln = LanguageNeutral.fit(docs, s.doc_langs, alpha=alpha, min_chunks=min_chunks)
-        docs, queries = ln.apply(docs, languages=s.doc_langs), ln.apply(queries, languages=s.q_langs)
+        ln = LanguageNeutral.fit(docs, s.doc_langs, alpha=alpha, min_chunks=min_chunks, reference=reference,
+                                 beta=HUB_BETA if beta is None else beta)
+        docs, queries = ln.apply(docs, languages=s.doc_langs), ln.apply(queries, languages=s.q_langs, passages=False)
     return score(top_docs(docs, s.doc_keys, queries, exclude=s.exclude), s.wanted, s.kinds)
 
 
@@ -189,11 +195,15 @@ def main(argv=None) -> int:
     src.add_argument("--model", help="a Hugging Face model folder, exported to a temp bundle")
     ap.add_argument("--alphas", default="0,0.25,0.5,0.75,1.0")
     ap.add_argument("--min-chunks", default="3,5,8,20", help="a language's minimum chunks for an offset")
+    ap.add_argument("--backend", default="cpu", help="the encoder backend (cpu, cpu-int8, npu-sim)")
+    ap.add_argument("--sim", default=None, help="with --backend npu-sim: the simulation (e.g. a8-robust)")
+    ap.add_argument("--hub-betas", default="none,0.25,0.5,1",
+                    help="hub corrections compared at the default alpha (none: without one)")
     ap.add_argument("--check-alpha", type=float, default=None,
                     help="alpha of the library-path check (default: the module's DEFAULT_ALPHA)")
     args = ap.parse_args(argv)
     from hefsearch.embed import Encoder
-    from hefsearch.search.language_neutral import DEFAULT_ALPHA, MIN_CHUNKS
+    from hefsearch.search.language_neutral import DEFAULT_ALPHA, MIN_CHUNKS, reference_queries
 
     alphas = [float(a) for a in args.alphas.split(",")]
     minimums = [int(m) for m in args.min_chunks.split(",")]
@@ -204,9 +214,11 @@ def main(argv=None) -> int:
             from hefsearch.bench.harness import export_temp_bundle
 
             bundle = export_temp_bundle(args.model, tmp)
-        with Encoder.open(bundle, backend="cpu") as enc:
-            print(f"bundle {bundle} (prefixes {enc.bundle.prefixes}); vector search, CPU FP32, no re-rank")
+        opts = {"profile": args.sim} if args.backend == "npu-sim" and args.sim else {}
+        with Encoder.open(bundle, backend=args.backend, **opts) as enc:
+            print(f"bundle {bundle} (prefixes {enc.bundle.prefixes}); vector search, {enc.label}, no re-rank")
             sets, lib = build_sets(enc, tmp)
+            ref = reference_queries(enc)
             for name, s in sets.items():
                 print(f"\n## {name}: {len(s.docs)} documents/chunks, {len(s.queries)} queries")
                 print(f"languages of the documents: {language_counts(s.doc_langs)}")
@@ -215,12 +227,17 @@ def main(argv=None) -> int:
                     f"{k} top-1 | {k} top-10" for k in sorted(set(s.kinds))) + " |")
                 for alpha in alphas:
                     for m in (minimums if alpha else minimums[:1]):
-                        r = evaluate(s, alpha, m)
+                        r = evaluate(s, alpha, m, ref)
                         cells = " | ".join(f"{t1:.3f} | {t10:.3f}" for t1, t10, _ in r.values())
                         print(f"| {alpha:.2f} | {m if alpha else '-'} | {cells} |")
+                print(f"hub correction at alpha {DEFAULT_ALPHA}, min chunks {MIN_CHUNKS} (beta):")
+                for h in args.hub_betas.split(","):
+                    r = evaluate(s, DEFAULT_ALPHA, MIN_CHUNKS, None if h == "none" else ref, None if h == "none" else float(h))
+                    cells = " | ".join(f"{t1:.3f} | {t10:.3f}" for t1, t10, _ in r.values())
+                    print(f"| hubs {h} | {MIN_CHUNKS} | {cells} |")
             a = DEFAULT_ALPHA if args.check_alpha is None else args.check_alpha
             s = sets["sample"]
-            want = evaluate(s, a, MIN_CHUNKS)
+            want = evaluate(s, a, MIN_CHUNKS, ref)
             print(f"\nlibrary path (derive_neutral_space + Searcher, alpha {a}, min chunks {MIN_CHUNKS}) on "
                   f"sample: {check_library_path(lib, enc, a, MIN_CHUNKS, want)}")
             lib.close()

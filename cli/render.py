@@ -314,15 +314,15 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     cols = ["space", "R@1", "R@5", "R@10", "MRR"]
     if depth:
         cols.append(f"in top {depth}")
-    cols += ["overlap@10", "doc-doc cos", "ms/query"]
+    cols += ["overlap@10", "doc-doc cos", "hubs", "ms/query"]
     if labelled:
         cols.append("found@1/@10")
     for col in cols:
         t.add_column(col, justify="left" if col == "space" else "right")
 
-    def row(name, rec, mrr, at_depth, found, shown=("", "", "")):
+    def row(name, rec, mrr, at_depth, found, shown=("", "", "", "")):
         """One line: recall@1/5/10, MRR (and at the re-rank depth), ``shown``: overlap, document
-        cosine and ms, already formatted (a re-ranked line leaves them empty)."""
+        cosine, hubs and ms, already formatted (a re-ranked line leaves them empty)."""
         cells = [name, num(rec["1"]), num(rec["5"]), num(rec["10"]), num(mrr)]
         if depth:
             cells.append(num(at_depth))
@@ -334,12 +334,16 @@ def _print_library_quality(con: Console, info: dict, lib) -> None:
     for s in lib:
         r = s.library
         name = s.name + (f" (vs {r.reference})" if r.reference != "cpu-fp32" and r.reference != s.name else "")
+        hubs = "–" if not r.hubness else f"{num(r.hubness['top1_share'], 2)} / {num(r.hubness['k10_skew'], 1)}"
         row(escape(name), r.recall, r.mrr, r.recall_at_depth, r.source_found,
-            (num(r.overlap_at_10), num(r.doc_cosine), num(r.ms_per_query, 1)))
+            (num(r.overlap_at_10), num(r.doc_cosine), hubs, num(r.ms_per_query, 1)))
         if r.reranked:
             rr = r.reranked
             row(f"  + FP32 re-rank top {rr['depth']}", rr["recall"], rr["mrr"], None, rr["source_found"])
     con.print(t)
+    con.print("[dim]hubs: share of top-1 places the 3 most frequent documents take among wrongly answered "
+              "queries / skewness of each chunk's 10-occurrence (near 0: no hubs; 1+: a few chunks are "
+              "near everything).[/]")
     if labelled:
         what = ("the chunk each pseudo-query was cut from" if info["query_source"] == "pseudo"
                 else "a chunk of the expected document")

@@ -141,13 +141,17 @@ class Encoder:
         return self.encode(texts, prefix=self.bundle.prefixes["query"])
 
     def encode_passages(self, texts: Iterable[str]) -> np.ndarray:
-        return self.encode(texts, prefix=self.bundle.prefixes["passage"])
+        return self.encode(texts, prefix=self.bundle.prefixes["passage"], passages=True)
 
     def count_tokens(self, text: str, *, passage: bool = True) -> int:
         prefix = self.bundle.prefixes["passage" if passage else "query"]
         return self.host.count_tokens(prefix + text)
 
-    def encode(self, texts: Iterable[str], prefix: str = "") -> np.ndarray:
+    def encode(self, texts: Iterable[str], prefix: str = "", *, passages: bool = False,
+               transform: bool = True) -> np.ndarray:
+        """``passages``: the texts are documents' chunks (a post-transform may treat them apart
+        from queries: the hub correction moves queries only). ``transform=False``: the
+        backend's vectors, without the post-transform (what a transform is fitted on)."""
         t0 = time.perf_counter()
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -184,17 +188,21 @@ class Encoder:
                     self.on_batch(done)
                 ready = nxt.result() if nxt else None
         self.stats.last_truncated.sort()
-        out = self.transformed(out, texts)
+        if transform:
+            out = self.transformed(out, texts, passages=passages)
         self.stats.seconds += time.perf_counter() - t0
         return out
 
-    def transformed(self, vectors: np.ndarray, texts: list[str]) -> np.ndarray:
+    def transformed(self, vectors: np.ndarray, texts: list[str], *, passages: bool = False) -> np.ndarray:
         """The backend's ``vectors`` of ``texts`` as this encoder returns them: its
-        post-transform applied (a language-neutral one also reads the unprefixed texts)."""
+        post-transform applied (a language-neutral one also reads the unprefixed texts, and
+        corrects hubs in queries, not in ``passages``)."""
         pt = self.post_transform
         if pt is None:
             return vectors
-        return pt.apply(vectors, texts) if getattr(pt, "uses_texts", False) else pt.apply(vectors)
+        if getattr(pt, "uses_texts", False):
+            return pt.apply(vectors, texts, passages=passages)
+        return pt.apply(vectors)
 
     def _prepare(self, texts: list[str], batch: list[int], prefix: str):
         """Host work for one batch: tokens -> (E, mask) padded for the backend, truncation flags."""

@@ -519,3 +519,38 @@ def compare_spaces(ref, test, pairs: Iterable[tuple[int, int]] | None = None) ->
     if same_dim and len(ref) >= 3:
         out.permutation = detect_permutation(ref, test).summary()
     return out
+
+
+def k_occurrence_skewness(x, *, k: int = 10, max_rows: int | None = 2000, seed: int = 0) -> float:
+    """Skewness of the k-occurrence: how often each row is among the ``k`` nearest (cosine) of
+    the other rows. About 0 when every row is as often a neighbour as any other; well above 1
+    when a few rows (hubs) are near nearly everything and many are near nothing. O(N^2) over
+    at most ``max_rows`` sampled rows; nan under ``k + 2`` rows."""
+    u = unit_rows(x)
+    u = u[np.linalg.norm(u, axis=1) > 0]
+    if max_rows is not None and len(u) > max_rows:
+        u = u[np.random.default_rng(seed).choice(len(u), size=max_rows, replace=False)]
+    if len(u) < k + 2:
+        return float("nan")
+    sim = u @ u.T
+    np.fill_diagonal(sim, -np.inf)
+    nearest = np.argpartition(-sim, k, axis=1)[:, :k]
+    counts = np.bincount(nearest.ravel(), minlength=len(u)).astype(np.float64)
+    c = counts - counts.mean()
+    var = float((c * c).mean())
+    return float((c ** 3).mean() / var ** 1.5) if var > 0 else 0.0
+
+
+def hub_share(top1, relevant=None, *, hubs: int = 3) -> float:
+    """The share of queries whose top hit is one of the ``hubs`` items that take most top-1
+    places among the queries answered wrongly (``relevant[i]``: the set of right items of query
+    i; None: every query counts). High when the same few documents come first whatever is
+    asked. ``top1[i]`` is None for a query with no hit."""
+    wrong = [t for i, t in enumerate(top1)
+             if t is not None and (relevant is None or t not in relevant[i])]
+    if not top1 or not wrong:
+        return 0.0
+    counts: dict = {}
+    for t in wrong:
+        counts[t] = counts.get(t, 0) + 1
+    return sum(sorted(counts.values(), reverse=True)[:hubs]) / len(top1)

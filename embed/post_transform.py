@@ -16,7 +16,8 @@ library mean (``offset_L = mean(chunks in L) - mean(all chunks)``) and is re-nor
 Languages come from the texts (``embed/language.py``), so this transform takes the texts as
 well as the vectors (``uses_texts``); a text of unknown language, or of a language with fewer
 than ``min_chunks`` chunks in the library, is not moved. Measured figures and the choice of
-alpha: ``search/language_neutral.py``.
+alpha: ``search/language_neutral.py``. It may also carry a hub correction for queries
+(:class:`HubCorrection`: the mean query direction taken off), see ``search/language_neutral.py``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,54 @@ class MeanCentering:
                 "fitted_on": self.fitted_on}
 
 
+class HubCorrection:
+    """Take ``beta`` times the mean query direction off every query, then re-normalise.
+
+    ``q . d`` holds ``mean_query . d`` for every query alike: a document's expected score over
+    all queries, its bias. Long passages, averaged over hundreds of tokens, lean towards what
+    every query shares (the query prefix, the register of questions), so that bias lifts them
+    above the answer whatever is asked (hubs). Subtracting it ranks by ``q . d - beta *
+    mean_query . d``: centring on the query side, where the bias comes from. Passages are not
+    moved (centring them on the library's mean hurt short documents: docs/searching.md), so
+    stored vectors stay as they are. ``mean`` is fitted on reference queries that the space's own
+    encoder embeds (``search/language_neutral.py``)."""
+
+    def __init__(self, mean, beta: float, *, reference: int | None = None):
+        self.mean = np.asarray(mean, dtype=np.float32).reshape(-1)
+        self.beta = float(beta)
+        self.reference = reference
+
+    @classmethod
+    def fit(cls, queries: np.ndarray, beta: float) -> "HubCorrection":
+        """The mean of the non-zero query vectors ``queries``."""
+        v = np.asarray(queries, dtype=np.float32)
+        live = v[np.linalg.norm(v, axis=1) > 0] if len(v) else v
+        if not len(live):
+            raise ValueError("cannot fit a hub correction on no (non-zero) query vectors")
+        return cls(live.mean(axis=0), beta, reference=int(len(live)))
+
+    def apply(self, queries: np.ndarray) -> np.ndarray:
+        v = np.asarray(queries, dtype=np.float32)
+        out = v - self.beta * self.mean
+        n = np.linalg.norm(out, axis=1, keepdims=True)
+        out = out / np.where(n > 0, n, 1.0)
+        out[np.linalg.norm(v, axis=1) == 0] = 0.0  # an empty query matches nothing
+        return out.astype(np.float32)
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.mean.astype("<f4").tobytes()).hexdigest()[:16]
+
+    def describe(self) -> dict:
+        return {"beta": self.beta, "reference_queries": self.reference, "mean_sha256": self.digest()}
+
+    def to_spec(self) -> dict:
+        return {"mean": [float(x) for x in self.mean], "beta": self.beta, "reference": self.reference}
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "HubCorrection":
+        return cls(spec["mean"], spec["beta"], reference=spec.get("reference"))
+
+
 class LanguageNeutral:
     """Shift each vector by ``-alpha * offset[language]``, then re-normalise (see module doc)."""
 
@@ -81,7 +130,8 @@ class LanguageNeutral:
     uses_texts = True
 
     def __init__(self, offsets: dict, *, alpha: float, dim: int, min_chunks: int,
-                 counts: dict | None = None, fitted_on: int | None = None):
+                 counts: dict | None = None, fitted_on: int | None = None,
+                 hubs: HubCorrection | None = None):
         self.offsets = {str(k): np.asarray(v, dtype=np.float32).reshape(-1) for k, v in sorted(offsets.items())}
         self.alpha = float(alpha)
         self.dim = int(dim)
@@ -89,6 +139,8 @@ class LanguageNeutral:
         #: chunks per language at fit time (all languages, also those without an offset)
         self.counts = {str(k): int(v) for k, v in sorted((counts or {}).items())}
         self.fitted_on = fitted_on
+        #: applied after the move (None: a space made before hub correction existed)
+        self.hubs = hubs
         for lang, o in self.offsets.items():
             if o.shape[0] != self.dim:
                 raise ValueError(f"offset of {lang!r} has dimension {o.shape[0]}, expected {self.dim}")
@@ -97,9 +149,12 @@ class LanguageNeutral:
         warm_up()  # queries will need the language model: load it while the encoder opens
 
     @classmethod
-    def fit(cls, vectors: np.ndarray, languages, *, alpha: float, min_chunks: int) -> "LanguageNeutral":
+    def fit(cls, vectors: np.ndarray, languages, *, alpha: float, min_chunks: int,
+            reference=None, beta: float = 0.5) -> "LanguageNeutral":
         """Offsets of every language with at least ``min_chunks`` (non-zero) vectors from the mean
-        of all non-zero vectors; ``languages[i]`` is the language of ``vectors[i]`` or None."""
+        of all non-zero vectors; ``languages[i]`` is the language of ``vectors[i]`` or None.
+        ``reference``: (query vectors, their languages) of the same encoder, to fit a
+        :class:`HubCorrection` of strength ``beta`` on (None: no hub correction)."""
         v = np.asarray(vectors, dtype=np.float32)
         if len(v) != len(languages):
             raise ValueError(f"{len(v)} vectors but {len(languages)} languages")
@@ -114,8 +169,12 @@ class LanguageNeutral:
             counts[lang] = int(rows.sum())
             if counts[lang] >= min_chunks:
                 offsets[lang] = v[rows].mean(axis=0) - mean
-        return cls(offsets, alpha=alpha, dim=v.shape[1], min_chunks=min_chunks, counts=counts,
-                   fitted_on=int(live.sum()))
+        out = cls(offsets, alpha=alpha, dim=v.shape[1], min_chunks=min_chunks, counts=counts,
+                  fitted_on=int(live.sum()))
+        if reference is not None:
+            ref, ref_langs = reference
+            out.hubs = HubCorrection.fit(out.moved(np.asarray(ref, np.float32), list(ref_langs)), beta)
+        return out
 
     def _shifts(self, n: int, languages) -> np.ndarray:
         if languages is None or len(languages) != n:
@@ -137,13 +196,19 @@ class LanguageNeutral:
 
         return identify_all(texts)
 
-    def apply(self, vectors: np.ndarray, texts=None, *, languages=None) -> np.ndarray:
+    def apply(self, vectors: np.ndarray, texts=None, *, languages=None, passages: bool = True) -> np.ndarray:
         """``vectors`` moved off their language (identified from ``texts`` unless ``languages``
-        is given) and re-normalised; zero vectors (empty texts) stay zero."""
+        is given) and re-normalised; zero vectors (empty texts) stay zero. ``passages``: they are
+        chunks of documents; queries (False) also get the hub correction."""
         v = np.asarray(vectors, dtype=np.float32)
         if v.shape[-1] != self.dim:
             raise ValueError(f"language-neutral transform fitted on dimension {self.dim}, got {v.shape[-1]}")
-        out = v - self._shifts(len(v), self._languages(texts, languages))
+        out = self.moved(v, self._languages(texts, languages))
+        return out if self.hubs is None or passages else self.hubs.apply(out)
+
+    def moved(self, v: np.ndarray, languages) -> np.ndarray:
+        """The language move alone: ``v`` shifted off its languages and re-normalised."""
+        out = v - self._shifts(len(v), languages)
         n = np.linalg.norm(out, axis=1, keepdims=True)
         out = out / np.where(n > 0, n, 1.0)
         out[np.linalg.norm(v, axis=1) == 0] = 0.0
@@ -152,7 +217,8 @@ class LanguageNeutral:
     def invert(self, vectors: np.ndarray, texts=None, *, languages=None) -> np.ndarray:
         """The unit vectors :meth:`apply` made ``vectors`` from (exact up to float rounding):
         ``v = s*w + alpha*o`` with the ``s > 0`` that makes ``|v| = 1``. Lets a space be re-fitted
-        from its own vectors (``search/language_neutral.py``)."""
+        from its own vectors (``search/language_neutral.py``). For passages: the hub correction
+        moves queries only."""
         w = np.asarray(vectors, dtype=np.float64)
         shift = self._shifts(len(w), self._languages(texts, languages)).astype(np.float64)
         wo = np.einsum("ij,ij->i", w, shift)
@@ -167,14 +233,20 @@ class LanguageNeutral:
             h.update(lang.encode() + b"\0" + o.astype("<f4").tobytes())
         from .language import IDENTIFIER, MIN_CONFIDENCE
 
-        return {"kind": self.kind, "dim": self.dim, "alpha": self.alpha, "languages": list(self.offsets),
-                "offsets_sha256": h.hexdigest()[:16], "identifier": IDENTIFIER,
-                "min_confidence": MIN_CONFIDENCE}
+        out = {"kind": self.kind, "dim": self.dim, "alpha": self.alpha, "languages": list(self.offsets),
+               "offsets_sha256": h.hexdigest()[:16], "identifier": IDENTIFIER,
+               "min_confidence": MIN_CONFIDENCE}
+        if self.hubs is not None:  # absent from older spaces' fingerprints, which stay valid
+            out["hub_correction"] = self.hubs.describe()
+        return out
 
     def to_spec(self) -> dict:
-        return {"kind": self.kind, "alpha": self.alpha, "dim": self.dim, "min_chunks": self.min_chunks,
+        spec = {"kind": self.kind, "alpha": self.alpha, "dim": self.dim, "min_chunks": self.min_chunks,
                 "offsets": {k: [float(x) for x in o] for k, o in self.offsets.items()},
                 "counts": self.counts, "fitted_on": self.fitted_on}
+        if self.hubs is not None:
+            spec["hubs"] = self.hubs.to_spec()
+        return spec
 
 
 def from_spec(spec):
@@ -189,5 +261,6 @@ def from_spec(spec):
     if spec["kind"] == LanguageNeutral.kind:
         return LanguageNeutral(spec["offsets"], alpha=spec["alpha"], dim=spec["dim"],
                                min_chunks=spec["min_chunks"], counts=spec.get("counts"),
-                               fitted_on=spec.get("fitted_on"))
+                               fitted_on=spec.get("fitted_on"),
+                               hubs=HubCorrection.from_spec(spec["hubs"]) if spec.get("hubs") else None)
     raise ValueError(f"unknown post-transform kind {spec['kind']!r}")

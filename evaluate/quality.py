@@ -184,6 +184,10 @@ class LibraryResult:
     ms_per_query: float
     curve: dict[str, float]  # recall@k for the plot
     curve_reranked: dict[str, float] | None = None
+    #: hubs (:func:`hubness`): {"top1_share": the share of top-1 places that the 3 documents
+    #: taking most of them hold among queries answered wrongly, "k10_skew": skewness of how often
+    #: each chunk is among the 10 nearest chunks of the others}
+    hubness: dict | None = None
     #: labelled queries, judged by file: {"chunks": {k: found@k}, "per_file": {k: ...}}: the
     #: file of the source (or the expected file) among the files of the top k chunks as ranked,
     #: and among the top k hits of the default one-hit-per-file results (copies folded)
@@ -357,6 +361,22 @@ def _curve(truth, got, ks) -> dict[str, float]:
     return {str(k): M.recall_at_k(truth, got, k) for k in ks}
 
 
+def hubness(doc_space: np.ndarray, got: list[list[int]], sources, records: dict | None) -> dict:
+    """How much a few documents are near everything in a space: of every query's top hit (by
+    document when ``records`` are given, else by chunk), the share held by the 3 that take most
+    of them among the queries whose right answer (``sources``; without them, every query) is
+    elsewhere; and the skewness of the chunks' 10-occurrence (no queries needed)."""
+    def key(c):
+        rec = (records or {}).get(int(c))
+        return ("doc", rec.doc_id) if rec is not None else ("chunk", int(c))
+
+    top1 = [key(g[0]) if g else None for g in got]
+    relevant = None
+    if sources is not None:
+        relevant = [{key(c) for c in (s if isinstance(s, (set, list, tuple)) else [s])} for s in sources]
+    return {"top1_share": M.hub_share(top1, relevant), "k10_skew": M.k_occurrence_skewness(doc_space)}
+
+
 def file_found(sources, got: list[list[int]], records: dict) -> dict:
     """Labelled queries judged by file: found@k of the source's file among the files of the top
     k chunks (the ranking as it is) and among the top k one-hit-per-file results (the search
@@ -409,6 +429,7 @@ def evaluate_library_space(space: QueryDocs, reference: QueryDocs, ids: np.ndarr
     )
     if sources and records is not None:
         res.file_found = file_found(sources, got, records)
+    res.hubness = hubness(doc_space, got, sources, records)
     if depth:
         pos = {int(c): j for j, c in enumerate(ids.tolist())}
         rer = []

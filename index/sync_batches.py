@@ -159,7 +159,7 @@ def derived_vectors(enc, earlier, vectors: list[np.ndarray], texts: list[str]) -
     base = {**enc.fingerprint_parts(), "post_transform": None}
     for other, vecs in zip(earlier, vectors):
         if other.fingerprint_parts() == base:
-            return enc.transformed(vecs, texts)
+            return enc.transformed(vecs, texts, passages=True)
     return None
 
 

@@ -149,6 +149,9 @@ class SearchResult:
     #: whether and how deep FP32 re-ranked (:class:`~hefsearch.search.rerank.RerankInfo`
     #: as a dict; None: no vector ranking to re-rank)
     rerank: dict | None = None
+    #: the searched space's post-transform (language move, hub correction: what the space
+    #: corrects before comparing), as described in its fingerprint; None: plain cosine
+    space_transform: dict | None = None
 
     def apply_snippets(self, snippets: dict[int, str]) -> None:
         """Put semantic snippets (chunk id -> snippet) into the hits; they are no longer pending."""
@@ -161,7 +164,8 @@ class SearchResult:
         return {"query": self.query, "mode": self.mode, "space": self.space, "all_chunks": self.all_chunks,
                 "backend": self.backend_label, "notice": self.notice,
                 "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
-                "rerank": self.rerank, "hits": [h.to_dict() for h in self.hits]}
+                "rerank": self.rerank, "space_transform": self.space_transform,
+                "hits": [h.to_dict() for h in self.hits]}
 
 
 
@@ -385,6 +389,8 @@ class Searcher:
         run.encoder, run.query_vec, run.space, run.notice = self._encode(
             run.query, run.space, run.timings, run.fallback)
         run.label = run.encoder.label
+        pt = getattr(run.encoder, "post_transform", None)
+        run.space_transform = pt.describe() if pt is not None else None
         from .rerank import RerankInfo, default_depth
 
         if run.rerank is None:  # default: on when FP32 vectors are available (search/rerank.py)
@@ -488,7 +494,8 @@ class Searcher:
         notice = " ".join([*run.notices, run.notice] if run.notice else run.notices) or None
         return SearchResult(query=run.query, mode=run.mode, space=run.space, hits=hits, timings=run.timings,
                             notice=notice, backend_label=run.label, pending_snippets=run.pending,
-                            all_chunks=run.request.all_chunks, rerank=run.rerank_info)
+                            all_chunks=run.request.all_chunks, rerank=run.rerank_info,
+                            space_transform=run.space_transform)
 
     def _similarities(self, ids: list[int], vec_scores: dict[int, float], space: str | None,
                       query_vec) -> dict[int, float]:

@@ -15,7 +15,9 @@ chunks without an offset; the stored vectors are turned back exactly (``Language
 and written anew, so nothing is re-encoded. Whether a library searches the neutral space by
 default is decided by :func:`keep_language_neutral` (on for a multilingual bundle:
 ``Bundle.multilingual``). Figures, and why alpha 0.5 and 5 chunks: docs/searching.md,
-docs/performance.md.
+docs/performance.md. Every neutral space also carries the hub correction (``HubCorrection``,
+:data:`HUB_BETA`): queries lose a quarter of the mean query direction, fitted on
+:func:`reference_queries`; a space made before it is re-fitted at the next sync.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ DEFAULT_ALPHA = 0.5
 MIN_CHUNKS = 5
 #: re-fit when the library's chunk count moved this much from the fitted count
 REFIT_GROWTH = 0.25
+#: how much of the mean query direction the hub correction takes off queries (bench/hubness.py,
+#: docs/searching.md "Hubs and long passages")
+HUB_BETA = 0.25
 NEUTRAL_SUFFIX = LanguageNeutral.space_suffix  # embed.space_names.NEUTRAL_SUFFIX
 
 
@@ -92,10 +97,11 @@ def _count(languages) -> dict[str, int]:
 
 def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
                          alpha: float = DEFAULT_ALPHA, min_chunks: int = MIN_CHUNKS,
-                         name: str | None = None) -> "Space":
+                         name: str | None = None, hub_beta: float | None = HUB_BETA) -> "Space":
     """Fit the transform on ``source``'s vectors and chunk languages and write the moved
     vectors into a new space (default ``<source>-neutral``); ``encoder`` is ``source``'s
-    encoder. No text is re-encoded."""
+    encoder. No chunk is re-encoded; the hub correction (``hub_beta``; None: none) is fitted on
+    the reference queries, which ``encoder`` embeds (:func:`reference_queries`)."""
     src = library.space(source)
     src.check_encoder(encoder)
     if not encoder.bundle.normalize:
@@ -108,7 +114,9 @@ def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
                                    "Index some folders first: hefsearch index FOLDER")
     vecs = src.vectors(ids)
     langs = chunk_languages(library, ids)
-    ln = LanguageNeutral.fit(vecs, langs, alpha=alpha, min_chunks=min_chunks)
+    ref = None if hub_beta is None else reference_queries(encoder)
+    ln = LanguageNeutral.fit(vecs, langs, alpha=alpha, min_chunks=min_chunks, reference=ref,
+                             beta=hub_beta or 0.0)
     return write_derived_space(library, src.info, encoder, ln, name or neutral_space_name(source), ids,
                                ln.apply(vecs, languages=langs))
 
@@ -116,6 +124,8 @@ def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
 def refit_reason(transform: LanguageNeutral, chunks: int, counts: dict[str, int]) -> str | None:
     """Why a transform fitted earlier no longer fits a space of ``chunks`` chunks with ``counts``
     chunks per language (None: it still fits)."""
+    if transform.hubs is None:
+        return "no hub correction yet"
     fitted = transform.fitted_on or 0
     if fitted and abs(chunks - fitted) >= REFIT_GROWTH * fitted:
         return f"the space has {chunks} chunks, fitted on {fitted}"
@@ -154,13 +164,26 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
             continue
         with library.write_lock():
             raw = old.invert(library.space(info.name).vectors(ids), languages=langs)
-            new = LanguageNeutral.fit(raw, langs, alpha=old.alpha, min_chunks=old.min_chunks)
+            new = LanguageNeutral.fit(raw, langs, alpha=old.alpha, min_chunks=old.min_chunks,
+                                      reference=reference_queries(enc), beta=HUB_BETA)
             library.drop_space(info.name)
             write_derived_space(library, info, enc, new, info.name, ids, new.apply(raw, languages=langs))
         enc.post_transform = new
         log.info("re-fitted language-neutral space %s: %s", info.name, reason)
         done.append(Refit(info.name, reason, list(new.offsets)))
     return done
+
+
+def reference_queries(encoder: "Encoder") -> tuple:
+    """(vectors, languages) of the built-in multilingual sample texts embedded as queries by
+    ``encoder``'s own model, without any post-transform it carries: what the hub correction's
+    mean query direction is fitted on. 36 short texts: well under a second on the CPU."""
+    from hefsearch.embed.language import identify_all
+    from hefsearch.embed.samples import VERIFY_TEXTS
+
+    texts = list(VERIFY_TEXTS)
+    vectors = encoder.encode(texts, prefix=encoder.bundle.prefixes["query"], transform=False)
+    return vectors, identify_all(texts)
 
 
 def drop_neutral_space(library: "Library", name: str) -> None:

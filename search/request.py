@@ -52,6 +52,9 @@ class SearchRun:
     asked_rerank: int | None = None
     #: what re-ranking did (RerankInfo as a dict), for the answer
     rerank_info: dict | None = None
+    #: the searched space's post-transform as its fingerprint describes it (language move, hub
+    #: correction), or None
+    space_transform: dict | None = None
     fallback: bool = True
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)

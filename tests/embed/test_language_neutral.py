@@ -136,8 +136,12 @@ def test_a_cross_lingual_pair_ranks_first_with_the_transform():
 def test_refit_reason():
     from hefsearch.search.language_neutral import refit_reason
 
+    from hefsearch.embed.post_transform import HubCorrection
+
     ln = LanguageNeutral({"de": np.zeros(4)}, alpha=0.5, dim=4, min_chunks=5, counts={"de": 8, "fr": 2},
                          fitted_on=100)
+    assert refit_reason(ln, 100, {"de": 98, "fr": 2}) == "no hub correction yet"  # made before it existed
+    ln.hubs = HubCorrection(np.zeros(4), 0.5, reference=36)
     assert refit_reason(ln, 110, {"de": 108, "fr": 2}) is None
     assert "125" in refit_reason(ln, 125, {"de": 123, "fr": 2})
     assert "fr" in refit_reason(ln, 105, {"de": 100, "fr": 5})
@@ -210,10 +214,18 @@ def test_derived_space_follows_the_library_and_is_refitted_when_it_grows(tmp_pat
     ids = sorted(lib.member_ids("cpu-fp32"))
     langs = chunk_languages(lib, ids)
     raw = lib.space("cpu-fp32").vectors(ids)
+    from hefsearch.search.language_neutral import HUB_BETA
+
     fresh = LanguageNeutral.fit(raw, langs, alpha=0.5, min_chunks=5)  # as if derived today
+    assert new.hubs is not None and new.hubs.beta == HUB_BETA and sp.info.backend_opts["post_transform"]["hubs"]
     assert np.allclose(lib.space("cpu-fp32-neutral").vectors(ids), fresh.apply(raw, languages=langs), atol=1e-5)
     s = Searcher(lib)
-    assert s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0)).hits
+    res = s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32-neutral", rerank_depth=0))
+    assert res.hits
+    # the answer says what the space corrects: its queries lose the mean query direction
+    assert res.to_dict()["space_transform"]["hub_correction"]["beta"] == HUB_BETA
+    assert s.search(SearchRequest("Rechnung", k=3, mode="vector", space="cpu-fp32",
+                                  rerank_depth=0)).to_dict()["space_transform"] is None
     s.close()
     lib.close()
 
@@ -336,6 +348,7 @@ def test_auto_language_neutral_for_every_space_a_library_searches(tmp_path, sim_
                 # fitted on and moved from the source's own vectors: inverting gives them back
                 back = ln.invert(lib.space(src + "-neutral").vectors(ids), languages=chunk_languages(lib, ids))
                 assert np.allclose(back, lib.space(src).vectors(ids), atol=1e-5)
+                assert ln.hubs is not None  # and its queries lose the mean query direction
                 assert infos[src + "-neutral"].kind == infos[src].kind
             if len(sources) == 2:  # two encoders: two different sets of offsets
                 a, b = (neutral_transform(infos[s + "-neutral"]) for s in sources)

@@ -11,6 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -130,6 +131,10 @@ def test_queries_file_with_expected_documents(library_path, tmp_path):
     for space in rep.spaces:
         ff = space.library.file_found
         assert ff["chunks"]["1"] == 1.0 and all(ff["per_file"][k] >= ff["chunks"][k] for k in ("1", "5", "10"))
+        # hubness beside MRR: both labelled queries are answered right first, so only the two
+        # without an answer in the library leave a top-1 place to a hub; the skewness needs no queries
+        hub = space.library.hubness
+        assert hub["top1_share"] in (0.25, 0.5) and np.isfinite(hub["k10_skew"])
 
 
 def test_cli_table_json_plot_and_errors(library_path, tmp_path):
@@ -139,7 +144,7 @@ def test_cli_table_json_plot_and_errors(library_path, tmp_path):
     assert res.exit_code == 0, res.output
     out = res.output
     for text in ("Build configuration", "Parallel set: 168 pairs, 11 languages", "en-de",
-                 "NPU simulation (a8)", "+ FP32 re-rank top 4", "ground truth = FP32's top-1"):
+                 "NPU simulation (a8)", "+ FP32 re-rank top 4", "ground truth = FP32's top-1", "hubs"):
         assert text in out, text
     png = tmp_path / "r.png"
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -150,6 +155,7 @@ def test_cli_table_json_plot_and_errors(library_path, tmp_path):
     data = json.loads(res.stdout)
     assert [s["name"] for s in data["spaces"]] == ["cpu-fp32", "npu-sim-a8"]
     assert data["spaces"][1]["library"]["reranked"]["depth"] == 30
+    assert all(0.0 <= s["library"]["hubness"]["top1_share"] <= 1.0 for s in data["spaces"])
 
     res = runner.invoke(main, ["bench", "quality", "--library", str(library_path), "--spaces", "hef-nope"])
     assert res.exit_code == 2 and "hef-nope" in res.output
