@@ -146,13 +146,14 @@ def print_status(st, limit: int | None, freshness: str | None = None) -> None:
     out.print(f"  documents: [bold]{st.documents}[/]   chunks: [bold]{st.chunks}[/]   "
               f"cut mid-sentence to fit: {st.truncated_chunks}"
               + (f"   pages read by OCR: {st.ocr_pages}" if getattr(st, "ocr_pages", 0) else ""))
-    out.print(f"  folders: {escape(for_terminal(', '.join(st.roots))) if st.roots else '(none yet)'}", overflow="fold")
+    fold = None if out.soft_wrap else "fold"  # a long path folds on a screen; in a log it stays whole
+    out.print(f"  folders: {escape(for_terminal(', '.join(st.roots))) if st.roots else '(none yet)'}", overflow=fold)
     out.print(f"  last sync: {last_sync_text(st)}"
               + ("   skipped: " + st.skipped_text() if any(st.skipped.values()) else ""))
     if freshness:
         out.print(f"  freshness: {escape(freshness)}")
     out.print(f"  never indexed (secret files): {escape(secret_rule_text())}; "
-              f"re-include one with '!NAME' in a {IGNORE_FILE}", overflow="fold")
+              f"re-include one with '!NAME' in a {IGNORE_FILE}", overflow=fold)
     if st.spaces:
         out.print(spaces_table(st))
         if any(s.count < st.chunks for s in st.spaces):

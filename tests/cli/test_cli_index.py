@@ -163,7 +163,7 @@ def _query(db: Path, sql: str):
 def test_output_to_a_pipe_is_not_wrapped_and_says_nothing_useless(tmp_path, tiny_bert_bundle):
     """Written to a pipe or a journal (no terminal, no COLUMNS), a line is not broken at 80
     columns mid-phrase; a search in an FP32 space does not print a re-rank line (it never is)."""
-    docs = tmp_path / "docs"
+    docs = tmp_path / ("documents-in-a-folder-with-a-long-name-" + "y" * 140)  # past any console width
     write_corpus(docs, n_files=2)
     home = tmp_path / "home"
     library = tmp_path / ("a-library-folder-with-a-long-name-" + "x" * 40)
@@ -183,3 +183,6 @@ def test_output_to_a_pipe_is_not_wrapped_and_says_nothing_useless(tmp_path, tiny
     r = run("search", "olive oil sauce", "--library", library)
     assert r.returncode == 0 and "┃" in r.stdout, r.stderr
     assert "re-ranked" not in r.stderr and "space cpu-fp32" in r.stderr
+    r = run("status", "--library", library)
+    folders = [line for line in r.stdout.splitlines() if line.strip().startswith("folders:")]
+    assert folders and folders[0].strip() == f"folders: {docs}", r.stdout  # whole, not cut at the width
