@@ -116,7 +116,7 @@ def derive_neutral_space(library: "Library", source: str, encoder: "Encoder", *,
     langs = chunk_languages(library, ids)
     ref = None if hub_beta is None else reference_queries(encoder)
     ln = LanguageNeutral.fit(vecs, langs, alpha=alpha, min_chunks=min_chunks, reference=ref,
-                             beta=hub_beta or 0.0)
+                             beta=(hub_beta or 0.0) if ref is not None else 0.0)
     return write_derived_space(library, src.info, encoder, ln, name or neutral_space_name(source), ids,
                                ln.apply(vecs, languages=langs))
 
@@ -162,10 +162,13 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
         reason = refit_reason(old, len(ids), counts)
         if reason is None:
             continue
+        ref = reference_queries(enc)
+        if ref is None and old.hubs is None and reason == "no hub correction yet":
+            continue  # this run's encoder cannot fit it either (a Ray pool): a later sync will
         with library.write_lock():
             raw = old.invert(library.space(info.name).vectors(ids), languages=langs)
             new = LanguageNeutral.fit(raw, langs, alpha=old.alpha, min_chunks=old.min_chunks,
-                                      reference=reference_queries(enc), beta=HUB_BETA)
+                                      reference=ref, beta=HUB_BETA if ref is not None else 0.0)
             library.drop_space(info.name)
             write_derived_space(library, info, enc, new, info.name, ids, new.apply(raw, languages=langs))
         enc.post_transform = new
@@ -174,15 +177,22 @@ def refresh_neutral_spaces(library: "Library", encoders: Sequence["Encoder"]) ->
     return done
 
 
-def reference_queries(encoder: "Encoder") -> tuple:
+def reference_queries(encoder: "Encoder") -> tuple | None:
     """(vectors, languages) of the built-in multilingual sample texts embedded as queries by
     ``encoder``'s own model, without any post-transform it carries: what the hub correction's
-    mean query direction is fitted on. 36 short texts: well under a second on the CPU."""
+    mean query direction is fitted on. 36 short texts: well under a second on the CPU. None when
+    the encoder cannot embed queries in this process (a Ray pool's: its actors embed passages
+    only); the space is then fitted without the correction, and a later sync adds it."""
+    from hefsearch.base.errors import HefsearchError
     from hefsearch.embed.language import identify_all
     from hefsearch.embed.samples import VERIFY_TEXTS
 
     texts = list(VERIFY_TEXTS)
-    vectors = encoder.encode(texts, prefix=encoder.bundle.prefixes["query"], transform=False)
+    try:
+        vectors = encoder.encode(texts, prefix=encoder.bundle.prefixes["query"], transform=False)
+    except HefsearchError as e:
+        log.info("no hub correction fitted with %s: %s", getattr(encoder, "space_name", "?"), e)
+        return None
     return vectors, identify_all(texts)
 
 
