@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
 from hefsearch.base.terminal_text import printable
 
@@ -29,14 +29,18 @@ from .formats import CONTAINER_KINDS
 from .sync_types import Job
 
 
-def split_members(existing: dict[str, tuple]) -> tuple[dict[str, tuple], dict[str, dict[str, tuple]]]:
+def split_members(existing: dict[str, tuple], containers: Collection[str] = ()
+                  ) -> tuple[dict[str, tuple], dict[str, dict[str, tuple]]]:
     """Stored rows (real path -> (id, size, mtime_ns, sha256, status, error)) split into the
-    files' rows and, per file, its members' rows (a row whose parent path is a stored file)."""
+    files' rows and, per file, its members' rows: a row whose parent path is a stored file or
+    one of ``containers`` (the mail files found on disk now). A mailbox's own row is written
+    after its last message, so a run stopped before that leaves members whose file has no row
+    yet: they are still its members (kept, and not embedded again), not files gone from disk."""
     files: dict[str, tuple] = {}
     members: dict[str, dict[str, tuple]] = {}
     for path, row in existing.items():
         parent = os.path.dirname(path)
-        if parent in existing and parent != path:
+        if parent != path and (parent in existing or parent in containers):
             members.setdefault(parent, {})[path] = row
         else:
             files[path] = row

@@ -37,6 +37,7 @@ from hefsearch.base.terminal_text import printable
 from . import documents
 from .containers import attach_members, split_members
 from .crawl import is_under
+from .formats import CONTAINER_KINDS
 from .library import Library, utc_now
 from .store import is_disk_full, put_setting
 from .sync_batches import Target, index_files
@@ -139,7 +140,8 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
     with library.write_lock(wait=True):  # bounded (LOCK_WAIT_S): a back-fill between windows lets go
         spaces = _open_spaces(library, encoders, report, root_strs, opts)
         crawled = crawl_stage(resolved, opts, emit, only)
-        files, members = split_members(_stored_documents(library, root_strs, only))
+        containers = {str(f.path) for f in crawled.found if f.kind in CONTAINER_KINDS}
+        files, members = split_members(_stored_documents(library, root_strs, only), containers)
         plan = compare(crawled, files, report)
         attach_members(plan, members)
         report.found = len(plan.found)
