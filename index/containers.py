@@ -59,10 +59,13 @@ def attach_members(plan, members: dict[str, dict[str, tuple]]) -> None:
             job.old_members = members.get(job.path, {})
 
 
-def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_bytes: int | None) -> Iterator[Job]:
+def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_bytes: int | None,
+           at: Callable[[str], None] | None = None) -> Iterator[Job]:
     """The member jobs of a mail file (new and changed messages only), then the file's own job
     (its hash, and ``drop_ids``: members no longer in the file). A file that cannot be read
-    is one failed job and keeps its members."""
+    is one failed job and keeps its members. ``at`` hears where the reading is ("message 812",
+    "message 812, already indexed"): a run after an interruption passes the messages it
+    committed before (same hash) without embedding them again."""
     from .extract_mail import open_regular, split_mbox
 
     old = getattr(job, "old_members", None) or {}
@@ -80,6 +83,8 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
             for number, raw, error in messages:
                 member = _member_job(job, _member_name(number, raw, seen), raw or b"", error, max_bytes)
                 kept.add(member.path)
+                if at is not None:
+                    at(f"message {number}" + (", already indexed" if member.same_content else ""))
                 if member.same_content:
                     continue
                 if member.error is None:

@@ -7,6 +7,7 @@ order sent."""
 
 from __future__ import annotations
 
+import queue
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from . import documents, sync_prepare
 from .library import Library, utc_now
 from .sync_progress import Progress
 from .sync_types import BatchSubmitter, Job, SyncOptions, SyncReport, path_bytes
+
+#: how often the index stage wakes while the next file is being read (progress says where)
+WAKE_S = 0.5
 
 
 @dataclass
@@ -52,7 +56,13 @@ def index_files(target: Target, todo: list[Job], opts: SyncOptions, old_sha: dic
 
     try:
         while True:
-            job = ahead.jobs.get()
+            try:  # woken now and then: progress says where the reading is while nothing is ready
+                job = ahead.jobs.get(timeout=WAKE_S)
+            except queue.Empty:
+                target.state.where = ahead.where
+                target.state.tick()
+                continue
+            target.state.where = ahead.where
             if job is None:
                 break
             if isinstance(job, sync_prepare.OcrStart):  # the files with text are all read

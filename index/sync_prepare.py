@@ -125,9 +125,11 @@ def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
     job.langs = chunk_languages([c.text for c in chunks])
 
 
-def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> Iterator[Job]:
-    """A mail file's member jobs, then its own (:func:`hefsearch.index.containers.expand`);
-    the file's job alone when its bytes are those already indexed."""
+def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None,
+             at=None) -> Iterator[Job]:
+    """A mail file's member jobs, then its own (:func:`hefsearch.index.containers.expand`,
+    which tells ``at`` the message it reads); the file's job alone when its bytes are those
+    already indexed."""
     from .containers import expand, file_sha256
 
     try:
@@ -137,7 +139,7 @@ def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, ol
                 job.same_content = True
                 yield job
                 return
-        yield from expand(job, lambda member, doc: chunked(member, doc, first, overlap_tokens), max_bytes)
+        yield from expand(job, lambda member, doc: chunked(member, doc, first, overlap_tokens), max_bytes, at)
     except Exception as e:  # a reader bug must not stop the whole sync
         log.debug("unexpected error on %s", job.shown, exc_info=True)
         job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
@@ -162,6 +164,8 @@ class Prefetch:
     def __init__(self, todo: list[Job], first: "Encoder", opts: SyncOptions, old_sha: dict[str, str | None]):
         self.jobs: queue.Queue = queue.Queue(maxsize=32)
         self.stopped = threading.Event()
+        #: the file being read and where in it ("inbox.mbox: message 812"), for progress
+        self.where: str | None = None
         self._args = (todo, first, opts.overlap_tokens, opts.max_bytes, old_sha)
         self.worker = threading.Thread(target=self._produce, name="hefsearch-extract", daemon=True)
         self.worker.start()
@@ -182,8 +186,12 @@ class Prefetch:
             for job in todo:
                 if self.stopped.is_set():
                     return
+                self.where = job.shown
                 if job.kind in CONTAINER_KINDS:
-                    for part in expanded(job, first, overlap_tokens, max_bytes, old_sha.get(job.path)):
+                    def at(position: str, shown: str = job.shown) -> None:
+                        self.where = f"{shown}: {position}"
+
+                    for part in expanded(job, first, overlap_tokens, max_bytes, old_sha.get(job.path), at):
                         if self.stopped.is_set():
                             return
                         self._hand_over(part)
@@ -198,6 +206,7 @@ class Prefetch:
             for job in deferred:
                 if self.stopped.is_set():
                     return
+                self.where = job.shown
                 self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes))
         finally:
             self._hand_over(None)

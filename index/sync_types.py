@@ -68,6 +68,8 @@ class ProgressEvent:
     #: the OCR phase ("ocr"): pages read and to read
     ocr_done: int = 0
     ocr_total: int = 0
+    #: the file being read and where in it: "~/Mail/inbox.mbox: message 812" (raw: escape it)
+    where: str | None = None
 
 
 @dataclass
