@@ -278,6 +278,8 @@ def check_library(lib, bundle=None) -> list[Check]:
                             head + (f"; repaired on open: {repaired}" if repaired else ""),
                             "An earlier write was interrupted; it was repaired. Run 'hefsearch index' to "
                             "re-embed anything listed as lost." if repaired else None))
+        if status.interrupted:
+            checks.append(unfinished_check(status))
         checks.append(check_sqlite(lib))
         for info in status.spaces:
             checks.append(_check_space(lib, info, chunk_ids, bundle))
@@ -285,6 +287,17 @@ def check_library(lib, bundle=None) -> list[Check]:
         checks.append(Check("library", FAIL, f"could not check {lib.path}: {type(e).__name__}: {e}",
                             "Back up the folder and rebuild the library with 'hefsearch index'."))
     return checks
+
+
+def unfinished_check(status) -> Check:
+    """An index run that did not finish, and the folders it left unfinished (until a run
+    over them completes, whatever other folders are indexed meanwhile)."""
+    from hefsearch.base.terminal_text import for_terminal
+
+    folders = for_terminal(", ".join(status.unfinished)) if status.unfinished else "its folders"
+    return Check("index runs", WARN, f"the run started {status.interrupted} did not finish: {folders} "
+                 "not indexed completely (every batch it committed is kept)",
+                 "Run 'hefsearch index' (no folders: all of the library's) to finish.")
 
 
 def check_sqlite(lib) -> Check:
