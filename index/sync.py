@@ -40,7 +40,7 @@ from .crawl import is_under
 from .formats import CONTAINER_KINDS
 from .library import Library, utc_now
 from .store import is_disk_full, put_setting
-from .sync_batches import Target, index_files
+from .sync_batches import Target, encode_stoppable, index_files
 from .sync_plan import compare, crawl_stage
 from .sync_prepare import chunk_languages
 from .sync_progress import Progress
@@ -280,7 +280,7 @@ def _backfill(library: Library, space, encoder, batch_chunks: int, state: Progre
             return total
         state.phase = "backfill"
         ids = np.array([r[0] for r in rows], np.int64)
-        vecs = encoder.encode_passages([r[1] for r in rows])
+        vecs = encode_stoppable(encoder, [r[1] for r in rows])
         space.add(ids, vecs)
         total += len(ids)
         state.chunks += len(ids)

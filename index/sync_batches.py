@@ -8,6 +8,7 @@ order sent."""
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -21,6 +22,10 @@ from .sync_types import BatchSubmitter, Job, SyncOptions, SyncReport, path_bytes
 
 #: how often the index stage wakes while the next file is being read (progress says where)
 WAKE_S = 0.5
+#: how long a stopped run waits at most for the encoder's batch in flight (ONNX Runtime ends
+#: it between two operators; an NPU's batch takes milliseconds). Not less: a process that
+#: exits while ONNX Runtime runs aborts ("terminate called without an active exception")
+STOP_WAIT_S = 30.0
 
 
 @dataclass
@@ -116,7 +121,7 @@ def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None =
             enc.on_batch = lambda n: state.tick(extra_chunks=n)
         try:
             t = time.perf_counter()
-            vectors.append(enc.encode_passages(texts) if texts else np.empty((0, enc.dim), np.float32))
+            vectors.append(encode_stoppable(enc, texts) if texts else np.empty((0, enc.dim), np.float32))
             report.encode_seconds += time.perf_counter() - t
         finally:
             enc.on_batch = None
@@ -153,6 +158,41 @@ def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None =
     state.files_done += len(files)
     state.todo_done += len(files)
     state.tick(force=True)
+
+
+def encode_stoppable(enc, texts: list[str]) -> np.ndarray:
+    """``enc.encode_passages(texts)`` in a helper thread while this thread waits in steps a
+    signal can break: Ctrl+C or SIGTERM (raised in the main thread, which a call into ONNX
+    Runtime would hold for a whole batch: seconds on a loaded CPU) stop the run at once. The
+    encoder is told to stop (its batch in flight is cut short where the backend can) and is
+    waited for at most ``STOP_WAIT_S``; nothing of the batch is committed."""
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["out"] = enc.encode_passages(texts)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = e
+
+    enc.stop = threading.Event()
+    worker = threading.Thread(target=work, name="hefsearch-encode", daemon=True)
+    try:  # started inside: a signal while it starts must stop it too
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.1)
+    except BaseException:
+        stop = getattr(enc, "stop_running", None)
+        if stop is not None:
+            stop()
+        if worker.ident is not None:
+            worker.join(STOP_WAIT_S)
+        raise
+    finally:
+        if not worker.is_alive():
+            enc.stop = None
+    if "error" in box:
+        raise box["error"]
+    return box["out"]
 
 
 def derived_vectors(enc, earlier, vectors: list[np.ndarray], texts: list[str]) -> np.ndarray | None:
