@@ -4,6 +4,7 @@ SIGTERM stopping a run with its summary and exit code."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -90,3 +91,42 @@ def test_mailbox_killed_twice_resumes_without_losing_a_committed_message(tmp_pat
     assert len(final) == MESSAGES
     assert all(final[p] == ids for p, ids in second.items()), "a message committed before was embedded again"
     assert re.search(r"; at \S+inbox\.mbox: message \d+", err), err[-2000:]  # progress names the message
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.timeout(200)
+def test_sigterm_and_ctrl_c_stop_a_run_with_its_summary(tmp_path, tiny_bert_bundle, sig, code):
+    from tests.library_helpers import write_corpus
+
+    docs = tmp_path / "docs"
+    write_corpus(docs, n_files=300, paragraphs=6)
+    home = tmp_path / "home"
+    proc = _start(home, docs, "--bundle", tiny_bert_bundle, "--backend", "cpu", "--batch", "8", "--json")
+    db = home / "library" / "library.db"
+    deadline = time.monotonic() + 150
+    while not _documents(db):  # a batch is committed: the run is well inside the folder
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err[-3000:]
+    summary = json.loads(out)
+    assert summary["interrupted"] is True and 0 < summary["added"] < 300
+    assert "Interrupted after" in err and "Traceback" not in err and "terminate called" not in err
+    assert _documents(db) >= summary["added"]  # what the summary counts is committed
+    status = subprocess.run([sys.executable, "-m", "hefsearch", "status", "--json"], capture_output=True, text=True,
+                            env={**os.environ, "HEFSEARCH_HOME": str(home)}, timeout=120)
+    st = json.loads(status.stdout)
+    assert st["interrupted"] and st["unfinished"] == [str(docs)]
+
+
+def _documents(db: Path) -> int:
+    if not db.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM documents WHERE status = 'ok'").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        conn.close()
