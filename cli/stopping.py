@@ -20,7 +20,7 @@ import threading
 STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s)
 
 
-class Stopped(KeyboardInterrupt):
+class _Stopped(KeyboardInterrupt):
     """SIGTERM or SIGHUP: unwinds like Ctrl+C; ``exit_code`` is 128 + the signal."""
 
     def __init__(self, signum: int):
@@ -29,12 +29,12 @@ class Stopped(KeyboardInterrupt):
 
 
 def _raise_stopped(signum, frame):
-    raise Stopped(signum)
+    raise _Stopped(signum)
 
 
 @contextlib.contextmanager
 def stop_signals_interrupt():
-    """Within it, SIGTERM and SIGHUP raise :class:`Stopped` in the main thread (elsewhere, or
+    """Within it, SIGTERM and SIGHUP raise :class:`_Stopped` in the main thread (elsewhere, or
     where they are ignored, nothing changes)."""
     if threading.current_thread() is not threading.main_thread():
         yield

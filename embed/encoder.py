@@ -23,6 +23,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from hefsearch.base.errors import HefsearchError
+
 from .backends import open_backend, resolve_backend_name
 from .bundle import Bundle
 from .fingerprint import space_fingerprint
@@ -30,8 +32,10 @@ from .host import POOLERS, HostPipeline, l2_normalize
 from .reference import REFERENCE_BACKEND
 
 
-class EncodeStopped(Exception):
+class EncodeStopped(HefsearchError):
     """An ``encode`` ended early by :meth:`Encoder.stop_running` (its vectors are not there)."""
+
+    title = "stopped"
 
 
 @dataclass
@@ -178,7 +182,7 @@ class Encoder:
                 e, mask, truncated = ready
                 nxt = pool.submit(self._prepare, texts, batches[b + 1], prefix) if b + 1 < len(batches) else None
                 if self.stop is not None and self.stop.is_set():
-                    raise EncodeStopped("encoding was stopped")
+                    raise EncodeStopped("Encoding was stopped (the run was interrupted).")
                 hidden = self.backend.run(e, mask)
                 vecs = self._pool(hidden, mask)
                 if self.bundle.normalize:
