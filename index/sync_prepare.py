@@ -61,10 +61,11 @@ def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old
     return job
 
 
-def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int) -> Job:
+def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, at=None) -> Job:
     """A file with pages to read by OCR (an image, a PDF's pages without text), after the
     files with text: each page within the OCR budget (:mod:`hefsearch.index.ocr`); a page that
-    fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``."""
+    fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``. ``at``
+    hears the page being read ("page 40, 12 of 300 by OCR")."""
     from .extract import decompressed, read_regular_file
     from .extract_image import extract_image
     from .extract_pdf import extract_pdf_ocr
@@ -74,7 +75,15 @@ def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int)
         if job.kind == "image":
             doc = extract_image(data, max_bytes)
         else:
-            doc = extract_pdf_ocr(data, max_bytes, ocr.ocr_image, job.notes)
+            read = [0]
+
+            def ocr_page(image: bytes, what: str) -> str:
+                read[0] += 1
+                if at is not None:
+                    at(f"{what}, {read[0]} of {len(job.ocr_pages)} by OCR")
+                return ocr.ocr_image(image, what)
+
+            doc = extract_pdf_ocr(data, max_bytes, ocr_page, job.notes)
         job.encoding = f"ocr:{len(doc.ocr_pages or ())}"
         chunked(job, doc, first, overlap_tokens)
     except Exception as e:  # noqa: BLE001 - an OCR bug must not stop the whole sync
@@ -207,7 +216,11 @@ class Prefetch:
                 if self.stopped.is_set():
                     return
                 self.where = job.shown
-                self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes))
+
+                def at(position: str, shown: str = job.shown) -> None:
+                    self.where = f"{shown}: {position}"
+
+                self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes, at))
         finally:
             self._hand_over(None)
 

@@ -111,3 +111,15 @@ def test_a_compressed_scan_is_read_through_for_ocr(tmp_path, encoder):
     assert r.failed == [] and r.ocr_pages == 1
     assert lib.query("SELECT COUNT(*) FROM chunks WHERE text LIKE '%PELICAN%'") == [(1,)]
     lib.close()
+
+
+def test_ocr_progress_names_the_page_being_read(tmp_path, encoder):
+    from hefsearch.index.sync_prepare import prepare_ocr
+    from hefsearch.index.sync_types import Job
+
+    pdf = tmp_path / "b-mixed.pdf"
+    pdf.write_bytes(_mixed_pdf())
+    job = Job(str(pdf), pdf.stat().st_size, 0, "pdf", None, None, ocr_pages=[2])
+    heard: list[str] = []
+    prepare_ocr(job, encoder, 32, 20 << 20, heard.append)
+    assert job.error is None and heard == ["page 2, 1 of 1 by OCR"]
