@@ -39,6 +39,7 @@ from .containers import attach_members, split_members
 from .crawl import is_under
 from .formats import CONTAINER_KINDS
 from .library import Library, utc_now
+from .ocr_cache import OcrPageCache
 from .store import is_disk_full, put_setting
 from .sync_batches import Target, encode_stoppable, index_files
 from .sync_plan import compare, crawl_stage
@@ -166,6 +167,8 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
             report.backfilled += _backfill(library, sp, enc, opts.batch_chunks, state)
         fill_languages(library)
         _record_sync(library, root_strs, plan.crawl_failures, report, only)
+        if only is None and not report.unfinished:  # every page read is in a committed document
+            OcrPageCache(library.path).clear()
         threshold = library.hnsw_threshold()
         for sp in spaces:
             sp.maintain(hnsw_threshold=threshold, factory_override=library.index_factory_setting(sp.info.dim))

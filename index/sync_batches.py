@@ -43,7 +43,9 @@ def index_files(target: Target, todo: list[Job], opts: SyncOptions, old_sha: dic
     """Consumes the files that need work; embeds and commits them in batches of about
     ``opts.batch_chunks`` chunks, documents whole. A :class:`BatchSubmitter` first encoder (a Ray
     pool) gets up to ``max_in_flight`` batches at once; they are committed in the order sent."""
-    ahead = sync_prepare.Prefetch(todo, target.encoders[0], opts, old_sha)
+    from .ocr_cache import OcrPageCache
+
+    ahead = sync_prepare.Prefetch(todo, target.encoders[0], opts, old_sha, OcrPageCache(target.library.path))
     first = target.encoders[0]
     remote = first if isinstance(first, BatchSubmitter) else None
     sent: deque = deque()  # (jobs, ticket) out at the remote encoder, oldest first

@@ -61,11 +61,13 @@ def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old
     return job
 
 
-def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, at=None) -> Job:
+def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, at=None, cache=None) -> Job:
     """A file with pages to read by OCR (an image, a PDF's pages without text), after the
     files with text: each page within the OCR budget (:mod:`hefsearch.index.ocr`); a page that
     fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``. ``at``
-    hears the page being read ("page 40, 12 of 300 by OCR")."""
+    hears the page being read ("page 40, 12 of 300 by OCR"); with ``cache`` (an
+    :class:`~hefsearch.index.ocr_cache.OcrPageCache`) each page's text is kept as it is read,
+    and pages read by an earlier run that stopped are not read again."""
     from .extract import decompressed, read_regular_file
     from .extract_image import extract_image
     from .extract_pdf import extract_pdf_ocr
@@ -76,12 +78,13 @@ def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int,
             doc = extract_image(data, max_bytes)
         else:
             read = [0]
+            engine = ocr.ocr_image if cache is None else cache.reading(ocr.ocr_image)
 
             def ocr_page(image: bytes, what: str) -> str:
                 read[0] += 1
                 if at is not None:
                     at(f"{what}, {read[0]} of {len(job.ocr_pages)} by OCR")
-                return ocr.ocr_image(image, what)
+                return engine(image, what)
 
             doc = extract_pdf_ocr(data, max_bytes, ocr_page, job.notes)
         job.encoding = f"ocr:{len(doc.ocr_pages or ())}"
@@ -170,8 +173,10 @@ class Prefetch:
     """Hashing, extraction and chunking one file ahead of the encoder, in a daemon thread;
     the prepared jobs come out of a bounded queue in ``todo`` order (None ends them)."""
 
-    def __init__(self, todo: list[Job], first: "Encoder", opts: SyncOptions, old_sha: dict[str, str | None]):
+    def __init__(self, todo: list[Job], first: "Encoder", opts: SyncOptions, old_sha: dict[str, str | None],
+                 ocr_cache=None):
         self.jobs: queue.Queue = queue.Queue(maxsize=32)
+        self.ocr_cache = ocr_cache
         self.stopped = threading.Event()
         #: the file being read and where in it ("inbox.mbox: message 812"), for progress
         self.where: str | None = None
@@ -220,7 +225,7 @@ class Prefetch:
                 def at(position: str, shown: str = job.shown) -> None:
                     self.where = f"{shown}: {position}"
 
-                self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes, at))
+                self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes, at, self.ocr_cache))
         finally:
             self._hand_over(None)
 
