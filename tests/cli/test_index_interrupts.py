@@ -111,7 +111,7 @@ def test_sigterm_and_ctrl_c_stop_a_run_with_its_summary(tmp_path, tiny_bert_bund
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err[-3000:]
     summary = json.loads(out)
-    assert summary["interrupted"] is True and 0 < summary["added"] < 300
+    assert summary["interrupted"] is True and summary["added"] < 300  # (a signal between a commit and its count: 0)
     assert "Interrupted after" in err and "Traceback" not in err and "terminate called" not in err
     assert _documents(db) >= summary["added"]  # what the summary counts is committed
     status = subprocess.run([sys.executable, "-m", "hefsearch", "status", "--json"], capture_output=True, text=True,
