@@ -47,9 +47,13 @@ _HELP = """Index the documents under PATH... into the library (or bring it up to
     Exit codes: 0 all indexed, 3 partial (some files failed, the rest is indexed),
                 2 error (bad arguments, missing bundle or library, device failure),
                 4 disk full (free space and run again), 130 interrupted (Ctrl+C),
-                143 stopped by SIGTERM (129 by SIGHUP) during a --ray run.
-    An interrupted run (Ctrl+C, kill, power cut, full disk) keeps every batch it
-    committed; run it again to continue. Searching works while an index runs.
+                143 stopped by SIGTERM (systemctl stop), 129 by SIGHUP.
+    Ctrl+C, SIGTERM and SIGHUP stop a run within about a second: the batch being
+    embedded is dropped, the summary printed. An interrupted run (also kill -9, a
+    power cut, a full disk) keeps every batch it committed, and the folders it did
+    not finish stay marked in 'hefsearch status' until a run completes them; run it
+    again to continue (a mailbox goes on from its first message not indexed).
+    Searching works while an index runs.
     """
 
 
@@ -122,6 +126,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
 
     from .progress import SyncProgress
     from .render import console
+    from .stopping import exit_now, stop_signals_interrupt
 
     request = IndexRequest(paths=paths, library_path=library_path, bundle=bundle, backend=backend, device=device,
                            also_fp32=also_fp32, ray_address=ray_address, ray_actors=ray_actors,
@@ -129,14 +134,15 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
                            forget_options=forget_options, batch_chunks=batch_chunks, extra_suffixes=parse_ext(exts))
     err = console(stderr=True)
     try:
-        result = run_index(request, say=lambda notice: print_notice(err, notice), progress=SyncProgress(err))
+        with stop_signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl+C, exit 143, 129
+            result = run_index(request, say=lambda notice: print_notice(err, notice), progress=SyncProgress(err))
     except IndexRequestError as e:
         raise click.UsageError(e.message) from None
-    except KeyboardInterrupt as e:  # while Ray starts or stops (SIGTERM too: ray_session._Terminated)
+    except KeyboardInterrupt as e:  # before the sync starts, or while Ray starts or stops
         err.print("[yellow]Interrupted; nothing was lost.[/]")
-        sys.exit(getattr(e, "exit_code", EXIT_INTERRUPTED))
+        exit_now(getattr(e, "exit_code", EXIT_INTERRUPTED))
     _print_result(err, result, as_json)
-    sys.exit(result.exit_code)
+    exit_now(result.exit_code)
 
 
 def _crawl_given(ctx: click.Context) -> dict:

@@ -43,7 +43,20 @@ def progress_line(ev, elapsed_s: float) -> str:
              f"{ev.chunks_done} chunks", f"{ev.chunks_per_s:.1f} chunks/s", _eta(ev.eta_s)]
     if ev.failed:
         parts.append(f"{ev.failed} failed")
-    return ", ".join(parts + [f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d} elapsed"])
+    line = ", ".join(parts + [f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d} elapsed"])
+    return line + (f"; at {where_text(ev.where)}" if ev.where and ev.phase in ("index", "ocr") else "")
+
+
+#: characters of the file name the live bar shows (its end: the name and the message or page)
+WHERE_CHARS = 48
+
+
+def where_text(where: str | None, width: int | None = None) -> str:
+    """The file being read and where in it, safe for a terminal; cut from the left to ``width``."""
+    from hefsearch.base.terminal_text import for_terminal
+
+    text = for_terminal(where or "")
+    return text if width is None or len(text) <= width else "…" + text[-(width - 1):]
 
 
 class SyncProgress:
@@ -65,10 +78,11 @@ class SyncProgress:
             TextColumn("{task.fields[eta]}"),
             TextColumn("[red]{task.fields[failed]}[/]"),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[where]}", markup=False),
             console=console, transient=True, disable=not console.is_terminal,
         )
         self.task = self.progress.add_task("Scanning", total=None, chunks=0, rate=0.0,
-                                           eta=_eta(None), failed="")
+                                           eta=_eta(None), failed="", where="")
 
     def update(self, ev) -> None:
         if not self.console.is_terminal:
@@ -82,7 +96,8 @@ class SyncProgress:
             self.task, description=(f"OCR {ev.ocr_done}/{ev.ocr_total} pages" if ev.phase == "ocr"
                                     else PHASES.get(ev.phase, ev.phase)), total=ev.files_total or None,
             completed=ev.files_done, chunks=ev.chunks_done, rate=ev.chunks_per_s, eta=_eta(ev.eta_s),
-            failed=f"{ev.failed} failed" if ev.failed else "")
+            failed=f"{ev.failed} failed" if ev.failed else "",
+            where=where_text(ev.where, WHERE_CHARS) if ev.phase in ("index", "ocr") else "")
 
     def stop(self) -> None:
         self.progress.stop()

@@ -174,7 +174,9 @@ def last_sync_text(st) -> str:
     if st.writing:
         return "running now" + (f" (the last finished run: {st.last_sync})" if st.last_sync else "")
     if st.interrupted:
-        return (f"interrupted (the run started at {st.interrupted} did not finish; every batch it "
+        folders = getattr(st, "unfinished", None)
+        where = f"; not finished: {escape(for_terminal(', '.join(folders)))}" if folders else ""
+        return (f"interrupted (the run started at {st.interrupted} did not finish{where}; every batch it "
                 "committed is kept: run 'hefsearch index' to finish)")
     return st.last_sync or "never"
 
@@ -245,6 +247,9 @@ def print_sync_summary(console: Console, report, library_path) -> None:
     if report.failed:
         console.print(file_table(f"{len(report.failed)} files failed", report.failed, "red"))
         console.print(f"[yellow]Partial: every other file is indexed in {escape(for_terminal(library_path))}.[/]")
+    elif report.unfinished:  # this run's folders are done, but an earlier run over others stopped
+        console.print(f"[yellow]Not finished yet (an earlier run over them stopped):[/] "
+                      f"{escape(for_terminal(', '.join(report.unfinished)))}; run 'hefsearch index' to finish.")
     else:
         console.print(f"[green]Library up to date:[/] {escape(for_terminal(library_path))}")
 

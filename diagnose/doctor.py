@@ -287,6 +287,8 @@ def check_library(lib, bundle=None) -> list[Check]:
                             head + (f"; repaired on open: {repaired}" if repaired else ""),
                             "An earlier write was interrupted; it was repaired. Run 'hefsearch index' to "
                             "re-embed anything listed as lost." if repaired else None))
+        if status.interrupted:
+            checks.append(unfinished_check(status))
         checks.append(check_sqlite(lib))
         for info in status.spaces:
             checks.append(_check_space(lib, info, chunk_ids, bundle))
@@ -305,6 +307,17 @@ def check_reach(spaces, bundle) -> Check:
     reach = space_reach(spaces, bundle, None if bundle is not None else "doctor could not open one")
     text = "; ".join(f"{r.name}: {'yes, ' if r.searchable else 'no, '}{r.how}" for r in reach)
     return Check("search here", OK if all(r.searchable for r in reach) else WARN, text)
+
+
+def unfinished_check(status) -> Check:
+    """An index run that did not finish, and the folders it left unfinished (until a run
+    over them completes, whatever other folders are indexed meanwhile)."""
+    from hefsearch.base.terminal_text import for_terminal
+
+    folders = for_terminal(", ".join(status.unfinished)) if status.unfinished else "its folders"
+    return Check("index runs", WARN, f"the run started {status.interrupted} did not finish: {folders} "
+                 "not indexed completely (every batch it committed is kept)",
+                 "Run 'hefsearch index' (no folders: all of the library's) to finish.")
 
 
 def check_sqlite(lib) -> Check:

@@ -14,6 +14,7 @@ counted in ``stats.empty``.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,11 +23,19 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from hefsearch.base.errors import HefsearchError
+
 from .backends import open_backend, resolve_backend_name
 from .bundle import Bundle
 from .fingerprint import space_fingerprint
 from .host import POOLERS, HostPipeline, l2_normalize
 from .reference import REFERENCE_BACKEND
+
+
+class EncodeStopped(HefsearchError):
+    """An ``encode`` ended early by :meth:`Encoder.stop_running` (its vectors are not there)."""
+
+    title = "stopped"
 
 
 @dataclass
@@ -58,6 +67,8 @@ class Encoder:
         self.stats = EncodeStats()
         #: called after every batch with the number of texts finished so far in the call
         self.on_batch: Callable[[int], None] | None = None
+        #: set (by another thread) to end an ``encode`` early: no batch starts after it
+        self.stop: threading.Event | None = None
 
     @classmethod
     def open(
@@ -163,6 +174,7 @@ class Encoder:
         # padding stays small; each batch is tokenised and gathered in a helper thread while
         # the backend runs the previous one (tokenizers and ONNX Runtime/HailoRT release the
         # GIL), so an NPU does not wait on the host.
+        self.backend.stopping = False
         order = sorted(live, key=lambda i: len(texts[i]))
         batches = [order[k : k + self.backend.batch_size] for k in range(0, len(order), max(1, self.backend.batch_size))]
         done = 0
@@ -173,6 +185,8 @@ class Encoder:
             for b, batch in enumerate(batches):
                 e, mask, truncated = ready
                 nxt = pool.submit(self._prepare, texts, batches[b + 1], prefix) if b + 1 < len(batches) else None
+                if self.stop is not None and self.stop.is_set():
+                    raise EncodeStopped("Encoding was stopped (the run was interrupted).")
                 hidden = self.backend.run(e, mask)
                 vecs = self._pool(hidden, mask)
                 if self.bundle.normalize:
@@ -192,6 +206,13 @@ class Encoder:
             out = self.transformed(out, texts, passages=passages)
         self.stats.seconds += time.perf_counter() - t0
         return out
+
+    def stop_running(self) -> None:
+        """End an ``encode`` running in another thread: no further batch starts (``stop``
+        must be set) and the backend cuts the one in flight short where it can."""
+        if self.stop is not None:
+            self.stop.set()
+        self.backend.stop_running()
 
     def transformed(self, vectors: np.ndarray, texts: list[str], *, passages: bool = False) -> np.ndarray:
         """The backend's ``vectors`` of ``texts`` as this encoder returns them: its

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
 from hefsearch.base.terminal_text import printable
 
@@ -29,14 +29,18 @@ from .formats import CONTAINER_KINDS
 from .sync_types import Job
 
 
-def split_members(existing: dict[str, tuple]) -> tuple[dict[str, tuple], dict[str, dict[str, tuple]]]:
+def split_members(existing: dict[str, tuple], containers: Collection[str] = ()
+                  ) -> tuple[dict[str, tuple], dict[str, dict[str, tuple]]]:
     """Stored rows (real path -> (id, size, mtime_ns, sha256, status, error)) split into the
-    files' rows and, per file, its members' rows (a row whose parent path is a stored file)."""
+    files' rows and, per file, its members' rows: a row whose parent path is a stored file or
+    one of ``containers`` (the mail files found on disk now). A mailbox's own row is written
+    after its last message, so a run stopped before that leaves members whose file has no row
+    yet: they are still its members (kept, and not embedded again), not files gone from disk."""
     files: dict[str, tuple] = {}
     members: dict[str, dict[str, tuple]] = {}
     for path, row in existing.items():
         parent = os.path.dirname(path)
-        if parent in existing and parent != path:
+        if parent != path and (parent in existing or parent in containers):
             members.setdefault(parent, {})[path] = row
         else:
             files[path] = row
@@ -55,10 +59,13 @@ def attach_members(plan, members: dict[str, dict[str, tuple]]) -> None:
             job.old_members = members.get(job.path, {})
 
 
-def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_bytes: int | None) -> Iterator[Job]:
+def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_bytes: int | None,
+           at: Callable[[str], None] | None = None) -> Iterator[Job]:
     """The member jobs of a mail file (new and changed messages only), then the file's own job
     (its hash, and ``drop_ids``: members no longer in the file). A file that cannot be read
-    is one failed job and keeps its members."""
+    is one failed job and keeps its members. ``at`` hears where the reading is ("message 812",
+    "message 812, already indexed"): a run after an interruption passes the messages it
+    committed before (same hash) without embedding them again."""
     from .extract_mail import open_regular, split_mbox
 
     old = getattr(job, "old_members", None) or {}
@@ -76,6 +83,8 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
             for number, raw, error in messages:
                 member = _member_job(job, _member_name(number, raw, seen), raw or b"", error, max_bytes)
                 kept.add(member.path)
+                if at is not None:
+                    at(f"message {number}" + (", already indexed" if member.same_content else ""))
                 if member.same_content:
                     continue
                 if member.error is None:

@@ -129,8 +129,11 @@ class LibraryStatus:
     notes: list[tuple[str, str]] = field(default_factory=list)
     #: the folders the library indexes (``hefsearch index`` without PATHS syncs them)
     roots: list[str] = field(default_factory=list)
-    #: when the last run started if it never finished (Ctrl+C, kill, power cut), else None
+    #: when the last run started if it never finished (Ctrl+C, kill, power cut), else None;
+    #: with folders unfinished, when the first run that did not finish them started
     interrupted: str | None = None
+    #: the folders whose last whole run did not finish (until a run over them completes)
+    unfinished: list[str] = field(default_factory=list)
     #: a process is writing the library now
     writing: bool = False
     ocr_pages: int = 0  #: pages read by OCR (scanned PDF pages, images) in searchable documents
@@ -610,12 +613,16 @@ class Library:
         last = settings.get("last_sync") or {}
         started = (settings.get("sync_started") or {}).get("at")
         writing = self.writing or _writer_active(self.path)
-        interrupted = started if started and started > (last.get("at") or "") and not writing else None
+        unfinished = settings.get("unfinished") or {}
+        interrupted = started if started and started > (last.get("at") or "") else None
+        if unfinished:
+            interrupted = min(unfinished.values())
+        interrupted = None if writing else interrupted
         return LibraryStatus(
             documents=docs, chunks=chunks, spaces=spaces, failures=failures, truncated_chunks=cut,
             skipped=dict(last.get("skipped") or {}), last_sync=last.get("at"), stale=stale,
             path=str(self.path), settings=settings, notes=notes, roots=self.recorded_roots(settings),
-            interrupted=interrupted, writing=writing, ocr_pages=ocr_pages,
+            interrupted=interrupted, writing=writing, ocr_pages=ocr_pages, unfinished=sorted(unfinished),
         )
 
     def recorded_roots(self, settings: dict | None = None) -> list[str]:

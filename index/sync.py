@@ -37,9 +37,11 @@ from hefsearch.base.terminal_text import printable
 from . import documents
 from .containers import attach_members, split_members
 from .crawl import is_under
+from .formats import CONTAINER_KINDS
 from .library import Library, utc_now
+from .ocr_cache import OcrPageCache
 from .store import is_disk_full, put_setting
-from .sync_batches import Target, index_files
+from .sync_batches import Target, encode_stoppable, index_files
 from .sync_plan import compare, crawl_stage
 from .sync_prepare import chunk_languages
 from .sync_progress import Progress
@@ -137,9 +139,10 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
     t0 = time.perf_counter()
     root_strs = [str(r) for r in resolved]
     with library.write_lock(wait=True):  # bounded (LOCK_WAIT_S): a back-fill between windows lets go
-        spaces = _open_spaces(library, encoders, report, root_strs, opts)
+        spaces = _open_spaces(library, encoders, report, root_strs, opts, only is None)
         crawled = crawl_stage(resolved, opts, emit, only)
-        files, members = split_members(_stored_documents(library, root_strs, only))
+        containers = {str(f.path) for f in crawled.found if f.kind in CONTAINER_KINDS}
+        files, members = split_members(_stored_documents(library, root_strs, only), containers)
         plan = compare(crawled, files, report)
         attach_members(plan, members)
         report.found = len(plan.found)
@@ -164,6 +167,8 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
             report.backfilled += _backfill(library, sp, enc, opts.batch_chunks, state)
         fill_languages(library)
         _record_sync(library, root_strs, plan.crawl_failures, report, only)
+        if only is None and not report.unfinished:  # every page read is in a committed document
+            OcrPageCache(library.path).clear()
         threshold = library.hnsw_threshold()
         for sp in spaces:
             sp.maintain(hnsw_threshold=threshold, factory_override=library.index_factory_setting(sp.info.dim))
@@ -174,11 +179,13 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
 
 
 def _open_spaces(library: Library, encoders, report: SyncReport, root_strs: list[str],
-                 opts: SyncOptions) -> list:
+                 opts: SyncOptions, whole: bool) -> list:
     """Consumes the encoders; produces their spaces (created when new) and records the bundle,
     the folders (added to ``roots``), the extra suffixes, the start of this run
-    (``sync_started``: a run that never reaches ``last_sync`` was interrupted) and, on a first
-    sync, the default space in the library's settings."""
+    (``sync_started``: a run that never reaches ``last_sync`` was interrupted), the folders a
+    ``whole`` run (not a watcher's few paths) has yet to finish (``unfinished``: folder ->
+    when the first run that did not finish it started; cleared by :func:`_record_sync`) and,
+    on a first sync, the default space in the library's settings."""
     spaces = [library.ensure_space(enc) for enc in encoders]
     report.spaces = [sp.info.name for sp in spaces]
     settings = library.settings()
@@ -186,6 +193,9 @@ def _open_spaces(library: Library, encoders, report: SyncReport, root_strs: list
     new_settings = {"bundle": str(Path(encoders[0].bundle.path).resolve()),
                     "roots": merge_roots(library.recorded_roots(), shown),
                     "sync_started": {"at": utc_now(), "roots": shown}}
+    if whole:
+        new_settings["unfinished"] = {**{r: new_settings["sync_started"]["at"] for r in shown},
+                                      **(settings.get("unfinished") or {})}
     if opts.extra_suffixes != (settings.get("extra_suffixes") or {}):
         new_settings["extra_suffixes"] = opts.extra_suffixes
     if not settings.get("default_space"):
@@ -233,11 +243,18 @@ def _stored_documents(library: Library, root_strs: list[str], only: list[Path] |
 
 def _record_sync(library: Library, root_strs: list[str], crawl_failures: list[tuple[str, str, str]],
                  report: SyncReport, only: list[Path] | None = None) -> None:
-    """Replaces the failures under the roots (or ``only``'s paths) with this run's and stores
-    the run as last_sync (``partial`` when it covered only some paths)."""
+    """Replaces the failures under the roots (or ``only``'s paths) with this run's, stores
+    the run as last_sync (``partial`` when it covered only some paths) and, for a whole run,
+    takes its folders (and those inside them) off ``unfinished``; ``report.unfinished`` lists
+    the folders left there (an earlier run over them stopped)."""
     shown_roots = [printable(r) for r in root_strs]
     cleared = shown_roots if only is None else [printable(p) for p in only]
+    unfinished = library.settings().get("unfinished") or {}
+    if only is None:
+        unfinished = {f: at for f, at in unfinished.items() if not any(is_under(f, r) for r in shown_roots)}
+    report.unfinished = sorted(unfinished)
     with library.transaction():
+        put_setting(library.db, "unfinished", unfinished)
         for r in cleared:
             library.db.execute("DELETE FROM failures WHERE path = ? OR path LIKE ? ESCAPE '\\'",
                                [r, documents.like_prefix(r)])
@@ -266,7 +283,7 @@ def _backfill(library: Library, space, encoder, batch_chunks: int, state: Progre
             return total
         state.phase = "backfill"
         ids = np.array([r[0] for r in rows], np.int64)
-        vecs = encoder.encode_passages([r[1] for r in rows])
+        vecs = encode_stoppable(encoder, [r[1] for r in rows])
         space.add(ids, vecs)
         total += len(ids)
         state.chunks += len(ids)

@@ -7,6 +7,8 @@ order sent."""
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -17,6 +19,13 @@ from . import documents, sync_prepare
 from .library import Library, utc_now
 from .sync_progress import Progress
 from .sync_types import BatchSubmitter, Job, SyncOptions, SyncReport, path_bytes
+
+#: how often the index stage wakes while the next file is being read (progress says where)
+WAKE_S = 0.5
+#: how long a stopped run waits at most for the encoder's batch in flight (ONNX Runtime ends
+#: it between two operators; an NPU's batch takes milliseconds). Not less: a process that
+#: exits while ONNX Runtime runs aborts ("terminate called without an active exception")
+STOP_WAIT_S = 30.0
 
 
 @dataclass
@@ -34,7 +43,9 @@ def index_files(target: Target, todo: list[Job], opts: SyncOptions, old_sha: dic
     """Consumes the files that need work; embeds and commits them in batches of about
     ``opts.batch_chunks`` chunks, documents whole. A :class:`BatchSubmitter` first encoder (a Ray
     pool) gets up to ``max_in_flight`` batches at once; they are committed in the order sent."""
-    ahead = sync_prepare.Prefetch(todo, target.encoders[0], opts, old_sha)
+    from .ocr_cache import OcrPageCache
+
+    ahead = sync_prepare.Prefetch(todo, target.encoders[0], opts, old_sha, OcrPageCache(target.library.path))
     first = target.encoders[0]
     remote = first if isinstance(first, BatchSubmitter) else None
     sent: deque = deque()  # (jobs, ticket) out at the remote encoder, oldest first
@@ -52,7 +63,13 @@ def index_files(target: Target, todo: list[Job], opts: SyncOptions, old_sha: dic
 
     try:
         while True:
-            job = ahead.jobs.get()
+            try:  # woken now and then: progress says where the reading is while nothing is ready
+                job = ahead.jobs.get(timeout=WAKE_S)
+            except queue.Empty:
+                target.state.where = ahead.where
+                target.state.tick()
+                continue
+            target.state.where = ahead.where
             if job is None:
                 break
             if isinstance(job, sync_prepare.OcrStart):  # the files with text are all read
@@ -106,7 +123,7 @@ def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None =
             enc.on_batch = lambda n: state.tick(extra_chunks=n)
         try:
             t = time.perf_counter()
-            vectors.append(enc.encode_passages(texts) if texts else np.empty((0, enc.dim), np.float32))
+            vectors.append(encode_stoppable(enc, texts) if texts else np.empty((0, enc.dim), np.float32))
             report.encode_seconds += time.perf_counter() - t
         finally:
             enc.on_batch = None
@@ -143,6 +160,41 @@ def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None =
     state.files_done += len(files)
     state.todo_done += len(files)
     state.tick(force=True)
+
+
+def encode_stoppable(enc, texts: list[str]) -> np.ndarray:
+    """``enc.encode_passages(texts)`` in a helper thread while this thread waits in steps a
+    signal can break: Ctrl+C or SIGTERM (raised in the main thread, which a call into ONNX
+    Runtime would hold for a whole batch: seconds on a loaded CPU) stop the run at once. The
+    encoder is told to stop (its batch in flight is cut short where the backend can) and is
+    waited for at most ``STOP_WAIT_S``; nothing of the batch is committed."""
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["out"] = enc.encode_passages(texts)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = e
+
+    enc.stop = threading.Event()
+    worker = threading.Thread(target=work, name="hefsearch-encode", daemon=True)
+    try:  # started inside: a signal while it starts must stop it too
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.1)
+    except BaseException:
+        stop = getattr(enc, "stop_running", None)
+        if stop is not None:
+            stop()
+        if worker.ident is not None:
+            worker.join(STOP_WAIT_S)
+        raise
+    finally:
+        if not worker.is_alive():
+            enc.stop = None
+    if "error" in box:
+        raise box["error"]
+    return box["out"]
 
 
 def derived_vectors(enc, earlier, vectors: list[np.ndarray], texts: list[str]) -> np.ndarray | None:

@@ -61,10 +61,13 @@ def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old
     return job
 
 
-def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int) -> Job:
+def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, at=None, cache=None) -> Job:
     """A file with pages to read by OCR (an image, a PDF's pages without text), after the
     files with text: each page within the OCR budget (:mod:`hefsearch.index.ocr`); a page that
-    fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``."""
+    fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``. ``at``
+    hears the page being read ("page 40, 12 of 300 by OCR"); with ``cache`` (an
+    :class:`~hefsearch.index.ocr_cache.OcrPageCache`) each page's text is kept as it is read,
+    and pages read by an earlier run that stopped are not read again."""
     from .extract import decompressed, read_regular_file
     from .extract_image import extract_image
     from .extract_pdf import extract_pdf_ocr
@@ -74,7 +77,16 @@ def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int)
         if job.kind == "image":
             doc = extract_image(data, max_bytes)
         else:
-            doc = extract_pdf_ocr(data, max_bytes, ocr.ocr_image, job.notes)
+            read = [0]
+            engine = ocr.ocr_image if cache is None else cache.reading(ocr.ocr_image)
+
+            def ocr_page(image: bytes, what: str) -> str:
+                read[0] += 1
+                if at is not None:
+                    at(f"{what}, {read[0]} of {len(job.ocr_pages)} by OCR")
+                return engine(image, what)
+
+            doc = extract_pdf_ocr(data, max_bytes, ocr_page, job.notes)
         job.encoding = f"ocr:{len(doc.ocr_pages or ())}"
         chunked(job, doc, first, overlap_tokens)
     except Exception as e:  # noqa: BLE001 - an OCR bug must not stop the whole sync
@@ -126,9 +138,11 @@ def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
     job.langs = chunk_languages([c.text for c in chunks])
 
 
-def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> Iterator[Job]:
-    """A mail file's member jobs, then its own (:func:`hefsearch.index.containers.expand`);
-    the file's job alone when its bytes are those already indexed."""
+def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None,
+             at=None) -> Iterator[Job]:
+    """A mail file's member jobs, then its own (:func:`hefsearch.index.containers.expand`,
+    which tells ``at`` the message it reads); the file's job alone when its bytes are those
+    already indexed."""
     from .containers import expand, file_sha256
 
     try:
@@ -138,7 +152,7 @@ def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, ol
                 job.same_content = True
                 yield job
                 return
-        yield from expand(job, lambda member, doc: chunked(member, doc, first, overlap_tokens), max_bytes)
+        yield from expand(job, lambda member, doc: chunked(member, doc, first, overlap_tokens), max_bytes, at)
     except Exception as e:  # a reader bug must not stop the whole sync
         log.debug("unexpected error on %s", job.shown, exc_info=True)
         job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
@@ -160,9 +174,13 @@ class Prefetch:
     """Hashing, extraction and chunking one file ahead of the encoder, in a daemon thread;
     the prepared jobs come out of a bounded queue in ``todo`` order (None ends them)."""
 
-    def __init__(self, todo: list[Job], first: "Encoder", opts: SyncOptions, old_sha: dict[str, str | None]):
+    def __init__(self, todo: list[Job], first: "Encoder", opts: SyncOptions, old_sha: dict[str, str | None],
+                 ocr_cache=None):
         self.jobs: queue.Queue = queue.Queue(maxsize=32)
+        self.ocr_cache = ocr_cache
         self.stopped = threading.Event()
+        #: the file being read and where in it ("inbox.mbox: message 812"), for progress
+        self.where: str | None = None
         self._args = (todo, first, opts.overlap_tokens, opts.max_bytes, old_sha)
         self.worker = threading.Thread(target=self._produce, name="hefsearch-extract", daemon=True)
         self.worker.start()
@@ -183,8 +201,12 @@ class Prefetch:
             for job in todo:
                 if self.stopped.is_set():
                     return
+                self.where = job.shown
                 if job.kind in CONTAINER_KINDS:
-                    for part in expanded(job, first, overlap_tokens, max_bytes, old_sha.get(job.path)):
+                    def at(position: str, shown: str = job.shown) -> None:
+                        self.where = f"{shown}: {position}"
+
+                    for part in expanded(job, first, overlap_tokens, max_bytes, old_sha.get(job.path), at):
                         if self.stopped.is_set():
                             return
                         self._hand_over(part)
@@ -199,7 +221,12 @@ class Prefetch:
             for job in deferred:
                 if self.stopped.is_set():
                     return
-                self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes))
+                self.where = job.shown
+
+                def at(position: str, shown: str = job.shown) -> None:
+                    self.where = f"{shown}: {position}"
+
+                self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes, at, self.ocr_cache))
         finally:
             self._hand_over(None)
 

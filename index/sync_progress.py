@@ -25,6 +25,8 @@ class Progress:
         self.report = report
         self.phase = "index"
         self.path: str | None = None
+        #: the file being read and where in it ("inbox.mbox: message 812"); None between files
+        self.where: str | None = None
         self.clock = clock
         self.started = clock()
         self._last = 0.0
@@ -102,7 +104,7 @@ class Progress:
             self.phase, files_total=self.files_total, files_done=self.files_done,
             files_todo=self.files_todo, chunks_done=chunks, chunks_per_s=chunks / elapsed,
             eta_s=eta, path=self.path, failed=len(self.report.failed), text_done=done, text_left=left,
-            ocr_done=self.ocr_done, ocr_total=self.ocr_total))
+            ocr_done=self.ocr_done, ocr_total=self.ocr_total, where=self.where))
 
 
 def size_key(job: Job) -> tuple:

@@ -68,6 +68,8 @@ class ProgressEvent:
     #: the OCR phase ("ocr"): pages read and to read
     ocr_done: int = 0
     ocr_total: int = 0
+    #: the file being read and where in it: "~/Mail/inbox.mbox: message 812" (raw: escape it)
+    where: str | None = None
 
 
 @dataclass
@@ -99,6 +101,8 @@ class SyncReport:
     #: pages read by OCR this run; files left for OCR, which is not installed (said once)
     ocr_pages: int = 0
     ocr_waiting: list[str] = field(default_factory=list)
+    #: folders still unfinished after this run: an earlier run over them stopped (Ctrl+C, kill)
+    unfinished: list[str] = field(default_factory=list)
 
     @property
     def partial(self) -> bool:

@@ -73,7 +73,9 @@ def sync_progress_text(event: ProgressEvent) -> str:
         bits.append(f"{event.files_done}/{event.files_total} files")
     if event.chunks_done:
         bits.append(f"{event.chunks_done} chunks ({event.chunks_per_s:.0f}/s)")
-    if event.path and event.phase == "index":
+    if event.where and event.phase in ("index", "ocr"):  # the file and the message or page in it
+        bits.append(for_terminal(Path(str(event.where)).name))
+    elif event.path and event.phase == "index":
         bits.append(for_terminal(Path(str(event.path)).name))
     return " · ".join(bits)
 

@@ -110,6 +110,15 @@ class Backend(ABC):
     def run(self, embeddings: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """E [N,S,H] float32, mask [N,S] int64 -> last hidden state [N,S,H] float32."""
 
+    #: set by :meth:`stop_running`, cleared when an ``Encoder.encode`` begins
+    stopping = False
+
+    def stop_running(self) -> None:
+        """Ask a :meth:`run` in flight in another thread to end early (it then raises), and
+        the runs after it until ``stopping`` is cleared; a backend that cannot cut a run
+        short lets it finish."""
+        self.stopping = True
+
     @abstractmethod
     def close(self) -> None:
         """Release sessions and devices. Safe to call twice."""

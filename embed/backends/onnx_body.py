@@ -40,10 +40,29 @@ class OnnxBodyBackend(Backend):
     def run(self, embeddings: np.ndarray, mask: np.ndarray) -> np.ndarray:
         if self._session is None:
             raise BackendUnavailable(self.closed_message or f"The {self.label} encoder was closed.")
-        (out,) = self._session.run(
-            ["last_hidden_state"], {"embeddings": embeddings, "attention_mask": mask.astype(np.int64)}
-        )
+        import onnxruntime as ort
+
+        options = self._running = ort.RunOptions()
+        if self.stopping:  # asked to stop just before this run began (stop_running read no options)
+            options.terminate = True
+        try:
+            (out,) = self._session.run(
+                ["last_hidden_state"], {"embeddings": embeddings, "attention_mask": mask.astype(np.int64)},
+                options)
+        finally:
+            self._running = None
         return out
+
+    #: the RunOptions of the run in flight: ``terminate`` ends it between two of its operators
+    _running = None
+
+    def stop_running(self) -> None:
+        """ONNX Runtime checks ``RunOptions.terminate`` between the nodes it runs, so a batch
+        of a few seconds (a long one on a loaded CPU) ends within one node's time."""
+        self.stopping = True
+        options = self._running
+        if options is not None:
+            options.terminate = True
 
     def close(self) -> None:
         self._session = None

@@ -117,7 +117,10 @@ function progress(st) {
     lines.push(`An index run${started ? ` started ${started.replace("T", " ").slice(0, 16)} UTC` : ""} is writing `
       + `the library: ${st.documents} documents, ${st.chunks} chunks so far.`);
   }
-  if (st.interrupted) lines.push(`The index run started ${st.interrupted} did not finish; run hefsearch index again.`);
+  if (st.interrupted) {
+    const folders = (st.unfinished || []).length ? ` (not finished: ${st.unfinished.join(", ")})` : "";
+    lines.push(`The index run started ${st.interrupted} did not finish${folders}; run hefsearch index again.`);
+  }
   const w = st.freshness && st.freshness.watcher;
   if (w && w.pending) lines.push(`The watcher has ${w.pending} change(s) to index.`);
   for (const s of st.spaces) {

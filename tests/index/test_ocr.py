@@ -111,3 +111,70 @@ def test_a_compressed_scan_is_read_through_for_ocr(tmp_path, encoder):
     assert r.failed == [] and r.ocr_pages == 1
     assert lib.query("SELECT COUNT(*) FROM chunks WHERE text LIKE '%PELICAN%'") == [(1,)]
     lib.close()
+
+
+def test_ocr_progress_names_the_page_being_read(tmp_path, encoder):
+    from hefsearch.index.sync_prepare import prepare_ocr
+    from hefsearch.index.sync_types import Job
+
+    pdf = tmp_path / "b-mixed.pdf"
+    pdf.write_bytes(_mixed_pdf())
+    job = Job(str(pdf), pdf.stat().st_size, 0, "pdf", None, None, ocr_pages=[2])
+    heard: list[str] = []
+    prepare_ocr(job, encoder, 32, 20 << 20, heard.append)
+    assert job.error is None and heard == ["page 2, 1 of 1 by OCR"]
+
+
+def _scan(pages: list[str]) -> bytes:
+    """A PDF of scanned pages only, one image each."""
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    for line in pages:
+        writer.add_page(PdfReader(io.BytesIO(make_image_pdf([line], size=48))).pages[0])
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_a_stopped_scan_keeps_the_pages_read_and_the_next_run_reads_only_the_rest(tmp_path, encoder, monkeypatch):
+    import threading
+
+    from hefsearch.index import ocr as ocr_module
+    from hefsearch.index.ocr_cache import FOLDER
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "scan.pdf").write_bytes(_scan(["THE FIRST PAGE OSTRICH", "THE SECOND PAGE EMU"]))
+    real = ocr_module.ocr_image
+    calls: list[str] = []
+    second_page, release = threading.Event(), threading.Event()
+
+    def stopping_at_page_two(data, what="image", **kw):
+        calls.append(what)
+        if what == "page 2" and not release.is_set():
+            second_page.set()  # OCR of page 2 is in flight when the run is stopped
+            release.wait(30)
+            raise ocr_module.ExtractionError("stopped")
+        return real(data, what, **kw)
+
+    def progress(ev):
+        if second_page.is_set():
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ocr_module, "ocr_image", stopping_at_page_two)
+    lib = Library.open(tmp_path / "lib")
+    with pytest.raises(KeyboardInterrupt):
+        sync(lib, [docs], [encoder], progress=progress)
+    release.set()
+    assert calls == ["page 1", "page 2"] and len(list((tmp_path / "lib" / FOLDER).iterdir())) == 1
+
+    calls.clear()
+    r = sync(lib, [docs], [encoder])
+    assert r.failed == [] and r.ocr_pages == 2
+    assert calls == ["page 2"]  # page 1 was read by the stopped run
+    assert [p for (p,) in lib.query("SELECT c.page FROM chunks c WHERE c.text LIKE '%OSTRICH%'")] == [1]
+    assert not (tmp_path / "lib" / FOLDER).exists()  # a completed run leaves no cache behind
+    lib.close()

@@ -238,6 +238,20 @@ def test_sync_progress_line_names_phase_files_rate_and_file():
     assert sync_progress_text(event) == "indexing · 3/9 files · 40 chunks (12/s) · a b.txt"
     assert sync_progress_text(ProgressEvent("scan")) == "scanning"
     assert sync_progress_text(ProgressEvent("backfill", path="/d/x.txt")) == "back-filling spaces"
+    inside = ProgressEvent("index", files_total=1, path="/d/inbox.mbox/m1@x", where="/d/inbox.mbox: message 812")
+    assert sync_progress_text(inside) == "indexing · 0/1 files · inbox.mbox: message 812"
+
+
+def test_the_library_view_names_the_folders_an_interrupted_run_left_unfinished():
+    pytest.importorskip("textual")
+    from hefsearch.tui.screens.library import last_sync_words
+
+    st = SimpleNamespace(writing=False, interrupted="2026-01-02T10:00:00+00:00", unfinished=["/d/a\x1b[31m"],
+                         last_sync="2026-01-03T10:00:00+00:00")
+    words = last_sync_words(st)
+    assert "interrupted" in words and "not finished: /d/a" in words and "\x1b" not in words  # escaped
+    assert last_sync_words(SimpleNamespace(writing=False, interrupted=None, unfinished=[],
+                                           last_sync="2026-01-03")) == "2026-01-03"
 
 
 def test_index_progress_without_a_terminal_prints_a_line_per_phase_and_interval():

@@ -25,7 +25,9 @@ def last_sync_words(status) -> str:
     if getattr(status, "writing", False):
         return "running now"
     if getattr(status, "interrupted", None):
-        return (f"interrupted (the run started {status.interrupted} did not finish; its committed "
+        folders = getattr(status, "unfinished", None)
+        where = f"; not finished: {for_terminal(', '.join(folders))}" if folders else ""
+        return (f"interrupted (the run started {status.interrupted} did not finish{where}; its committed "
                 "batches are kept; r finishes it)")
     return status.last_sync or "never"
 
