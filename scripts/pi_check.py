@@ -43,6 +43,9 @@ APT_PACKAGES = ["python3", "python3-venv", "python3-numpy", "tesseract-ocr", "te
                 "ca-certificates"]
 #: the HailoRT version the Raspberry Pi archive's hailo-h10-all installs (public reports, docs/pi.md)
 PI_HAILORT = os.environ.get("HEFSEARCH_PI_CHECK_HAILORT", "5.1.1")
+#: the DFC the fake HEF records: the one of the Pi's HailoRT release, as docs/pi.md step 2 asks
+#: (assumed x.y.0 for HailoRT x.y.z)
+PI_DFC = os.environ.get("HEFSEARCH_PI_CHECK_DFC", ".".join(PI_HAILORT.split(".")[:2] + ["0"]))
 USER_ID = 1000
 HOME = "/home/pi"
 CHECKOUT = f"{HOME}/hefsearch"
@@ -214,7 +217,8 @@ def build_bundles(host_python: str) -> tuple[Path, Path]:
     run([host_python, "-m", "hefsearch", "compile", "export", model, "--seq-len", "128", "--out", str(out / "en")])
     shutil.copytree(out / "en", out / "en-hailo")
     run([host_python, "-c", "import sys, pathlib; sys.path.insert(0, '.'); from tests.fakes.fake_hef import "
-         "add_fake_hef; add_fake_hef(pathlib.Path(sys.argv[1]), hw_arch='hailo10h')", str(out / "en-hailo")],
+         "add_fake_hef; add_fake_hef(pathlib.Path(sys.argv[1]), hw_arch='hailo10h', dfc_version=sys.argv[2])",
+         str(out / "en-hailo"), PI_DFC],
         cwd=REPO)
     for name in ("en", "en-hailo"):
         dst = ROOT / HOME.lstrip("/") / name
@@ -314,13 +318,16 @@ def step_hailo_fake() -> str:
     """The hailo backend on the HailoRT fake at the Raspberry Pi archive's version."""
     world = ROOT / HOME.lstrip("/") / "fake-hailo-world.json"
     world.write_text(json.dumps({"version": PI_HAILORT}))
+    # the fake "device" runs the body with onnxruntime, under emulation: far slower than the
+    # default 10 s a frame may take on a real chip
     env = {"PYTHONPATH": f"{CHECKOUT}/tests/fakes", "HEFSEARCH_FAKE_HAILORT_VERSION": PI_HAILORT,
-           "HEFSEARCH_FAKE_HAILO_WORLD": f"{HOME}/fake-hailo-world.json"}
+           "HEFSEARCH_FAKE_HAILO_WORLD": f"{HOME}/fake-hailo-world.json", "HEFSEARCH_HAILO_TIMEOUT_MS": "300000"}
     done = inside(f"hefsearch doctor --bundle {HOME}/en-hailo", env=env, check=False)
     out = done.stdout + done.stderr
     if f"HailoRT {PI_HAILORT}" not in out or "Hailo-10H" not in out:
         raise StepFailed(f"doctor did not report HailoRT {PI_HAILORT} and a Hailo-10H")
-    doctor = f"doctor exit {done.returncode}"
+    hef_line = next((ln.strip() for ln in out.splitlines() if "HEF encoder" in ln), "")
+    doctor = f"doctor exit {done.returncode} ({hef_line[:120]})"
     inside(f"rm -rf {HOME}/lib-hailo && hefsearch index {HOME}/Documents --library {HOME}/lib-hailo "
            f"--bundle {HOME}/en-hailo --backend hailo", env=env)
     wrong = check_searches(f"{HOME}/lib-hailo", "hef", env)
