@@ -365,7 +365,8 @@ SYSTEMD_UNIT = """\
 # Logs:     journalctl --user -u hefsearch-watch -f
 # Hailo:    the service runs as you, so the NPU must be yours to open: 'hefsearch doctor' (as
 #           you, not root) must find the device; 'hailortcli fw-control identify' names it. The
-#           node is /dev/hailo0 (HailoRT drivers 4.x to 5.2) or /dev/h1x-0 (5.3 and later).
+#           node is /dev/hailo0 (hailort-drivers 4.x to 5.2.0) or /dev/h1x-0 (5.3.0, and reported
+#           with Raspberry Pi's 5.1.1 packages).
 [Unit]
 Description=hefsearch: keep the document library current
 After=local-fs.target
