@@ -3,6 +3,8 @@
 #   make test   set up and run the test suite (what CI runs through .ci/run)
 # and for whoever changes a command's --help:
 #   make docs   regenerate the --help blocks in the docs with cog (tests/project/test_docs.py checks them)
+# and for whoever changes the Pi path (docs/pi.md, dependencies, the hailo backend), as root:
+#   make pi-check   docs/pi.md's install on a Debian Trixie arm64 root under qemu (scripts/pi_check.py)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,7 +16,7 @@ STAMP  := $(VENV)/.installed
 # files with cog blocks (generated --help); tests/project/test_docs.py runs cog --check on the same list
 COG_FILES := docs/cli-reference.md
 
-.PHONY: demo test setup bench docs clean
+.PHONY: demo test setup bench docs clean pi-check
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +38,9 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	$(PY) -m cogapp -r $(COG_FILES)
+
+pi-check: $(STAMP)
+	$(PY) scripts/pi_check.py
 
 clean:
 	rm -rf $(VENV) demo-work

@@ -363,9 +363,10 @@ SYSTEMD_UNIT = """\
 #           systemctl --user daemon-reload && systemctl --user enable --now hefsearch-watch
 #           loginctl enable-linger "$USER"    # keep it running when you are logged out (a Pi)
 # Logs:     journalctl --user -u hefsearch-watch -f
-# Hailo:    the service runs as you, so the NPU must be yours to open: 'ls -l /dev/hailo0' shows
-#           crw-rw-rw- once the driver's udev rule (51-hailo-udev.rules) is installed; else
-#           'hefsearch doctor' says what is missing.
+# Hailo:    the service runs as you, so the NPU must be yours to open: 'hefsearch doctor' (as
+#           you, not root) must find the device; 'hailortcli fw-control identify' names it. The
+#           node is /dev/hailo0 (hailort-drivers 4.x to 5.2.0) or /dev/h1x-0 (5.3.0, and reported
+#           with Raspberry Pi's 5.1.1 packages).
 [Unit]
 Description=hefsearch: keep the document library current
 After=local-fs.target

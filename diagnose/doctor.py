@@ -3,7 +3,8 @@
 Each check returns a :class:`Check` (ok / warn / fail / skip) with a plain detail and, when
 something is wrong, the fix. The CLI only prints them. Checks:
 
-- Python and package versions (and HailoRT's numpy<2 pin on Python < 3.13);
+- Python and package versions (and HailoRT's numpy<2 pin on Python < 3.13); OCR (Tesseract,
+  its languages: :mod:`.ocr_check`);
 - HailoRT: installed, version;
 - devices: present, architecture read from the device;
 - runtime vs device: HailoRT 5.x drives Hailo-10H, 4.x drives Hailo-8/8L;
@@ -430,7 +431,9 @@ def run_doctor(bundle: str | Path | None = None, library: str | Path | None = No
                check_lib: bool = True) -> DoctorReport:
     """Every check, in order. ``bundle`` defaults to the one the library was built with."""
     report = DoctorReport()
-    report.checks += [check_python(), check_packages()]
+    from .ocr_check import check_ocr  # its own module: Tesseract, the languages scans are read in
+
+    report.checks += [check_python(), check_packages(), check_ocr()]
     hrt, runtime = check_hailort()
     report.checks.append(hrt)
     dev_checks, devices = check_devices(runtime)

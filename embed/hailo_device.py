@@ -32,10 +32,11 @@ ENV_DEVICE = settings.HAILO_DEVICE.name
 ENV_SERVICE = settings.HAILO_SERVICE.name
 
 INSTALL_HINT = (
-    "On a Raspberry Pi 5: 'sudo apt install hailo-h10-all' (AI HAT+ 2, Hailo-10H) or "
-    "'sudo apt install hailo-all' (AI Kit / AI HAT+, Hailo-8/8L), reboot, and create your venv "
-    "with --system-site-packages so it sees the python3-hailort package. On x86-64: install the "
-    "hailort wheel for your Python from Hailo's Developer Zone. Or run on the CPU: --backend cpu."
+    "On a Raspberry Pi 5 (64-bit Raspberry Pi OS Trixie): 'sudo apt install dkms hailo-h10-all' for the "
+    "AI HAT+ 2 (Hailo-10H; Python binding python3-h10-hailort) or 'sudo apt install dkms hailo-all' for "
+    "the AI Kit / AI HAT+ (Hailo-8/8L; python3-hailort), never both; reboot, and create your venv with "
+    "--system-site-packages so it sees that binding. On x86-64: install the hailort wheel for your "
+    "Python from Hailo's Developer Zone. Or run on the CPU: --backend cpu."
 )
 DEVICE_HINT = (
     "Check the device with 'hailortcli fw-control identify' and 'dmesg | grep -i hailo'. "

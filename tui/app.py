@@ -41,12 +41,13 @@ from hefsearch.base.terminal_text import for_terminal
 from hefsearch.search.request import SearchRequest
 
 from .history import QueryHistory
-from .launch import LaunchError
+from .launch import LaunchError, NoDesktop
 from .messages import (BlankQuerySubmitted, CompareFinished, HitChosen, PreviewLoaded, SearchFailed,
                        SearchFinished, SearchRequested, SnippetsLoaded, StatusLoaded, SyncFailed,
                        SyncFinished, SyncProgressed)
 from .present import compare_fix, pick_compare_spaces, side_title, space_label
 from .screens.library import LibraryScreen
+from .screens.reader import ReaderScreen
 from .session import LibrarySession
 from .settings import DARK, LIGHT, TuiSettings
 from .widgets import CompareView, NoticeBar, PreviewPane, ResultsList, SearchBar, StatusBar
@@ -433,6 +434,10 @@ class HefsearchApp(App):
                     self.session.launch(plan)
             else:
                 self.session.launch(plan)
+        except NoDesktop as e:  # over SSH: no window to open; the indexed text, here
+            self.tell(e.message, title="No desktop", severity="warning")
+            query = self.last_result.query if self.last_result is not None else ""
+            self.push_screen(ReaderScreen(hit, self.session, query, f"{e.message}\n{e.hint}"))
         except LaunchError as e:
             self.tell(f"{e.message}\n{e.hint or ''}".strip(), title="Cannot open", severity="error")
         except OSError as e:

@@ -1,5 +1,9 @@
 """Open a search hit outside the TUI: text in ``$VISUAL``/``$EDITOR`` at its line, PDFs and
-other binary formats with the system opener (xdg-open / open).
+other binary formats with the system opener (xdg-open / open). Without a desktop (Linux with
+neither ``DISPLAY`` nor ``WAYLAND_DISPLAY``: a Pi over SSH) a binary format raises
+:class:`NoDesktop` instead of starting an opener that has nowhere to show it; the TUI then shows
+the document's indexed text in its own reader. A detached opener is waited for by a thread, so
+it never lingers as a defunct child.
 
 Always an argument list, never a shell: a file name with spaces, quotes or ``;`` stays one
 argument. ``$EDITOR`` may hold options ("code --wait"); it is split with :func:`shlex.split`
@@ -42,6 +46,12 @@ _BYTE_ESCAPE = re.compile(r"\\x([89a-f][0-9a-f])")
 
 class LaunchError(HefsearchError):
     title = "cannot open"
+
+
+class NoDesktop(LaunchError):
+    """The file needs a desktop program, and this session has no desktop to show it on."""
+
+    title = "no desktop"
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,16 @@ def opener_argv(path: str, platform: str | None = None) -> list[str]:
     return ["xdg-open", path]
 
 
+def has_desktop(env: Mapping[str, str] | None = None, platform: str | None = None) -> bool:
+    """Whether a desktop program can show a window here: always on macOS and Windows; on Linux
+    and the BSDs only with an X11 or Wayland display (not over plain SSH, not on a console)."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if platform == "darwin" or platform.startswith("win"):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
 def on_disk_path(path: str) -> str:
     """The name to hand to a program for a stored ``path``: the same text, unless the file
     only exists with its ``\\xNN`` escapes as the raw bytes they stand for (a str holding
@@ -122,6 +142,12 @@ def plan_open(path: str, *, line: int | None = None, kind: str | None = None,
         path, line = container, None
     form = display_form(path, kind)
     if form == "opener":  # a format an editor cannot show as text (the table of formats says which)
+        if not has_desktop(env, platform):
+            raise NoDesktop(
+                f"{Path(path).name} needs a desktop program to open, and this session has no desktop "
+                "(neither DISPLAY nor WAYLAND_DISPLAY is set: over SSH or on a console).",
+                "The reader shows the text hefsearch indexed from it instead (Esc goes back). To see the "
+                "file itself, open it on a machine with a desktop, or use 'ssh -X'.")
         return LaunchPlan(opener_argv(path, platform), terminal=False)
     if form == "text":
         path = readable_copy(path, kind) or path
@@ -151,15 +177,21 @@ def readable_copy(path: str, kind: str | None) -> str | None:
     return str(copy)
 
 
-def run_argv(argv: list[str], *, terminal: bool) -> None:
+def run_argv(argv: list[str], *, terminal: bool) -> subprocess.Popen | None:
     """The default launcher. A terminal editor runs in the foreground (the app is suspended
-    around it); a desktop opener is started detached so the TUI keeps running."""
+    around it); a desktop opener is started detached so the TUI keeps running, and a thread
+    waits for it (xdg-open exits once it has handed the file on; unwaited, it would stay a
+    defunct child of the TUI until the TUI exits). Returns the detached process."""
+    import threading
+
     if not argv or shutil.which(argv[0]) is None:
         raise LaunchError(f"Program not found: {argv[0] if argv else '(none)'}",
                           "Install it or set $EDITOR to an editor on your PATH.")
     if terminal:
         subprocess.run(argv, check=False)
-    else:
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
+        return None
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    threading.Thread(target=proc.wait, name=f"reap {argv[0]}", daemon=True).start()
+    return proc
 

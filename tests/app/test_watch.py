@@ -210,7 +210,9 @@ def test_network_mounts_are_polled_and_the_unit_runs_this_watch(monkeypatch, tmp
     env_lines = [line for line in out.output.splitlines() if line.startswith("Environment=")]
     assert "Environment=HEFSEARCH_THREADS=2" in env_lines and "Environment=HEFSEARCH_SIM=a8" in env_lines
     assert "s3cret" not in out.output and "network-online" not in out.output
-    assert "mkdir -p ~/.config/systemd/user" in out.output and "/dev/hailo0" in out.output
+    assert "mkdir -p ~/.config/systemd/user" in out.output and "hefsearch doctor" in out.output
+    # both driver generations' device nodes, and no udev rule file that hailort-drivers 5.3 does not ship
+    assert "/dev/hailo0" in out.output and "/dev/h1x-0" in out.output and "51-hailo-udev" not in out.output
 
 
 

@@ -92,7 +92,9 @@ def test_doctor_without_hailort_still_checks_the_rest(no_hailo, hef_bundle):
     report = run_doctor(hef_bundle, check_lib=False)
     c = _checks(report)
     assert report.ok  # the CPU works: a warning, not a failure
-    assert c["HailoRT"].status == WARN and "sudo apt install hailo-h10-all" in c["HailoRT"].fix
+    assert c["HailoRT"].status == WARN and "sudo apt install dkms hailo-h10-all" in c["HailoRT"].fix
+    # the binding per chip: Hailo-10H's package name is not Hailo-8's
+    assert "python3-h10-hailort" in c["HailoRT"].fix and "hailo-all' for the AI Kit" in c["HailoRT"].fix
     assert c["device"].status == SKIP
     assert "streams not checked: HailoRT is not installed" in c["HEF encoder.hailo10h.hef"].detail
 

@@ -237,7 +237,7 @@ def test_missing_sdk_gives_the_install_message(no_hailo, hef_bundle):
     with pytest.raises(BackendUnavailable) as err:
         Encoder.open(hef_bundle, backend="hailo")
     assert "hailo_platform" in err.value.message
-    assert "sudo apt install hailo-h10-all" in err.value.hint
+    assert "sudo apt install dkms hailo-h10-all" in err.value.hint
     assert "hailo-all" in err.value.hint and "--system-site-packages" in err.value.hint
     assert "Developer Zone" in err.value.hint
     name, why = resolve_backend_name("auto", Bundle.open(hef_bundle))

@@ -356,6 +356,33 @@ async def test_open_key_calls_the_launcher_with_exact_argv(app_factory):
         assert isinstance(app.launch_calls[0][0], list)  # an argv list: no shell is involved
 
 
+async def test_open_without_a_desktop_says_so_and_shows_the_reader(app_factory, monkeypatch):
+    """Over SSH a hit whose file needs a desktop program (a PNG, PDF, DOCX) is not handed to
+    xdg-open: the TUI says why and shows the document's indexed text in its reader. The test
+    corpus is text, so the format table is told this one needs the desktop opener."""
+    from hefsearch.tui import launch
+    from hefsearch.tui.screens.reader import ReaderScreen
+
+    monkeypatch.setattr(launch, "display_form", lambda path, kind: "opener")
+    monkeypatch.setattr(launch.sys, "platform", "linux")
+    app = app_factory(k=5, mode="keyword", env={"EDITOR": "vim", "TERM": "xterm"})  # no DISPLAY
+    async with app.run_test(size=SIZE) as pilot:
+        await search(pilot, app, "hedge")
+        hit = app.results.current_hit
+        await pilot.press("ctrl+o")
+        assert app.launch_calls == []  # no opener started, so none can be left defunct
+        assert isinstance(app.screen, ReaderScreen)
+        notes = [n.message for n in app._notifications]
+        assert any("no desktop" in m and "DISPLAY" in m for m in notes)
+        await wait_for(pilot, lambda: app.screen.query(".hit"), what="the reader's text")
+        shown = str(app.screen.query_one("#reader .hit").render())
+        words = hit.text.split()
+        assert words[0] in shown and words[-1] in shown  # the hit's own text, marked
+        assert "no desktop" in str(app.screen.query_one("#reader-reason").render())
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ReaderScreen)
+
+
 # -- library screen and re-index -------------------------------------------------------
 async def test_library_screen_lists_failed_file_with_reason(app_factory, two_space_library):
     library, _, root = two_space_library

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -34,7 +36,7 @@ def test_editor_argv_keeps_the_path_one_argument(editor, expected):
 
 
 def test_visual_wins_over_editor_and_pdf_goes_to_the_system_opener():
-    env = {"VISUAL": "vim", "EDITOR": "nano"}
+    env = {"VISUAL": "vim", "EDITOR": "nano", "DISPLAY": ":0"}
     assert launch.plan_open("/d/x.md", line=3, env=env).argv == ["vim", "+3", "/d/x.md"]
     pdf = launch.plan_open("/d/report.pdf", line=40, kind="pdf", env=env, platform="linux")
     assert pdf.argv == ["xdg-open", "/d/report.pdf"] and pdf.terminal is False
@@ -46,12 +48,46 @@ def test_default_launcher_runs_argv_without_a_shell(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(launch.shutil, "which", lambda name: "/usr/bin/" + name)
     monkeypatch.setattr(launch.subprocess, "run", lambda argv, **kw: calls.append(("run", argv, kw)))
-    monkeypatch.setattr(launch.subprocess, "Popen", lambda argv, **kw: calls.append(("popen", argv, kw)))
+    monkeypatch.setattr(launch.subprocess, "Popen",
+                        lambda argv, **kw: calls.append(("popen", argv, kw)) or SimpleNamespace(wait=lambda: 0))
     launch.run_argv(["vim", "+2", "/x/a;b.txt"], terminal=True)
     launch.run_argv(["xdg-open", "/x/r.pdf"], terminal=False)
     assert [c[:2] for c in calls] == [("run", ["vim", "+2", "/x/a;b.txt"]), ("popen", ["xdg-open", "/x/r.pdf"])]
     assert all(not c[2].get("shell", False) for c in calls)
     assert calls[1][2]["start_new_session"] is True
+
+
+@pytest.mark.parametrize("path,kind", [("/d/receipt.png", None), ("/d/report.pdf", "pdf"), ("/d/letter.docx", None)])
+def test_without_a_desktop_a_binary_file_is_refused_with_the_reason(path, kind):
+    """Over SSH (no DISPLAY, no WAYLAND_DISPLAY) xdg-open has nowhere to show a PNG, PDF or DOCX:
+    the plan says so instead of starting it; text still goes to the terminal editor."""
+    headless = {"EDITOR": "vim", "TERM": "xterm"}
+    with pytest.raises(launch.NoDesktop) as err:
+        launch.plan_open(path, line=2, kind=kind, env=headless, platform="linux")
+    assert Path(path).name in err.value.message and "DISPLAY" in err.value.message
+    assert "reader" in err.value.hint
+    assert launch.plan_open("/d/notes.md", line=2, env=headless, platform="linux").argv == ["vim", "+2", "/d/notes.md"]
+    for desktop in ({"DISPLAY": ":0"}, {"WAYLAND_DISPLAY": "wayland-0"}):
+        assert launch.plan_open(path, kind=kind, env={**headless, **desktop}, platform="linux").argv[0] == "xdg-open"
+    assert launch.plan_open(path, kind=kind, env=headless, platform="darwin").argv[0] == "open"
+
+
+def test_a_detached_opener_is_reaped_and_leaves_no_defunct_child(tmp_path):
+    """The opener (xdg-open) exits after handing the file on; the TUI must not keep it as a
+    zombie. A real short-lived program stands in for it."""
+    proc = launch.run_argv([sys.executable, "-c", "pass"], terminal=False)
+    deadline = time.monotonic() + 30
+    while proc.returncode is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.returncode == 0  # waited for by the launcher's thread, not by this test
+    assert not Path(f"/proc/{proc.pid}").exists() or "Z" not in _proc_state(proc.pid)
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def test_missing_program_is_a_readable_error(monkeypatch):
