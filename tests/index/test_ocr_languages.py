@@ -4,8 +4,6 @@ the same document starts in that language (:func:`hefsearch.index.ocr.ocr_image`
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
 from hefsearch.index import ocr
@@ -19,19 +17,13 @@ ACCENTED = ["niño", "comió", "piña", "año", "información", "pensión", "est
 
 
 def serif_page(lines: list[str], size: int = 28) -> bytes:
-    from PIL import Image, ImageDraw, ImageFont
+    """A page in DejaVu Serif (where one run loses Spanish accents), as bench/ocr_languages.py renders it."""
+    from hefsearch.bench.ocr_languages import render
 
     try:
-        face = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf", size)
+        return render(lines, size, "DejaVuSerif.ttf", cjk=False)
     except OSError:
         pytest.skip("fonts-dejavu-core is not installed (.ci/run installs it)")
-    img = Image.new("L", (60 * size, 160 + len(lines) * int(size * 1.7)), 255)
-    draw = ImageDraw.Draw(img)
-    for i, line in enumerate(lines):
-        draw.text((100, 80 + i * int(size * 1.7)), line, fill=0, font=face)
-    buf = io.BytesIO()
-    img.save(buf, format="PNG")
-    return buf.getvalue()
 
 
 @pytest.fixture
