@@ -73,16 +73,21 @@ def _shout(data: bytes, max_chars: int | None = None) -> ExtractedText:
 
 
 def test_the_tui_opens_and_filters_what_the_table_says():
-    from hefsearch.tui.launch import plan_open
+    from hefsearch.tui.launch import NoDesktop, plan_open
     from hefsearch.tui.present import KIND_FILTERS
 
     listed = [k for kinds in KIND_FILTERS.values() if kinds for k in kinds]
     assert sorted(listed) == sorted(formats.KINDS) and KIND_FILTERS["all"] is None
-    env = {"EDITOR": "nano"}
+    desktop, console = {"EDITOR": "nano", "DISPLAY": ":0"}, {"EDITOR": "nano"}
     for f in formats.FORMATS:
         name = f"/docs/a{f.suffixes[0]}" if f.suffixes else "/docs/a.1"  # man pages: found by content
-        plan = plan_open(name, line=3, kind=f.kind, env=env, platform="linux")
+        plan = plan_open(name, line=3, kind=f.kind, env=desktop, platform="linux")
         assert (plan.argv[0] == "xdg-open") == (f.opens_with == formats.OPENER), f.kind
+        if f.opens_with == formats.OPENER:  # without a desktop: said, and the TUI's reader instead
+            with pytest.raises(NoDesktop):
+                plan_open(name, line=3, kind=f.kind, env=console, platform="linux")
+        else:
+            assert plan_open(name, line=3, kind=f.kind, env=console, platform="linux").terminal
 
 
 def test_search_filters_and_index_help_list_the_tables_suffixes():
