@@ -45,7 +45,7 @@ class Notice:
     values: tuple = ()
 
     #: the kinds that warn (the others inform)
-    WARNINGS = frozenset({"folder_gone", "options_changed", "space_skipped"})
+    WARNINGS = frozenset({"folder_gone", "options_changed", "space_skipped", "long_run"})
 
     @property
     def warning(self) -> bool:
@@ -190,6 +190,7 @@ def _index(library: "Library", request: IndexRequest, say: _Say, progress: Progr
     from hefsearch.index.encoders import remember_default_bundle
     from hefsearch.index.sync import SyncReport
 
+    from .long_run import LongRunNotice
     from .reindex import reindex
 
     library.require_writable()  # before loading encoders: a read-only library is refused at once
@@ -202,8 +203,10 @@ def _index(library: "Library", request: IndexRequest, say: _Say, progress: Progr
         _say_encoders(choice, say)
         watching: ContextManager = progress if progress is not None else contextlib.nullcontext()
         try:
+            long_run = LongRunNotice(progress.update if progress is not None else None,
+                                     lambda text, todo: say("long_run", text, todo))
             with watching:
-                run = reindex(library, paths, choice, progress=progress.update if progress is not None else None,
+                run = reindex(library, paths, choice, progress=long_run,
                               language_neutral=request.language_neutral, options=options)
         except KeyboardInterrupt as e:  # the report so far; SIGTERM in a --ray run carries 143
             result.report = getattr(e, "sync_report", None) or SyncReport()
