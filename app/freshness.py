@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,6 +35,8 @@ class Freshness:
     age_s: float | None
     #: a watcher's state (None: no watcher runs)
     watcher: dict | None
+    #: folders a run was stopped in and no run has finished since (the library's "unfinished")
+    unfinished: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -43,8 +45,12 @@ class Freshness:
         return d
 
     def describe(self) -> str:
-        """'synced 3 min ago; watched (inotify events, pid 4242), 2 changes pending'."""
+        """'synced 3 min ago; watched (inotify events, pid 4242), 2 changes pending'; a library
+        a stopped run left unfinished says that first, not "synced" (it is not up to date)."""
         text = "no sync finished yet" if self.last_sync is None else f"synced {ago(self.age_s)}"
+        if self.unfinished:
+            text = (f"not up to date: a stopped run left {len(self.unfinished)} folder(s) unfinished"
+                    + ("" if self.last_sync is None else f" (last sync finished {ago(self.age_s)})"))
         w = self.watcher
         if w is None:
             return text + "; not watched (run 'hefsearch watch' to keep it current)"
@@ -70,13 +76,15 @@ def ago(seconds: float | None) -> str:
 
 
 def freshness(library) -> Freshness:
-    last = (library.settings().get("last_sync") or {})
+    settings = library.settings()
+    last = (settings.get("last_sync") or {})
     at = last.get("at") if isinstance(last, dict) else None
     age = None
     if at:
         with contextlib.suppress(ValueError):
             age = time.time() - datetime.fromisoformat(at).timestamp()
-    return Freshness(last_sync=at, age_s=age, watcher=watch_state(Path(library.path)))
+    unfinished = sorted(settings.get("unfinished") or {})
+    return Freshness(last_sync=at, age_s=age, watcher=watch_state(Path(library.path)), unfinished=unfinished)
 
 
 def watcher_running(folder: Path) -> bool:

@@ -79,6 +79,10 @@ export function ago(seconds) {
 export function freshnessText(fresh) {
   if (!fresh) return "";
   let text = fresh.last_sync ? `synced ${ago(fresh.age_s)}` : "no sync finished yet";
+  if (fresh.unfinished && fresh.unfinished.length) { // not up to date, whatever the last sync says
+    text = `not up to date: a stopped run left ${fresh.unfinished.length} folder(s) unfinished`
+      + (fresh.last_sync ? ` (last sync finished ${ago(fresh.age_s)})` : "");
+  }
   const w = fresh.watcher;
   if (!w) return text + "; not watched";
   text += `; watching (${w.mode || "events"})`;

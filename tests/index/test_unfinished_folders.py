@@ -54,6 +54,12 @@ def test_an_interrupted_folder_stays_unfinished_until_a_run_over_it_completes(tm
     assert str(a) in last_sync_text(st) and "interrupted" in last_sync_text(st)
     [check] = [c for c in check_library(lib) if c.name == "index runs"]
     assert str(a) in check.detail and check.status == "warn"
+    # freshness (status, the TUI's F4, the web page) does not say "synced" beside "interrupted"
+    from hefsearch.app.freshness import freshness
+
+    fresh = freshness(lib)
+    assert fresh.unfinished == [str(a)] and fresh.to_dict()["unfinished"] == [str(a)]
+    assert fresh.describe().startswith("not up to date: a stopped run left 1 folder(s) unfinished")
 
     _interrupted(lib, b, encoder)  # b's own run did not finish this time: both are unfinished
     assert lib.status().unfinished == [str(a), str(b)]
@@ -63,6 +69,7 @@ def test_an_interrupted_folder_stays_unfinished_until_a_run_over_it_completes(tm
     st = lib.status()
     assert st.unfinished == [] and st.interrupted is None and "interrupted" not in last_sync_text(st)
     assert not [c for c in check_library(lib) if c.name == "index runs"]
+    assert freshness(lib).describe().startswith("synced ")
     lib.close()
 
 
