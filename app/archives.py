@@ -20,31 +20,12 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from hefsearch.index.archive import ArchiveError  # noqa: F401  (front ends catch it by class)
 from hefsearch.index.space_reach import SpaceReach, library_reach
 
+from .requests import ExportRequest, ImportRequest
+
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.index.export import ExportReport
     from hefsearch.index.library import Library
     from hefsearch.index.restore import ImportReport
-
-
-@dataclass
-class ExportRequest:
-    out: Path
-    library: str | None = None
-    #: only these spaces (empty: all)
-    spaces: Sequence[str] = ()
-    #: False: no vectors at all (the other end embeds again)
-    vectors: bool = True
-
-
-@dataclass
-class ImportRequest:
-    archive: Path
-    library: str | None = None
-    #: "OLD=NEW" folder maps
-    maps: Sequence[str] = ()
-    replace: bool = False
-    #: the bundle to judge the spaces with (None: the library's, $HEFSEARCH_BUNDLE, the default)
-    bundle: str | None = None
 
 
 @dataclass

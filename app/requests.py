@@ -6,6 +6,7 @@ here only; front ends turn their flags, keys or arguments into one and hand it t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from hefsearch.search.filters import Filters
@@ -95,3 +96,28 @@ class CompareRequest:
     spaces: tuple[str, str] | None = None
     #: let the NPU side be re-ranked with FP32 vectors (default: its own ranking, what 8 bits cost)
     rerank: bool = False
+
+
+@dataclass
+class ExportRequest:
+    """One ``hefsearch export`` (:func:`hefsearch.app.archives.export_archive`)."""
+
+    out: Path
+    library: str | None = None
+    #: only these spaces (empty: all)
+    spaces: Sequence[str] = ()
+    #: False: no vectors at all (the other end embeds again)
+    vectors: bool = True
+
+
+@dataclass
+class ImportRequest:
+    """One ``hefsearch import`` (:func:`hefsearch.app.archives.import_archive`)."""
+
+    archive: Path
+    library: str | None = None
+    #: "OLD=NEW" folder maps
+    maps: Sequence[str] = ()
+    replace: bool = False
+    #: the bundle to judge the spaces with (None: the library's, $HEFSEARCH_BUNDLE, the default)
+    bundle: str | None = None

@@ -23,7 +23,8 @@ def export_cmd(archive, library_path, spaces, no_vectors, as_json):
     a .tar to stdout) while it may be in use: 'watch', 'serve' or 'index' can keep writing. The archive holds the
     database, the vectors of each space with its encoder fingerprint, the remembered folders and
     settings, and a manifest with versions and checksums. Restore it with 'hefsearch import'."""
-    from hefsearch.app.archives import ExportRequest, export_archive, export_json
+    from hefsearch.app.archives import export_archive, export_json
+    from hefsearch.app.requests import ExportRequest
 
     if archive == "-":
         _export_to_stdout(library_path, spaces, not no_vectors)
@@ -72,7 +73,8 @@ def import_cmd(archive, library_path, maps, replace, bundle, as_json):
     checked before anything is written, and a failed import leaves nothing behind. Files that
     are not at their (mapped) place are reported; 'hefsearch index' then brings the library up
     to date, embedding only what changed."""
-    from hefsearch.app.archives import ImportRequest, import_archive, import_json
+    from hefsearch.app.archives import import_archive, import_json
+    from hefsearch.app.requests import ImportRequest
 
     result = import_archive(ImportRequest(archive, library_path, maps, replace, bundle))
     if as_json:

@@ -193,6 +193,19 @@ def prepare_query(query: str) -> tuple[str, list[str]]:
     return text, notices
 
 
+def _joined(kw: list, more: list, limit: int | None = None) -> list:
+    """``kw`` and then the hits of ``more`` it does not hold yet, up to ``limit`` in all."""
+    have = {c for c, _, _ in kw}
+    out = list(kw)
+    for m in more:
+        if limit is not None and len(out) >= limit:
+            break
+        if m[0] not in have:
+            have.add(m[0])
+            out.append(m)
+    return out
+
+
 class Searcher:
     """Searches one library. Encoders are opened lazily per space and kept open."""
 
@@ -420,28 +433,25 @@ class Searcher:
             kw = keyword_search(self.library.db, query, depth, strength=strength, filters=filters)
             if self.keyword_parts and strength == "all" and (
                     len(kw) < k if mode == "keyword" else len(kw) < depth and short_query(query)):
-                have = {c for c, _, _ in kw}  # exact words first, then their compounds and hyphen variants
-                kw += [m for m in keyword_search(self.library.db, query, depth, filters=filters, parts=True)
-                       if m[0] not in have]
+                # exact words first, then their compounds and hyphen variants
+                kw = _joined(kw, keyword_search(self.library.db, query, depth, filters=filters, parts=True))
             if mode == "hybrid" and not kw and self.keyword_strength == "all":
-                codes = code_terms(query)  # no chunk has every word: do the (rare) codes match?
-                if codes and not needs_trigram(query):
-                    codes = rare_terms(self.library.db, codes)
+                codes = self._rare_codes(query)  # no chunk has every word: do the (rare) codes match?
                 if codes:
                     kw = keyword_search(self.library.db, query, depth, strength="all",
                                         filters=filters, terms=codes)
             if mode == "keyword" and len(kw) < k:
-                have = {c for c, _, _ in kw}
-                codes = code_terms(query)  # a chunk holding the query's codes before one holding some word
-                codes = rare_terms(self.library.db, codes) if codes and not needs_trigram(query) else codes
+                codes = self._rare_codes(query)  # a chunk holding the query's codes before one holding some word
                 more = (keyword_search(self.library.db, query, k, filters=filters, terms=codes) if codes else [])
                 more += keyword_search(self.library.db, query, k + len(kw), strength="any", filters=filters)
-                for m in more:
-                    if m[0] not in have and len(kw) < k:
-                        have.add(m[0])
-                        kw.append(m)
+                kw = _joined(kw, more, limit=k)
         run.kw = kw
         run.timings["keyword"] = elapsed_ms(t)
+
+    def _rare_codes(self, query: str) -> list:
+        """The query's codes that few chunks hold (:func:`code_terms`, :func:`rare_terms`)."""
+        codes = code_terms(query)
+        return rare_terms(self.library.db, codes) if codes and not needs_trigram(query) else codes
 
     def _rank_stage(self, run: SearchRun) -> None:
         if run.mode == "vector":

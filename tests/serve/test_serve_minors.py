@@ -19,21 +19,15 @@ import anyio
 import httpx
 import pytest
 
-from tests.serve.test_serve_hostile_clients import _answer, _connect, _initialize, _port, _start, _status_and_json
-from tests.serve_fixtures import Served, build_library, write_docs
+from tests.serve.test_serve_hostile_clients import (  # noqa: F401  (hardened: the fixture)
+    _answer, _connect, _initialize, _port, _status_and_json, hardened)
+from tests.serve_fixtures import Served
 
 
 @pytest.fixture(scope="module")
-def server(tiny_bert_bundle, tmp_path_factory) -> Served:
-    base = tmp_path_factory.mktemp("minors")
-    docs = write_docs(base / "docs")
-    lib = build_library(base / "lib", docs, tiny_bert_bundle)
-    env = {"HEFSEARCH_HOME": str(base / "home")}
-    proc, url = _start(lib, env)  # --mcp-sessions 4, short timeouts
-    try:
-        yield Served(url, lib, docs, proc, env)
-    finally:
-        proc.stop()
+def server(hardened) -> Served:
+    """The hostile-clients module's server (--mcp-sessions 4, short timeouts), one for this module."""
+    return hardened
 
 
 def _head(size: int) -> bytes:
