@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from hefsearch.base.errors import HefsearchError
+from hefsearch.index.crawl_options import SUFFIXES_SETTING
 
 #: the value that removes a setting (back to its default), like --unset
 DEFAULT_WORD = "default"
-#: the library setting of extra file suffixes (suffix -> kind), read by every sync
-SUFFIXES_KEY = "extra_suffixes"
 #: dimension a factory is checked with when the library has no space yet (MiniLM, e5-small)
 FALLBACK_DIM = 384
 _COUNT_RE = re.compile(r"^(\d[\d_,]*)(\.\d+)?([km])?$", re.IGNORECASE)
@@ -59,7 +58,7 @@ def known_settings() -> dict[str, IndexSetting]:
         IndexSetting("index_factory", None, "by size",
                      "a FAISS index_factory string used for every space instead of the two thresholds, "
                      "e.g. HNSW32 or IVF1024,SQ8"),
-        IndexSetting(SUFFIXES_KEY, None, "none",
+        IndexSetting(SUFFIXES_SETTING, None, "none",
                      "file suffixes indexed besides the built-in ones, as text or as KIND, e.g. .log,.conf "
                      "or .xhtml=html ('hefsearch index --ext' adds to it)"),
     ]
@@ -174,15 +173,15 @@ def change_setting(library_path, key: str, value: str) -> SettingChanged:
     """
     from hefsearch.index.library import Library
 
-    from .indexing import parse_extra_suffixes
+    from hefsearch.index.crawl_options import parse_suffixes
 
     setting = known_settings()[key]
     new = None if value.strip().lower() == DEFAULT_WORD else value
     if new is not None and setting.default is not None:
         new = parse_count(new)
-    if new is not None and setting.key == SUFFIXES_KEY:
+    if new is not None and setting.key == SUFFIXES_SETTING:
         try:
-            new = parse_extra_suffixes([new])
+            new = parse_suffixes([new])
         except ValueError as e:
             raise BadValue(str(e), "--ext") from None
     train_min = 0

@@ -244,22 +244,32 @@ def _present_folders(library: "Library", say: _Say) -> list[Path]:
 
 
 def _sync_options(library: "Library", request: IndexRequest, say: _Say) -> "SyncOptions":
-    """The run's SyncOptions (the crawl options given, the rest as the library remembers
-    them), saying which remembered options apply and what the run changes."""
-    from .reindex import crawl_options, remembered_text
+    """The run's options: the crawl options given, every other one as the library remembers
+    it (read here, once; the defaults with ``forget_options``, the added suffixes kept), saying
+    which remembered ones apply and what the run changes. The notices' values are the options
+    (field, value) and the changes (field, before, after), for a front end to word its own way."""
+    from hefsearch.index.crawl_options import OPTION_NAMES, CrawlOptions
+    from hefsearch.index.sync import SyncOptions
 
-    kept = "" if request.forget_options else remembered_text(library, request.crawl)
-    other = {"extra_suffixes": dict(request.extra_suffixes)}
-    if request.batch_chunks is not None:
-        other["batch_chunks"] = request.batch_chunks
-    options, changes = crawl_options(library, dict(request.crawl), forget=request.forget_options, **other)
-    if kept:
-        say("remembered_options", f"options remembered by the library: {kept} (--forget-options drops them; "
-            "the --ext suffixes: hefsearch settings extra_suffixes default)", kept)
+    remembered = CrawlOptions.remembered(library.settings())
+    start = CrawlOptions(extra_suffixes=remembered.extra_suffixes) if request.forget_options else remembered
+    try:
+        crawl = start.given(request.crawl)
+    except ValueError as e:
+        raise IndexRequestError(str(e)) from None
+    if not request.forget_options:
+        kept = remembered.differences(CrawlOptions(), leave_out=set(request.crawl) - {"extra_suffixes"})
+        if kept:
+            say("remembered_options", "options remembered by the library: "
+                + "; ".join(f"{OPTION_NAMES[k]} {remembered.value_text(k)}" for k in kept),
+                *((k, getattr(remembered, k)) for k in kept))
+    changes = [(k, remembered.value_text(k), crawl.value_text(k))
+               for k in crawl.differences(remembered, leave_out={"extra_suffixes"})]
     if changes and library.document_count():
         say("options_changed", "crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
-            + "; ".join(changes), *changes)
-    return options
+            + "; ".join(f"{OPTION_NAMES[k]}: {old} -> {new}" for k, old, new in changes), *changes)
+    batch = {"batch_chunks": request.batch_chunks} if request.batch_chunks is not None else {}
+    return SyncOptions(crawl=crawl, **batch)
 
 
 def _start_ray(library: "Library", request: IndexRequest):
@@ -294,24 +304,6 @@ def _say_encoders(choice: "EncoderChoice", say: _Say) -> None:
         say("encoder", f"encoder: {enc.backend_reason} -> space {enc.space_name}", enc.backend_reason, enc.space_name)
     for name, why in choice.skipped_spaces:
         say("space_skipped", f"space {name} is not updated by this run: {why}", name, why)
-
-
-def parse_extra_suffixes(values) -> dict[str, str]:
-    """``log``, ``.xhtml=html``, ``conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}
-    (``index --ext``); a ValueError saying what is wrong."""
-    from hefsearch.index.filetypes import normalise_suffix
-    from hefsearch.index.formats import KINDS
-
-    kinds = set(KINDS)
-    out: dict[str, str] = {}
-    for value in values:
-        for item in filter(None, (v.strip() for v in value.split(","))):
-            suffix, _, kind = item.partition("=")
-            kind = kind.strip() or "text"
-            if kind not in kinds:
-                raise ValueError(f"{kind!r} is not a document kind; kinds: {', '.join(sorted(kinds))}.")
-            out[normalise_suffix(suffix)] = kind
-    return out
 
 
 def secret_rule_text() -> str:

@@ -33,14 +33,13 @@ class IndexRequest:
     ray_actors: int | None = None
     #: keep a language-neutral copy of the FP32 space (None: decided by the library)
     language_neutral: bool | None = None
-    #: crawl options given (SyncOptions field -> value); those left out are the library's
+    #: the crawl options given (:class:`~hefsearch.index.crawl_options.CrawlOptions` field ->
+    #: value); those left out are the library's, ``extra_suffixes`` are added to its own
     crawl: dict = field(default_factory=dict)
     #: start from the default crawl options instead of the remembered ones
     forget_options: bool = False
     #: chunks embedded per commit (None: the sync's default)
     batch_chunks: int | None = None
-    #: suffix -> kind, indexed besides the built-in formats (remembered by the library)
-    extra_suffixes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -35,7 +35,7 @@ from .folders import LibraryFolders, library_folders
 from .reindex import ReindexRun, reindex
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hefsearch.index.sync import SyncOptions
+    from hefsearch.index.crawl_options import CrawlOptions
 
 log = logging.getLogger("hefsearch.watch")
 
@@ -68,7 +68,6 @@ class WatchOptions:
     #: paths per run (a copy of thousands of files is indexed in several runs, so other
     #: writers get the lock in between)
     max_paths: int = 2000
-    include_hidden: bool = False
 
 
 @dataclass
@@ -118,14 +117,12 @@ class Watcher:
 
     def __init__(self, library_path, folders: Sequence[str | Path] | None = None,
                  options: WatchOptions | None = None, *, open_encoders: Callable | None = None,
-                 on_event: Callable[[WatchEvent], None] | None = None, sync_options: "SyncOptions | None" = None):
+                 on_event: Callable[[WatchEvent], None] | None = None):
         self.library_path = library_path
         self.folders = [Path(f).expanduser().resolve() for f in folders or ()]
         self.options = options or WatchOptions()
         self._open_encoders = open_encoders
         self.on_event = on_event or (lambda e: log.info("%s", e.message))
-        #: None: the crawl options of the library's last full run (app.reindex)
-        self.sync_options = sync_options
         self.stop_event = threading.Event()
         self._changes: queue.Queue = queue.Queue()
         self._choice = None
@@ -248,9 +245,10 @@ class Watcher:
             now = time.monotonic()
             if pending and now >= retry_at:
                 batch = sorted(pending)[: self.options.max_paths]
-                relevant = self._relevant(library, roots, batch)
+                crawl = _remembered(library)  # once a run: what the last full run remembered
+                relevant = self._relevant(library, roots, batch, crawl)
                 lock.update(pending=len(pending))
-                if not relevant or self._sync(library, roots, relevant, lock, "indexed"):
+                if not relevant or self._sync(library, roots, relevant, lock, "indexed", crawl):
                     pending.difference_update(batch)
                     lock.update(pending=len(pending))
                 else:
@@ -262,13 +260,16 @@ class Watcher:
             if self._choice is not None and time.monotonic() - self._last_used > self.options.idle_close_s:
                 self._close_encoders()
 
-    def _relevant(self, library, roots: list[Path], paths: list[str]) -> list[str]:
-        """The paths worth a sync: under a root, not hidden below it (unless asked), and a
-        folder, a file of a supported type, an ignore file (its folder is synced), or
-        something gone under which documents are stored."""
+    def _relevant(self, library, roots: list[Path], paths: list[str], crawl: "CrawlOptions | None") -> list[str]:
+        """The paths worth a sync under ``crawl`` (the library's remembered options): under a
+        root, not hidden below it (unless they include hidden files), and a folder, a file of a
+        supported type, an ignore file (its folder is synced), or something gone under which
+        documents are stored."""
+        from hefsearch.index.crawl_options import CrawlOptions
         from hefsearch.index.filetypes import indexed_suffixes, may_be_indexed
 
-        suffixes = indexed_suffixes(self._extra_suffixes(library))
+        crawl = crawl or CrawlOptions()
+        suffixes = indexed_suffixes(crawl.extra_suffixes)
         out: set[str] = set()
         for p in paths:
             if p in {str(r) for r in roots if not r.is_dir()}:  # a file given to index as a root
@@ -278,7 +279,7 @@ class Watcher:
             if root is None:
                 continue
             below = os.path.relpath(p, root).split(os.sep)
-            if not self.options.include_hidden and any(part.startswith(".") and part != IGNORE_FILE for part in below):
+            if not crawl.include_hidden and any(part.startswith(".") and part != IGNORE_FILE for part in below):
                 continue
             name = below[-1]
             if name == IGNORE_FILE:
@@ -289,21 +290,16 @@ class Watcher:
                 out.add(p)
         return sorted(out)
 
-    def _extra_suffixes(self, library) -> dict[str, str]:
-        """The suffixes ``index --ext`` added (the library's setting), and this run's own."""
-        try:
-            stored = library.settings().get("extra_suffixes") or {}
-        except Exception:  # a library that cannot be read now: its next run will say why
-            stored = {}
-        return {**stored, **(getattr(self.sync_options, "extra_suffixes", None) or {})}
-
-    def _sync(self, library, roots, paths: list[str] | None, lock, verb: str) -> bool:
-        """One run; False when it must be tried again later (library busy, a failure)."""
+    def _sync(self, library, roots, paths: list[str] | None, lock, verb: str,
+              crawl: "CrawlOptions | None" = None) -> bool:
+        """One run with ``crawl`` (None: the sync reads what the library remembers); False when
+        it must be tried again later (library busy, a failure)."""
         from hefsearch.index.errors import LibraryBusy
+        from hefsearch.index.sync import SyncOptions
 
         t = time.perf_counter()
         try:
-            run = reindex(library, roots, self._encoders(library), paths=paths, options=self.sync_options)
+            run = reindex(library, roots, self._encoders(library), paths=paths, options=SyncOptions(crawl=crawl))
         except LibraryBusy as e:
             self.on_event(WatchEvent("busy", f"{e.message} Trying again in {self.options.retry_s:g} s."))
             lock.update(last_error="library busy (another writer)")
@@ -341,6 +337,17 @@ class Watcher:
                 choice.close()
             except Exception:  # pragma: no cover
                 log.debug("closing the watcher's encoders failed", exc_info=True)
+
+
+def _remembered(library) -> "CrawlOptions | None":
+    """The crawl options the library remembers; None when it cannot be read now (the run's
+    sync reads them again, or says why it cannot)."""
+    from hefsearch.index.crawl_options import CrawlOptions
+
+    try:
+        return CrawlOptions.remembered(library.settings())
+    except Exception:
+        return None
 
 
 def _has_documents_under(library, path: str) -> bool:

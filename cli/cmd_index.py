@@ -10,20 +10,23 @@ import click
 
 from .options import backend_option, bundle_option, device_option, echo_json, json_option, library_option
 
-#: the click parameters that are crawl options -> (SyncOptions field, its value from the flag's)
-_CRAWL_FLAGS = {"excludes": ("excludes", tuple), "include_hidden": ("include_hidden", bool),
-                "follow_links": ("follow_links", bool),
-                "max_size_mb": ("max_bytes", lambda mb: int(mb * 1024 * 1024)), "overlap": ("overlap_tokens", int)}
-
-
 def parse_ext(values) -> dict[str, str]:
     """``--ext log --ext .xhtml=html --ext conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}."""
-    from hefsearch.app.indexing import parse_extra_suffixes
+    from hefsearch.index.crawl_options import parse_suffixes
 
     try:
-        return parse_extra_suffixes(values)
+        return parse_suffixes(values)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--ext") from None
+
+
+#: each crawl option's flag: CrawlOptions field -> (click parameter, flag, its value from the flag's)
+CRAWL_FLAGS = {"include_hidden": ("include_hidden", "--include-hidden", bool),
+               "excludes": ("excludes", "--exclude", tuple),
+               "max_bytes": ("max_size_mb", "--max-size", lambda mb: int(mb * 1024 * 1024)),
+               "follow_links": ("follow_links", "--follow-links", bool),
+               "overlap_tokens": ("overlap", "--overlap", int),
+               "extra_suffixes": ("exts", "--ext", parse_ext)}
 
 
 _HELP = """Index the documents under PATH... into the library (or bring it up to date).
@@ -131,7 +134,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     request = IndexRequest(paths=paths, library_path=library_path, bundle=bundle, backend=backend, device=device,
                            also_fp32=also_fp32, ray_address=ray_address, ray_actors=ray_actors,
                            language_neutral=language_neutral, crawl=_crawl_given(click.get_current_context()),
-                           forget_options=forget_options, batch_chunks=batch_chunks, extra_suffixes=parse_ext(exts))
+                           forget_options=forget_options, batch_chunks=batch_chunks)
     err = console(stderr=True)
     try:
         with stop_signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl+C, exit 143, 129
@@ -146,22 +149,46 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
 
 
 def _crawl_given(ctx: click.Context) -> dict:
-    """The crawl options given on the command line (SyncOptions field -> value); an option left
-    out is not there, so the library's remembered value applies."""
+    """The crawl options given on the command line (CrawlOptions field -> value); an option
+    left out is not there, so the library's remembered value applies."""
     from click.core import ParameterSource
 
-    return {field: convert(ctx.params[name]) for name, (field, convert) in _CRAWL_FLAGS.items()
+    return {key: convert(ctx.params[name]) for key, (name, _flag, convert) in CRAWL_FLAGS.items()
             if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
 
 
 def print_notice(err, notice) -> None:
     """One thing the run says, on stderr: yellow when it warns, else dim; its text (names and
-    paths in it) is never read as markup and made safe for the terminal."""
+    paths in it) is never read as markup and made safe for the terminal. The crawl options are
+    said as the flags that give them."""
     from rich.text import Text
 
     from hefsearch.base.terminal_text import for_terminal
 
-    err.print(Text(for_terminal(notice.text), style="yellow" if notice.warning else "dim"))
+    text = notice.text
+    if notice.kind == "remembered_options":
+        text = ("options remembered by the library: " + " ".join(flag_text(k, v) for k, v in notice.values)
+                + " (--forget-options drops them; the --ext suffixes: hefsearch settings extra_suffixes default)")
+    elif notice.kind == "options_changed":
+        text = ("crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
+                + "; ".join(f"{CRAWL_FLAGS[k][1]}: {old} -> {new}" for k, old, new in notice.values))
+    err.print(Text(for_terminal(text), style="yellow" if notice.warning else "dim"))
+
+
+def flag_text(key: str, value) -> str:
+    """One crawl option as the flags that give it ("--exclude 'a' --exclude 'b'")."""
+    from hefsearch.index.crawl_options import mib, suffix_text
+
+    flag = CRAWL_FLAGS[key][1]
+    if key == "excludes":
+        return " ".join(f"{flag} '{p}'" for p in value)
+    if key == "max_bytes":
+        return f"{flag} {mib(value):g}"
+    if key == "extra_suffixes":
+        return " ".join(f"{flag} {suffix_text(s, kind)}" for s, kind in sorted(value.items()))
+    if isinstance(value, bool):
+        return flag if value else f"--no-{flag[2:]}"
+    return f"{flag} {value}"
 
 
 def _print_result(err, result, as_json: bool) -> None:

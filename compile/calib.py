@@ -131,7 +131,8 @@ def collect_chunks(
     a seeded random order until the pool holds ``target`` chunks or the documents run out."""
     from hefsearch.base.terminal_text import printable
     from hefsearch.index.chunk import chunk_text
-    from hefsearch.index.crawl import DEFAULT_MAX_BYTES, FoundFile, crawl
+    from hefsearch.index.crawl import FoundFile, crawl
+    from hefsearch.index.crawl_options import DEFAULT_MAX_BYTES
     from hefsearch.index.extract import extract
 
     found, skipped = [], 0

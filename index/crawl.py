@@ -39,11 +39,11 @@ from hefsearch.base.terminal_text import printable
 from hefsearch.index.formats import STREAMED_KINDS, SUPPORTED_SUFFIXES
 
 from . import filetypes
+from .crawl_options import CrawlOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     import pathspec  # loaded by the first ignore rules, not by a search that only prints paths
 
-DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 IGNORE_FILE = ".hefsearchignore"
 _MAX_IGNORE_FILE_BYTES = 1024 * 1024
 
@@ -103,47 +103,29 @@ class SkippedFile:
     counted_as: str
 
 
-def crawl(
-    roots: Sequence[Path],
-    *,
-    include_hidden: bool = False,
-    excludes: Sequence[str] = (),
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    follow_links: bool = False,
-    extra_suffixes: dict[str, str] | None = None,
-) -> Iterator[FoundFile | SkippedFile]:
+def crawl(roots: Sequence[Path], options: CrawlOptions = CrawlOptions()) -> Iterator[FoundFile | SkippedFile]:
     """Yield every supported document under ``roots`` and a SkippedFile for everything that was
     looked at and left out (except hidden entries, which are skipped silently).
 
     Roots are made absolute and resolved; entries below a root keep the path they were found
     at (a symlinked file is reported under the link's path). Within a folder, entries come in
     name order, so two crawls of an unchanged tree agree. Symlinks leading outside every root
-    are followed only with ``follow_links``; system folders never. ``extra_suffixes`` (suffix ->
-    kind) adds to the suffixes hefsearch reads.
+    are followed only with ``options.follow_links``; system folders never. ``options``
+    (:class:`~hefsearch.index.crawl_options.CrawlOptions`): hidden files, excludes, the size
+    limit, the suffixes added to those hefsearch reads.
     """
     roots = [Path(os.path.expanduser(os.fspath(r))) for r in roots]
-    state = _CrawlState.of(roots, include_hidden=include_hidden, excludes=excludes, max_bytes=max_bytes,
-                           follow_links=follow_links, extra_suffixes=extra_suffixes)
+    state = _CrawlState.of(roots, options)
     for root in roots:
         yield from state.crawl_root(root)
 
 
-def crawl_paths(
-    roots: Sequence[Path],
-    paths: Sequence[Path],
-    *,
-    include_hidden: bool = False,
-    excludes: Sequence[str] = (),
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    follow_links: bool = False,
-    extra_suffixes: dict[str, str] | None = None,
-) -> Iterator[FoundFile | SkippedFile]:
+def crawl_paths(roots: Sequence[Path], paths: Sequence[Path],
+                options: CrawlOptions = CrawlOptions()) -> Iterator[FoundFile | SkippedFile]:
     """What :func:`crawl` of ``roots`` would yield for ``paths`` only (files or folders below
     a root; others are ignored): the same rules, without listing the rest of the tree. For
     ``hefsearch watch``, which re-indexes only what changed."""
-    state = _CrawlState.of([Path(os.path.expanduser(os.fspath(r))) for r in roots], include_hidden=include_hidden,
-                           excludes=excludes, max_bytes=max_bytes, follow_links=follow_links,
-                           extra_suffixes=extra_suffixes)
+    state = _CrawlState.of([Path(os.path.expanduser(os.fspath(r))) for r in roots], options)
     real_roots = state.inside
     done: list[str] = []
     for path in sorted({os.path.abspath(os.fspath(p)) for p in paths}):
@@ -248,10 +230,8 @@ def _secret_rules() -> _Rules:
 
 @dataclass
 class _CrawlState:
-    include_hidden: bool
+    options: CrawlOptions
     exclude: _Rules | None
-    max_bytes: int
-    follow_links: bool = False
     inside: list[str] = field(default_factory=list)  # real paths of the roots
     seen_dirs: dict[tuple[int, int], Path] = field(default_factory=dict)
     seen_files: dict[tuple[int, int], Path] = field(default_factory=dict)
@@ -261,13 +241,12 @@ class _CrawlState:
     walked: set = field(default_factory=set)
 
     @classmethod
-    def of(cls, roots: Sequence[Path], *, include_hidden: bool, excludes: Sequence[str], max_bytes: int,
-           follow_links: bool, extra_suffixes: dict[str, str] | None) -> "_CrawlState":
+    def of(cls, roots: Sequence[Path], options: CrawlOptions) -> "_CrawlState":
         """The state of one crawl of ``roots`` (crawl and crawl_paths share it)."""
+        excludes = options.excludes
         exclude = _Rules.from_lines(list(excludes), origin="--exclude") if excludes else None
-        return cls(include_hidden=include_hidden, exclude=exclude, max_bytes=max_bytes, follow_links=follow_links,
-                   inside=[os.path.realpath(r) for r in roots],
-                   supported=filetypes.indexed_suffixes(extra_suffixes))
+        return cls(options=options, exclude=exclude, inside=[os.path.realpath(r) for r in roots],
+                   supported=filetypes.indexed_suffixes(options.extra_suffixes))
 
     def crawl_root(self, root: Path) -> Iterator[FoundFile | SkippedFile]:
         try:
@@ -323,7 +302,7 @@ class _CrawlState:
                     rules = rules + (loaded,)
         for entry in entries:
             name = entry.name
-            if name == IGNORE_FILE or (not self.include_hidden and name.startswith(".")):
+            if name == IGNORE_FILE or (not self.options.include_hidden and name.startswith(".")):
                 continue
             yield from self._visit(_Dir(folder.path, folder.rel, rules, folder.ancestors), name,
                                    entry.is_symlink(), entry.stat, subdirs)
@@ -388,7 +367,7 @@ class _CrawlState:
             return
         folder = _Dir(root, "", (_secret_rules(),), {(st.st_dev, st.st_ino): root})
         for i, name in enumerate(rel_parts):
-            if name == IGNORE_FILE or (not self.include_hidden and name.startswith(".")):
+            if name == IGNORE_FILE or (not self.options.include_hidden and name.startswith(".")):
                 return
             folder = self._with_ignore_file(folder)
             path = folder.path / name
@@ -439,7 +418,7 @@ class _CrawlState:
             top = "a system filesystem (/proc, /sys or /dev)"
         if top is not None:
             return SkippedFile(path, f"symlink to {shown}: files in {top} are never read", "system_file")
-        if not self.follow_links and not _inside(real, self.inside):
+        if not self.options.follow_links and not _inside(real, self.inside):
             what = "folder" if is_dir else "file"
             return SkippedFile(path, f"symlink to {shown}, a {what} outside the folders being indexed; "
                                      "not followed (--follow-links follows it)", "outside_link")
@@ -457,7 +436,7 @@ class _CrawlState:
         if root is None:
             return None
         rel = os.path.relpath(real, root)
-        if not self.include_hidden and any(part.startswith(".") for part in rel.split(os.sep)):
+        if not self.options.include_hidden and any(part.startswith(".") for part in rel.split(os.sep)):
             return None
         if self.exclude is not None and self.exclude.check(Path(rel).as_posix())[0]:
             return None
@@ -477,11 +456,11 @@ class _CrawlState:
         kind, why = document_kind(path, self.supported)
         if kind is None and why != UNREADABLE:  # an unreadable file is reported below, after its size
             return SkippedFile(path, why, "unsupported")
-        if st.st_size > self.max_bytes and kind not in STREAMED_KINDS:  # an mbox: capped per message
+        if st.st_size > self.options.max_bytes and kind not in STREAMED_KINDS:  # an mbox: capped per message
             return SkippedFile(
                 path,
                 f"too large: {human_size(st.st_size)} ({st.st_size} bytes), over the "
-                f"{human_size(self.max_bytes)} limit per file (raise it with --max-size)",
+                f"{human_size(self.options.max_bytes)} limit per file (raise it with --max-size)",
                 "too_large",
             )
         key = (st.st_dev, st.st_ino)

@@ -37,6 +37,7 @@ from hefsearch.base.terminal_text import printable
 from . import documents
 from .containers import attach_members, split_members
 from .crawl import is_under
+from .crawl_options import CrawlOptions
 from .formats import CONTAINER_KINDS
 from .library import Library, utc_now
 from .ocr_cache import OcrPageCache
@@ -69,11 +70,11 @@ def sync(
 ) -> SyncReport:
     """Bring the library up to date with ``roots``; see the module docstring.
 
-    ``options`` (:class:`SyncOptions`, its defaults when None): what to crawl and how to
-    batch. Its ``extra_suffixes`` (suffix -> kind) are added to the library's
-    ``extra_suffixes`` setting, which every sync reads: a suffix once added stays indexed (a
-    run without it would remove those files). The roots are added to the library's recorded
-    folders (``roots``), which ``hefsearch index`` without PATHS and the TUI's re-index sync.
+    ``options`` (:class:`SyncOptions`, its defaults when None): what to crawl, whole
+    (:class:`~hefsearch.index.crawl_options.CrawlOptions`; None: those the library remembers),
+    and how to batch. A whole run (no ``paths``) records its crawl options, which later runs
+    given none use. The roots are added to the library's recorded folders (``roots``), which
+    ``hefsearch index`` without PATHS and the TUI's re-index sync.
 
     ``paths`` (files or folders below the roots, e.g. what ``hefsearch watch`` saw change)
     limits the run to them: only they are crawled (:func:`~hefsearch.index.crawl.crawl_paths`,
@@ -86,11 +87,9 @@ def sync(
     """
     if not encoders:
         raise ValueError("sync needs at least one encoder")
-    options = options or SyncOptions()
-    stored = library.settings().get("extra_suffixes") or {}
-    opts = dataclasses.replace(options, extra_suffixes={**stored, **(options.extra_suffixes or {})})
-    if opts.max_bytes is None:  # no limit given: the crawler's default
-        opts = dataclasses.replace(opts, max_bytes=SyncOptions.max_bytes)
+    opts = options or SyncOptions()
+    if opts.crawl is None:
+        opts = dataclasses.replace(opts, crawl=CrawlOptions.remembered(library.settings()))
     resolved = check_roots(roots)
     report = SyncReport()
     try:
@@ -181,7 +180,7 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
 def _open_spaces(library: Library, encoders, report: SyncReport, root_strs: list[str],
                  opts: SyncOptions, whole: bool) -> list:
     """Consumes the encoders; produces their spaces (created when new) and records the bundle,
-    the folders (added to ``roots``), the extra suffixes, the start of this run
+    the folders (added to ``roots``), a whole run's crawl options, the start of this run
     (``sync_started``: a run that never reaches ``last_sync`` was interrupted), the folders a
     ``whole`` run (not a watcher's few paths) has yet to finish (``unfinished``: folder ->
     when the first run that did not finish it started; cleared by :func:`_record_sync`) and,
@@ -196,8 +195,9 @@ def _open_spaces(library: Library, encoders, report: SyncReport, root_strs: list
     if whole:
         new_settings["unfinished"] = {**{r: new_settings["sync_started"]["at"] for r in shown},
                                       **(settings.get("unfinished") or {})}
-    if opts.extra_suffixes != (settings.get("extra_suffixes") or {}):
-        new_settings["extra_suffixes"] = opts.extra_suffixes
+        # the crawl options, from the start: a suffix added by a stopped run keeps its files
+        before = CrawlOptions.remembered(settings).settings()
+        new_settings.update({k: v for k, v in opts.crawl.settings().items() if v != before[k]})
     if not settings.get("default_space"):
         new_settings["default_space"] = _default_space([sp.info for sp in spaces])
     library.set_settings(**new_settings)

@@ -31,9 +31,7 @@ def crawl_stage(resolved: list[Path], opts: SyncOptions, emit, only: list[Path] 
 
     out = Crawled([], [])
     emit(ProgressEvent("scan"))
-    options = dict(include_hidden=opts.include_hidden, excludes=opts.excludes, max_bytes=opts.max_bytes,
-                   follow_links=opts.follow_links, extra_suffixes=opts.extra_suffixes)
-    items = crawl(resolved, **options) if only is None else crawl_paths(resolved, only, **options)
+    items = crawl(resolved, opts.crawl) if only is None else crawl_paths(resolved, only, opts.crawl)
     for item in items:
         (out.found if isinstance(item, FoundFile) else out.skipped).append(item)
     return out

@@ -181,7 +181,7 @@ class Prefetch:
         self.stopped = threading.Event()
         #: the file being read and where in it ("inbox.mbox: message 812"), for progress
         self.where: str | None = None
-        self._args = (todo, first, opts.overlap_tokens, opts.max_bytes, old_sha)
+        self._args = (todo, first, opts.crawl.overlap_tokens, opts.crawl.max_bytes, old_sha)
         self.worker = threading.Thread(target=self._produce, name="hefsearch-extract", daemon=True)
         self.worker.start()
 

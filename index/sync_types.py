@@ -13,7 +13,7 @@ import numpy as np
 
 from hefsearch.base.terminal_text import printable
 
-from .crawl import DEFAULT_MAX_BYTES
+from .crawl_options import CrawlOptions
 from .errors import LibraryError
 
 #: chunks embedded per commit (bounded memory and bounded work lost to a crash)
@@ -127,24 +127,14 @@ class SyncReport:
         return (f"0 files supported: {n} unsupported ({by}), e.g. {', '.join(self.unsupported_examples)}.")
 
 
-@dataclass
+@dataclass(frozen=True)
 class SyncOptions:
-    """The crawl and batching options of one sync (``hefsearch index``'s flags); the crawl
-    options of a full run are remembered by the library (``app.reindex.CRAWL_OPTIONS``)."""
+    """What one sync takes besides its folders: the crawl options, carried whole (None: those
+    the library remembers, :meth:`CrawlOptions.remembered`), and the batch size."""
 
-    include_hidden: bool = False
-    #: gitignore patterns, relative to each root
-    excludes: Sequence[str] = ()
-    #: files larger than this are skipped and reported (``--max-size``)
-    max_bytes: int = DEFAULT_MAX_BYTES
-    #: tokens a chunk may repeat from the previous one
-    overlap_tokens: int = 32
+    crawl: CrawlOptions | None = None
     #: chunks embedded per commit
     batch_chunks: int = DEFAULT_BATCH_CHUNKS
-    follow_links: bool = False
-    #: suffix -> kind, besides the built-in ones: this run's ``--ext``; the sync adds the
-    #: library's setting and stores the union
-    extra_suffixes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

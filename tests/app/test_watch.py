@@ -13,6 +13,7 @@ import pytest
 
 from hefsearch.embed import Encoder
 from hefsearch.index.crawl import FoundFile, crawl, crawl_paths
+from hefsearch.index.crawl_options import CrawlOptions
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search.request import SearchRequest
@@ -45,17 +46,17 @@ def _tree(root: Path) -> Path:
 
 def test_crawl_paths_yields_what_a_full_crawl_yields_for_those_paths(tmp_path):
     root = _tree(tmp_path / "root")
-    options = dict(max_bytes=1000)
-    full = {str(i.path): type(i).__name__ + getattr(i, "counted_as", "") for i in crawl([root], **options)}
+    options = CrawlOptions(max_bytes=1000)
+    full = {str(i.path): type(i).__name__ + getattr(i, "counted_as", "") for i in crawl([root], options)}
     targets = ["a.md", "sub", "sub/b.txt", "sub/drafts/c.md", "sub/x.log.md", ".hidden/d.md",
                "sub/credentials.txt", "big.txt", "sub/deep", "sub/link.md", "f.bin", "gone.md"]
     for rel in targets:
         target = str(root / rel)
         got = {str(i.path): type(i).__name__ + getattr(i, "counted_as", "")
-               for i in crawl_paths([root], [root / rel], **options)}
+               for i in crawl_paths([root], [root / rel], options)}
         expected = {p: k for p, k in full.items() if p == target or p.startswith(target + os.sep)}
         assert got == expected, rel
-    found = {Path(i.path).name for i in crawl_paths([root], [root / "sub"], **options) if isinstance(i, FoundFile)}
+    found = {Path(i.path).name for i in crawl_paths([root], [root / "sub"], options) if isinstance(i, FoundFile)}
     assert found == {"b.txt", "keep.md", "e.txt"}  # ignored, secret and linked-out files stay out
     assert list(crawl_paths([root], [tmp_path / "elsewhere.md", Path("/etc/hostname")])) == []
     single = root / "a.md"  # a file given as a root (hefsearch index a.md)
@@ -225,7 +226,7 @@ def test_changed_paths_follow_the_crawl_options_of_the_last_index_run(tiny_bert_
     docs = write_docs(tmp_path / "docs")
     with Library.open(tmp_path / "lib") as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
         reindex(library, [docs], EncoderChoice([enc]),
-                options=SyncOptions(excludes=("drafts/",), max_bytes=200))
+                options=SyncOptions(crawl=CrawlOptions(excludes=("drafts/",), max_bytes=200)))
         assert library.settings()["crawl_options"]["excludes"] == ["drafts/"]
         (docs / "drafts").mkdir()
         (docs / "drafts/plan.md").write_text("A draft about the capybara.\n")
@@ -290,7 +291,7 @@ def test_watch_reads_what_index_reads_and_escapes_the_names_it_prints(tiny_bert_
     lib = tmp_path / "lib"
     with Library.open(lib) as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:
         reindex(library, [docs], EncoderChoice([enc]),
-                options=SyncOptions(extra_suffixes={".log": "text"}))
+                options=SyncOptions(crawl=CrawlOptions(extra_suffixes={".log": "text"})))
     events = []
     watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0),
                       open_encoders=lambda: EncoderChoice([Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)]),
@@ -317,3 +318,36 @@ def test_watch_reads_what_index_reads_and_escapes_the_names_it_prints(tiny_bert_
     assert "\x1b" not in printed and "\x07" not in printed
     lines = printed.splitlines()
     assert len(lines) == 2 and lines[1].startswith("  not indexed: ") and "evil" in lines[1]
+
+
+def test_a_watcher_follows_the_remembered_include_hidden(tiny_bert_bundle, tmp_path):
+    """After ``index --include-hidden``, a new file under a dot-folder is searchable within
+    seconds: the watcher reads the options the library remembers, not defaults of its own."""
+    import threading
+
+    from hefsearch.app.indexing import run_index
+    from hefsearch.app.requests import IndexRequest
+    from hefsearch.app.watch import WatchOptions, Watcher
+    from hefsearch.index.encoders import EncoderChoice
+
+    docs = write_docs(tmp_path / "docs")
+    (docs / ".notes").mkdir()
+    (docs / ".notes/old.md").write_text("An old hidden note about the heron.\n")
+    lib = tmp_path / "lib"
+    run_index(IndexRequest(paths=[str(docs)], library_path=str(lib), bundle=str(tiny_bert_bundle), backend="cpu",
+                           crawl={"include_hidden": True}))
+    assert keyword_names(lib, "heron") == ["old.md"]
+    events = []
+    watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0),
+                      open_encoders=lambda: EncoderChoice([Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)]),
+                      on_event=events.append)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: any(e.kind == "run" for e in events), what="the catch-up")
+        (docs / ".notes/new.md").write_text("A hidden note about the ibex.\n")
+        wait_until(lambda: keyword_names(lib, "ibex") == ["new.md"], timeout=15, what="the file under .notes/")
+    finally:
+        watcher.stop()
+        thread.join(timeout=10)
+    assert [e for e in events if e.kind == "run"][-1].run.report.added == 1  # a path run, not a rescan

@@ -31,7 +31,8 @@ from hefsearch.base.terminal_text import printable
 from hefsearch.embed import Encoder
 from hefsearch.index import sync as sync_module
 from hefsearch.index import sync_prepare as prepare_module  # the extraction thread's module
-from hefsearch.index.crawl import DEFAULT_MAX_BYTES, IGNORE_FILE, FoundFile, SkippedFile, crawl
+from hefsearch.index.crawl import IGNORE_FILE, FoundFile, SkippedFile, crawl
+from hefsearch.index.crawl_options import DEFAULT_MAX_BYTES, CrawlOptions
 from hefsearch.index.errors import LibraryError
 from hefsearch.index.extract import ExtractedText, ExtractionError, docx_to_text, extract, pdf_to_text
 from hefsearch.index.library import Library
@@ -109,7 +110,7 @@ def run_ingest(roots, **kw) -> tuple[dict[str, ExtractedText], dict[str, str], d
     extracted: dict[str, ExtractedText] = {}
     failed: dict[str, str] = {}
     skipped: dict[str, SkippedFile] = {}
-    items = list(crawl(roots, **kw))
+    items = list(crawl(roots, CrawlOptions(**kw)))
     for item in items:
         if isinstance(item, FoundFile):
             try:
@@ -174,7 +175,7 @@ def test_50mb_single_line_is_too_large_by_default_and_linear_when_allowed(tmp_pa
     (item,) = list(crawl([tmp_path]))
     assert item.counted_as == "too_large" and f"over the {DEFAULT_MAX_BYTES // 2**20}.0 MiB limit" in item.reason
 
-    (item,) = list(crawl([tmp_path], max_bytes=64 * 2**20))
+    (item,) = list(crawl([tmp_path], CrawlOptions(max_bytes=64 * 2**20)))
     assert isinstance(item, FoundFile) and item.size == big.stat().st_size
     t0 = time.perf_counter()
     doc = extract(item.path)
@@ -205,7 +206,7 @@ def test_ignore_files_nested_with_negation_and_excludes(tmp_path):
     for rel in ["a.txt", "drafts/d.txt", "x.log.txt", "work/keep.log.txt", "work/other.log.txt",
                 "work/build/b.txt", "work/w.md", "work/notes.tmp.md"]:
         (root / rel).write_text("text", encoding="utf-8")
-    items = list(crawl([root], excludes=["*.tmp.md"]))
+    items = list(crawl([root], CrawlOptions(excludes=["*.tmp.md"])))
     found = sorted(names(items, FoundFile))
     assert found == ["a.txt", "keep.log.txt", "w.md"]
     ignored = {i.path.name: i.reason for i in items if isinstance(i, SkippedFile)}
@@ -223,7 +224,7 @@ def test_hidden_included_on_request(tmp_path):
     (tmp_path / ".top.txt").write_text("x")
     (tmp_path / IGNORE_FILE).write_text("nothing\n")
     assert list(crawl([tmp_path])) == []
-    assert sorted(names(crawl([tmp_path], include_hidden=True))) == [".top.txt", "n.md"]
+    assert sorted(names(crawl([tmp_path], CrawlOptions(include_hidden=True)))) == [".top.txt", "n.md"]
 
 
 @posix_only
@@ -238,7 +239,7 @@ def test_symlinks_followed_once(tmp_path):
     outside = tmp_path / "outside.md"
     outside.write_text("y")
     os.symlink(outside, root / "z-outside.md")
-    items = list(crawl([root, real], follow_links=True))
+    items = list(crawl([root, real], CrawlOptions(follow_links=True)))
     found = [i for i in items if isinstance(i, FoundFile)]
     # alias.txt links to a file inside the roots: that file is indexed under its own name (here
     # reached first through the linked folder), the alias is left out and says where it points.
@@ -342,7 +343,7 @@ def test_links_leading_outside_the_roots_are_reported_not_followed(tmp_path):
     assert "--follow-links" in skipped["plan.txt"].reason
     assert skipped["deep-link"].counted_as == "outside_link" and "folder" in skipped["deep-link"].reason
 
-    followed = list(crawl([root], follow_links=True))
+    followed = list(crawl([root], CrawlOptions(follow_links=True)))
     assert found_names(followed) == ["d.txt", "inner.txt", "plan.txt"]
 
     # a root that is itself a link is what the user named: crawled
@@ -360,7 +361,7 @@ def test_proc_sys_dev_are_never_read_even_with_follow_links(tmp_path):
     os.symlink("/proc/self", root / "proc-self")
     os.symlink("/dev/null", root / "null.txt")
     for follow in (False, True):
-        items = list(crawl([root], follow_links=follow))
+        items = list(crawl([root], CrawlOptions(follow_links=follow)))
         assert found_names(items) == []
         skipped = skipped_by_name(items)
         assert {n: s.counted_as for n, s in skipped.items()} == {
@@ -378,7 +379,7 @@ def test_secret_files_are_ignored_by_default_and_can_be_re_included(tmp_path):
     for name in ["credentials.txt", "id_rsa.txt", ".env.md", "server.pem", "letter.txt"]:
         (root / name).write_text("x")
     os.symlink(root / ".ssh" / "notes.txt", root / "innocent.txt")  # a link onto a secret file
-    items = list(crawl([root], include_hidden=True))
+    items = list(crawl([root], CrawlOptions(include_hidden=True)))
     assert found_names(items) == ["letter.txt"]
     skipped = skipped_by_name(items)
     for name in [".ssh", "credentials.txt", "id_rsa.txt", ".env.md", "server.pem", "innocent.txt"]:
@@ -387,7 +388,7 @@ def test_secret_files_are_ignored_by_default_and_can_be_re_included(tmp_path):
     assert "'!credentials.*'" in skipped["credentials.txt"].reason
 
     (root / ".hefsearchignore").write_text("!credentials.*\n")
-    assert found_names(crawl([root], include_hidden=True)) == ["credentials.txt", "letter.txt"]
+    assert found_names(crawl([root], CrawlOptions(include_hidden=True))) == ["credentials.txt", "letter.txt"]
 
 
 def test_status_lists_the_secret_file_rule(tmp_path, encoder):
@@ -426,9 +427,9 @@ def test_sync_lists_links_not_followed_and_removes_what_they_leaked(tmp_path, en
     assert "Symlinks not followed" in out.getvalue() and "passwd.txt" in out.getvalue()
     assert sync_summary_dict(r, lib.path)["links_not_followed"][0]["path"] == str(docs / "passwd.txt")
 
-    r = sync(lib, [docs], [encoder], SyncOptions(follow_links=True))
+    r = sync(lib, [docs], [encoder], SyncOptions(crawl=CrawlOptions(follow_links=True)))
     assert r.added == 1 and lib.query("SELECT 1 FROM chunks WHERE text LIKE '%leaked%'")
-    r = sync(lib, [docs], [encoder])  # the default again: what the link leaked is removed
+    r = sync(lib, [docs], [encoder], SyncOptions(crawl=CrawlOptions()))  # the default again: the leak goes
     assert r.removed == 1 and not lib.query("SELECT 1 FROM chunks WHERE text LIKE '%leaked%'")
     assert_consistent(lib)
     lib.close()
@@ -611,19 +612,19 @@ def test_a_mistyped_max_size_keeps_the_library(tmp_path, encoder):
     lib = Library.open(tmp_path / "lib")
     sync(lib, [docs], [encoder])
     chunks = len(lib.chunk_ids())
-    r = sync(lib, [docs], [encoder], SyncOptions(max_bytes=10))  # "--max-size 0.00001"
+    r = sync(lib, [docs], [encoder], SyncOptions(crawl=CrawlOptions(max_bytes=10)))  # "--max-size 0.00001"
     assert r.removed == 0 and r.partial and len(r.stale) == 4 and r.failed == []
     assert "too large" in r.stale[0][1] and "--max-size" in r.stale[0][1]
     assert lib.document_count() == 4 and len(lib.chunk_ids()) == chunks
     reasons = [reason for _, reason in lib.status().failures]
     assert len(reasons) == 4 and all("too large" in x and "kept" in x for x in reasons)
-    r = sync(lib, [docs], [encoder])  # the limit fixed: nothing to redo, nothing failing
+    r = sync(lib, [docs], [encoder], SyncOptions(crawl=CrawlOptions()))  # the limit fixed: nothing to redo
     assert (r.unchanged, r.chunks_embedded, r.stale, r.failed) == (4, 0, [], [])
     assert lib.status().failures == []
     # a file that never indexed and is now too large is only a failure, listed once
     (docs / "empty.pdf").write_bytes(b"not a pdf")
-    sync(lib, [docs], [encoder])
-    sync(lib, [docs], [encoder], SyncOptions(max_bytes=5))
+    sync(lib, [docs], [encoder])  # the limit the run before remembered
+    sync(lib, [docs], [encoder], SyncOptions(crawl=CrawlOptions(max_bytes=5)))
     assert [p for p, _ in lib.status().failures].count(str(docs / "empty.pdf")) == 1
     assert_consistent(lib)
     lib.close()
@@ -679,7 +680,7 @@ def test_docx_bomb_in_a_sync_is_a_failure_not_a_flood(tmp_path, encoder):
     (docs / "bomb.docx").write_bytes(
         docx_with_body("<w:p><w:r><w:t>lorem ipsum dolor sit amet </w:t></w:r></w:p>", 100_000))
     lib = Library.open(tmp_path / "lib")
-    r = sync(lib, [docs], [encoder], SyncOptions(max_bytes=512 * 1024))
+    r = sync(lib, [docs], [encoder], SyncOptions(crawl=CrawlOptions(max_bytes=512 * 1024)))
     assert r.added == 1 and len(r.failed) == 1 and "DOCX unpacks to more than" in r.failed[0][1]
     assert lib.document_count() == 1
     lib.close()

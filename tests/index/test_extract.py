@@ -34,6 +34,7 @@ from hefsearch.index.ocr import available as ocr_available
 from hefsearch.index.extract_mail import read_message, split_mbox
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
+from hefsearch.index.crawl_options import CrawlOptions
 from tests.container_builders import (LazyMbox, billion_laughs_odt, make_eml, make_epub, make_mbox, make_odt,
                                       nested_mime, png_bomb, xlsx_zip_bomb)
 from tests.document_builders import garbage_bytes, make_docx, make_pdf
@@ -384,7 +385,7 @@ def test_a_hostile_folder_is_refused_file_by_file_and_the_rest_indexed(tmp_path,
     (docs / "good.odt").write_bytes(make_odt(["Title", "The capybara is indexed."]))
     (docs / "good.mbox").write_bytes(make_mbox([make_eml("ok", "The wombat is indexed.", message_id="<w@x>")]))
     lib = Library.open(tmp_path / "lib")
-    r = sync(lib, [docs], [encoder], SyncOptions(max_bytes=MAX))
+    r = sync(lib, [docs], [encoder], SyncOptions(crawl=CrawlOptions(max_bytes=MAX)))
     failed = dict(r.failed)
     # without Tesseract an image is never decoded (reported as needing OCR), so it cannot fail
     refused = ("bomb.xlsx", "laughs.odt", "book.epub", "bad.mbox") + (("bomb.png",) if ocr_available() else ())

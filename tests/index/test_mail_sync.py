@@ -13,6 +13,7 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
+from hefsearch.index.crawl_options import CrawlOptions
 from hefsearch.search.filters import make_filters
 from hefsearch.search.keyword import keyword_search
 from tests.container_builders import make_eml, make_mbox
@@ -110,7 +111,7 @@ def test_mbox_over_max_size_is_read_message_by_message(tmp_path, encoder):
     (docs / "inbox.mbox").write_bytes(make_mbox([_msg(1, "aardvark"), big, _msg(3, "cheetah")] +
                                                 [_msg(10 + i, "filler") for i in range(30)]))
     lib = Library.open(tmp_path / "lib")
-    r = sync(lib, [docs], [encoder], SyncOptions(max_bytes=60_000))
+    r = sync(lib, [docs], [encoder], SyncOptions(crawl=CrawlOptions(max_bytes=60_000)))
     assert _paths(lib, "cheetah") and _paths(lib, "aardvark") and not _paths(lib, "walrus")
     [(path, reason)] = r.failed
     assert path.endswith("inbox.mbox/message-2") and "larger than" in reason

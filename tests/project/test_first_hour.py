@@ -20,6 +20,7 @@ from hefsearch.cli.main import main
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
+from hefsearch.index.crawl_options import CrawlOptions
 from hefsearch.search.request import SearchRequest
 from tests.library_helpers import ctrl_c_on_batch, write_corpus
 from tests.tui_support import noisy_encoder
@@ -194,7 +195,7 @@ def test_a_gzip_bomb_is_reported_with_bounded_memory(tmp_path, bert_encoder):
     (docs / "NEWS.gz").write_bytes(bomb)
     (docs / "ok.txt").write_text("A normal note.")
     lib = Library.open(tmp_path / "lib")
-    r = sync(lib, [docs], [bert_encoder], SyncOptions(max_bytes=1 << 20))
+    r = sync(lib, [docs], [bert_encoder], SyncOptions(crawl=CrawlOptions(max_bytes=1 << 20)))
     assert r.added == 1 and [Path(p).name for p, _ in r.failed] == ["NEWS.gz"]
     assert "unpacks to more than 1.0 MiB" in r.failed[0][1] and "--max-size" in r.failed[0][1]
     lib.close()
