@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @runtime_checkable
 class LibraryAPI(Protocol):
-    def search(self, request: "SearchRequest", snippets: str = "meaning") -> dict:
-        """Hits for the request (``search --json``); ``snippets``: "meaning" or "quick"."""
+    def search(self, request: "SearchRequest") -> dict:
+        """Hits for the request (``search --json``)."""
         ...
 
     def similar(self, request: "SimilarRequest") -> dict:

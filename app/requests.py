@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hefsearch.search.filters import Filters
-from hefsearch.search.request import SearchRequest
+from hefsearch.search.request import BadRequest, SearchRequest
 
 
 @dataclass
@@ -77,6 +77,10 @@ class SimilarRequest:
     k: int = 10
     space: str | None = None
     filters: Filters = field(default_factory=Filters)
+
+    def __post_init__(self):
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise BadRequest(f"k must be a whole number from 1, not {self.k!r}.")
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,14 @@ so a search is asked for the same way everywhere; the search layer answers it
 from __future__ import annotations
 
 from hefsearch.index.formats import KINDS, tui_filters, type_names
-from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
+from hefsearch.search.api import EMPTY_QUERY_NOTICE, SearchError, prepare_query
 from hefsearch.search.filters import Filters, make_filters, parse_filter_line
+from hefsearch.search.request import MODES, SNIPPETS
 from hefsearch.search.rerank import RerankError, parse_depth
 from hefsearch.search.snippets import CLI_BUDGET_MS, SEMANTIC_BUDGET_MS
 
-__all__ = ["CLI_BUDGET_MS", "EMPTY_QUERY_NOTICE", "KINDS", "MODES", "SEMANTIC_BUDGET_MS", "EmptyQuery",
-           "RerankError", "check_query", "make_filters", "parse_depth", "parse_filter_line",
+__all__ = ["CLI_BUDGET_MS", "EMPTY_QUERY_NOTICE", "KINDS", "MODES", "SEMANTIC_BUDGET_MS", "SNIPPETS", "EmptyQuery",
+           "RerankError", "check_query", "is_blank", "make_filters", "parse_depth", "parse_filter_line",
            "query_text", "tui_filters", "type_names"]
 
 
@@ -29,10 +30,15 @@ def query_text(query: str) -> str:
     return prepare_query(query)[0]
 
 
+def is_blank(query) -> bool:
+    """Whether ``query`` has nothing to search for (the one test: :func:`check_query`, the TUI)."""
+    return not isinstance(query, str) or not query_text(query)
+
+
 def check_query(query, *, message: str = "The query is empty.",
                 hint: str = "Give the words to look for in 'query'.") -> str:
     """``query`` when there is something to search for, else :class:`EmptyQuery` (exit code 2,
     HTTP 400) with ``message`` and ``hint`` as the front end words them."""
-    if not isinstance(query, str) or not query_text(query):
+    if is_blank(query):
         raise EmptyQuery(message, hint)
     return query

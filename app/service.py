@@ -22,13 +22,11 @@ from typing import TYPE_CHECKING, Any
 from hefsearch.base.errors import HefsearchError, NotFound
 from hefsearch.index import documents
 from hefsearch.search.api import MAX_QUERY_CHARS
-from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 from hefsearch.search.snippets import SEMANTIC_BUDGET_MS
 
 from .folders import library_folders, under_roots
 from .requests import CompareRequest, GetRequest, SimilarRequest
-from .searching import MODES, check_query
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.index.library import LibraryStatus
@@ -58,10 +56,6 @@ class Limits:
 
 #: the largest id SQLite stores (a larger one is no id of the library)
 MAX_ID = 2**63 - 1
-
-#: how hit snippets are chosen (see LibraryService.search)
-SNIPPETS = ("meaning", "quick")
-
 
 class ServiceError(HefsearchError):
     """A request that cannot be answered as asked; ``http_status`` is its HTTP status (400
@@ -102,13 +96,13 @@ def document_title(path: str, kind: str, text: str) -> str:
 
 
 
-def search_json(result: "SearchResult", fresh: "Freshness | None" = None, filters: Filters | None = None) -> dict:
+def search_json(result: "SearchResult", fresh: "Freshness | None" = None) -> dict:
     """A search (or similar) result as every front end returns it: the result's own fields
-    (query, mode, space, backend, notice, timings, hits), the filters applied and the
+    (query, mode, space, backend, notice, timings, hits), the filters it answers under and the
     library's freshness."""
     data = result.to_dict()
-    if filters is not None and not filters.empty:
-        data["filters"] = filters.to_dict()
+    if not result.filters.empty:
+        data["filters"] = result.filters.to_dict()
     if fresh is not None:
         data["library"] = fresh.to_dict()
     return data
@@ -157,27 +151,22 @@ class LibraryService:
         finally:
             self._slots.release()
 
-    def _k(self, k: Any) -> int:
-        try:
-            if isinstance(k, bool) or isinstance(k, float) and not k.is_integer():
-                raise TypeError
-            k = int(k)
-        except (TypeError, ValueError):
-            raise ServiceError(f"k must be a whole number, not {k!r}.") from None
-        if not 1 <= k <= self.limits.max_k:
+    def _k(self, k: int) -> int:
+        """``k`` (a whole number from 1, checked where the request was made) within the limit."""
+        if k > self.limits.max_k:
             raise ServiceError(f"k must be between 1 and {self.limits.max_k} (got {k}).")
         return k
 
     def _check_search(self, request: SearchRequest) -> SearchRequest:
-        """The request's text, query, length and mode checked; ``k`` within the limits."""
-        check_text(query=request.query, mode=request.mode, space=request.space)
-        check_query(request.query)
+        """What the server limits: the request's text, the query's length, ``k``, the
+        snippets' time (the request's mode, k and snippets were checked when it was made)."""
+        check_text(query=request.query, space=request.space)
         if len(request.query) > self.limits.max_query_chars:
             raise ServiceError(f"The query is {len(request.query):,} characters long; at most "
                                f"{self.limits.max_query_chars:,} are allowed.", status=413)
-        if request.mode not in MODES:
-            raise ServiceError(f"Unknown mode {request.mode!r}.", f"Choose one of: {', '.join(MODES)}.")
-        return replace(request, k=self._k(request.k))
+        self._k(request.k)
+        budget = min(request.snippet_budget_ms or self.limits.snippet_budget_ms, self.limits.snippet_budget_ms)
+        return replace(request, snippet_budget_ms=budget)
 
     def _roots(self) -> list:
         return library_folders(self.session.library).recorded
@@ -192,19 +181,14 @@ class LibraryService:
         return result
 
     # -- answers -----------------------------------------------------------------------------
-    def search(self, request: SearchRequest, snippets: str = "meaning") -> dict:
-        """The JSON of ``hefsearch search --json`` for ``request``. ``snippets``: "meaning" (the
-        sentence closest in meaning, as ``hefsearch search`` prints; sentence encodings on the
-        CPU, cached per chunk, within ``Limits.snippet_budget_ms``: hits that do not fit keep
-        the quick one) or "quick" (from the query's words only, as ``--quick-snippets``)."""
+    def search(self, request: SearchRequest) -> dict:
+        """The JSON of ``hefsearch search --json`` for ``request``; its meaning-based snippets
+        (``request.snippets``) within ``Limits.snippet_budget_ms`` at most: hits that do not
+        fit keep the quick one."""
         request = self._check_search(request)
-        check_text(snippets=snippets)
-        if snippets not in SNIPPETS:
-            raise ServiceError(f"Unknown snippets {snippets!r}.", f"Choose one of: {', '.join(SNIPPETS)}.")
         with self._busy():
-            result = self.session.search(request, semantic_snippets=snippets == "meaning",
-                                         snippet_budget_ms=self.limits.snippet_budget_ms)
-        return search_json(self._inside(result), self.session.freshness(), request.filters)
+            result = self.session.search(request)
+        return search_json(self._inside(result), self.session.freshness())
 
     def compare(self, request: CompareRequest) -> dict:
         """The same query in two vector spaces side by side (the TUI's compare view): by default
@@ -242,10 +226,10 @@ class LibraryService:
         """Chunks of other documents like a chunk or a document, as JSON (``similar --json``)."""
         check_text(space=request.space)
         self._check_visible(chunk_id=request.chunk_id, doc_id=request.doc_id)
-        request = replace(request, k=self._k(request.k))
+        self._k(request.k)
         with self._busy():
             result = self.session.similar(request)
-        return search_json(self._inside(result), self.session.freshness(), request.filters)
+        return search_json(self._inside(result), self.session.freshness())
 
     def get(self, request: GetRequest) -> dict:
         """The text and location of chunks (``123``) and documents (``"doc:45"``), in the order

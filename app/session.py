@@ -84,19 +84,18 @@ class LibrarySession:
             with self._engine:
                 self.searcher.prefetch(request.space)
 
-    def search(self, request: SearchRequest, *, semantic_snippets: bool = False,
-               snippet_budget_ms: float | None = None) -> "SearchResult":
-        """The hits of ``request``; ``semantic_snippets`` also fills the snippets chosen by
-        meaning (what ``hefsearch search`` prints; the TUI asks for them per visible hit
-        instead), within ``snippet_budget_ms`` when given (the server's: hits that do not fit
+    def search(self, request: SearchRequest) -> "SearchResult":
+        """The hits of ``request``; with ``request.snippets`` "meaning" also the snippets chosen
+        by meaning (what ``hefsearch search`` prints; the TUI asks "quick" and fills them per
+        visible hit), within ``request.snippet_budget_ms`` when given (hits that do not fit
         keep their stand-in and stay in ``pending_snippets``)."""
         with self._engine:
             result = self.searcher.search(request)
-            if semantic_snippets and result.pending_snippets:
+            if request.snippets == "meaning" and result.pending_snippets:
                 import time
 
                 t = time.perf_counter()
-                result.apply_snippets(self.searcher.semantic_snippets(result, budget_ms=snippet_budget_ms))
+                result.apply_snippets(self.searcher.semantic_snippets(result, budget_ms=request.snippet_budget_ms))
                 result.timings["semantic_snippets"] = (time.perf_counter() - t) * 1000.0
             return result
 

@@ -58,21 +58,22 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
     from hefsearch.search.request import SearchRequest
 
     refuse_blank_query(query)
-    request = SearchRequest(query=query, mode=mode, k=k, filters=filters, space=space,
-                            all_chunks=all_chunks, rerank_depth=rerank)
+    request = SearchRequest(query=query, mode=mode, k=k, filters=filters, space=space, all_chunks=all_chunks,
+                            rerank_depth=rerank, snippets="quick" if quick_snippets else "meaning",
+                            snippet_budget_ms=CLI_BUDGET_MS)
     # One query: only the searched space's index is read, while its encoder opens beside it
     with LibrarySession.open(library_path, bundle=bundle, load_spaces=False) as session:
         session.prefetch(request)
         if not as_json:
             from . import render  # noqa: F401  (imported while the encoder opens, not after)
-        result = session.search(request, semantic_snippets=not quick_snippets, snippet_budget_ms=CLI_BUDGET_MS)
+        result = session.search(request)
         fresh = session.freshness()
     if as_json:
         from hefsearch.app.service import search_json
 
-        echo_json(search_json(result, fresh, filters))
+        echo_json(search_json(result, fresh))
     else:
         from .render import print_search
 
-        print_search(result, filters.path_glob, filters.kinds, filters=filters)
+        print_search(result)
     may_exit_quickly(session)  # the session is closed and all is printed: no teardown needed

@@ -34,11 +34,11 @@ def similar_cmd(target, chunk_id, library_path, k, space, filters, as_json):
         result = session.similar(SimilarRequest(chunk_id=chunk, doc_id=doc, k=k, space=space, filters=filters))
         fresh = session.freshness()
     if as_json:
-        echo_json(search_json(result, fresh, filters))
+        echo_json(search_json(result, fresh))
         return
     from .render import print_search
 
     from hefsearch.base.terminal_text import for_terminal
 
     click.echo(for_terminal(result.query), err=True)  # "like PATH": a file name
-    print_search(result, filters=filters)
+    print_search(result)

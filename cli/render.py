@@ -44,14 +44,6 @@ def file_table(title: str, rows, style: str, limit: int | None = MAX_LISTED) -> 
 
 
 # -- search --------------------------------------------------------------------------------
-def no_results(path_glob, kinds) -> str:
-    """'No results. (filters: path *.pdf, kind pdf)', the glob as it was matched."""
-    filters = [f"path {for_terminal(printable(path_glob))}" if path_glob else "",
-               f"kind {', '.join(kinds)}" if kinds else ""]
-    filters = [f for f in filters if f]
-    return "No results." + (f" (filters: {', '.join(filters)})" if filters else "")
-
-
 def grouping_text(hit) -> str:
     """'3 more in this file · also in: fs.html, all.html' (empty when neither)."""
     parts = [f"{hit.more_in_file} more in this file"] if hit.more_in_file else []
@@ -121,14 +113,15 @@ def rerank_text(info: dict, ms: float | None) -> str:
     return out
 
 
-def print_search(result, path_glob=None, kinds=(), filters=None) -> None:
-    """Hits on stdout; the notice, an empty answer and the timings on stderr."""
+def print_search(result) -> None:
+    """Hits on stdout; the notice, an empty answer (with the result's filters) and the timings
+    on stderr."""
     out, err = console(), console(stderr=True)
     if result.notice:
         err.print(Text(for_terminal(result.notice, multiline=True), style="yellow"))
     if not result.hits:
-        shown = filters.describe() if filters is not None and not filters.empty else None
-        err.print(Text(f"No results. (filters: {shown})" if shown else no_results(path_glob, kinds)))
+        shown = None if result.filters.empty else for_terminal(printable(result.filters.describe()))
+        err.print(Text(f"No results. (filters: {shown})" if shown else "No results."))
         return
     out.print(hits_table(result.hits))
     err.print(search_footer(result))

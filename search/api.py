@@ -51,8 +51,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("hefsearch.search")
 
-#: the search modes, default first (the CLI and the TUI offer these)
-MODES = ("hybrid", "vector", "keyword")
 #: candidates taken from each ranking before fusion
 FUSION_DEPTH = 50
 #: candidate chunks per hit asked when results are grouped by document (a long file can fill
@@ -152,6 +150,10 @@ class SearchResult:
     #: the searched space's post-transform (language move, hub correction: what the space
     #: corrects before comparing), as described in its fingerprint; None: plain cosine
     space_transform: dict | None = None
+    #: the filters it answers under (what rendering says), and the request it answers (None:
+    #: a "similar", which has no query)
+    filters: Filters = field(default_factory=Filters)
+    request: SearchRequest | None = None
 
     def apply_snippets(self, snippets: dict[int, str]) -> None:
         """Put semantic snippets (chunk id -> snippet) into the hits; they are no longer pending."""
@@ -363,7 +365,8 @@ class Searcher:
         run = self._start(request)
         if run.notice is not None:  # nothing to search for
             return SearchResult(query=run.query, mode=request.mode, space=None, hits=[],
-                                timings={"total": elapsed_ms(run.started)}, notice=run.notice)
+                                timings={"total": elapsed_ms(run.started)}, notice=run.notice,
+                                filters=request.filters, request=request)
         if request.mode in ("vector", "hybrid"):
             self._vector_stage(run)
         if request.mode in ("keyword", "hybrid"):
@@ -376,8 +379,6 @@ class Searcher:
     def _start(self, request: SearchRequest) -> SearchRun:
         """The request checked and the query cleaned; ``notice`` set when nothing is left."""
         started = time.perf_counter()
-        if request.mode not in MODES:
-            raise SearchError(f"Unknown search mode {request.mode!r}.", f"Choose one of: {', '.join(MODES)}.")
         if request.space is not None:
             self.check_space(request.space)
         query, notices = prepare_query(request.query)
@@ -505,7 +506,7 @@ class Searcher:
         return SearchResult(query=run.query, mode=run.mode, space=run.space, hits=hits, timings=run.timings,
                             notice=notice, backend_label=run.label, pending_snippets=run.pending,
                             all_chunks=run.request.all_chunks, rerank=run.rerank_info,
-                            space_transform=run.space_transform)
+                            space_transform=run.space_transform, filters=run.request.filters, request=run.request)
 
     def _similarities(self, ids: list[int], vec_scores: dict[int, float], space: str | None,
                       query_vec) -> dict[int, float]:

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hefsearch.base.errors import HefsearchError
+
 from .filters import Filters
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -15,10 +17,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from .grouping import Group
 
 
+#: the search modes, default first (the CLI and the TUI offer these)
+MODES = ("hybrid", "vector", "keyword")
+#: how hit snippets are chosen: by meaning after the search (CPU FP32, within a budget), or
+#: from the query's words only (``--quick-snippets``)
+SNIPPETS = ("meaning", "quick")
+
+
+class BadRequest(HefsearchError):
+    """A request that cannot be a search (an unknown mode, k not a whole number from 1)."""
+
+    title = "bad request"
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """One query as a user asked it, from any front end; :meth:`Searcher.search
-    <hefsearch.search.api.Searcher.search>` answers it."""
+    <hefsearch.search.api.Searcher.search>` answers it. Its mode, k and snippets are checked
+    when it is made (:class:`BadRequest`); an empty query is a front end's to refuse
+    (``app.searching.check_query``): the search answers it with a notice."""
 
     query: str
     mode: str = "hybrid"
@@ -33,6 +50,19 @@ class SearchRequest:
     rerank_depth: int | None = None
     #: when the accelerator fails, answer from the FP32 space (a comparison must not)
     fallback: bool = True
+    #: :data:`SNIPPETS`: "meaning" fills them after the search (``hefsearch search``, the
+    #: server); "quick" leaves them to the caller (the TUI asks per hit shown)
+    snippets: str = "quick"
+    #: ms that meaning-based snippets may take (None: all hits); the rest keep the quick one
+    snippet_budget_ms: float | None = None
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise BadRequest(f"Unknown mode {self.mode!r}.", f"Choose one of: {', '.join(MODES)}.")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise BadRequest(f"k must be a whole number from 1, not {self.k!r}.")
+        if self.snippets not in SNIPPETS:
+            raise BadRequest(f"Unknown snippets {self.snippets!r}.", f"Choose one of: {', '.join(SNIPPETS)}.")
 
 
 @dataclass

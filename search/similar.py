@@ -75,7 +75,7 @@ def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | 
     hits = _one_hit_per_document(ranked, records, k)
     timings["total"] = elapsed_ms(t0)
     return SearchResult(query=f"like {what}", mode="similar", space=name, hits=hits, timings=timings,
-                        backend_label=sp.info.label or sp.info.backend)
+                        backend_label=sp.info.label or sp.info.backend, filters=filters)
 
 
 def _one_hit_per_document(ranked: list[tuple[int, float]], records: dict, k: int) -> list[Hit]:

@@ -184,12 +184,12 @@ def _add_search_routes(app, service: LibraryAPI) -> None:
     @app.get("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
     def search_get(params: Annotated[SearchQuery, Query()]):
         """Search: the same JSON as ``hefsearch search --json``."""
-        return _json_response(service.search(params.to_request(), params.snippets))
+        return _json_response(service.search(params.to_request()))
 
     @app.post("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
     def search_post(body: SearchBody = Body(...)):
         """Search with a JSON body (same fields as the GET parameters)."""
-        return _json_response(service.search(body.to_request(), body.snippets))
+        return _json_response(service.search(body.to_request()))
 
 
 def _add_read_routes(app, service: LibraryAPI) -> None:

@@ -57,7 +57,7 @@ def make_mcp(service: "LibraryAPI", *, name: str = "hefsearch"):
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
     tools = {
-        "search": (SearchBody, lambda body: service.search(body.to_request(), body.snippets), SEARCH_DOC),
+        "search": (SearchBody, lambda body: service.search(body.to_request()), SEARCH_DOC),
         "get": (GetBody, lambda body: service.get(body.to_request()), GET_DOC),
         "similar": (SimilarBody, lambda body: service.similar(body.to_request()), SIMILAR_DOC),
         "status": (None, lambda body: service.status(), STATUS_DOC),

@@ -13,10 +13,10 @@ import urllib.request
 
 from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
 from hefsearch.app.service import ServiceError
-from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 
 from .hosts import on_this_machine
+from .schema import CompareBody, GetBody, SearchBody, SimilarBody
 
 TIMEOUT_S = 30.0
 
@@ -57,39 +57,20 @@ class RemoteService:
                                "Is 'hefsearch serve' running there? Check the address, the port and the token.",
                                status=503) from None
 
-    def search(self, request: SearchRequest, snippets: str = "meaning") -> dict:
-        return self._call("POST", "/search", _given({
-            "query": request.query, "k": request.k, "mode": request.mode, "space": request.space,
-            "snippets": snippets, "rerank": request.rerank_depth, **filter_fields(request.filters)}))
+    def search(self, request: SearchRequest) -> dict:
+        return self._call("POST", "/search", SearchBody.fields_of(request))
 
     def similar(self, request: SimilarRequest) -> dict:
-        return self._call("GET", "/similar", params={"id": request.chunk_id, "doc": request.doc_id, "k": request.k,
-                                                      "space": request.space, **filter_fields(request.filters)})
+        return self._call("GET", "/similar", params=SimilarBody.fields_of(request))
 
     def get(self, request: GetRequest) -> dict:
-        return self._call("POST", "/get", {"ids": list(request.ids)})
+        return self._call("POST", "/get", GetBody.fields_of(request))
 
     def compare(self, request: CompareRequest) -> dict:
-        search = request.search
-        return self._call("GET", "/compare", params={
-            "query": search.query, "k": search.k, "mode": search.mode, "space": list(request.spaces or ()) or None,
-            "rerank": "true" if request.rerank else None, **filter_fields(search.filters)})
+        return self._call("GET", "/compare", params=CompareBody.fields_of(request))
 
     def status(self) -> dict:
         return self._call("GET", "/status")
 
     def health(self) -> dict:
         return self._call("GET", "/health")
-
-
-def filter_fields(filters: Filters) -> dict:
-    """``filters`` as the request fields the server reads back into the same filters (a kind is
-    a type too; dates in ISO 8601)."""
-    given = filters.to_dict()
-    types = [*given.get("types", ()), *given.get("kinds", ())]
-    return {"path": given.get("path_glob"), "type": types or None, "lang": given.get("langs"),
-            "since": given.get("since"), "until": given.get("until")}
-
-
-def _given(fields: dict) -> dict:
-    return {k: v for k, v in fields.items() if v is not None}

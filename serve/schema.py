@@ -4,12 +4,12 @@ application's request. Answers are sent as the service makes them (``search_json
 answer models document the known fields and allow more, so a field the search API adds reaches
 every client unchanged."""
 
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, ClassVar, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
-from hefsearch.app.searching import make_filters, parse_depth
+from hefsearch.app.searching import check_query, make_filters, parse_depth
 from hefsearch.app.service import check_text
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
@@ -45,10 +45,42 @@ Depth = Annotated[Optional[Union[int, str]], BeforeValidator(_as_text)]
 Names = Annotated[Optional[list[str]], BeforeValidator(_listed)]
 
 
-class FilterFields(BaseModel):
-    """The filters of a search or a "similar", as every front end names them."""
+class Body(BaseModel):
+    """A request body: its fields, checked, become the application's request by
+    ``to_request()``; :meth:`fields_of` is the way back, derived from the fields."""
 
     model_config = ConfigDict(extra="forbid")
+    #: body field -> where the request holds it, where the names differ (dotted: inside a
+    #: part; None: another name of a field already given)
+    REQUEST_NAMES: ClassVar[dict[str, Optional[str]]] = {}
+    #: where the request holds its filters (None: it has none)
+    FILTERS_AT: ClassVar[Optional[str]] = None
+
+    @classmethod
+    def fields_of(cls, request) -> dict:
+        """The fields that ``to_request()`` reads back into ``request`` (what the remote client
+        sends); those without a value left out."""
+        filters = filter_fields(_at(request, cls.FILTERS_AT)) if cls.FILTERS_AT else {}
+        out = {}
+        for name, spec in cls.model_fields.items():
+            where = cls.REQUEST_NAMES.get(name, name)
+            value = filters.get(name) if name in filters else None if where is None else _at(request, where)
+            value = list(value) if isinstance(value, tuple) else value
+            if value not in (None, []) and (spec.is_required() or value != spec.default):
+                out[name] = value
+        return out
+
+
+def _at(obj, dotted: str):
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class FilterFields(Body):
+    """The filters of a search or a "similar", as every front end names them."""
+
+    FILTERS_AT = "filters"
     path: Optional[str] = Field(None, description="Path glob, e.g. '*/invoices/*' or '*.pdf'.")
     type: Names = Field(None, description="File types: pdf, docx, md, txt, html, ...")
     lang: Names = Field(None, description="Chunk languages (ISO 639-1): de, en, ...")
@@ -63,6 +95,8 @@ class FilterFields(BaseModel):
 
 
 class SearchBody(FilterFields):
+    REQUEST_NAMES = {"rerank": "rerank_depth"}
+
     query: str = Field(..., description="What to look for (any language).")
     k: WholeNumber = Field(10, description="Number of hits (1 to the server's --max-k, default 100).")
     mode: str = Field("hybrid", description="hybrid, vector or keyword.")
@@ -74,13 +108,17 @@ class SearchBody(FilterFields):
                                                     "space). The answer's 'rerank' says what was done.")
 
     def to_request(self) -> SearchRequest:
-        """The one way a body (or GET parameters, or an MCP tool's arguments) becomes a search."""
+        """The one way a body (or GET parameters, or an MCP tool's arguments) becomes a search:
+        text checked, an empty query refused, the rest checked by the request itself."""
+        check_text(query=self.query, mode=self.mode, snippets=self.snippets)
         filters = self.filters()
-        return SearchRequest(query=self.query, mode=self.mode, k=self.k, filters=filters, space=self.space,
-                             rerank_depth=parse_depth(self.rerank))
+        return SearchRequest(query=check_query(self.query), mode=self.mode, k=self.k, filters=filters,
+                             space=self.space, rerank_depth=parse_depth(self.rerank), snippets=self.snippets)
 
 
 class SimilarBody(FilterFields):
+    REQUEST_NAMES = {"id": "chunk_id", "chunk_id": None, "doc": "doc_id"}
+
     id: Optional[WholeNumber] = Field(None, description="The chunk (chunk_id of a search hit).")
     chunk_id: Optional[WholeNumber] = Field(None, description="The chunk, as hits name it (same as id).")
     doc: Optional[WholeNumber] = Field(None, description="A whole document, by its id.")
@@ -93,6 +131,9 @@ class SimilarBody(FilterFields):
 
 
 class CompareBody(FilterFields):
+    REQUEST_NAMES = {"query": "search.query", "k": "search.k", "mode": "search.mode", "space": "spaces"}
+    FILTERS_AT = "search.filters"
+
     query: str = Field(..., description="What to look for (any language).")
     k: WholeNumber = Field(10, description="Number of hits per side.")
     mode: str = Field("vector", description="vector or hybrid (keyword ranks alike in every space).")
@@ -100,16 +141,25 @@ class CompareBody(FilterFields):
     rerank: bool = Field(False, description="Let the NPU side be re-ranked with FP32 vectors.")
 
     def to_request(self) -> CompareRequest:
-        search = SearchRequest(query=self.query, mode=self.mode, k=self.k, filters=self.filters())
+        check_text(query=self.query, mode=self.mode, space=self.space)
+        search = SearchRequest(query=check_query(self.query), mode=self.mode, k=self.k, filters=self.filters())
         return CompareRequest(search=search, spaces=tuple(self.space) if self.space else None, rerank=self.rerank)
 
 
-class GetBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class GetBody(Body):
     ids: list[Any] = Field(..., description="Chunk ids (123) or documents ('doc:45').")
 
     def to_request(self) -> GetRequest:
         return GetRequest(ids=tuple(self.ids))
+
+
+def filter_fields(filters: Filters) -> dict:
+    """``filters`` as the fields :meth:`FilterFields.filters` reads back into the same filters
+    (a kind is a type too; dates in ISO 8601)."""
+    given = filters.to_dict()
+    types = [*given.get("types", ()), *given.get("kinds", ())]
+    return {"path": given.get("path_glob"), "type": types or None, "lang": given.get("langs"),
+            "since": given.get("since"), "until": given.get("until")}
 
 
 def query_model(body: type[BaseModel]) -> type[BaseModel]:

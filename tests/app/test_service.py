@@ -41,8 +41,8 @@ def test_similar_and_get_take_their_requests(service):
 
 
 @pytest.mark.parametrize("ask, status, words", [
-    (lambda s: s.search(SearchRequest("   ")), 400, "empty"),
-    (lambda s: s.search(SearchRequest("x", k=0)), 400, "k must be between"),
+    (lambda s: s.search(SearchRequest("x", k=0)), 400, "k must be a whole number"),
+    (lambda s: s.search(SearchRequest("x", k=101)), 400, "k must be between"),
     (lambda s: s.search(SearchRequest("x" * 5000)), 413, "at most"),
     (lambda s: s.search(SearchRequest("x", mode="fuzzy")), 400, "Unknown mode"),
     (lambda s: s.search(SearchRequest("x", mode="vector", space="nope")), 400, "no vector space 'nope'"),

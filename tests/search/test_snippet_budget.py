@@ -5,6 +5,8 @@ fake clock that the slow fake snippet encoder advances: nothing here reads the w
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -98,14 +100,14 @@ def test_the_budget_takes_hits_in_rank_order_while_their_predicted_cost_fits(lib
 def test_results_come_before_any_snippet_sentence_and_the_rest_stays_pending(library):
     session, slow = slow_session(library)
     request = SearchRequest(query=QUERY, mode="vector", k=6, space="cpu-fp32", all_chunks=True)
-    plain = session.search(request)
+    plain = session.search(replace(request, snippets="quick"))
     assert plain.pending_snippets and slow.passages == []  # results without any snippet sentence
     pending = [h for h in plain.hits if h.chunk_id in plain.pending_snippets]
     assert len(pending) >= 3
     # budget for the query and the first pending hit's sentences only
     first = len(sentences_of(pending[0].text))
     budget = QUERY_MS + first * QUERY_MS + 0.5  # predicted at the query's 2 ms a sentence
-    res = session.search(request, semantic_snippets=True, snippet_budget_ms=budget)
+    res = session.search(replace(request, snippets="meaning", snippet_budget_ms=budget))
     assert [h.chunk_id for h in res.hits] == [h.chunk_id for h in plain.hits]  # the same results
     assert slow.passages == sentences_of(pending[0].text)
     assert res.pending_snippets == plain.pending_snippets - {pending[0].chunk_id}
@@ -116,8 +118,8 @@ def test_results_come_before_any_snippet_sentence_and_the_rest_stays_pending(lib
 def test_the_server_answers_with_quick_snippets_when_its_budget_is_spent(library):
     session, slow = slow_session(library)
     service = LibraryService(session, Limits(snippet_budget_ms=0))
-    quick = session.search(SearchRequest(query=QUERY, mode="vector", k=6, space="cpu-fp32"))
-    answer = service.search(SearchRequest(QUERY, mode="vector", k=6, space="cpu-fp32"))
+    quick = session.search(SearchRequest(query=QUERY, mode="vector", k=6, space="cpu-fp32", snippets="quick"))
+    answer = service.search(SearchRequest(QUERY, mode="vector", k=6, space="cpu-fp32", snippets="meaning"))
     assert slow.passages == []  # no sentence embedded on the way to the answer
     assert [h["snippet"] for h in answer["hits"]] == [h.snippet for h in quick.hits]
     assert np.isfinite(answer["timings_ms"]["semantic_snippets"])
@@ -146,8 +148,8 @@ def test_a_server_on_the_fp32_space_gives_meaning_snippets_within_its_budget(lib
     lib, cpu = library
     session = LibrarySession(lib, Searcher(lib, encoders={"cpu-fp32": cpu}))
     request = SearchRequest(query=QUERY, mode="vector", k=6, space="cpu-fp32")
-    plain = session.search(request)
-    res = session.search(request, semantic_snippets=True, snippet_budget_ms=1e6)
+    plain = session.search(replace(request, snippets="quick"))
+    res = session.search(replace(request, snippets="meaning", snippet_budget_ms=1e6))
     assert plain.pending_snippets and not res.pending_snippets
 
 

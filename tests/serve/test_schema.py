@@ -7,6 +7,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 from hefsearch.serve.schema import CompareBody, GetBody, SearchBody, SimilarBody
@@ -15,8 +16,8 @@ from hefsearch.serve.schema import CompareBody, GetBody, SearchBody, SimilarBody
 class _Recorder:
     """A LibraryAPI that answers with the request it was given."""
 
-    def search(self, request, snippets="meaning"):
-        return {"request": repr(request), "snippets": snippets}
+    def search(self, request):
+        return {"request": repr(request)}
 
     def similar(self, request):
         return {"request": repr(request)}
@@ -61,8 +62,39 @@ def test_a_tool_call_becomes_the_request_its_body_makes():
     result = anyio.run(call)
     expected = SearchBody(**args).to_request()
     assert not result.is_error and repr(expected) in result.content[0].text
-    assert expected == SearchRequest("Rechnung", mode="keyword", k=3, rerank_depth=0,
+    assert expected == SearchRequest("Rechnung", mode="keyword", k=3, rerank_depth=0, snippets="meaning",
                                      filters=Filters(types=("pdf",), langs=("de",)))
+
+
+@pytest.mark.parametrize("body, request_", [
+    (SearchBody, SearchRequest("Rechnung", mode="keyword", k=3, rerank_depth=0, snippets="quick", space="cpu-fp32",
+                               filters=Filters(path_glob="*/2024/*", types=("pdf",), langs=("de",), since=1.7e9))),
+    (SearchBody, SearchRequest("tax", snippets="meaning")),
+    (SimilarBody, SimilarRequest(chunk_id=12, k=4, space="hef", filters=Filters(langs=("en",)))),
+    (SimilarBody, SimilarRequest(doc_id=7)),
+    (CompareBody, CompareRequest(SearchRequest("boiler", mode="hybrid", k=5, filters=Filters(types=("md",))),
+                                 spaces=("hef", "cpu-fp32"), rerank=True)),
+    (GetBody, GetRequest(ids=(3, "doc:4"))),
+])
+def test_the_remote_clients_fields_read_back_into_the_same_request(body, request_):
+    """What :class:`RemoteService` sends (``fields_of``, from the body's own fields) is read by
+    the server into the request the client was given, for a body and for GET parameters."""
+    from hefsearch.serve.schema import query_model
+
+    fields = body.fields_of(request_)
+    assert body(**fields).to_request() == request_
+    assert query_model(body)(**fields).to_request() == request_
+
+
+def test_a_request_checks_its_mode_k_and_snippets_when_it_is_made():
+    from hefsearch.search.request import BadRequest
+
+    for bad in ({"mode": "fuzzy"}, {"k": 0}, {"k": True}, {"k": 2.5}, {"snippets": "slow"}):
+        with pytest.raises(BadRequest) as e:
+            SearchRequest("x", **bad)
+        assert e.value.http_status == 400 and e.value.exit_code == 2
+    with pytest.raises(BadRequest):
+        SimilarRequest(chunk_id=1, k=0)
 
 
 def test_the_get_routes_read_their_parameters_as_the_bodies():

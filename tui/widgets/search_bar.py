@@ -10,7 +10,7 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Input, Select
 
-from hefsearch.app.searching import MODES, parse_filter_line, query_text
+from hefsearch.app.searching import MODES, is_blank, parse_filter_line
 from hefsearch.base.errors import HefsearchError
 from hefsearch.base.terminal_text import for_terminal
 from hefsearch.search.filters import Filters
@@ -112,7 +112,9 @@ class SearchBar(Horizontal):
         glob = self.query_one("#glob", Input).value.strip() or None
         kinds = KIND_FILTERS.get(str(self.query_one("#kind", Select).value))
         filters = Filters.of(self.filters(), path_glob=glob, kinds=kinds)  # the fields and the filter line
-        return SearchRequest(query=self.query_input.value.strip(), mode=self.mode, k=self.k, filters=filters)
+        # snippets by meaning are asked per visible hit (the app's snippets worker), not here
+        return SearchRequest(query=self.query_input.value.strip(), mode=self.mode, k=self.k, filters=filters,
+                             snippets="quick")
 
     def filters(self) -> Filters:
         """The filter line, parsed; an entry it cannot read is said once and left out."""
@@ -128,8 +130,8 @@ class SearchBar(Horizontal):
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce = None
-        request = self.build_request()
-        if request.query:
+        request = self.build_request()  # the filter line is read (and its errors said) either way
+        if not is_blank(request.query):
             self.post_message(SearchRequested(request))
 
     # -- events ------------------------------------------------------------------------
@@ -137,7 +139,7 @@ class SearchBar(Horizontal):
     def _on_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if event.input.id == "query":
-            if not query_text(event.value):
+            if is_blank(event.value):
                 # handled here, after the keys typed before Enter (an app-level Enter binding
                 # ran before the input had them and swallowed fast-typed queries)
                 self.post_message(BlankQuerySubmitted())
