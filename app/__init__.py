@@ -15,8 +15,6 @@
   ``backfill``, ``embed``, and a document shown outside hefsearch;
 - :mod:`~hefsearch.app.service`: the JSON answers of ``search --json``, the HTTP API and the
   MCP tools, made by one function each, with the limits a server needs;
-- :mod:`~hefsearch.app.api`: :class:`~hefsearch.app.api.LibraryAPI`, the operations the service
-  and a remote server both answer; :mod:`~hefsearch.app.requests` their requests;
 - :mod:`~hefsearch.app.searching`: how a front end asks for a search (modes, the query check,
   filters from what people type);
 - :mod:`~hefsearch.app.freshness`: how fresh the library is (last sync, a running watcher);

@@ -3,7 +3,7 @@ hit or a status holds reaches them all: ``hefsearch search --json``, ``similar -
 ``status --json``, the HTTP API and the MCP tools.
 
 :class:`LibraryService` answers requests from outside (the server, the MCP tools), one request
-type per operation (:class:`~hefsearch.app.api.LibraryAPI`): it checks them against
+type per operation (the server's table: :mod:`hefsearch.serve.operations`): it checks them against
 :class:`Limits` (k, query length, ids per request, concurrent work) and raises a
 :class:`~hefsearch.base.errors.HefsearchError` for anything wrong, whose class carries its HTTP
 status (:class:`NoSuchItem` 404, :class:`ServiceError` as given, others 400). It is

@@ -1,7 +1,8 @@
 """The HTTP JSON API of ``hefsearch serve`` (FastAPI, so the OpenAPI schema is at
 ``/openapi.json``) and the MCP endpoint ``/mcp`` beside it, behind one guard.
 
-Routes (every answer is JSON; errors are ``{"error": {"status", "message", "hint"}}``):
+Routes (every answer is JSON; errors are ``{"error": {"status", "message", "hint"}}``), made
+from the table of operations (:data:`~.operations.OPERATIONS`) but for the reads by id and export:
 
 - ``GET /search?query=...&k=&mode=&space=&path=&type=&lang=&since=&until=`` and ``POST /search``
   with the same fields as a JSON body: the JSON of ``hefsearch search --json``;
@@ -36,13 +37,14 @@ from typing import Annotated
 
 from fastapi import Body, Query
 
-from hefsearch.app.api import LibraryAPI
 from hefsearch.app.requests import GetRequest
 from hefsearch.app.service import LibraryService, ServiceError, error_json
 from hefsearch.base.errors import HefsearchError
 
-from .schema import CompareQuery, GetBody, SearchAnswer, SearchBody, SearchQuery, SimilarQuery
+from .operations import OPERATIONS, Operation, answer
+from .schema import query_model
 from .web import SecurityHeaders, add_web_routes, is_page
+
 
 def _json_response(data: dict, status: int = 200):
     from fastapi.responses import JSONResponse
@@ -95,9 +97,8 @@ def make_http_app(service: LibraryService, *, token: str | None = None, loopback
     # no redirect to the slash-less route: its Location would be built from the request's Host
     app.router.redirect_slashes = False
     _add_error_handlers(app)
-    _add_search_routes(app, service)
+    _add_operation_routes(app, service)
     _add_read_routes(app, service)
-    _add_compare_route(app, service)
     session = getattr(service, "session", None)  # a library this process holds: it can be exported
     if session is not None:
         _add_export_route(app, session.library.path)
@@ -178,21 +179,36 @@ def _problem(err: dict) -> str:
     return f"{where}: {err.get('msg')}" if where else str(err.get("msg"))
 
 
-def _add_search_routes(app, service: LibraryAPI) -> None:
+def _add_operation_routes(app, service) -> None:
+    """One route per method of each row of :data:`~.operations.OPERATIONS`: GET reads the
+    body's fields as query parameters, POST as a JSON body (the same model)."""
     errors = _errors()
-
-    @app.get("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
-    def search_get(params: Annotated[SearchQuery, Query()]):
-        """Search: the same JSON as ``hefsearch search --json``."""
-        return _json_response(service.search(params.to_request()))
-
-    @app.post("/search", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
-    def search_post(body: SearchBody = Body(...)):
-        """Search with a JSON body (same fields as the GET parameters)."""
-        return _json_response(service.search(body.to_request()))
+    for op in OPERATIONS:
+        responses = {200: {"model": op.answer}, **errors} if op.answer is not None else errors
+        for method in op.methods:
+            app.add_api_route(op.path, _handler(service, op, method), methods=[method], responses=responses,
+                              response_model=None, name=f"{op.name}_{method.lower()}")
 
 
-def _add_read_routes(app, service: LibraryAPI) -> None:
+def _handler(service, op: Operation, method: str):
+    """The route function of ``op`` for ``method``; its signature tells FastAPI where the
+    request's fields are (the query string for GET, the JSON body otherwise)."""
+    import inspect
+
+    def handler(**given):
+        return _json_response(answer(service, op, given.get("fields")))
+
+    params = []
+    if op.body is not None:
+        where = Annotated[query_model(op.body), Query()] if method == "GET" else Annotated[op.body, Body()]
+        params.append(inspect.Parameter("fields", inspect.Parameter.KEYWORD_ONLY, annotation=where))
+    handler.__signature__ = inspect.Signature(params)
+    handler.__name__ = handler.__qualname__ = f"{op.name}_{method.lower()}"
+    handler.__doc__ = op.summary
+    return handler
+
+
+def _add_read_routes(app, service) -> None:
     errors = _errors()
 
     @app.get("/chunks/{chunk_id}", responses=errors, response_model=None)
@@ -204,35 +220,6 @@ def _add_read_routes(app, service: LibraryAPI) -> None:
     def document(doc_id: int):
         """One document: path, kind, dates, languages, its chunks and its text."""
         return _json_response(service.get(GetRequest(ids=(f"doc:{doc_id}",)))["items"][0])
-
-    @app.post("/get", responses=errors, response_model=None)
-    def get(body: GetBody = Body(...)):
-        """Several chunks and documents at once."""
-        return _json_response(service.get(body.to_request()))
-
-    @app.get("/similar", responses={200: {"model": SearchAnswer}, **errors}, response_model=None)
-    def similar(params: Annotated[SimilarQuery, Query()]):
-        """Chunks of other documents most like chunk ``id`` (``chunk_id``, as hits and MCP name
-        it, works too) or document ``doc``."""
-        return _json_response(service.similar(params.to_request()))
-
-    @app.get("/status", responses=errors, response_model=None)
-    def status():
-        """What the library holds and how fresh it is."""
-        return _json_response(service.status())
-
-    @app.get("/health", responses=errors, response_model=None)
-    def health():
-        """Liveness, the default space and the library's freshness."""
-        return _json_response(service.health())
-
-
-def _add_compare_route(app, service: LibraryAPI) -> None:
-    @app.get("/compare", responses=_errors(), response_model=None)
-    def compare(params: Annotated[CompareQuery, Query()]):
-        """The query in two vector spaces side by side (default: the NPU or 8-bit space and
-        FP32): each side's hits, overlap@k, RBO and the chunks only one side found."""
-        return _json_response(service.compare(params.to_request()))
 
 
 def _add_export_route(app, library_path) -> None:

@@ -26,12 +26,11 @@ from pydantic import ValidationError
 from hefsearch.app.service import ServiceError, error_json
 from hefsearch.base.errors import HefsearchError
 
-from .schema import GetBody, SearchBody, SimilarBody
+from .operations import OPERATIONS, answer
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydantic import BaseModel
 
-    from hefsearch.app.api import LibraryAPI
 
 log = logging.getLogger("hefsearch.serve")
 
@@ -44,10 +43,11 @@ Filters: path (glob), type (pdf, docx, md, ...), lang (de, en, ...), since/until
 age such as 7d)."""
 
 
-def make_mcp(service: "LibraryAPI", *, name: str = "hefsearch"):
-    """An ``MCPServer`` whose tools call ``service`` (``search``, ``similar``, ``get``, ``status``):
-    a :class:`~hefsearch.app.service.LibraryService` or a :class:`~hefsearch.serve.remote.RemoteService`.
-    Each tool's arguments are its request body's fields (:mod:`.schema`), flat, as the HTTP API's."""
+def make_mcp(service, *, name: str = "hefsearch"):
+    """An ``MCPServer`` whose tools (the rows of :data:`~.operations.OPERATIONS` with a tool
+    description) call ``service``: a :class:`~hefsearch.app.service.LibraryService` or a
+    :class:`~hefsearch.serve.remote.RemoteService`. Each tool's arguments are its request body's
+    fields (:mod:`.schema`), flat, as the HTTP API's."""
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
@@ -56,32 +56,11 @@ def make_mcp(service: "LibraryAPI", *, name: str = "hefsearch"):
     server = MCPServer(name, instructions=INSTRUCTIONS, version=hefsearch_version(), log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
-    tools = {
-        "search": (SearchBody, lambda body: service.search(body.to_request()), SEARCH_DOC),
-        "get": (GetBody, lambda body: service.get(body.to_request()), GET_DOC),
-        "similar": (SimilarBody, lambda body: service.similar(body.to_request()), SIMILAR_DOC),
-        "status": (None, lambda body: service.status(), STATUS_DOC),
-    }
-    for tool_name, (model, answer, doc) in tools.items():
-        server.add_tool(tool_function(tool_name, model, answer), name=tool_name, description=doc,
-                        annotations=read_only, structured_output=False)
+    for op in OPERATIONS:
+        if op.tool is not None:
+            server.add_tool(tool_function(op.name, op.body, lambda body, op=op: answer(service, op, body)),
+                            name=op.name, description=op.tool, annotations=read_only, structured_output=False)
     return server
-
-
-SEARCH_DOC = """Search the user's documents. mode: hybrid (default: meaning, boosted by exact words),
-vector (meaning only, any language), keyword (exact words). Filters: path glob
-('*/invoices/*'), type (['pdf','docx']), lang (['de']), since/until (2024-03-01 or 7d).
-Returns hits with chunk_id, score, path, page, line, snippet and text, the backend
-that encoded the query and the library's age. snippets: meaning (default) or quick.
-rerank: FP32 re-rank depth or "off" (default: on where FP32 vectors exist); the
-answer's "rerank" says whether and how deep it re-ranked."""
-GET_DOC = """Full text and location of chunks by id (the chunk_id of search hits, e.g. "123") or of
-whole documents ("doc:ID"). Ids the library does not have are refused."""
-SIMILAR_DOC = """Passages of other documents most like the chunk chunk_id (from a search hit): "more
-like this". Same filters as search. ``id`` is accepted too (the HTTP API's name); ``doc``
-asks for passages like a whole document."""
-STATUS_DOC = """What the library holds (documents, chunks, vector spaces, failures) and how fresh it is
-(last sync; whether a watcher keeps it current)."""
 
 
 def tool_signature(model: "type[BaseModel] | None") -> inspect.Signature:

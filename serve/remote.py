@@ -1,6 +1,6 @@
-"""A running ``hefsearch serve`` as a service: :class:`RemoteService` satisfies
-:class:`~hefsearch.app.api.LibraryAPI`, as :class:`~hefsearch.app.service.LibraryService` does,
-and calls the server's HTTP API, so ``hefsearch mcp`` on a laptop (or next to a server on the
+"""A running ``hefsearch serve`` as a service: :class:`RemoteService` answers the operations of
+:data:`~.operations.OPERATIONS` (its methods are made from the table), as
+:class:`~hefsearch.app.service.LibraryService` does, by the server's HTTP API, so ``hefsearch mcp`` on a laptop (or next to a server on the
 Pi) answers from the server's warm process.
 The standard library's HTTP client is enough for these few JSON calls."""
 
@@ -11,12 +11,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from hefsearch.app.requests import CompareRequest, GetRequest, SimilarRequest
 from hefsearch.app.service import ServiceError
-from hefsearch.search.request import SearchRequest
 
 from .hosts import on_this_machine
-from .schema import CompareBody, GetBody, SearchBody, SimilarBody
+from .operations import OPERATIONS, Operation
 
 TIMEOUT_S = 30.0
 
@@ -57,20 +55,24 @@ class RemoteService:
                                "Is 'hefsearch serve' running there? Check the address, the port and the token.",
                                status=503) from None
 
-    def search(self, request: SearchRequest) -> dict:
-        return self._call("POST", "/search", SearchBody.fields_of(request))
 
-    def similar(self, request: SimilarRequest) -> dict:
-        return self._call("GET", "/similar", params=SimilarBody.fields_of(request))
+def _remote_method(op: Operation):
+    """The client's method for ``op``: its request as the body's fields (``fields_of``), sent
+    with the first of its HTTP methods (GET: in the query string)."""
+    verb = op.methods[0]
 
-    def get(self, request: GetRequest) -> dict:
-        return self._call("POST", "/get", GetBody.fields_of(request))
+    if op.body is None:
+        def call(self) -> dict:
+            return self._call(verb, op.path)
+    else:
+        def call(self, request) -> dict:
+            fields = {k: str(v).lower() if isinstance(v, bool) else v for k, v in op.body.fields_of(request).items()}
+            return self._call(verb, op.path, params=fields) if verb == "GET" else self._call(verb, op.path, fields)
 
-    def compare(self, request: CompareRequest) -> dict:
-        return self._call("GET", "/compare", params=CompareBody.fields_of(request))
+    call.__name__ = call.__qualname__ = op.name
+    call.__doc__ = op.summary
+    return call
 
-    def status(self) -> dict:
-        return self._call("GET", "/status")
 
-    def health(self) -> dict:
-        return self._call("GET", "/health")
+for _op in OPERATIONS:
+    setattr(RemoteService, _op.name, _remote_method(_op))

@@ -4,6 +4,7 @@ application's request. Answers are sent as the service makes them (``search_json
 answer models document the known fields and allow more, so a field the search API adds reaches
 every client unchanged."""
 
+import functools
 from typing import Annotated, Any, ClassVar, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -162,15 +163,11 @@ def filter_fields(filters: Filters) -> dict:
             "since": given.get("since"), "until": given.get("until")}
 
 
+@functools.lru_cache(maxsize=None)
 def query_model(body: type[BaseModel]) -> type[BaseModel]:
     """``body`` for GET parameters: the same fields, and a parameter it does not know is ignored
-    (as a query string's always were)."""
+    (as a query string's always were); one class per body."""
     return type(body.__name__.replace("Body", "Query"), (body,), {"model_config": ConfigDict(extra="ignore")})
-
-
-SearchQuery = query_model(SearchBody)
-SimilarQuery = query_model(SimilarBody)
-CompareQuery = query_model(CompareBody)
 
 
 class SearchAnswer(BaseModel):
