@@ -6,7 +6,7 @@ so a search is asked for the same way everywhere; the search layer answers it
 
 from __future__ import annotations
 
-from hefsearch.index.formats import KINDS, tui_filters, type_names
+from hefsearch.index.formats import KINDS, kind_families, type_names
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, SearchError, prepare_query
 from hefsearch.search.filters import Filters, make_filters, parse_filter_line
 from hefsearch.search.request import MODES, SNIPPETS
@@ -15,7 +15,7 @@ from hefsearch.search.snippets import CLI_BUDGET_MS, SEMANTIC_BUDGET_MS
 
 __all__ = ["CLI_BUDGET_MS", "EMPTY_QUERY_NOTICE", "KINDS", "MODES", "SEMANTIC_BUDGET_MS", "SNIPPETS", "EmptyQuery",
            "RerankError", "check_query", "is_blank", "make_filters", "parse_depth", "parse_filter_line",
-           "query_text", "tui_filters", "type_names"]
+           "query_text", "kind_families", "type_names"]
 
 
 class EmptyQuery(SearchError):

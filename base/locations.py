@@ -12,7 +12,6 @@ from pathlib import Path
 
 from . import settings
 
-ENV_HOME = settings.HOME.name
 APP_NAME = "hefsearch"
 
 

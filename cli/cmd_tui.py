@@ -35,9 +35,9 @@ def tui_cmd(library_path, mode, k, live, light, all_chunks, rerank):
     rank-biased overlap.
     """
     from hefsearch.tui.factory import make_app
-    from hefsearch.tui.session import LibrarySession
+    from hefsearch.tui.session import TuiSession
     from hefsearch.tui.settings import TuiSettings
 
-    with LibrarySession.open(library_path) as session:
+    with TuiSession.open(library_path) as session:
         make_app(session, TuiSettings(k=k, mode=mode, live=live, light=light, all_chunks=all_chunks,
                                           rerank=rerank)).run()

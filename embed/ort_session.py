@@ -42,7 +42,6 @@ log = logging.getLogger("hefsearch.embed")
 
 ENV_CACHE = settings.ORT_CACHE.name
 ENV_FUSE = settings.ORT_FUSE.name
-ENV_THREADS = settings.THREADS.name
 DEFAULT_PROVIDERS: tuple[str, ...] = ("CPUExecutionProvider",)
 #: a fused copy must reproduce the body's pooled vectors at least this closely
 FUSED_MIN_COSINE = 0.99999

@@ -6,7 +6,7 @@ derived from this table (never written out again):
   ``extra_suffixes``, which map a suffix onto one of these kinds);
 - ``hefsearch index --help`` and calibration's hint list :func:`suffix_list`;
 - the TUI opens a hit in an editor or with the system opener (:data:`OPENER_KINDS`,
-  :data:`OPENER_SUFFIXES`) and offers the file-type filters :func:`tui_filters`;
+  :data:`OPENER_SUFFIXES`) and offers the families of :func:`kind_families` as filters;
 - the ``--type``/``--kind`` search filters accept the suffixes and kinds.
 
 Adding a format is one row here plus its extractor: a function ``(data: bytes, max_chars:
@@ -35,8 +35,8 @@ class Format:
     extractor: str
     #: EDITOR or OPENER
     opens_with: str
-    #: the TUI's file-type filter that lists it (several kinds may share one)
-    filter: str
+    #: the family it belongs to (text, office ...: several kinds share one), a filter offers
+    family: str
     #: read as a stream of documents (an mbox): the --max-size cap is per message, not per file
     streamed: bool = False
 
@@ -93,9 +93,9 @@ def type_names() -> list[str]:
     return sorted(s.lstrip(".") for s in SUPPORTED_SUFFIXES)
 
 
-def tui_filters() -> dict[str, tuple[str, ...] | None]:
-    """The TUI's file-type filters: label -> the kinds it keeps (``all``: None, every kind)."""
+def kind_families() -> dict[str, tuple[str, ...] | None]:
+    """Family -> the kinds in it, ``all`` first (None: every kind)."""
     out: dict[str, tuple[str, ...] | None] = {"all": None}
     for f in FORMATS:
-        out[f.filter] = (*(out.get(f.filter) or ()), f.kind)
+        out[f.family] = (*(out.get(f.family) or ()), f.kind)
     return out

@@ -60,7 +60,6 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock, single
 
 log = logging.getLogger("hefsearch.index")
 
-ENV_LIBRARY = settings.LIBRARY.name
 DB_FILE = "library.db"
 LOCK_FILE = "library.lock"
 DEFAULT_NAME = "library"

@@ -106,11 +106,11 @@ def build_app(library, encoders: dict[str, Encoder], *, env=None, open_encoders=
     from hefsearch.index.encoders import EncoderChoice
     from hefsearch.search import Searcher
     from hefsearch.tui.factory import make_app
-    from hefsearch.tui.session import LibrarySession
+    from hefsearch.tui.session import TuiSession
     from hefsearch.tui.settings import TuiSettings
 
     calls = []
-    session = LibrarySession(library, Searcher(library, encoders=dict(encoders)), env=env,
+    session = TuiSession(library, Searcher(library, encoders=dict(encoders)), env=env,
                              open_encoders=open_encoders and (lambda: EncoderChoice(list(open_encoders()))),
                              launcher=lambda argv, **options: calls.append((argv, options)))
     app = make_app(session, TuiSettings(**settings))

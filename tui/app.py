@@ -1,7 +1,7 @@
 """``HefsearchApp``: search, read and compare NPU vs FP32 results in the terminal.
 
 The app holds no search logic. Widgets post request messages; the app calls its one
-:class:`~hefsearch.tui.session.LibrarySession` (search, compare, neighbours, status, re-index,
+:class:`~hefsearch.tui.session.TuiSession` (search, compare, neighbours, status, re-index,
 open a hit) in thread workers, and the workers post typed dataclass messages back
 (:mod:`hefsearch.tui.messages`). What the user chose at start is a frozen
 :class:`~hefsearch.tui.settings.TuiSettings`. Build it with :func:`hefsearch.tui.factory.make_app`.
@@ -48,7 +48,7 @@ from .messages import (BlankQuerySubmitted, CompareFinished, HitChosen, PreviewL
 from .present import compare_fix, pick_compare_spaces, side_title, space_label
 from .screens.library import LibraryScreen
 from .screens.reader import ReaderScreen
-from .session import LibrarySession
+from .session import TuiSession
 from .settings import DARK, LIGHT, TuiSettings
 from .widgets import CompareView, NoticeBar, PreviewPane, ResultsList, SearchBar, StatusBar
 from .widgets.compare import CompareColumn
@@ -114,7 +114,7 @@ class HefsearchApp(App):
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
-    def __init__(self, session: LibrarySession, settings: TuiSettings, history: QueryHistory):
+    def __init__(self, session: TuiSession, settings: TuiSettings, history: QueryHistory):
         super().__init__()
         self.session = session
         self.settings = settings

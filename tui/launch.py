@@ -12,7 +12,7 @@ argument. ``$EDITOR`` may hold options ("code --wait"); it is split with :func:`
 A file name that is not valid UTF-8 is stored and shown with its odd bytes escaped
 (``caf\\xe9.txt``); :func:`on_disk_path` turns that back into the name on disk before opening.
 
-The launcher is injectable: the app opens a hit through its ``LibrarySession``, which calls
+The launcher is injectable: the app opens a hit through its ``TuiSession``, which calls
 ``launcher(argv, terminal=...)``; tests give the session a function that records argv.
 """
 

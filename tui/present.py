@@ -14,11 +14,11 @@ from typing import Sequence
 from hefsearch.app.spaces import (compare_fix, is_fp32_space, is_quantised_space,  # noqa: F401
                                   pick_compare_spaces, space_label)
 from hefsearch.base.terminal_text import for_terminal
-from hefsearch.app.searching import tui_filters
+from hefsearch.app.searching import kind_families
 
 #: file-type filter choices: label -> kinds passed to Searcher.search (None = all), from the
 #: table of formats
-KIND_FILTERS: dict[str, tuple[str, ...] | None] = tui_filters()
+KIND_FILTERS: dict[str, tuple[str, ...] | None] = kind_families()
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: function words not worth highlighting (a highlight on every "the" hides the real matches)

@@ -2,7 +2,7 @@
 :class:`~hefsearch.app.session.LibrarySession` (library, search API, re-index) plus the programs
 that open a hit.
 
-:class:`LibrarySession` is the only object the app calls for work; its methods run on the
+:class:`TuiSession` is the only object the app calls for work; its methods run on the
 app's thread workers and return the search API's own types (``SearchResult``, ``Comparison``,
 ``LibraryStatus``, ``SyncReport``). Tests build one around a library they made, with a
 recording launcher, or subclass it to fake a method.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from hefsearch.app.session import LibrarySession as _AppSession
+from hefsearch.app.session import LibrarySession
 
 from . import launch
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from hefsearch.search import Hit
 
 
-class LibrarySession(_AppSession):
-    """The application session, and how a hit is opened (``launcher(argv, terminal=bool)``;
+class TuiSession(LibrarySession):
+    """The application's library session, and how the TUI opens a hit (``launcher(argv, terminal=bool)``;
     ``env`` is where ``$VISUAL``/``$EDITOR`` are looked up, default ``os.environ``)."""
 
     def __init__(self, library, searcher, *, open_encoders=None,

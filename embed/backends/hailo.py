@@ -45,7 +45,6 @@ SHARED_GROUP_ID = "SHARED"
 #: environment overrides: the per-frame timeout and the bulk device batch (the device, the
 #: multi-process service and the stream types: hailo_device, hailo_streams)
 ENV_TIMEOUT = settings.HAILO_TIMEOUT_MS.name
-ENV_DEVICE_BATCH = settings.HAILO_DEVICE_BATCH.name
 #: the device batch for bulk encoding; the zoo's MiniLM runs 156 FPS at batch 1 and 742 at 8
 BULK_DEVICE_BATCH = 8
 DEFAULT_TIMEOUT_MS = 10_000

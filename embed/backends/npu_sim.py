@@ -26,7 +26,6 @@ from hefsearch.base.errors import BackendUnavailable
 from .onnx_body import OnnxBodyBackend
 
 KIND = space_names.NPU_SIM
-ENV_SIM = settings.SIM.name
 
 
 def sim_entries(bundle: Bundle) -> list[EncoderEntry]:

@@ -233,7 +233,7 @@ def test_session_reindex_closes_the_encoders_it_opened(monkeypatch, tmp_path):
     it even when the sync fails."""
     from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.sync import SyncReport
-    from hefsearch.tui.session import LibrarySession
+    from hefsearch.tui.session import TuiSession
 
     class Closing:
         closed = False
@@ -255,7 +255,7 @@ def test_session_reindex_closes_the_encoders_it_opened(monkeypatch, tmp_path):
 
     monkeypatch.setattr("hefsearch.index.sync.sync", fake_sync)
     monkeypatch.setattr("hefsearch.search.language_neutral.keep_language_neutral", lambda *a: [])
-    session = LibrarySession(SimpleNamespace(path=tmp_path), searcher=None, open_encoders=open_encoders)
+    session = TuiSession(SimpleNamespace(path=tmp_path), searcher=None, open_encoders=open_encoders)
     assert session.reindex([tmp_path], progress=print).added == 1
     assert seen == [([tmp_path], opened)] and all(e.closed for e in opened)
     opened.clear()
