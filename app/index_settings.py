@@ -173,7 +173,7 @@ def change_setting(library_path, key: str, value: str) -> SettingChanged:
     """
     from hefsearch.index.library import Library
 
-    from hefsearch.index.crawl_options import parse_suffixes
+    from hefsearch.index.crawl_options import CrawlOptions
 
     setting = known_settings()[key]
     new = None if value.strip().lower() == DEFAULT_WORD else value
@@ -181,7 +181,7 @@ def change_setting(library_path, key: str, value: str) -> SettingChanged:
         new = parse_count(new)
     if new is not None and setting.key == SUFFIXES_SETTING:
         try:
-            new = parse_suffixes([new])
+            new = CrawlOptions.parse_suffixes([new])
         except ValueError as e:
             raise BadValue(str(e), "--ext") from None
     train_min = 0

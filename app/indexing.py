@@ -247,7 +247,8 @@ def _sync_options(library: "Library", request: IndexRequest, say: _Say) -> "Sync
     """The run's options: the crawl options given, every other one as the library remembers
     it (read here, once; the defaults with ``forget_options``, the added suffixes kept), saying
     which remembered ones apply and what the run changes. The notices' values are the options
-    (field, value) and the changes (field, before, after), for a front end to word its own way."""
+    (field, value as given) and the changes (field, before, after), for a front end to word its
+    own way."""
     from hefsearch.index.crawl_options import OPTION_NAMES, CrawlOptions
     from hefsearch.index.sync import SyncOptions
 
@@ -262,7 +263,7 @@ def _sync_options(library: "Library", request: IndexRequest, say: _Say) -> "Sync
         if kept:
             say("remembered_options", "options remembered by the library: "
                 + "; ".join(f"{OPTION_NAMES[k]} {remembered.value_text(k)}" for k in kept),
-                *((k, getattr(remembered, k)) for k in kept))
+                *((k, remembered.given_form(k)) for k in kept))
     changes = [(k, remembered.value_text(k), crawl.value_text(k))
                for k in crawl.differences(remembered, leave_out={"extra_suffixes"})]
     if changes and library.document_count():

@@ -12,10 +12,10 @@ from .options import backend_option, bundle_option, device_option, echo_json, js
 
 def parse_ext(values) -> dict[str, str]:
     """``--ext log --ext .xhtml=html --ext conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}."""
-    from hefsearch.index.crawl_options import parse_suffixes
+    from hefsearch.index.crawl_options import CrawlOptions
 
     try:
-        return parse_suffixes(values)
+        return CrawlOptions.parse_suffixes(values)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--ext") from None
 
@@ -176,19 +176,16 @@ def print_notice(err, notice) -> None:
 
 
 def flag_text(key: str, value) -> str:
-    """One crawl option as the flags that give it ("--exclude 'a' --exclude 'b'")."""
-    from hefsearch.index.crawl_options import mib, suffix_text
-
+    """One crawl option (its value as given: ``CrawlOptions.given_form``) as the flags that
+    give it ("--exclude 'a' --exclude 'b'", "--max-size 0.03")."""
     flag = CRAWL_FLAGS[key][1]
     if key == "excludes":
         return " ".join(f"{flag} '{p}'" for p in value)
-    if key == "max_bytes":
-        return f"{flag} {mib(value):g}"
     if key == "extra_suffixes":
-        return " ".join(f"{flag} {suffix_text(s, kind)}" for s, kind in sorted(value.items()))
+        return " ".join(f"{flag} {s}" for s in value)
     if isinstance(value, bool):
         return flag if value else f"--no-{flag[2:]}"
-    return f"{flag} {value}"
+    return f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
 
 
 def _print_result(err, result, as_json: bool) -> None:

@@ -86,6 +86,36 @@ class CrawlOptions:
             return "on" if value else "off"
         return str(value)
 
+    def given_form(self, key: str):
+        """One option as a person gives it: a size in MiB, suffixes as ``.log``/``.xhtml=html``."""
+        value = getattr(self, key)
+        if key == "max_bytes":
+            return mib(value)
+        if key == "extra_suffixes":
+            return tuple(suffix_text(s, kind) for s, kind in sorted(value.items()))
+        return value
+
+    @staticmethod
+    def parse_suffixes(values: Iterable[str]) -> dict[str, str]:
+        """``log``, ``.xhtml=html``, ``conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}: the
+        one reading of added suffixes (``index --ext``, ``settings extra_suffixes``).
+
+        :raises ValueError: what is wrong (not a suffix, not a document kind).
+        """
+        from .filetypes import normalise_suffix
+        from .formats import KINDS
+
+        kinds = set(KINDS)
+        out: dict[str, str] = {}
+        for value in values:
+            for item in filter(None, (v.strip() for v in value.split(","))):
+                suffix, _, kind = item.partition("=")
+                kind = kind.strip() or "text"
+                if kind not in kinds:
+                    raise ValueError(f"{kind!r} is not a document kind; kinds: {', '.join(sorted(kinds))}.")
+                out[normalise_suffix(suffix)] = kind
+        return out
+
 
 def mib(size: int) -> float:
     """A size in MiB, as an option reads (4 decimals)."""
@@ -95,27 +125,6 @@ def mib(size: int) -> float:
 def suffix_text(suffix: str, kind: str) -> str:
     """``.log`` (read as text), ``.xhtml=html``: one added suffix as it is given."""
     return suffix if kind == "text" else f"{suffix}={kind}"
-
-
-def parse_suffixes(values: Iterable[str]) -> dict[str, str]:
-    """``log``, ``.xhtml=html``, ``conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}: the
-    one reading of added suffixes (``index --ext``, ``settings extra_suffixes``).
-
-    :raises ValueError: what is wrong (not a suffix, not a document kind).
-    """
-    from .filetypes import normalise_suffix
-    from .formats import KINDS
-
-    kinds = set(KINDS)
-    out: dict[str, str] = {}
-    for value in values:
-        for item in filter(None, (v.strip() for v in value.split(","))):
-            suffix, _, kind = item.partition("=")
-            kind = kind.strip() or "text"
-            if kind not in kinds:
-                raise ValueError(f"{kind!r} is not a document kind; kinds: {', '.join(sorted(kinds))}.")
-            out[normalise_suffix(suffix)] = kind
-    return out
 
 
 #: the options kept in the ``crawl_options`` setting (the suffixes have their own)
