@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from hefsearch.base.errors import HefsearchError, NotFound
 from hefsearch.index import documents
-from hefsearch.search.api import MAX_QUERY_CHARS
+from hefsearch.search.searcher import MAX_QUERY_CHARS
 from hefsearch.search.request import SearchRequest
 from hefsearch.search.snippets import SEMANTIC_BUDGET_MS
 

@@ -155,7 +155,7 @@ class LibrarySession:
 
         from hefsearch.base.terminal_text import printable
         from hefsearch.index import documents
-        from hefsearch.search.api import NotInLibrary
+        from hefsearch.search.searcher import NotInLibrary
 
         def doc_of(path: str) -> int | None:
             return documents.document_id(self.library.query, printable(os.path.abspath(path)))

@@ -48,7 +48,7 @@ def parallel_quality(enc) -> dict:
 def corpus_quality(bundle: Path, work: Path) -> dict:
     """First-place and top-5 rates of an expected document, cross-lingual vs same-language."""
     from hefsearch.index.library import Library
-    from hefsearch.search.api import Searcher
+    from hefsearch.search.searcher import Searcher
 
     library = work / f"library-{bundle.name}"
     subprocess.run([sys.executable, "-m", "hefsearch", "index", str(CORPUS), "--library", str(library),

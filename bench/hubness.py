@@ -34,7 +34,7 @@ from hefsearch.bench.harness import load
 def read_library(lib_path: Path, spaces, cache: Path, queries: list[str], tag: str = "queries") -> dict:
     """{space: (chunk vectors, query vectors, chunk file names, chunk token counts)}, cached."""
     from hefsearch.index.library import Library
-    from hefsearch.search.api import Searcher
+    from hefsearch.search.searcher import Searcher
     from hefsearch.search.language_neutral import chunk_languages, reference_queries
 
     cache.mkdir(parents=True, exist_ok=True)
@@ -239,7 +239,7 @@ def compare_default(lib_path: Path, queries, expected) -> None:
     import time
 
     from hefsearch.index.library import Library
-    from hefsearch.search.api import Searcher
+    from hefsearch.search.searcher import Searcher
     from hefsearch.search.language_neutral import HUB_BETA, NEUTRAL_SUFFIX, derive_neutral_space
 
     lib = Library.open(lib_path, create=False)
@@ -269,7 +269,7 @@ def default_search(lib_path: Path, queries, expected, k: int = 30, library=None)
     import time
 
     from hefsearch.index.library import Library
-    from hefsearch.search.api import Searcher
+    from hefsearch.search.searcher import Searcher
     from hefsearch.search.request import SearchRequest
 
     lib = library or Library.open(lib_path, create=False)

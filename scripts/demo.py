@@ -102,7 +102,7 @@ def next_steps(bundle: Path, library: Path, *, remembered: bool) -> str:
 
 def summarize(library: Path, queries: list[dict]) -> None:
     from hefsearch.index.library import Library
-    from hefsearch.search.api import Searcher
+    from hefsearch.search.searcher import Searcher
     from hefsearch.search.request import SearchRequest
 
     lib = Library.open(library, create=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "Searcher": "api", "SearchResult": "api", "Hit": "api", "SearchError": "api", "MODES": "api",
+    "Searcher": "searcher", "SearchResult": "searcher", "Hit": "searcher", "SearchError": "searcher", "MODES": "request",
     "compare": "comparison", "Comparison": "comparison", "ranking_agreement": "comparison",
 }
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .api import SearchResult
+from .searcher import SearchResult
 from .request import SearchRequest
 from hefsearch.embed.metrics import overlap_at_k, rank_biased_overlap
 

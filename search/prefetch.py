@@ -4,7 +4,7 @@ A one-shot ``hefsearch search`` spends about as long creating the encoder's ONNX
 session (or loading a HEF onto the NPU) as it does reading the space's FAISS index and
 importing the table renderer. Session creation runs in native code without the GIL, so the
 two overlap on a second core: :meth:`Searcher.prefetch
-<hefsearch.search.api.Searcher.prefetch>` starts one of these, and the first
+<hefsearch.search.searcher.Searcher.prefetch>` starts one of these, and the first
 ``encoder_for`` of that space waits for it. Whatever the open raises is raised there, in the
 caller's thread, as if it had opened the encoder itself.
 """

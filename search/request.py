@@ -1,5 +1,5 @@
 """One query as a user asked it (:class:`SearchRequest`), and the working state of its search
-(:class:`SearchRun`) that the stages of :meth:`~hefsearch.search.api.Searcher.run` fill in turn."""
+(:class:`SearchRun`) that the stages of :meth:`~hefsearch.search.searcher.Searcher.run` fill in turn."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class BadRequest(HefsearchError):
 @dataclass(frozen=True)
 class SearchRequest:
     """One query as a user asked it, from any front end; :meth:`Searcher.search
-    <hefsearch.search.api.Searcher.search>` answers it. Its mode, k and snippets are checked
+    <hefsearch.search.searcher.Searcher.search>` answers it. Its mode, k and snippets are checked
     when it is made (:class:`BadRequest`); an empty query is a front end's to refuse
     (``app.searching.check_query``): the search answers it with a notice."""
 

@@ -16,12 +16,12 @@ import numpy as np
 
 from hefsearch.index import documents
 
-from .api import Hit, NotInLibrary, SearchError, SearchResult, elapsed_ms
+from .searcher import Hit, NotInLibrary, SearchError, SearchResult, elapsed_ms
 from .filters import Filters
 from .snippets import window
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .api import Searcher
+    from .searcher import Searcher
 
 
 def similar(searcher: "Searcher", *, chunk_id: int | None = None, doc_id: int | None = None, k: int = 10,

@@ -12,7 +12,7 @@ DARK, LIGHT = "textual-dark", "textual-light"
 class TuiSettings:
     #: results per query (and per side in the compare view)
     k: int = 10
-    #: initial search mode, one of hefsearch.search.api.MODES (F2 cycles through them)
+    #: initial search mode, one of hefsearch.search.searcher.MODES (F2 cycles through them)
     mode: str = "hybrid"
     #: search as you type (debounced), not only on Enter
     live: bool = False

@@ -62,7 +62,7 @@ def test_a_refused_request_is_a_typed_error_that_carries_its_status(service, ask
 
 def test_the_search_layers_missing_chunk_is_a_not_found(service):
     """The search layer's own "no such chunk" (asked without the service's visibility check)."""
-    from hefsearch.search.api import SearchError
+    from hefsearch.search.searcher import SearchError
 
     with pytest.raises(NotFound) as e:
         service.session.similar(SimilarRequest(chunk_id=987654))

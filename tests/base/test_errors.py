@@ -8,7 +8,7 @@ import pytest
 from hefsearch.app.service import error_json
 from hefsearch.base.errors import BackendUnavailable, BundleError, DeviceError, HefsearchError, NotFound
 from hefsearch.index.errors import FingerprintMismatch, LibraryBusy, LibraryError
-from hefsearch.search.api import NotInLibrary, SearchError
+from hefsearch.search.searcher import NotInLibrary, SearchError
 from hefsearch.search.filters import FilterError
 
 

@@ -50,8 +50,8 @@ def test_the_check_sees_a_function_imported_from_below(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__, fromlist=["REPO"]), "REPO", tmp_path)
     (tmp_path / "cli").mkdir()
     (tmp_path / "cli/x.py").write_text("def f():\n    from hefsearch.index.sync import sync, SyncReport\n"
-                                       "    from ..search import api\n    from hefsearch.index.library import Library, LibraryStatus\n")
-    assert lower_layer_imports("cli/x.py") == ["cli/x.py:2 hefsearch.index.sync.sync", "cli/x.py:3 hefsearch.search.api",
+                                       "    from ..search import searcher\n    from hefsearch.index.library import Library, LibraryStatus\n")
+    assert lower_layer_imports("cli/x.py") == ["cli/x.py:2 hefsearch.index.sync.sync", "cli/x.py:3 hefsearch.search.searcher",
                                                "cli/x.py:4 hefsearch.index.library.Library"]
 
 

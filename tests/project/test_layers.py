@@ -181,6 +181,6 @@ def test_every_public_error_derives_from_hefsearch_error():
 
 def test_the_scanner_sees_function_level_and_relative_imports():
     """The check itself: a lazy relative import deep in a function is found and resolved."""
-    source = "def f():\n    from ...search import api\n    import hefsearch.tui.app\n"
+    source = "def f():\n    from ...search import searcher\n    import hefsearch.tui.app\n"
     names = list(_imported_names(ast.parse(source), ["hefsearch", "index", "sub", "mod"], False))
     assert sorted(names) == [(2, "hefsearch.search"), (3, "hefsearch.tui.app")]

@@ -133,7 +133,7 @@ def test_snippets_have_no_runs_of_blanks(library, bert_encoder):
 def test_also_in_names_which_copy_when_the_names_are_the_same():
     """Folded copies are named by file name; a copy with this hit's own name is named with the
     folders it differs by, so that 'also in' says which copy."""
-    from hefsearch.search.api import Hit
+    from hefsearch.search.searcher import Hit
 
     hit = Hit(rank=1, chunk_id=1, score=0.9, path="/usr/share/man/man1/chage.1.gz", page=None, line=1,
               start=0, end=10, snippet="", text="", doc_kind="man",

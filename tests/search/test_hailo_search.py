@@ -11,7 +11,7 @@ from hefsearch.embed.encoder import Encoder
 from hefsearch.base.errors import DeviceError
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.search.api import Searcher
+from hefsearch.search.searcher import Searcher
 from hefsearch.search.request import SearchRequest
 from tests.library_helpers import write_corpus
 

@@ -26,7 +26,7 @@ from hefsearch.index.sync import sync
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 from hefsearch.search import Searcher
-from hefsearch.search.api import EMPTY_QUERY_NOTICE, MAX_QUERY_CHARS, NO_WORDS_NOTICE, SearchError
+from hefsearch.search.searcher import EMPTY_QUERY_NOTICE, MAX_QUERY_CHARS, NO_WORDS_NOTICE, SearchError
 from hefsearch.search.keyword import MAX_TERMS, clean_text, keyword_search, path_pattern
 from hefsearch.cli.main import main
 from hefsearch.tui.history import QueryHistory
