@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Protocol
 
 from hefsearch.base.errors import HefsearchError
-from hefsearch.index.crawl import IGNORE_FILE  # noqa: F401  (front ends name it: status, help)
 
 from .requests import IndexRequest
 

@@ -7,15 +7,12 @@ so a search is asked for the same way everywhere; the search layer answers it
 from __future__ import annotations
 
 from hefsearch.index.formats import KINDS, kind_families, type_names
-from hefsearch.search.searcher import EMPTY_QUERY_NOTICE, SearchError, prepare_query
+from hefsearch.search.searcher import SearchError, prepare_query
 from hefsearch.search.filters import Filters, make_filters, parse_filter_line
-from hefsearch.search.request import MODES, SNIPPETS
 from hefsearch.search.rerank import RerankError, parse_depth
-from hefsearch.search.snippets import CLI_BUDGET_MS, SEMANTIC_BUDGET_MS
 
-__all__ = ["CLI_BUDGET_MS", "EMPTY_QUERY_NOTICE", "KINDS", "MODES", "SEMANTIC_BUDGET_MS", "SNIPPETS", "EmptyQuery",
-           "RerankError", "check_query", "is_blank", "make_filters", "parse_depth", "parse_filter_line",
-           "query_text", "kind_families", "type_names"]
+__all__ = ["KINDS", "EmptyQuery", "RerankError", "check_query", "is_blank", "kind_families", "make_filters",
+           "parse_depth", "parse_filter_line", "query_text", "type_names"]
 
 
 class EmptyQuery(SearchError):

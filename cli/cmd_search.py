@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from hefsearch.app.searching import EMPTY_QUERY_NOTICE, MODES, check_query
+from hefsearch.app.searching import check_query
+from hefsearch.search.request import MODES
+from hefsearch.search.searcher import EMPTY_QUERY_NOTICE
 
 from .main import may_exit_quickly
 from .options import bundle_option, echo_json, filter_options, json_option, library_option, rerank_option
@@ -53,7 +55,7 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
     Filters: --path GLOB, --type pdf,docx, --lang de, --since 7d, --until 2024-01-01.
     A server keeps the encoder warm between queries: hefsearch serve.
     """
-    from hefsearch.app.searching import CLI_BUDGET_MS
+    from hefsearch.search.snippets import CLI_BUDGET_MS
     from hefsearch.app.session import LibrarySession
     from hefsearch.search.request import SearchRequest
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hefsearch.app.searching import MODES
+from hefsearch.search.request import MODES
 
 from .options import library_option, rerank_option
 

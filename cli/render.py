@@ -130,7 +130,8 @@ def print_search(result) -> None:
 # -- library -------------------------------------------------------------------------------
 def print_status(st, limit: int | None, freshness: str | None = None) -> None:
     """``hefsearch status``: totals, freshness, the vector spaces and the first ``limit`` failures."""
-    from hefsearch.app.indexing import IGNORE_FILE, secret_rule_text
+    from hefsearch.app.indexing import secret_rule_text
+    from hefsearch.index.crawl import IGNORE_FILE
 
     out = console()
     out.print(f"[bold]Library[/] {escape(for_terminal(st.path))}")

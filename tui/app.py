@@ -36,7 +36,7 @@ from textual.content import Content
 from textual.widgets import ContentSwitcher, Footer
 
 from hefsearch.app.requests import CompareRequest, SimilarRequest
-from hefsearch.app.searching import EMPTY_QUERY_NOTICE
+from hefsearch.search.searcher import EMPTY_QUERY_NOTICE
 from hefsearch.base.terminal_text import for_terminal
 from hefsearch.search.request import SearchRequest
 

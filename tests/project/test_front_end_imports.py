@@ -1,7 +1,7 @@
-"""The front ends (cli/, tui/, serve/) take only types (classes) from the layers under the app
-core, and never the classes that open a library, a searcher, an encoder or a Ray pool:
-everything they run goes through hefsearch.app. A function, constant or module imported from
-index/embed/search, or one of those classes, fails here with its place."""
+"""The front ends (cli/, tui/, serve/) take only types (classes) and constants (UPPER_CASE
+values) from the layers under the app core, and never the classes that open a library, a
+searcher, an encoder or a Ray pool: everything they run goes through hefsearch.app. A function
+or module imported from index/embed/search, or one of those classes, fails here with its place."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def _absolute(node: ast.ImportFrom, rel: str) -> str:
 
 
 def lower_layer_imports(rel: str) -> list[str]:
-    """"file:line name" for each import from index/embed/search that is not a class, or is one
-    of the :data:`RESOURCES`."""
+    """"file:line name" for each import from index/embed/search that is neither a class nor a
+    constant, or is one of the :data:`RESOURCES`."""
     wrong = []
     for node in ast.walk(ast.parse((REPO / rel).read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -37,8 +37,14 @@ def lower_layer_imports(rel: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and _absolute(node, rel).startswith(LOWER):
             module = importlib.import_module(_absolute(node, rel))
             wrong += [f"{rel}:{node.lineno} {module.__name__}.{a.name}" for a in node.names
-                      if not inspect.isclass(getattr(module, a.name, None)) or a.name in RESOURCES]
+                      if not _type_or_constant(a.name, getattr(module, a.name, None)) or a.name in RESOURCES]
     return wrong
+
+
+def _type_or_constant(name: str, value) -> bool:
+    if inspect.isclass(value):
+        return True
+    return name.isupper() and not callable(value) and not inspect.ismodule(value)
 
 
 @pytest.mark.parametrize("rel", MODULES)
@@ -49,7 +55,7 @@ def test_the_front_end_takes_only_types_from_below_the_app(rel):
 def test_the_check_sees_a_function_imported_from_below(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__, fromlist=["REPO"]), "REPO", tmp_path)
     (tmp_path / "cli").mkdir()
-    (tmp_path / "cli/x.py").write_text("def f():\n    from hefsearch.index.sync import sync, SyncReport\n"
+    (tmp_path / "cli/x.py").write_text("def f():\n    from hefsearch.index.sync import sync, SyncReport, DEFAULT_BATCH_CHUNKS\n"
                                        "    from ..search import searcher\n    from hefsearch.index.library import Library, LibraryStatus\n")
     assert lower_layer_imports("cli/x.py") == ["cli/x.py:2 hefsearch.index.sync.sync", "cli/x.py:3 hefsearch.search.searcher",
                                                "cli/x.py:4 hefsearch.index.library.Library"]

@@ -10,7 +10,8 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Input, Select
 
-from hefsearch.app.searching import MODES, is_blank, parse_filter_line
+from hefsearch.app.searching import is_blank, parse_filter_line
+from hefsearch.search.request import MODES
 from hefsearch.base.errors import HefsearchError
 from hefsearch.base.terminal_text import for_terminal
 from hefsearch.search.filters import Filters
