@@ -252,40 +252,48 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers: dict[str, list[str]] = {}
-        for k, v in scope.get("headers", ()):
-            headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
-        first = lambda name: (headers.get(name) or [""])[0]  # noqa: E731
+        head = _Head.of(scope)
         # the token first: nothing of a request without it is read beyond its head
-        if self.token is not None and not is_page(scope):  # the page asks for the token itself
-            scheme, _, value = first("authorization").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token):
-                return await refuse(send, 401, "A token is needed: send 'Authorization: Bearer TOKEN'.",
-                                     "The token was printed when the server first started and is in its "
-                                     "token file (hefsearch serve --help: --token-file).",
-                                     [(b"www-authenticate", b'Bearer realm="hefsearch"')], close=True)
-        elif self.loopback and not _loopback_name(_host_name(first("host"))):
-            return await refuse(send, 403, "This server listens on loopback only and answers requests "
-                                            "addressed to a loopback address (127.0.0.1, ::1) or localhost.",
-                                 "To search from another machine, start it with --host ADDRESS (a token "
-                                 "is then required).", close=True)
-        lengths, chunked = headers.get("content-length"), headers.get("transfer-encoding")
-        if chunked is not None and lengths is not None or lengths is not None and len(set(lengths)) > 1:
-            return await refuse(send, 400, "The request has both a Content-Length and a Transfer-Encoding "
-                                            "(or two Content-Lengths): its size is ambiguous, so it is refused.",
-                                 "Send one of them.", close=True)
-        length = lengths[0].strip() if lengths else None
-        if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > self.max_body):
-            return await refuse(send, 413, f"The request body is over {self.max_body:,} bytes.", close=True)
-        if chunked is not None or (length is not None and int(length) > 0):
-            body = await self._read_body(receive, send)
-            if body is None:
-                return
-            receive = _replay(body, receive)
-            key = _rpc_request(scope, first("mcp-session-id"), body)
-            if key is not None:
-                return await self._once(key, scope, receive, send)
+        refusal = self._caller_refusal(scope, head) or self._size_refusal(head)
+        if refusal is not None:
+            return await refuse(send, *refusal, close=True)
+        if head.chunked is None and not head.length:
+            return await self.app(scope, receive, send)
+        body = await self._read_body(receive, send)
+        if body is None:
+            return
+        receive = _replay(body, receive)
+        key = _rpc_request(scope, head.first("mcp-session-id"), body)
+        if key is not None:
+            return await self._once(key, scope, receive, send)
         return await self.app(scope, receive, send)
+
+    def _caller_refusal(self, scope, head: "_Head") -> tuple | None:
+        """Who may ask: the token when the server has one (the page asks for it itself), else
+        on loopback a Host that is loopback; the refusal's (status, message, hint, headers)."""
+        if self.token is not None and not is_page(scope):
+            scheme, _, value = head.first("authorization").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token):
+                return (401, "A token is needed: send 'Authorization: Bearer TOKEN'.",
+                        "The token was printed when the server first started and is in its token file "
+                        "(hefsearch serve --help: --token-file).", [(b"www-authenticate", b'Bearer realm="hefsearch"')])
+        elif self.loopback and not _loopback_name(_host_name(head.first("host"))):
+            return (403, "This server listens on loopback only and answers requests addressed to a loopback "
+                         "address (127.0.0.1, ::1) or localhost.",
+                    "To search from another machine, start it with --host ADDRESS (a token is then required).")
+        return None
+
+    def _size_refusal(self, head: "_Head") -> tuple | None:
+        """One unambiguous size within the limit, as the head says it; the refusal's (status,
+        message, hint)."""
+        lengths = head.headers.get("content-length")
+        if head.chunked is not None and lengths is not None or lengths is not None and len(set(lengths)) > 1:
+            return (400, "The request has both a Content-Length and a Transfer-Encoding (or two "
+                         "Content-Lengths): its size is ambiguous, so it is refused.", "Send one of them.")
+        length = head.length_text
+        if length is not None and (not (length.isascii() and length.isdigit()) or int(length) > self.max_body):
+            return (413, f"The request body is over {self.max_body:,} bytes.")
+        return None
 
     async def _once(self, key: tuple, scope, receive, send):
         """One MCP request per JSON-RPC id and session at a time: the SDK keys its answers by id,
@@ -324,6 +332,37 @@ class Guard:
             await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
                           "Send the whole body at once (the server's --body-timeout).", close=True)
         return None
+
+
+@dataclass(frozen=True)
+class _Head:
+    """A request's headers (lower-case name -> values) and what its framing says."""
+
+    headers: dict
+
+    @classmethod
+    def of(cls, scope) -> "_Head":
+        headers: dict[str, list[str]] = {}
+        for k, v in scope.get("headers", ()):
+            headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        return cls(headers)
+
+    def first(self, name: str) -> str:
+        return (self.headers.get(name) or [""])[0]
+
+    @property
+    def chunked(self) -> list | None:
+        return self.headers.get("transfer-encoding")
+
+    @property
+    def length_text(self) -> str | None:
+        lengths = self.headers.get("content-length")
+        return lengths[0].strip() if lengths else None
+
+    @property
+    def length(self) -> int:
+        """The Content-Length (checked by the guard before this is read); 0 when none."""
+        return int(self.length_text) if self.length_text else 0
 
 
 def _rpc_request(scope, session: str, body: bytes) -> tuple[str, str] | None:
