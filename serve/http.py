@@ -7,12 +7,11 @@ from the table of operations (:data:`~.operations.OPERATIONS`) but for the reads
 - ``GET /search?query=...&k=&mode=&space=&path=&type=&lang=&since=&until=`` and ``POST /search``
   with the same fields as a JSON body: the JSON of ``hefsearch search --json``;
 - ``GET /chunks/{id}``, ``GET /documents/{id}``, ``POST /get {"ids": [...]}``: text and location;
-- ``GET /similar?id=CHUNK`` (or ``doc=ID``): chunks of other documents like it;
-- ``GET /compare?query=...&k=&mode=&space=A&space=B&...filters``: the query in the NPU (or
-  8-bit) space and in FP32 side by side, with overlap@k and RBO (the TUI's compare view);
-- ``GET /status``, ``GET /health``; ``GET /export``: the library as one archive (``hefsearch export``);
-- ``GET /`` and ``/static/...``: the web page (:mod:`.web`), the only routes open without the
-  token (they hold no library data); every answer carries the page's security headers.
+- ``GET /similar?id=CHUNK`` (or ``doc=ID``): chunks of other documents like it; ``GET /compare``
+  (the search's fields, ``space=A&space=B``): the query in two spaces side by side (overlap@k, RBO);
+- ``GET /status``, ``GET /health``; ``GET /export``: the library as one archive;
+- ``GET /`` and ``/static/...``: the web page (:mod:`.web`), open without the token (no
+  library data there); every answer carries the page's security headers.
 
 The guard (:class:`Guard`, pure ASGI, in front of everything, ``/mcp`` included) refuses a
 request without the right ``Authorization: Bearer`` token when the server has one (any bind
@@ -21,9 +20,9 @@ but loopback must), refuses a ``Host`` that is not loopback on a loopback bind w
 limit: by their Content-Length before anything is read, and by the bytes that actually
 arrive (whatever the framing; both framings at once are refused), within a deadline; and
 refuses an MCP request whose JSON-RPC id is still in flight in its session (409).
-Every error, the framework's own included, is one JSON shape with a status that says whose
-fault it is (4xx: the request's, 5xx: the server's). Handlers are plain functions: FastAPI
-runs them in its thread pool, and the service caps how many run or wait at once (503 beyond).
+Every error, the framework's own included, is one JSON shape whose status says whose fault it
+is (4xx: the request's, 5xx: the server's). Handlers are plain functions run in FastAPI's
+thread pool; the service caps how many run or wait at once (503 beyond).
 """
 
 from __future__ import annotations
