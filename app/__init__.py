@@ -11,8 +11,7 @@
 - :mod:`~hefsearch.app.folders`: the library's folders (recorded, there now) and where it lives;
 - :mod:`~hefsearch.app.requests`: one request type per operation;
 - :mod:`~hefsearch.app.index_settings`, :mod:`~hefsearch.app.backfill`,
-  :mod:`~hefsearch.app.embedding`, :mod:`~hefsearch.app.documents`: ``settings``,
-  ``backfill``, ``embed``, and a document shown outside hefsearch;
+  :mod:`~hefsearch.app.embedding`: ``settings``, ``backfill``, ``embed``;
 - :mod:`~hefsearch.app.service`: the JSON answers of ``search --json``, the HTTP API and the
   MCP tools, made by one function each, with the limits a server needs;
 - :mod:`~hefsearch.app.searching`: how a front end asks for a search (modes, the query check,

@@ -5,7 +5,8 @@ request threads, the CLI once per command; all get the search API's own types
 
 The searcher serves one query at a time (``_engine``): encoders are not thread-safe and the
 NPU runs one model at a time; everything else (status, reading chunks) goes straight to the
-library, whose SQLite connection serialises itself.
+library, whose SQLite connection serialises itself. A document shown outside hefsearch (the
+TUI opens a hit): how (:func:`display_form`), and the text indexed from it (:func:`indexed_text`).
 """
 
 from __future__ import annotations
@@ -205,3 +206,33 @@ class LibrarySession:
         finally:
             if encoders is not None:
                 encoders.close()
+
+
+# -- a document shown outside hefsearch (the TUI opens a hit in an editor or the system's program)
+def display_form(path: str, kind: str | None) -> str:
+    """How to show the document at ``path`` (of ``kind``, when known): "opener" (a binary
+    format: the system's program), "text" (compressed, or a manual page: the text hefsearch
+    indexed, see :func:`indexed_text`), or "file" (the file itself, in an editor). The table of
+    formats decides (:mod:`hefsearch.index.formats`)."""
+    from hefsearch.index.filetypes import compression_of
+    from hefsearch.index.formats import OPENER_KINDS, OPENER_SUFFIXES
+
+    if kind in OPENER_KINDS or Path(path).suffix.lower() in OPENER_SUFFIXES:
+        return "opener"
+    if kind == "man" or compression_of(path):
+        return "text"
+    return "file"
+
+
+def indexed_text(path: str, kind: str | None) -> tuple[str, str] | None:
+    """The text hefsearch indexes from ``path`` (decompressed, a manual page rendered) and the
+    document's own name (``chsh.1`` for ``chsh.1.gz``); None when the file cannot be read now."""
+    from hefsearch.base.errors import HefsearchError
+    from hefsearch.index.extract import extract
+    from hefsearch.index.filetypes import inner_name
+
+    try:
+        text = extract(Path(path), kind=kind).text
+    except (HefsearchError, OSError):
+        return None
+    return inner_name(path), text

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from hefsearch.app.documents import display_form, indexed_text
+from hefsearch.app.session import display_form, indexed_text
 from hefsearch.base.errors import HefsearchError
 
 #: editors that take "+LINE FILE"
