@@ -9,9 +9,9 @@ from __future__ import annotations
 from hefsearch.index.formats import KINDS, kind_families, type_names
 from hefsearch.search.searcher import SearchError, prepare_query
 from hefsearch.search.filters import Filters, make_filters, parse_filter_line
-from hefsearch.search.rerank import RerankError, parse_depth
+from hefsearch.search.rerank import parse_depth
 
-__all__ = ["KINDS", "EmptyQuery", "RerankError", "check_query", "is_blank", "kind_families", "make_filters",
+__all__ = ["KINDS", "EmptyQuery", "check_query", "is_blank", "kind_families", "make_filters",
            "parse_depth", "parse_filter_line", "query_text", "type_names"]
 
 

@@ -108,7 +108,8 @@ class RerankDepth(click.ParamType):
     name = "N|off"
 
     def convert(self, value, param, ctx):
-        from hefsearch.app.searching import RerankError, parse_depth
+        from hefsearch.app.searching import parse_depth
+        from hefsearch.search.rerank import RerankError
 
         try:
             return parse_depth(value)
