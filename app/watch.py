@@ -220,38 +220,10 @@ class Watcher:
         next_rescan = time.monotonic() + self.options.rescan_s if self.options.rescan_s else None
         retry_at = 0.0
         while not self.stop_event.is_set():
-            timeout = 0.5 if pending else 1.0
-            try:
-                item = self._changes.get(timeout=timeout)
-            except queue.Empty:
-                item = None
-            if isinstance(item, tuple):
-                kind, message = item
-                if kind == "mode":
-                    lock.update(mode=self._mode_name(), mode_reason=message)
-                self.on_event(WatchEvent(kind if kind == "error" else "mode", message))
-            elif item:
-                pending |= item
-                while True:  # take what else is queued: one run for a burst
-                    try:
-                        more = self._changes.get_nowait()
-                    except queue.Empty:
-                        break
-                    if isinstance(more, set):
-                        pending |= more
-                    else:
-                        self._changes.put(more)
-                        break
+            pending |= self._next_changes(lock, timeout=0.5 if pending else 1.0)
             now = time.monotonic()
             if pending and now >= retry_at:
-                batch = sorted(pending)[: self.options.max_paths]
-                crawl = _remembered(library)  # once a run: what the last full run remembered
-                relevant = self._relevant(library, roots, batch, crawl)
-                lock.update(pending=len(pending))
-                if not relevant or self._sync(library, roots, relevant, lock, "indexed", crawl):
-                    pending.difference_update(batch)
-                    lock.update(pending=len(pending))
-                else:
+                if not self._sync_some(library, roots, lock, pending):
                     retry_at = now + self.options.retry_s
             elif next_rescan is not None and now >= next_rescan and not pending:
                 self._close_encoders()  # a new space (e.g. --also-fp32 since) gets its encoder
@@ -259,6 +231,44 @@ class Watcher:
                     next_rescan = now + self.options.rescan_s
             if self._choice is not None and time.monotonic() - self._last_used > self.options.idle_close_s:
                 self._close_encoders()
+
+    def _next_changes(self, lock, timeout: float) -> set[str]:
+        """The paths changed since the last call, waiting up to ``timeout`` for the first; all
+        that is queued behind it is taken too (one run for a burst). A message from the event
+        thread (a new mode, an error) is said instead."""
+        try:
+            item = self._changes.get(timeout=timeout)
+        except queue.Empty:
+            return set()
+        if isinstance(item, tuple):
+            kind, message = item
+            if kind == "mode":
+                lock.update(mode=self._mode_name(), mode_reason=message)
+            self.on_event(WatchEvent(kind if kind == "error" else "mode", message))
+            return set()
+        changed = set(item)
+        while True:
+            try:
+                more = self._changes.get_nowait()
+            except queue.Empty:
+                return changed
+            if not isinstance(more, set):
+                self._changes.put(more)
+                return changed
+            changed |= more
+
+    def _sync_some(self, library, roots, lock, pending: set[str]) -> bool:
+        """One run over the first ``max_paths`` of ``pending`` (those done leave it), under the
+        crawl options the library remembers, read once for the run; False: try again later."""
+        batch = sorted(pending)[: self.options.max_paths]
+        crawl = _remembered(library)
+        relevant = self._relevant(library, roots, batch, crawl)
+        lock.update(pending=len(pending))
+        if relevant and not self._sync(library, roots, relevant, lock, "indexed", crawl):
+            return False
+        pending.difference_update(batch)
+        lock.update(pending=len(pending))
+        return True
 
     def _relevant(self, library, roots: list[Path], paths: list[str], crawl: "CrawlOptions | None") -> list[str]:
         """The paths worth a sync under ``crawl`` (the library's remembered options): under a
