@@ -248,7 +248,7 @@ def _sync_options(library: "Library", request: IndexRequest, say: _Say) -> "Sync
     which remembered ones apply and what the run changes. The notices' values are the options
     (field, value as given) and the changes (field, before, after), for a front end to word its
     own way."""
-    from hefsearch.index.crawl_options import OPTION_NAMES, CrawlOptions
+    from hefsearch.index.crawl_options import ADDED_UP, OPTION_NAMES, CrawlOptions
     from hefsearch.index.sync import SyncOptions
 
     remembered = CrawlOptions.remembered(library.settings())
@@ -258,13 +258,13 @@ def _sync_options(library: "Library", request: IndexRequest, say: _Say) -> "Sync
     except ValueError as e:
         raise IndexRequestError(str(e)) from None
     if not request.forget_options:
-        kept = remembered.differences(CrawlOptions(), leave_out=set(request.crawl) - {"extra_suffixes"})
+        kept = remembered.differences(CrawlOptions(), leave_out=set(request.crawl) - set(ADDED_UP))
         if kept:
             say("remembered_options", "options remembered by the library: "
                 + "; ".join(f"{OPTION_NAMES[k]} {remembered.value_text(k)}" for k in kept),
                 *((k, remembered.given_form(k)) for k in kept))
     changes = [(k, remembered.value_text(k), crawl.value_text(k))
-               for k in crawl.differences(remembered, leave_out={"extra_suffixes"})]
+               for k in crawl.differences(remembered, leave_out=ADDED_UP)]
     if changes and library.document_count():
         say("options_changed", "crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
             + "; ".join(f"{OPTION_NAMES[k]}: {old} -> {new}" for k, old, new in changes), *changes)

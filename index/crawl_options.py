@@ -19,6 +19,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 #: the settings that remember them: the options, and the suffixes added (``settings extra_suffixes``)
 OPTIONS_SETTING, SUFFIXES_SETTING = "crawl_options", "extra_suffixes"
 
+#: the options a run given them adds to the remembered ones (the rest it replaces)
+ADDED_UP = ("extra_suffixes",)
 #: each option for a person (messages of the core; the CLI says its flags instead)
 OPTION_NAMES = {"include_hidden": "hidden files", "excludes": "excluded paths", "max_bytes": "largest file",
                 "follow_links": "links leading out of the folders", "overlap_tokens": "chunk overlap",
@@ -66,8 +68,8 @@ class CrawlOptions:
         unknown = set(changes) - set(OPTION_NAMES)
         if unknown:
             raise ValueError(f"not a crawl option: {', '.join(sorted(unknown))}")
-        suffixes = {**self.extra_suffixes, **(changes.get("extra_suffixes") or {})}
-        return dataclasses.replace(self, **{**changes, "extra_suffixes": suffixes})
+        added = {k: {**getattr(self, k), **(changes.get(k) or {})} for k in ADDED_UP}
+        return dataclasses.replace(self, **{**changes, **added})
 
     def differences(self, other: "CrawlOptions", leave_out: Iterable[str] = ()) -> list[str]:
         """The options (field names) whose value differs from ``other``'s, in table order."""
@@ -127,8 +129,8 @@ def suffix_text(suffix: str, kind: str) -> str:
     return suffix if kind == "text" else f"{suffix}={kind}"
 
 
-#: the options kept in the ``crawl_options`` setting (the suffixes have their own)
-_REMEMBERED = tuple(k for k in OPTION_NAMES if k != "extra_suffixes")
+#: the options kept in the ``crawl_options`` setting (the added-up suffixes have their own)
+_REMEMBERED = tuple(k for k in OPTION_NAMES if k not in ADDED_UP)
 
 
 def _plain(value):
