@@ -2,20 +2,20 @@
 
     python bench/hubness.py --library LIB --set DIR [--cache DIR] [--spaces A,B] [--default-search]
 
-``LIB`` indexed ``DIR/docs`` (``bench/long_parallel.py``, or any folder with a ``queries.tsv`` of
-``query`` and ``|``-separated ``expected`` file names). Each plain space's chunk vectors, its
-encoder's query vectors and reference queries (``reference_queries``) are cached under
-``--cache`` (.npz, git-ignored), so later runs only compute. Per space, and its language-neutral
-copy made here, and per variant of the scores (raw cosine; the hub correction: the mean
-reference query taken off queries, at several strengths; the library mean taken off chunks,
-or off both sides, with the top principal directions too, "all but the top"; a CSLS penalty
-from each chunk's 10 nearest chunks), ranked one hit per file, k 30: MRR, success@1/@3 and
-hub3 (the share of first places the 3 most frequent wrong files take). Per space: mean cosine
-between files, energy along the mean, top principal directions, 10-occurrence skewness; which
-language takes the wrong first places. ``--default-search`` derives the library's neutral
-default space anew without, then with, the hub correction (it rewrites that space) and
-searches as a user does (hybrid, k 30), timing the derivation; the query transform's cost is
-timed against the language move alone.
+``LIB`` indexed ``DIR/docs`` (``bench/long_parallel.py``, ``bench/long_parallel_system.py``, or
+any folder with a ``queries.tsv`` of ``query`` and ``|``-separated ``expected`` file names). Each
+plain space's chunk vectors, its encoder's query vectors and reference queries
+(``reference_queries``) are cached under ``--cache`` (.npz, git-ignored), so later runs only
+compute. Per space, and its language-neutral copy made here, and per variant of the scores (raw
+cosine; the hub correction: the mean reference query taken off queries, at several strengths; the
+library mean taken off chunks, or off both sides, with the top principal directions too, "all but
+the top"; a CSLS penalty from each chunk's 10 nearest chunks; corrections from the reference
+queries as a query bank), ranked one hit per file, k 30: MRR, success@1/@3 and hub3 (the share of
+first places the 3 most frequent wrong files take). Per space: mean cosine between files, energy
+along the mean, top principal directions, 10-occurrence skewness; which language takes the wrong
+first places. ``--default-search`` derives the library's neutral default space anew without, then
+with, the hub correction (it rewrites that space) and searches as a user does (hybrid, k 30),
+timing the derivation; the query transform's cost is timed against the language move alone.
 
 Peer: the raw cosine of the same space (each table's first row).
 """
@@ -144,6 +144,29 @@ def variants(docs, q, ref, ks=(10,), dims=(1, 2, 3, 5, 8)):
         for beta in (0.5, 1.0):
             yield f"CSLS k={k} beta={beta}", docs, q, beta * knn_mean(docs, k)
             yield f"mean removed + CSLS k={k} beta={beta}", dc, qc, beta * knn_mean(dc, k)
+    yield from bank_variants(docs, q, ref)
+
+
+def bank_variants(docs, q, ref):
+    """Corrections from a query bank (the reference queries): each chunk standardised by its
+    scores against the bank (QB-Norm's query-bank normalisation), inverted softmax over the
+    bank, CSLS against the bank's nearest queries; a penalty along the library mean; and the
+    mean score of the set's own queries taken off (transductive: what no library can know).
+    Penalties are per chunk, so z-scores come as a penalty that reproduces the division."""
+    bank = ref @ docs.T  # (bank queries, chunks)
+    mu, sd = bank.mean(axis=0), bank.std(axis=0)
+    raw = q @ docs.T
+    yield "bank z-score (mean only, 0.5)", docs, q, 0.5 * mu
+    yield "bank z-score (mean and spread)", docs, q, raw - (raw - mu) / np.where(sd > 0, sd, 1)
+    for t in (20, 50):
+        top = bank.max(axis=0)
+        log_z = np.log(np.exp(t * (bank - top)).sum(axis=0)) / t + top
+        yield f"inverted softmax over the bank T={t}", docs, q, log_z
+    for k in (5, 10):
+        yield f"CSLS k={k} against the bank, beta 0.5", docs, q, 0.5 * -np.partition(-bank, k, axis=0)[:k].mean(axis=0)
+    for beta in (0.25, 0.5):
+        yield f"penalty along the library mean, {beta}", docs, q, beta * (docs @ docs.mean(axis=0))
+    yield "the set's own mean query score, 0.5 (transductive)", docs, q, 0.5 * raw.mean(axis=0)
 
 
 def anisotropy(docs, files) -> dict:
@@ -199,7 +222,7 @@ def main() -> None:
         print(f"{'variant':44s} MRR    s@1   s@3   hub3")
         report[name] = {"anisotropy": a, "variants": {}}
         for label, d, qq, penalty in variants(docs, q, ref):
-            scores = qq @ d.T - (penalty[None, :] if penalty is not None else 0)
+            scores = qq @ d.T - (penalty if penalty is not None else 0)  # per chunk, or per query and chunk
             m = metrics(file_ranking(scores, files), expected)
             report[name]["variants"][label] = m
             print(f"{label:44s} {m['mrr']:.3f}  {m['s1']:.2f}  {m['s3']:.2f}  {m['hub3']:.2f}")

@@ -530,85 +530,102 @@ def run_quality(bundle: str | Path | None = None, library: "Library | None" = No
 
 
 def _run_library(library, specs, live, opened, options: QualityOptions, say):
-    from hefsearch.search.rerank import fp32_vectors
-
-    queries, rerank, seed = options.queries, options.rerank, options.seed
-    notices: list[str] = []
+    """Library metrics of every live space that the library holds: the queries, then each space
+    against its reference on the same chunks. Returns (the library's info, notices)."""
     in_lib = {s.name for s in specs if s.in_library}
     if not any(r.name in in_lib for r in live):
         return None, ["The library holds none of the chosen spaces: library metrics skipped."]
-    if queries:
-        if not isinstance(queries, QuerySet):
-            queries = QuerySet(list(queries))
-        qs, source_kind = list(queries.texts), "file"
-        sources = None
-        if queries.expected:
-            sources = expected_chunks(library, queries.expected)
-            unmatched = sum(1 for name, ids in zip(queries.expected, sources) if name and not ids)
-            if unmatched:
-                notices.append(f"{unmatched} expected file(s) of the queries file are not in the library.")
-    else:
-        picked = pseudo_queries(library, options.n_queries, seed)
-        qs, sources, source_kind = [q for q, _ in picked], [c for _, c in picked], "pseudo"
+    qs, sources, source_kind, notices = _library_queries(library, options)
     if not qs:
         return None, ["The library has no chunks: library metrics skipped."]
     info = {"path": str(library.path), "chunks": int(len(library.chunk_ids())), "queries": len(qs),
-            "query_source": source_kind, "labelled": sources is not None, "rerank_depth": rerank, "seed": seed}
-    fp_enc = opened[FP32]
+            "query_source": source_kind, "labelled": sources is not None, "rerank_depth": options.rerank,
+            "seed": options.seed}
     say(f"library: {len(qs)} queries ({'your file' if source_kind == 'file' else 'pseudo-queries from chunks'})")
-    q_fp32, _ = _encode_timed(fp_enc, qs)
+    q_fp32, _ = _encode_timed(opened[FP32], qs)
     fp_cache: dict[int, np.ndarray] = {}
     for r in live:
         if r.name not in in_lib:
             continue
-        try:
-            library.space(r.name).check_encoder(opened[r.name])
-        except HefsearchError as e:
-            notices.append(f"{r.name}: library metrics skipped ({e.message})")
+        members = _space_members(library, r.name, opened[r.name], notices)
+        if members is None:
             continue
-        members = library.member_ids(r.name)  # a sorted int64 array
-        if not len(members):
-            notices.append(f"{r.name}: the space is empty; library metrics skipped.")
-            continue
-        need = [int(i) for i in members.tolist() if int(i) not in fp_cache]
-        if need:
-            if FP32 in in_lib:
-                say(f"library: FP32 vectors of {len(need)} chunks")
-                vecs, encoded = fp32_vectors(library, fp_enc, need, cache=False)
-                if encoded:
-                    notices.append(f"{encoded} chunks had no stored FP32 vector and were encoded for this run "
-                                   "('hefsearch backfill' stores them).")
-            else:
-                from .fp32_cache import fp32_vectors_for_bench
-
-                vecs, encoded, not_kept = fp32_vectors_for_bench(library, fp_enc, need, say)
-                if encoded:
-                    notices.append(f"The library has no FP32 space: {encoded} chunks were encoded in FP32 for "
-                                   "this run" + (f" and not kept ({not_kept})." if not_kept else
-                                                 "; the next run reuses them."))
-            fp_cache.update(zip(need, vecs))
+        notices += _fill_fp32(library, opened[FP32], members, fp_cache, FP32 in in_lib, say)
         doc_fp32 = np.vstack([fp_cache[int(i)] for i in members.tolist()])
         doc_space = library.space(r.name).vectors(members) if r.name != FP32 else doc_fp32
         ref, q_ref, doc_ref = _neutral_reference(library, r.name, members, in_lib, opened, qs)
-        if ref is not None:  # a neutral space against the neutral FP32 space
-            q_fp32_r, doc_fp32 = q_ref, doc_ref
-        else:
-            q_fp32_r = q_fp32
-        if r.name == FP32:
-            q_space, ms = _encode_timed(fp_enc, qs)
-        else:
+        reference = QueryDocs(q_ref, doc_ref) if ref is not None else QueryDocs(q_fp32, doc_fp32)
+        if r.name != FP32:
             say(f"library: {r.label}")
-            q_space, ms = _encode_timed(opened[r.name], qs)
+        q_space, ms = _encode_timed(opened[r.name], qs)
         src = None
         if sources is not None:
             keep = set(members.tolist())
             src = [({x} if isinstance(x, int) else set(x)) & keep for x in sources]
         r.library = evaluate_library_space(
-            QueryDocs(q_space, doc_space), QueryDocs(q_fp32_r, doc_fp32), members,
-            sources=src, depth=0 if r.name in (FP32, ref) else rerank, ms_per_query=ms,
+            QueryDocs(q_space, doc_space), reference, members,
+            sources=src, depth=0 if r.name in (FP32, ref) else options.rerank, ms_per_query=ms,
             records=_candidate_records(library, q_space, doc_space, members) if src else None)
         r.library.reference = ref or FP32
     return info, notices
+
+
+def _library_queries(library, options: QualityOptions):
+    """(query texts, expected chunk ids per query or None, "file" or "pseudo", notices): the
+    user's queries (with the chunks of their expected files), else pseudo-queries cut from
+    random chunks."""
+    queries = options.queries
+    if not queries:
+        picked = pseudo_queries(library, options.n_queries, options.seed)
+        return [q for q, _ in picked], [c for _, c in picked], "pseudo", []
+    if not isinstance(queries, QuerySet):
+        queries = QuerySet(list(queries))
+    notices, sources = [], None
+    if queries.expected:
+        sources = expected_chunks(library, queries.expected)
+        unmatched = sum(1 for name, ids in zip(queries.expected, sources) if name and not ids)
+        if unmatched:
+            notices.append(f"{unmatched} expected file(s) of the queries file are not in the library.")
+    return list(queries.texts), sources, "file", notices
+
+
+def _space_members(library, name: str, encoder, notices: list[str]):
+    """The sorted chunk ids of space ``name``, or None (with a notice) when ``encoder`` does not
+    build it or it is empty."""
+    try:
+        library.space(name).check_encoder(encoder)
+    except HefsearchError as e:
+        notices.append(f"{name}: library metrics skipped ({e.message})")
+        return None
+    members = library.member_ids(name)  # a sorted int64 array
+    if not len(members):
+        notices.append(f"{name}: the space is empty; library metrics skipped.")
+        return None
+    return members
+
+
+def _fill_fp32(library, fp_enc, members, fp_cache: dict, stored: bool, say) -> list[str]:
+    """Put the FP32 vector of every chunk of ``members`` into ``fp_cache``: the library's own
+    (``stored``: it has an FP32 space; missing ones encoded, not kept), else the bench's cache
+    of them. Returns notices about what had to be encoded."""
+    need = [int(i) for i in members.tolist() if int(i) not in fp_cache]
+    if not need:
+        return []
+    if stored:
+        from hefsearch.search.rerank import fp32_vectors
+
+        say(f"library: FP32 vectors of {len(need)} chunks")
+        vecs, encoded = fp32_vectors(library, fp_enc, need, cache=False)
+        notices = [f"{encoded} chunks had no stored FP32 vector and were encoded for this run "
+                   "('hefsearch backfill' stores them)."] if encoded else []
+    else:
+        from .fp32_cache import fp32_vectors_for_bench
+
+        vecs, encoded, not_kept = fp32_vectors_for_bench(library, fp_enc, need, say)
+        notices = [f"The library has no FP32 space: {encoded} chunks were encoded in FP32 for this run"
+                   + (f" and not kept ({not_kept})." if not_kept else "; the next run reuses them.")] if encoded else []
+    fp_cache.update(zip(need, vecs))
+    return notices
 
 
 def _neutral_reference(library, name: str, members, in_lib, opened, qs):
