@@ -103,7 +103,7 @@ def encode_cost(set_dir: Path, chunks: Path, pieces: Path, n: int) -> None:
     from hefsearch.index.chunk import chunk_text
     from hefsearch.index.extract_base import ExtractedText
     from hefsearch.index.library import Library
-    from hefsearch.search.api import Searcher
+    from hefsearch.search.searcher import Searcher
 
     every = sorted((set_dir / "docs").iterdir())
     texts = [d.read_text(encoding="utf-8") for d in every[:: max(1, len(every) // n)][:n]]
