@@ -299,8 +299,8 @@ def _say_encoders(choice: "EncoderChoice", say: _Say) -> None:
 def parse_extra_suffixes(values) -> dict[str, str]:
     """``log``, ``.xhtml=html``, ``conf,ini`` -> {'.log': 'text', '.xhtml': 'html', ...}
     (``index --ext``); a ValueError saying what is wrong."""
-    from hefsearch.index.filetypes import normalise_suffix
-    from hefsearch.index.formats import KINDS
+    from hefsearch.readers.filetypes import normalise_suffix
+    from hefsearch.readers.formats import KINDS
 
     kinds = set(KINDS)
     out: dict[str, str] = {}
@@ -323,6 +323,6 @@ def secret_rule_text() -> str:
 
 def supported_suffixes() -> str:
     """The file suffixes ``index`` reads, as a list for its help (the formats table's)."""
-    from hefsearch.index.formats import suffix_list
+    from hefsearch.readers.formats import suffix_list
 
     return suffix_list()

@@ -6,7 +6,7 @@ so a search is asked for the same way everywhere; the search layer answers it
 
 from __future__ import annotations
 
-from hefsearch.index.formats import KINDS, tui_filters, type_names
+from hefsearch.readers.formats import KINDS, tui_filters, type_names
 from hefsearch.search.api import EMPTY_QUERY_NOTICE, MODES, SearchError, prepare_query
 from hefsearch.search.filters import Filters, make_filters, parse_filter_line
 from hefsearch.search.rerank import RerankError, parse_depth

@@ -266,7 +266,7 @@ class Watcher:
         """The paths worth a sync: under a root, not hidden below it (unless asked), and a
         folder, a file of a supported type, an ignore file (its folder is synced), or
         something gone under which documents are stored."""
-        from hefsearch.index.filetypes import indexed_suffixes, may_be_indexed
+        from hefsearch.readers.filetypes import indexed_suffixes, may_be_indexed
 
         suffixes = indexed_suffixes(self._extra_suffixes(library))
         out: set[str] = set()

@@ -2,7 +2,7 @@
 
     python bench/hostile_extract.py [--scale 1.0] [--repeats 3] [--keep DIR]
 
-Each file is extracted by ``hefsearch.index.extract.extract`` (with the crawler's 20 MB
+Each file is extracted by ``hefsearch.readers.extract.extract`` (with the crawler's 20 MB
 ``--max-size`` cap on the text a compressed format may unpack to) in a fresh child process,
 ``--repeats`` times; the table shows the medians: the child's peak RSS above what it held just
 before reading the file (interpreter and imports; Linux ``VmHWM``, reset through
@@ -110,7 +110,7 @@ def child(path: str, how: str) -> None:
     import PIL.PngImagePlugin  # noqa: F401
     from bs4 import BeautifulSoup
 
-    from hefsearch.index.extract import ExtractionError, extract
+    from hefsearch.readers.extract import ExtractionError, extract
 
     extract(Path(__file__).with_name("hostile_extract.py"), kind="text")  # first-use allocations
     before = reset_peak_kb()

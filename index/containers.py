@@ -9,7 +9,7 @@ on paths holds: a hit names the message, ``--path '*/inbox.mbox/*'`` keeps one m
 a row of its own (no chunks) with its size, mtime and hash, so an unchanged mailbox is skipped
 as any file is.
 
-A changed mailbox is read as a stream (:func:`~hefsearch.index.extract_mail.split_mbox`): a
+A changed mailbox is read as a stream (:func:`~hefsearch.readers.extract_mail.split_mbox`): a
 message whose bytes hash as before is left as it is, a new or changed one becomes a member
 :class:`~hefsearch.index.sync_types.Job` of its own (so batches stay bounded however large the
 mailbox), and members no longer in the file are removed with the file's own job, last.
@@ -24,8 +24,8 @@ from typing import Callable, Collection, Iterator
 
 from hefsearch.base.terminal_text import printable
 
-from .extract_base import ExtractedText, ExtractionError
-from .formats import CONTAINER_KINDS
+from hefsearch.readers.extract_base import ExtractedText, ExtractionError
+from hefsearch.readers.formats import CONTAINER_KINDS
 from .sync_types import Job
 
 
@@ -66,7 +66,7 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
     is one failed job and keeps its members. ``at`` hears where the reading is ("message 812",
     "message 812, already indexed"): a run after an interruption passes the messages it
     committed before (same hash) without embedding them again."""
-    from .extract_mail import open_regular, split_mbox
+    from hefsearch.readers.extract_mail import open_regular, split_mbox
 
     old = getattr(job, "old_members", None) or {}
     seen: dict[str, int] = {}
@@ -107,9 +107,9 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
 def _opened(path: str, max_bytes: int | None):
     """The mail file as a stream: the file itself, or, for ``inbox.mbox.gz``, its bytes
     decompressed in memory under the --max-size cap (a gzip bomb stops there)."""
-    from .filetypes import CompressionBomb, CorruptCompressed, compression_of, decompress
-    from .extract_base import too_much_text
-    from .extract_mail import open_regular
+    from hefsearch.readers.filetypes import CompressionBomb, CorruptCompressed, compression_of, decompress
+    from hefsearch.readers.extract_base import too_much_text
+    from hefsearch.readers.extract_mail import open_regular
 
     suffix = compression_of(path)
     if suffix is None:
@@ -135,7 +135,7 @@ class _Unpacked(io.BytesIO):
 
 def file_sha256(path: str) -> str:
     """A file's sha256, read in steps (a mailbox may be far larger than memory)."""
-    from .extract_mail import open_regular
+    from hefsearch.readers.extract_mail import open_regular
 
     digest = hashlib.sha256()
     with open_regular(path) as f:
@@ -162,7 +162,7 @@ def _member_name(number: int, raw: bytes | None, seen: dict[str, int]) -> str:
     from email.parser import BytesHeaderParser
     from email import policy
 
-    from .extract_mail import header_text, member_key
+    from hefsearch.readers.extract_mail import header_text, member_key
 
     if raw is None:
         return f"message-{number}"
@@ -177,7 +177,7 @@ def _member_name(number: int, raw: bytes | None, seen: dict[str, int]) -> str:
 def _member_job(job: Job, key: str, raw: bytes, error: str | None, max_bytes: int | None) -> Job:
     """The job of one message of a mail file: unchanged (same hash as its stored row), failed,
     or read, its text waiting in ``text_of``."""
-    from .extract_mail import read_message
+    from hefsearch.readers.extract_mail import read_message
 
     path = f"{job.path}/{key}"
     row = (getattr(job, "old_members", None) or {}).get(path)

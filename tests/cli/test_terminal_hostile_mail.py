@@ -61,7 +61,7 @@ def hostile(tmp_path_factory, tiny_bert_bundle):
 
 
 def test_the_message_key_is_made_safe_where_it_is_derived():
-    from hefsearch.index.extract_mail import member_key
+    from hefsearch.readers.extract_mail import member_key
 
     key = member_key(MESSAGE_ID.strip("<>"), b"", {})
     assert clean(key) and "/" not in key

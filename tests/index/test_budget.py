@@ -1,4 +1,4 @@
-"""One budget for every document (index/budget.py): its limits and how to raise them, and each
+"""One budget for every document (readers/budget.py): its limits and how to raise them, and each
 hostile document of the fourth hardening round at a few per cent of its size (the builders
 take the full size: bench/hostile_budget.py): an XLSX shared-strings bomb, an EPUB of empty
 chapters, a PDF of many pages sharing one scanned image, a large RGBA PNG, and Pillow's
@@ -12,11 +12,11 @@ import warnings
 
 import pytest
 
-from hefsearch.index import budget as budget_module
-from hefsearch.index.budget import Budget, Limits, OverBudget, reading
-from hefsearch.index.extract_epub import extract_epub
-from hefsearch.index.extract_office import extract_xlsx
-from hefsearch.index.extract_pdf import extract_pdf, extract_pdf_ocr
+from hefsearch.readers import budget as budget_module
+from hefsearch.readers.budget import Budget, Limits, OverBudget, reading
+from hefsearch.readers.extract_epub import extract_epub
+from hefsearch.readers.extract_office import extract_xlsx
+from hefsearch.readers.extract_pdf import extract_pdf, extract_pdf_ocr
 from tests.container_builders import (big_png, epub_empty_chapters, make_epub, make_xlsx, pdf_sharing_one_image,
                                       xlsx_shared_strings_bomb)
 
@@ -87,7 +87,7 @@ def test_a_reader_called_by_another_shares_its_budget():
 
 # -- XLSX: a shared-string table of millions of entries -----------------------------------------
 def test_xlsx_shared_strings_are_read_only_as_far_as_the_sheets_use_them(monkeypatch):
-    from hefsearch.index.extract_office import SharedStrings
+    from hefsearch.readers.extract_office import SharedStrings
 
     read = []
     real = SharedStrings._read_one
@@ -131,7 +131,7 @@ def test_a_book_past_its_parts_keeps_the_chapters_read_and_says_so(limits):
 
 
 def test_a_book_past_its_time_keeps_the_chapters_read(clock, monkeypatch):
-    import hefsearch.index.extract_epub as epub
+    import hefsearch.readers.extract_epub as epub
 
     real = epub.html_text_and_body
 
@@ -165,7 +165,7 @@ def test_ocr_reads_no_more_pages_than_its_limit_and_a_shared_image_once(limits):
 
 
 def test_ocr_stops_at_its_time_and_keeps_what_it_read(clock, monkeypatch):
-    import hefsearch.index.extract_pdf as pdf
+    import hefsearch.readers.extract_pdf as pdf
 
     monkeypatch.setattr(pdf, "_once_per_image", lambda ocr: ocr)  # every page read, as if each its own image
     data = pdf_sharing_one_image(8)
@@ -183,8 +183,8 @@ def test_ocr_stops_at_its_time_and_keeps_what_it_read(clock, monkeypatch):
 
 # -- images: decoded within the memory budget, Pillow's warnings in our words ------------------
 def _decode(data: bytes, notes: list[str] | None = None):
-    from hefsearch.index.image_decode import decoded_grey
-    from hefsearch.index.ocr import MAX_SIDE, checked_image
+    from hefsearch.readers.image_decode import decoded_grey
+    from hefsearch.readers.ocr import MAX_SIDE, checked_image
 
     notes = [] if notes is None else notes
     with reading("image", ocr=True) as b:
@@ -224,7 +224,7 @@ def test_band_decoding_gives_the_pixels_a_whole_decode_gives(monkeypatch):
     import numpy as np
     from PIL import Image
 
-    from hefsearch.index import image_decode
+    from hefsearch.readers import image_decode
 
     rng = np.random.default_rng(0)
     monkeypatch.setattr(image_decode, "BAND_BYTES", 5000)  # bands of a few rows
@@ -292,7 +292,7 @@ def test_an_index_run_reports_each_document_over_budget_and_goes_on(tmp_path, ti
 def test_every_document_of_the_sample_corpus_reads_whole_with_room_under_the_default_limits():
     from pathlib import Path
 
-    from hefsearch.index.extract import extract, kind_of
+    from hefsearch.readers.extract import extract, kind_of
 
     corpus = Path(__file__).resolve().parents[2] / "data" / "sample-corpus"
     files = [p for p in sorted(corpus.iterdir()) if kind_of(p) not in (None, "image")]  # images: OCR's own test
@@ -307,8 +307,8 @@ def test_every_document_of_the_sample_corpus_reads_whole_with_room_under_the_def
 
 
 def test_an_image_near_the_pixel_limit_is_named_in_our_words(monkeypatch):
-    from hefsearch.index import ocr
-    from hefsearch.index.extract_image import extract_image
+    from hefsearch.readers import ocr
+    from hefsearch.readers.extract_image import extract_image
 
     monkeypatch.setattr(ocr, "_tesseract", lambda: ("tesseract", ("eng",)))  # the engine is not the point
     monkeypatch.setattr(ocr, "run_tesseract", lambda exe, langs, png, what, t, m: "SOME TEXT")

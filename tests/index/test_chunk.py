@@ -12,7 +12,7 @@ import random
 import pytest
 
 from hefsearch.index.chunk import Chunk, chunk_text
-from hefsearch.index.extract import ExtractedText, extract
+from hefsearch.readers.extract import ExtractedText, extract
 from tests.document_builders import make_pdf
 
 

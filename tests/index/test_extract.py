@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 
 from hefsearch.embed import Encoder
-from hefsearch.index.extract import SUPPORTED_SUFFIXES, ExtractionError, decode_text, extract, html_to_text
-from hefsearch.index.ocr import available as ocr_available
-from hefsearch.index.extract_mail import read_message, split_mbox
+from hefsearch.readers.extract import SUPPORTED_SUFFIXES, ExtractionError, decode_text, extract, html_to_text
+from hefsearch.readers.ocr import available as ocr_available
+from hefsearch.readers.extract_mail import read_message, split_mbox
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
 from tests.container_builders import (LazyMbox, billion_laughs_odt, make_eml, make_epub, make_mbox, make_odt,
@@ -190,7 +190,7 @@ BYTES_PER_FILE_BYTE = 3
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from hefsearch.index.extract import extract
+from hefsearch.readers.extract import extract
 import bs4, lxml.etree  # imported before measuring: not the extraction's memory
 
 def hwm():

@@ -1,4 +1,4 @@
-"""The table of file formats (hefsearch.index.formats) is the one list: extraction, the TUI's
+"""The table of file formats (hefsearch.readers.formats) is the one list: extraction, the TUI's
 ways of opening a hit and its filters, the search filters and ``index --help`` follow it."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from hefsearch.index import formats
-from hefsearch.index.extract import ExtractedText, ExtractionError, extract
-from hefsearch.index import ocr
+from hefsearch.readers import formats
+from hefsearch.readers.extract import ExtractedText, ExtractionError, extract
+from hefsearch.readers import ocr
 from tests.container_builders import (make_eml, make_epub, make_mbox, make_odp, make_ods, make_odt, make_pptx,
                                       make_xlsx, render_page)
 from tests.document_builders import make_docx, make_pdf

@@ -146,7 +146,7 @@ def test_mailboxes_without_a_suffix_and_compressed(tmp_path, encoder):
 
 
 def test_bodies_are_decoded_whatever_the_charset_says():
-    from hefsearch.index.extract_mail import read_message
+    from hefsearch.readers.extract_mail import read_message
 
     body = "Grüße aus Köln, die Straße ist gesperrt."
     for charset, cte in (("utf-8", "base64"), ("iso-8859-1", "quoted-printable"), ("windows-1252", "8bit"),

@@ -7,8 +7,8 @@ from __future__ import annotations
 import gzip
 
 from hefsearch.index.crawl import FoundFile, crawl
-from hefsearch.index.extract import extract
-from hefsearch.index.extract_man import looks_like_roff, render
+from hefsearch.readers.extract import extract
+from hefsearch.readers.extract_man import looks_like_roff, render
 from hefsearch.search.request import SearchRequest
 
 GERMAN_CHSH = r""".\"     Title: chsh

@@ -1,13 +1,13 @@
 """OCR keeps accents: a page read with every language in one run loses them ("nino", "pina"),
 so a page whose text is in another installed language is read again in it, and the next page of
-the same document starts in that language (:func:`hefsearch.index.ocr.ocr_image`)."""
+the same document starts in that language (:func:`hefsearch.readers.ocr.ocr_image`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hefsearch.index import ocr
-from hefsearch.index.budget import reading
+from hefsearch.readers import ocr
+from hefsearch.readers.budget import reading
 
 pytestmark = pytest.mark.skipif(not ocr.available(), reason="Tesseract is not installed (.ci/run installs it)")
 

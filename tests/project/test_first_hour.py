@@ -180,7 +180,7 @@ def test_text_without_a_suffix_and_gz_are_indexed(tmp_path, bert_encoder):
 
 
 def test_a_gzip_bomb_is_reported_with_bounded_memory(tmp_path, bert_encoder):
-    from hefsearch.index.filetypes import CompressionBomb, decompress
+    from hefsearch.readers.filetypes import CompressionBomb, decompress
 
     bomb = gzip.compress(b"A" * (64 << 20), compresslevel=9)  # 64 MiB of text in ~64 KB
     tracemalloc.start()

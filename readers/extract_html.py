@@ -12,8 +12,8 @@ from .extract_text import decode_text, reject_binary
 
 
 def extract_html(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``html`` kind (see :mod:`hefsearch.index.formats`), within the
-    page's budget (:mod:`hefsearch.index.budget`: its time is checked as it is parsed)."""
+    """The extractor of the ``html`` kind (see :mod:`hefsearch.readers.formats`), within the
+    page's budget (:mod:`hefsearch.readers.budget`: its time is checked as it is parsed)."""
     from .budget import reading
 
     with reading("HTML page", max_chars):

@@ -1,7 +1,7 @@
 """The file formats hefsearch reads: one row each, and every list of formats elsewhere is
 derived from this table (never written out again):
 
-- :func:`hefsearch.index.extract.extract` picks the row's extractor by kind;
+- :func:`hefsearch.readers.extract.extract` picks the row's extractor by kind;
 - the crawler and the watcher take :data:`SUPPORTED_SUFFIXES` (plus the library's
   ``extra_suffixes``, which map a suffix onto one of these kinds);
 - ``hefsearch index --help`` and calibration's hint list :func:`suffix_list`;
@@ -47,24 +47,24 @@ class Format:
 
 
 FORMATS: tuple[Format, ...] = (
-    Format("text", (".txt", ".rst"), "hefsearch.index.extract_text:extract_plain", EDITOR, "text"),
-    Format("markdown", (".md",), "hefsearch.index.extract_text:extract_plain", EDITOR, "text"),
-    Format("html", (".html", ".htm"), "hefsearch.index.extract_html:extract_html", EDITOR, "html"),
-    Format("pdf", (".pdf",), "hefsearch.index.extract_pdf:extract_pdf", OPENER, "pdf"),
-    Format("docx", (".docx",), "hefsearch.index.extract_docx:extract_docx", OPENER, "docx"),
+    Format("text", (".txt", ".rst"), "hefsearch.readers.extract_text:extract_plain", EDITOR, "text"),
+    Format("markdown", (".md",), "hefsearch.readers.extract_text:extract_plain", EDITOR, "text"),
+    Format("html", (".html", ".htm"), "hefsearch.readers.extract_html:extract_html", EDITOR, "html"),
+    Format("pdf", (".pdf",), "hefsearch.readers.extract_pdf:extract_pdf", OPENER, "pdf"),
+    Format("docx", (".docx",), "hefsearch.readers.extract_docx:extract_docx", OPENER, "docx"),
     # manual pages have no suffix of their own (ls.1, chsh.1.gz, printf.3p): found by content
-    Format("man", (), "hefsearch.index.extract_man:extract_man", EDITOR, "text"),
-    Format("odt", (".odt",), "hefsearch.index.extract_office:extract_odf", OPENER, "office"),
-    Format("ods", (".ods",), "hefsearch.index.extract_office:extract_odf", OPENER, "office"),
-    Format("odp", (".odp",), "hefsearch.index.extract_office:extract_odf", OPENER, "office"),
-    Format("pptx", (".pptx",), "hefsearch.index.extract_office:extract_pptx", OPENER, "office"),
-    Format("xlsx", (".xlsx",), "hefsearch.index.extract_office:extract_xlsx", OPENER, "office"),
-    Format("epub", (".epub",), "hefsearch.index.extract_epub:extract_epub", OPENER, "ebook"),
+    Format("man", (), "hefsearch.readers.extract_man:extract_man", EDITOR, "text"),
+    Format("odt", (".odt",), "hefsearch.readers.extract_office:extract_odf", OPENER, "office"),
+    Format("ods", (".ods",), "hefsearch.readers.extract_office:extract_odf", OPENER, "office"),
+    Format("odp", (".odp",), "hefsearch.readers.extract_office:extract_odf", OPENER, "office"),
+    Format("pptx", (".pptx",), "hefsearch.readers.extract_office:extract_pptx", OPENER, "office"),
+    Format("xlsx", (".xlsx",), "hefsearch.readers.extract_office:extract_xlsx", OPENER, "office"),
+    Format("epub", (".epub",), "hefsearch.readers.extract_epub:extract_epub", OPENER, "ebook"),
     # mail: each message is a document of its own inside its file (index/containers.py)
-    Format("eml", (".eml",), "hefsearch.index.extract_mail:extract_eml", EDITOR, "mail"),
-    Format("mbox", (".mbox", ".mbx"), "hefsearch.index.extract_mail:extract_mbox", EDITOR, "mail", streamed=True),
-    # read by OCR, after the files with text (index/ocr.py)
-    Format("image", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"), "hefsearch.index.extract_image:extract_image",
+    Format("eml", (".eml",), "hefsearch.readers.extract_mail:extract_eml", EDITOR, "mail"),
+    Format("mbox", (".mbox", ".mbx"), "hefsearch.readers.extract_mail:extract_mbox", EDITOR, "mail", streamed=True),
+    # read by OCR, after the files with text (readers/ocr.py)
+    Format("image", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"), "hefsearch.readers.extract_image:extract_image",
            OPENER, "image"),
 )
 

@@ -9,10 +9,10 @@
   same), turned grey (transparent as white) and reduced, so a 10,000 x 10,000 RGBA image
   (400 MB of pixels) peaks at a few copies of one band (4 MB) plus the reduced result.
 - Anything else is decoded whole when its pixels fit the memory budget
-  (:meth:`hefsearch.index.budget.Budget.hold`) and refused with the reason otherwise.
+  (:meth:`hefsearch.readers.budget.Budget.hold`) and refused with the reason otherwise.
 
 Pillow's warnings (``DecompressionBombWarning`` and the like) never reach the terminal: the
-pixel limit is checked from the header by :mod:`hefsearch.index.ocr`, and any other warning
+pixel limit is checked from the header by :mod:`hefsearch.readers.ocr`, and any other warning
 becomes one line of the document's notes, without a library path."""
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from .extract_base import ExtractedText, ExtractionError, clean_text, describe, 
 
 
 def extract_pdf(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``pdf`` kind (see :mod:`hefsearch.index.formats`). Pages without
+    """The extractor of the ``pdf`` kind (see :mod:`hefsearch.readers.formats`). Pages without
     a text layer but with an image are listed in ``ocr_pages`` (the sync reads them by OCR
     after the files with text, :func:`extract_pdf_ocr`), as many as the document's OCR page
-    limit allows. Each page is a part of the document's budget (:mod:`hefsearch.index.budget`):
+    limit allows. Each page is a part of the document's budget (:mod:`hefsearch.readers.budget`):
     past its parts or time, the pages read are kept and ``notes`` says so."""
     notes: list[str] = []
     with reading("PDF", max_chars) as budget:
@@ -28,7 +28,7 @@ def extract_pdf_ocr(data: bytes, max_chars: int | None, ocr, notes: list[str]) -
     """The PDF with its pages without text read by ``ocr(image_bytes, what) -> str`` (each of
     the page's images, largest first; an image shown on several pages is read once); a page
     that fails is noted in ``notes`` and left empty. OCR has its own budget of pages and time
-    (:class:`hefsearch.index.budget.Limits`): past it the rest of the pages are left without
+    (:class:`hefsearch.readers.budget.Limits`): past it the rest of the pages are left without
     OCR, and ``notes`` says how far it read."""
     with reading("PDF", max_chars, ocr=True) as budget:
         texts, needs_ocr = _page_texts(data, budget, ocr=_once_per_image(ocr), notes=notes)

@@ -1,7 +1,7 @@
 """Plain text out of a user's document, or a human reason why not.
 
 One entry point, :func:`extract`: it reads the file and hands its bytes to the extractor of its
-kind, as the table of formats (:mod:`hefsearch.index.formats`) names it; each format's parser
+kind, as the table of formats (:mod:`hefsearch.readers.formats`) names it; each format's parser
 lives in a module of its own (``extract_text``, ``extract_html``, ``extract_pdf``,
 ``extract_docx``). Every format goes through :func:`read_regular_file`, which opens without
 blocking and refuses anything that is not a regular file, so a FIFO or device that slipped past

@@ -84,8 +84,8 @@ def looks_like_roff(head: bytes) -> bool:
 
 
 def extract_man(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``man`` kind (see :mod:`hefsearch.index.formats`), within the
-    page's budget (:mod:`hefsearch.index.budget`: its time is checked line by line)."""
+    """The extractor of the ``man`` kind (see :mod:`hefsearch.readers.formats`), within the
+    page's budget (:mod:`hefsearch.readers.budget`: its time is checked line by line)."""
     from .budget import reading
 
     source, encoding = decode_text(data)

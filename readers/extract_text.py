@@ -33,7 +33,7 @@ _WIDE_ENCODINGS = ["utf_16", "utf_16_be", "utf_16_le", "utf_32", "utf_32_be", "u
 
 
 def extract_plain(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``text`` and ``markdown`` kinds (see :mod:`hefsearch.index.formats`)."""
+    """The extractor of the ``text`` and ``markdown`` kinds (see :mod:`hefsearch.readers.formats`)."""
     text, encoding = decode_text(data)
     return ExtractedText(text=text, encoding=encoding)
 

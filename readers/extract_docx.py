@@ -17,8 +17,8 @@ _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
 def extract_docx(data: bytes, max_chars: int | None = None) -> ExtractedText:
-    """The extractor of the ``docx`` kind (see :mod:`hefsearch.index.formats`), within the
-    document's budget (:mod:`hefsearch.index.budget`: its time is checked as the body streams)."""
+    """The extractor of the ``docx`` kind (see :mod:`hefsearch.readers.formats`), within the
+    document's budget (:mod:`hefsearch.readers.budget`: its time is checked as the body streams)."""
     from .budget import reading
 
     with reading("DOCX", max_chars):

@@ -21,8 +21,8 @@ run, faster than the first), and again with all of them only when its text is in
 Images are bounded before they are decoded: more than :data:`MAX_PIXELS` pixels (a
 "decompression bomb", huge dimensions in a tiny file) is refused from the header alone; a large
 photo is scaled down to :data:`MAX_SIDE` pixels on its long side, enough for print, as it is
-decoded and within the document's memory budget (:mod:`hefsearch.index.image_decode`). Each
-page read is a page of the document's OCR budget (:mod:`hefsearch.index.budget`)."""
+decoded and within the document's memory budget (:mod:`hefsearch.readers.image_decode`). Each
+page read is a page of the document's OCR budget (:mod:`hefsearch.readers.budget`)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def ocr_image(data: bytes, what: str = "image", *, timeout_s: float | None = Non
               memory_bytes: int | None = None) -> str:
     """The text OCR reads in an image's bytes (PNG, JPEG, TIFF, WebP: first frame), within
     the page's budget (:data:`PAGE_TIMEOUT_S`, :data:`PAGE_MEMORY_BYTES` unless given) and,
-    decoding it, the document's (:mod:`hefsearch.index.budget`: its memory, its notes)."""
+    decoding it, the document's (:mod:`hefsearch.readers.budget`: its memory, its notes)."""
     from .budget import OverBudget, reading
     from .image_decode import decoded_grey
 

@@ -1,4 +1,4 @@
-"""Images (PNG, JPEG, TIFF, WebP): the text OCR reads in them (:mod:`hefsearch.index.ocr`), as
+"""Images (PNG, JPEG, TIFF, WebP): the text OCR reads in them (:mod:`hefsearch.readers.ocr`), as
 one page, so a hit names it like a PDF page. The sync reads images after the files with text."""
 
 from __future__ import annotations

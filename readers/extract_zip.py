@@ -95,7 +95,7 @@ def iter_xml(zf: zipfile.ZipFile, name: str, what: str, events=("end",), tag: st
     """(event, element) of one XML part, streamed; entities are not expanded, DTDs not loaded.
     ``tag`` ("{namespace}name"): only those elements' events (lxml filters them, not Python).
     Elements are cleared by the caller (or by :func:`text_blocks`). The document's budget
-    (:mod:`hefsearch.index.budget`) is ticked at each event: a part too slow to read stops."""
+    (:mod:`hefsearch.readers.budget`) is ticked at each event: a part too slow to read stops."""
     from lxml import etree
 
     from .budget import current

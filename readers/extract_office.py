@@ -2,12 +2,12 @@
 slide and sheet order, each slide or sheet a numbered section whose first line names it
 ("Slide 3", "Sheet: Budget"), so a hit names where it is.
 
-Read through the archive and XML limits of :mod:`hefsearch.index.extract_zip` (the stdlib
+Read through the archive and XML limits of :mod:`hefsearch.readers.extract_zip` (the stdlib
 zip + lxml streaming path of the DOCX reader): python-pptx and openpyxl build whole trees and
 odfpy a DOM, while these formats' text is a few elements each; a streamed pass keeps memory
 bounded by one paragraph or row, expands no entity, and honours the --max-size cap on text.
 A spreadsheet's repeated cells (``number-columns-repeated``, a classic ODS bomb) are read once.
-Every sheet or slide is a part of the document's budget (:mod:`hefsearch.index.budget`): past
+Every sheet or slide is a part of the document's budget (:mod:`hefsearch.readers.budget`): past
 its parts or its time, the ones read are kept and the run says so. An XLSX's shared strings
 are read only as far as its sheets use them, and held as one string per few thousand entries
 (each entry costs 4 bytes and its characters, counted against the memory budget).

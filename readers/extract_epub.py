@@ -4,11 +4,11 @@ document, else EPUB 2's NCX; "Chapter N" when the book names none), so a hit nam
 The table of contents itself (the nav document, often in the spine) is no chapter: it would be
 indexed as the first one and could be the hit for any chapter title.
 
-Read through the archive and XML limits of :mod:`hefsearch.index.extract_zip` (EbookLib builds
+Read through the archive and XML limits of :mod:`hefsearch.readers.extract_zip` (EbookLib builds
 every item in memory and follows no limits of ours). A spine entry that points outside the
 archive (``../../etc/passwd``, a URL) is refused: the book is hostile or broken, and nothing of
 it is indexed; the --max-size cap applies to the text of the whole book. Each chapter is a part
-of the book's budget (:mod:`hefsearch.index.budget`: past its parts or time the chapters read
+of the book's budget (:mod:`hefsearch.readers.budget`: past its parts or time the chapters read
 are kept, with a note), and a chapter without text of its own (empty, or a heading alone)
 makes no section and no chunk."""
 

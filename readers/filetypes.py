@@ -1,7 +1,7 @@
 """Which files are documents: by suffix, by content for names without a file-type suffix, and
 through a compression suffix (``.gz``, ``.bz2``, ``.xz``).
 
-- A known suffix (the table of formats, :mod:`hefsearch.index.formats`, plus the library's
+- A known suffix (the table of formats, :mod:`hefsearch.readers.formats`, plus the library's
   ``extra_suffixes`` setting and ``index --ext``) gives the kind.
 - A name without a file-type suffix (``NEWS``, ``copyright``, ``README.Debian``, ``ls.1``,
   ``changelog.Debian.amd64``) is looked at: its first :data:`SNIFF_BYTES` bytes (decompressed
