@@ -20,7 +20,7 @@ read since: an XLSX zip bomb (64 MB of sheet XML packed 340x), a big real-lookin
 of XML, 5M characters of text), an ODT "billion laughs", a message of 5,000 nested MIME
 parts, an EPUB whose spine points outside the archive and a 100,000 x 100,000 pixel PNG of a
 few hundred bytes. (The 500 MB mail attachment is streamed past without being held:
-``tests/index/test_extract.py``.)
+``tests/readers/test_extract.py``.)
 """
 
 from __future__ import annotations
