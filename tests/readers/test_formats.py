@@ -59,7 +59,7 @@ def test_every_suffix_of_the_table_is_extracted_as_its_kind(tmp_path):
 def test_extract_dispatches_through_the_table(tmp_path, monkeypatch):
     """A row added to the table is all extract() needs to read a new kind."""
     monkeypatch.setitem(formats.BY_KIND, "shout", formats.Format(
-        "shout", (".shout",), "tests.index.test_formats:_shout", formats.EDITOR, "text"))
+        "shout", (".shout",), "tests.readers.test_formats:_shout", formats.EDITOR, "text"))
     path = tmp_path / "a.shout"
     path.write_bytes(b"quiet words")
     doc = extract(path, kind="shout")
