@@ -1,9 +1,8 @@
 """Plain text out of a user's document, or a human reason why not.
 
-One entry point, :func:`extract`: it reads the file and hands its bytes to the extractor of its
-kind, as the table of formats (:mod:`hefsearch.readers.formats`) names it; each format's parser
-lives in a module of its own (``extract_text``, ``extract_html``, ``extract_pdf``,
-``extract_docx``). Every format goes through :func:`read_regular_file`, which opens without
+One entry point, :func:`extract`: it reads the file and hands its bytes to the reader of its
+kind, as the table of formats (:mod:`hefsearch.readers.formats`) names it, within the document's
+budget; each format's reader lives in a module of its own (``extract_text``, ``extract_pdf``...). Every format goes through :func:`read_regular_file`, which opens without
 blocking and refuses anything that is not a regular file, so a FIFO or device that slipped past
 the crawler (or replaced a file since) cannot hang us. All work is linear in the size of the
 file, and the parsers are well-kept libraries (charset-normalizer, lxml, pypdf, python-docx).
@@ -60,7 +59,7 @@ def extract(path: Path, *, kind: str | None = None, max_bytes: int | None = None
     fmt = BY_KIND.get(kind)
     if fmt is None:
         raise ExtractionError(f"{path.name}: no extractor for kind '{kind}'")
-    doc = fmt.extract_function()(data, max_chars=max_bytes)
+    doc = fmt.read(data, max_chars=max_bytes)
     doc.kind = kind
     return doc
 

@@ -221,7 +221,7 @@ def _attachment_text(part, name: str, notes: list[str], max_chars) -> str:
         return label
     try:
         current().add_part()  # an attachment is a part of the message's budget
-        doc = BY_KIND[kind].extract_function()(_payload(part), max_chars=max_chars)
+        doc = BY_KIND[kind].read(_payload(part), max_chars=max_chars)
         notes.extend(f"attachment {name}: {note}" for note in doc.notes)
     except ExtractionError as e:
         notes.append(f"attachment {name}: {e.message}")

@@ -9,20 +9,31 @@ derived from this table (never written out again):
   :data:`OPENER_SUFFIXES`) and offers the file-type filters :func:`tui_filters`;
 - the ``--type``/``--kind`` search filters accept the suffixes and kinds.
 
-Adding a format is one row here plus its extractor: a function ``(data: bytes, max_chars:
-int | None) -> ExtractedText`` in a module of its own, named here as ``module:function`` so that
-listing formats imports no parser.
+Adding a format is one row here plus its :class:`Reader` in a module of its own, named here as
+``module:function`` so that listing formats imports no parser. :meth:`Format.read` runs the
+reader within the document's budget (:mod:`hefsearch.readers.budget`), named as the row says.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .extract_base import ExtractedText
 
 #: how a hit is opened from the TUI
 EDITOR = "editor"  # text: $VISUAL/$EDITOR at the hit's line
 OPENER = "opener"  # binary formats: the system opener (xdg-open, open)
+
+
+class Reader(Protocol):
+    """A format's reader: the file's bytes in, its text out. It reports to the document's
+    budget (``budget.current()``: parts, text, memory held, time) and raises ``ExtractionError``
+    with a reason a user reads; past a limit of parts it keeps what it read and notes it."""
+
+    def __call__(self, data: bytes, max_chars: int | None = None) -> "ExtractedText": ...
 
 
 @dataclass(frozen=True)
@@ -31,41 +42,59 @@ class Format:
     kind: str
     #: lower case, with the dot; the first is the one people know it by
     suffixes: tuple[str, ...]
-    #: "module:function" turning the file's bytes into ``ExtractedText``
-    extractor: str
+    #: "module:function" of its :class:`Reader`
+    reader: str
     #: EDITOR or OPENER
     opens_with: str
     #: the TUI's file-type filter that lists it (several kinds may share one)
     filter: str
-    #: read as a stream of documents (an mbox): the --max-size cap is per message, not per file
+    #: read as a stream of documents (an mbox): the --max-size cap and the budget are per message
     streamed: bool = False
+    #: what its budget's messages call one ("PDF has more than 10,000 parts"); the kind if empty
+    name: str = ""
+    #: read by OCR: its budget is OCR's (pages and OCR time)
+    ocr: bool = False
 
-    def extract_function(self) -> Callable:
-        """The extractor, imported now (the parsers load only for a file of this kind)."""
-        module, _, name = self.extractor.partition(":")
+    def reader_function(self) -> Reader:
+        """The reader, imported now (the parsers load only for a file of this kind)."""
+        module, _, name = self.reader.partition(":")
         return getattr(importlib.import_module(module), name)
 
+    def read(self, data: bytes, max_chars: int | None = None) -> "ExtractedText":
+        """``data`` read by this row's reader within the document's budget (the active one when
+        a reader calls another, as a message for its attachments; a streamed kind's is each
+        document's own, opened by its reader)."""
+        from .budget import reading
+
+        if self.streamed:
+            return self.reader_function()(data, max_chars=max_chars)
+        with reading(self.name or self.kind, max_chars, ocr=self.ocr):
+            return self.reader_function()(data, max_chars=max_chars)
+
+
+_ODF = "hefsearch.readers.extract_office:extract_odf"  # one reader for the three OpenDocument kinds
 
 FORMATS: tuple[Format, ...] = (
     Format("text", (".txt", ".rst"), "hefsearch.readers.extract_text:extract_plain", EDITOR, "text"),
     Format("markdown", (".md",), "hefsearch.readers.extract_text:extract_plain", EDITOR, "text"),
-    Format("html", (".html", ".htm"), "hefsearch.readers.extract_html:extract_html", EDITOR, "html"),
-    Format("pdf", (".pdf",), "hefsearch.readers.extract_pdf:extract_pdf", OPENER, "pdf"),
-    Format("docx", (".docx",), "hefsearch.readers.extract_docx:extract_docx", OPENER, "docx"),
+    Format("html", (".html", ".htm"), "hefsearch.readers.extract_html:extract_html", EDITOR, "html",
+           name="HTML page"),
+    Format("pdf", (".pdf",), "hefsearch.readers.extract_pdf:extract_pdf", OPENER, "pdf", name="PDF"),
+    Format("docx", (".docx",), "hefsearch.readers.extract_docx:extract_docx", OPENER, "docx", name="DOCX"),
     # manual pages have no suffix of their own (ls.1, chsh.1.gz, printf.3p): found by content
-    Format("man", (), "hefsearch.readers.extract_man:extract_man", EDITOR, "text"),
-    Format("odt", (".odt",), "hefsearch.readers.extract_office:extract_odf", OPENER, "office"),
-    Format("ods", (".ods",), "hefsearch.readers.extract_office:extract_odf", OPENER, "office"),
-    Format("odp", (".odp",), "hefsearch.readers.extract_office:extract_odf", OPENER, "office"),
-    Format("pptx", (".pptx",), "hefsearch.readers.extract_office:extract_pptx", OPENER, "office"),
-    Format("xlsx", (".xlsx",), "hefsearch.readers.extract_office:extract_xlsx", OPENER, "office"),
-    Format("epub", (".epub",), "hefsearch.readers.extract_epub:extract_epub", OPENER, "ebook"),
+    Format("man", (), "hefsearch.readers.extract_man:extract_man", EDITOR, "text", name="manual page"),
+    Format("odt", (".odt",), _ODF, OPENER, "office", name="OpenDocument file"),
+    Format("ods", (".ods",), _ODF, OPENER, "office", name="OpenDocument file"),
+    Format("odp", (".odp",), _ODF, OPENER, "office", name="OpenDocument file"),
+    Format("pptx", (".pptx",), "hefsearch.readers.extract_office:extract_pptx", OPENER, "office", name="PPTX"),
+    Format("xlsx", (".xlsx",), "hefsearch.readers.extract_office:extract_xlsx", OPENER, "office", name="XLSX"),
+    Format("epub", (".epub",), "hefsearch.readers.extract_epub:extract_epub", OPENER, "ebook", name="EPUB"),
     # mail: each message is a document of its own inside its file (index/containers.py)
-    Format("eml", (".eml",), "hefsearch.readers.extract_mail:extract_eml", EDITOR, "mail"),
+    Format("eml", (".eml",), "hefsearch.readers.extract_mail:extract_eml", EDITOR, "mail", name="message"),
     Format("mbox", (".mbox", ".mbx"), "hefsearch.readers.extract_mail:extract_mbox", EDITOR, "mail", streamed=True),
     # read by OCR, after the files with text (readers/ocr.py)
-    Format("image", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"), "hefsearch.readers.extract_image:extract_image",
-           OPENER, "image"),
+    Format("image", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"),
+           "hefsearch.readers.extract_image:extract_image", OPENER, "image", ocr=True),
 )
 
 #: kind -> its row

@@ -3,6 +3,8 @@ ways of opening a hit and its filters, the search filters and ``index --help`` f
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from click.testing import CliRunner
 
@@ -70,6 +72,30 @@ def test_extract_dispatches_through_the_table(tmp_path, monkeypatch):
 
 def _shout(data: bytes, max_chars: int | None = None) -> ExtractedText:
     return ExtractedText(text=data.decode().upper())
+
+
+def test_every_reader_runs_within_its_documents_budget(tmp_path, monkeypatch):
+    """The row's reader is called inside a budget named as the row says (its messages name the
+    format); a streamed kind's budget is each document's own, so none is open around it."""
+    import inspect
+
+    from hefsearch.readers import budget
+
+    for row in formats.FORMATS:  # every reader takes the Reader's arguments
+        assert list(inspect.signature(row.reader_function()).parameters)[:2] == ["data", "max_chars"], row.kind
+    seen = []
+    monkeypatch.setattr(sys.modules[__name__], "_shout", lambda data, max_chars=None: (
+        seen.append((budget.current() and budget.current().what, max_chars)) or ExtractedText(text="x")))
+    path = tmp_path / "a.shout"
+    path.write_bytes(b"quiet words")
+    for row, expected in ((formats.Format("shout", (".shout",), "tests.readers.test_formats:_shout",
+                                          formats.EDITOR, "text", name="SHOUT file"), "SHOUT file"),
+                          (formats.Format("shout", (".shout",), "tests.readers.test_formats:_shout",
+                                          formats.EDITOR, "text", streamed=True), None)):
+        monkeypatch.setitem(formats.BY_KIND, "shout", row)
+        extract(path, kind="shout", max_bytes=1000)
+        assert seen.pop() == (expected, 1000)
+    assert budget.current() is None  # closed after the document
 
 
 def test_the_tui_opens_and_filters_what_the_table_says():
