@@ -90,20 +90,23 @@ def _docx_body_part(zf: zipfile.ZipFile) -> zipfile.ZipInfo | None:
         return None
 
 
+#: run elements that stand for a character
+_RUN_CHARS = {_W + "tab": "\t", _W + "ptab": "\t", _W + "br": "\n", _W + "cr": "\n", _W + "noBreakHyphen": "-"}
+#: the elements whose text is gathered until they end: paragraph, table cell, row, table
+_CONTAINERS = {_W + "p": "p", _W + "tc": "tc", _W + "tr": "tr", _W + "tbl": "tbl"}
+
+
 def _docx_stream_text(zf: zipfile.ZipFile, body: zipfile.ZipInfo, max_chars: int | None) -> str:
     """The same text as python-docx gives, by one streaming pass over the body XML: each
     element is dropped as soon as it has ended, so memory stays flat however long the document,
     and reading stops as soon as the text passes ``max_chars``."""
     from lxml import etree
 
+    from .budget import current
+
     blocks: list[str] = []
     frames: list[tuple[str, list[str]]] = []  # open p / tc / tr / tbl, each with its parts
     total = 0
-    run_chars = {_W + "tab": "\t", _W + "ptab": "\t", _W + "br": "\n", _W + "cr": "\n",
-                 _W + "noBreakHyphen": "-"}
-    containers = {_W + "p": "p", _W + "tc": "tc", _W + "tr": "tr", _W + "tbl": "tbl"}
-    from .budget import current
-
     budget = current()
     with zf.open(body) as xml:
         events = etree.iterparse(xml, events=("start", "end"), resolve_entities=False,
@@ -111,18 +114,12 @@ def _docx_stream_text(zf: zipfile.ZipFile, body: zipfile.ZipInfo, max_chars: int
         for event, elem in events:
             if budget is not None:
                 budget.tick()
-            tag = elem.tag
-            kind = containers.get(tag)
+            kind = _CONTAINERS.get(elem.tag)
             if event == "start":
                 if kind is not None:
                     frames.append((kind, []))
                 continue
-            if tag == _W + "t" and frames and frames[-1][0] == "p":
-                piece = elem.text or ""
-            elif tag in run_chars and frames and frames[-1][0] == "p" and elem.getparent().tag == _W + "r":
-                piece = run_chars[tag]
-            else:
-                piece = ""
+            piece = _run_piece(elem, frames)
             if piece:
                 frames[-1][1].append(piece)
                 total += len(piece)
@@ -130,12 +127,29 @@ def _docx_stream_text(zf: zipfile.ZipFile, body: zipfile.ZipInfo, max_chars: int
                     raise too_much_text("DOCX", max_chars)
             if kind is not None:
                 _close_docx_frame(frames, blocks)
-            elem.clear(keep_tail=True)
-            parent = elem.getparent()
-            if parent is not None:  # drop what has been read, or a long body fills memory
-                while elem.getprevious() is not None:
-                    del parent[0]
+            _forget(elem)
     return "\n\n".join(b.strip() for b in (clean_text(b) for b in blocks) if b.strip())
+
+
+def _run_piece(elem, frames: list[tuple[str, list[str]]]) -> str:
+    """The text an ended element adds to the open paragraph: a run's text, or the character a
+    tab, break or hyphen element stands for; "" outside a paragraph."""
+    if not frames or frames[-1][0] != "p":
+        return ""
+    if elem.tag == _W + "t":
+        return elem.text or ""
+    if elem.tag in _RUN_CHARS and elem.getparent().tag == _W + "r":
+        return _RUN_CHARS[elem.tag]
+    return ""
+
+
+def _forget(elem) -> None:
+    """An ended element and its read siblings dropped, or a long body fills memory."""
+    elem.clear(keep_tail=True)
+    parent = elem.getparent()
+    if parent is not None:
+        while elem.getprevious() is not None:
+            del parent[0]
 
 
 def _close_docx_frame(frames: list[tuple[str, list[str]]], blocks: list[str]) -> None:

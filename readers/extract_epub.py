@@ -27,27 +27,10 @@ def extract_epub(data: bytes, max_chars: int | None = None) -> ExtractedText:
     """The extractor of the ``epub`` kind."""
     what = "EPUB"
     zf = open_archive(data, what)
-    container = xml_root(zf, "META-INF/container.xml", what)
-    opf_name = next((el.get("full-path") for el in container.iter() if local_name(el) == "rootfile"), None)
-    if not opf_name or part_name("", opf_name) is None:
-        raise ExtractionError(f"{what} is corrupt: META-INF/container.xml names no package file")
-    opf = xml_root(zf, part_name("", opf_name), what)
-    opf_name = part_name("", opf_name)
+    opf, opf_name = _package(zf, what)
     items = {el.get("id"): el for el in opf.iter() if local_name(el) == "item"}
-    manifest = {i: el.get("href") or "" for i, el in items.items()}
     navs = {i for i, el in items.items() if "nav" in (el.get("properties") or "").split()}
-    spine = [el.get("idref") for el in opf.iter() if local_name(el) == "itemref" and el.get("linear") != "no"]
-    chapters: list[str] = []
-    for idref in spine:
-        href = manifest.get(idref)
-        if href is None or idref in navs:
-            continue
-        name = part_name(opf_name, href)
-        if name is None:
-            raise ExtractionError(f"{what}: its spine points outside the archive ({href[:80]}); refusing the book")
-        chapters.append(name)
-    if not chapters:
-        raise ExtractionError(f"{what} is corrupt: its spine lists no chapter")
+    chapters = _spine_chapters(opf, opf_name, items, navs, what)
     titles = _toc_titles(zf, opf, opf_name, items, navs)
     with reading(what, max_chars) as budget:
         def chapter(name: str) -> str:
@@ -64,6 +47,35 @@ def extract_epub(data: bytes, max_chars: int | None = None) -> ExtractedText:
         sections, notes = read_sections(budget, labelled, "chapters", len(chapters))
     text, spans = joined(sections)
     return ExtractedText(text=text, pages=spans, notes=notes)
+
+
+def _package(zf, what: str):
+    """The book's package document (its OPF: manifest and spine), parsed, and its part name."""
+    container = xml_root(zf, "META-INF/container.xml", what)
+    opf_name = next((el.get("full-path") for el in container.iter() if local_name(el) == "rootfile"), None)
+    if not opf_name or part_name("", opf_name) is None:
+        raise ExtractionError(f"{what} is corrupt: META-INF/container.xml names no package file")
+    opf_name = part_name("", opf_name)
+    return xml_root(zf, opf_name, what), opf_name
+
+
+def _spine_chapters(opf, opf_name: str, items: dict, navs: set, what: str) -> list[str]:
+    """The part names of the spine's linear chapters, in reading order (the nav document left
+    out); a spine pointing outside the archive refuses the book."""
+    manifest = {i: el.get("href") or "" for i, el in items.items()}
+    spine = [el.get("idref") for el in opf.iter() if local_name(el) == "itemref" and el.get("linear") != "no"]
+    chapters: list[str] = []
+    for idref in spine:
+        href = manifest.get(idref)
+        if href is None or idref in navs:
+            continue
+        name = part_name(opf_name, href)
+        if name is None:
+            raise ExtractionError(f"{what}: its spine points outside the archive ({href[:80]}); refusing the book")
+        chapters.append(name)
+    if not chapters:
+        raise ExtractionError(f"{what} is corrupt: its spine lists no chapter")
+    return chapters
 
 
 #: the XHTML and OPS namespaces' ``type`` attribute of a nav element (``epub:type="toc"``)

@@ -132,38 +132,54 @@ def _check_nesting(raw: bytes) -> None:
 
 
 def _walk(part, blocks: list[str], notes: list[str], max_chars, depth: int, state: dict) -> None:
+    _count_part(state, depth)
+    ctype = part.get_content_type()
+    filename = _filename(part)
+    inner = _inner_parts(part, ctype, filename)
+    if inner is not None:
+        for child in inner:
+            _walk(child, blocks, notes, max_chars, depth + 1, state)
+        return
+    text = _leaf_text(part, ctype, filename, notes, max_chars)
+    if text:
+        state["chars"] += len(text)
+        if max_chars is not None and state["chars"] > max_chars:
+            raise too_much_text("message", max_chars)
+        blocks.append(text)
+
+
+def _count_part(state: dict, depth: int) -> None:
+    """One more MIME part: a message past the parts or depth any real mail has is refused."""
     current().tick()
     state["parts"] += 1
     if state["parts"] > MAX_PARTS:
         raise ExtractionError(f"message has more than {MAX_PARTS} MIME parts; refusing")
     if depth > MAX_MIME_DEPTH:
         raise ExtractionError(f"message is nested deeper than {MAX_MIME_DEPTH} MIME levels; refusing")
-    ctype = part.get_content_type()
-    filename = _filename(part)
+
+
+def _inner_parts(part, ctype: str, filename: str | None) -> list | None:
+    """The parts to read inside ``part`` (of an alternative, the plain text one, else the last),
+    or None for a leaf; a forwarded message not attached as a file is read as inner parts."""
     if part.is_multipart():
         children = list(part.iter_parts())
         if ctype == "multipart/alternative":
             plain = [c for c in children if c.get_content_type() == "text/plain" and not _filename(c)]
             children = plain[:1] or children[-1:]
-        for child in children:
-            _walk(child, blocks, notes, max_chars, depth + 1, state)
-        return
+        return children
     if ctype == "message/rfc822" and not filename:
-        for inner in part.iter_parts():
-            _walk(inner, blocks, notes, max_chars, depth + 1, state)
-        return
+        return list(part.iter_parts())
+    return None
+
+
+def _leaf_text(part, ctype: str, filename: str | None, notes: list[str], max_chars) -> str:
+    """A body's text, or an attachment's ('Attachment: NAME' and its text); "" for the rest."""
     attached = filename is not None or part.get_content_disposition() == "attachment"
-    if not attached and ctype in ("text/plain", "text/html"):
-        text = _body_text(part, ctype)
-    elif attached:
-        text = _attachment_text(part, filename or "(unnamed)", notes, max_chars)
-    else:
-        return
-    if text:
-        state["chars"] += len(text)
-        if max_chars is not None and state["chars"] > max_chars:
-            raise too_much_text("message", max_chars)
-        blocks.append(text)
+    if attached:
+        return _attachment_text(part, filename or "(unnamed)", notes, max_chars)
+    if ctype in ("text/plain", "text/html"):
+        return _body_text(part, ctype)
+    return ""
 
 
 def _filename(part) -> str | None:

@@ -70,42 +70,66 @@ def _odf_read(zf, what: str, sheets: bool, slides: bool, budget: Budget) -> Extr
 
 def _odf_walk(zf, what: str, sheets: bool, slides: bool, budget: Budget, out: tuple[list, list[str]]) -> None:
     """content.xml's paragraphs and rows into ``out`` (sections, loose text), by one pass."""
-    sections, loose = out
-    row: list[str] | None = None
-    depth = 0  # inside a paragraph or heading
+    walk = _OdfWalk(sheets, slides, budget, *out)
     for event, elem in iter_xml(zf, "content.xml", what, events=("start", "end")):
-        local = local_name(elem)
         if event == "start":
-            if sheets and elem.tag == f"{{{_TABLE}}}table" and row is None and not depth:
-                sections.append((f"Sheet: {elem.get(f'{{{_TABLE}}}name') or len(sections) + 1}", []))
-                budget.add_part()
-            elif slides and elem.tag == f"{{{_DRAW}}}page":
-                sections.append((f"Slide {len(sections) + 1}"
-                                 + (f": {elem.get(f'{{{_DRAW}}}name')}" if elem.get(f"{{{_DRAW}}}name") else ""), []))
-                budget.add_part()
-            elif local == "table-row" and row is None:
-                row = []
-            elif local in ("p", "h"):
-                depth += 1
-            continue
+            walk.start(elem)
+        else:
+            walk.end(elem)
+
+
+class _OdfWalk:
+    """The state of one pass over content.xml: the sections so far (a spreadsheet's tables, a
+    presentation's pages), the text outside any, the table row being read and how deep inside
+    a paragraph or heading the pass is."""
+
+    def __init__(self, sheets: bool, slides: bool, budget: Budget, sections: list, loose: list[str]):
+        self.sheets, self.slides, self.budget = sheets, slides, budget
+        self.sections, self.loose = sections, loose
+        self.row: list[str] | None = None
+        self.depth = 0
+
+    def start(self, elem) -> None:
+        local = local_name(elem)
+        if self.sheets and elem.tag == f"{{{_TABLE}}}table" and self.row is None and not self.depth:
+            self._section(f"Sheet: {elem.get(f'{{{_TABLE}}}name') or len(self.sections) + 1}")
+        elif self.slides and elem.tag == f"{{{_DRAW}}}page":
+            name = elem.get(f"{{{_DRAW}}}name")
+            self._section(f"Slide {len(self.sections) + 1}" + (f": {name}" if name else ""))
+        elif local == "table-row" and self.row is None:
+            self.row = []
+        elif local in ("p", "h"):
+            self.depth += 1
+
+    def end(self, elem) -> None:
+        local = local_name(elem)
         if local in ("p", "h"):
-            depth -= 1
-            if depth == 0:
-                text = _odf_text(elem)
-                if text:
-                    budget.add_text(len(text))
-                    target = row if row is not None else (sections[-1][1] if sections else loose)
-                    target.append(text)
-        elif local == "table-cell" and row is not None:
-            row.append("\x1f")  # end of a cell: repeated cells are read once
-        elif local == "table-row" and row is not None:
-            cells = [c.strip() for c in " ".join(row).split("\x1f")]
+            self.depth -= 1
+            if self.depth == 0:
+                self._paragraph(_odf_text(elem))
+        elif local == "table-cell" and self.row is not None:
+            self.row.append("\x1f")  # end of a cell: repeated cells are read once
+        elif local == "table-row" and self.row is not None:
+            cells = [c.strip() for c in " ".join(self.row).split("\x1f")]
             line = " | ".join(c for c in cells if c)
             if line:
-                (sections[-1][1] if sections else loose).append(line)
-            row = None
-        if depth == 0 and row is None:
+                self._blocks().append(line)
+            self.row = None
+        if self.depth == 0 and self.row is None:
             drop_read(elem)
+
+    def _section(self, label: str) -> None:
+        self.sections.append((label, []))
+        self.budget.add_part()
+
+    def _paragraph(self, text: str) -> None:
+        if text:
+            self.budget.add_text(len(text))
+            (self.row if self.row is not None else self._blocks()).append(text)
+
+    def _blocks(self) -> list[str]:
+        """Where text outside a table row goes: the current section's blocks, else the loose text."""
+        return self.sections[-1][1] if self.sections else self.loose
 
 
 def _odf_text(elem) -> str:
