@@ -132,7 +132,8 @@ def run_index(request: IndexRequest, *, say: Callable[[Notice], None] | None = N
     :raises DiskFull: the disk is full (``exit_code`` 4); every batch committed before stays.
     :raises KeyboardInterrupt: Ctrl+C before the sync started (during it, the result says so).
     """
-    from hefsearch.index.library import Library, library_exists, resolve_library_path
+    from hefsearch.index.library import Library
+    from hefsearch.index.library_folder import library_exists, resolve_library_path
 
     _check_options(request)
     # Every check that needs no encoder comes first, and a library is created only once they
@@ -178,7 +179,7 @@ def _check_before_creating(request: IndexRequest, existed: bool, folder: Path) -
 
 
 def _discard_if_unfilled(library: "Library", existed: bool, folder: Path, folder_existed: bool) -> None:
-    from hefsearch.index.library import discard_new_library
+    from hefsearch.index.library_folder import discard_new_library
 
     if not existed and not library.document_count() and not library.space_names():
         library.close()

@@ -10,7 +10,7 @@ import importlib
 
 _EXPORTS = {
     "Library": "library", "ChunkRecord": "library", "LibraryStatus": "library",
-    "resolve_library_path": "library", "data_dir": "library",
+    "resolve_library_path": "library_folder", "data_dir": "library",
     "Space": "spaces", "SpaceInfo": "spaces",
     "LibraryError": "errors", "SpaceError": "errors", "FingerprintMismatch": "errors",
     "LibraryBusy": "errors",
