@@ -45,8 +45,8 @@ def build_corpus(folder: Path, scale: float) -> dict[str, Path]:
     import random
 
     tests_importable()
-    from tests.container_builders import billion_laughs_odt, make_epub, nested_mime, png_bomb, xlsx_zip_bomb
-    from tests.document_builders import docx_with_body, make_pdf
+    from tests.support.container_builders import billion_laughs_odt, make_epub, nested_mime, png_bomb, xlsx_zip_bomb
+    from tests.support.document_builders import docx_with_body, make_pdf
 
     rng = random.Random(0)
     words = tuple("".join(rng.choice("abcdefghij") for _ in range(8)).encode() for _ in range(5000))

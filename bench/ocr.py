@@ -60,7 +60,7 @@ def accuracy(truth: str, read: str) -> float:
 
 def rendered() -> dict[str, bytes]:
     tests_importable()
-    from tests.container_builders import render_page
+    from tests.support.container_builders import render_page
 
     return {lang: render_page(lines, cjk=lang in CJK) for lang, lines in PAGES.items()}
 
@@ -135,8 +135,8 @@ def rates(pages_n: int, repeats: int) -> None:
     from hefsearch.readers import ocr
     from hefsearch.readers.extract_pdf import extract_pdf, extract_pdf_ocr
     tests_importable()
-    from tests.container_builders import make_image_pdf
-    from tests.document_builders import make_pdf
+    from tests.support.container_builders import make_image_pdf
+    from tests.support.document_builders import make_pdf
 
     lines = PAGES["en"] + PAGES["de"]
     text_pdf = make_pdf(["\n".join(lines)] * pages_n)

@@ -41,7 +41,7 @@ def accented(lines: list[str]) -> list[str]:
 
 
 def render(lines: list[str], size: int, font: str | None, cjk: bool) -> bytes:
-    from tests.container_builders import render_page
+    from tests.support.container_builders import render_page
 
     if font is None:
         return render_page(lines, cjk=cjk, size=size)
@@ -65,7 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     tests_importable()
     from hefsearch.readers import ocr
-    from tests.container_builders import font_path
+    from tests.support.container_builders import font_path
 
     exe, langs = ocr._tesseract()
     if exe is None:

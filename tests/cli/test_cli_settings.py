@@ -19,7 +19,7 @@ from hefsearch.index import library as library_module
 from hefsearch.index import library_folder
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, INDEX_META_FILE)
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 KEYS = ["hnsw_threshold", "compress_threshold", "index_factory", "extra_suffixes"]
 

@@ -25,7 +25,7 @@ from hefsearch.search import Searcher
 from hefsearch.search.request import SearchRequest
 from hefsearch.search.rerank import default_depth
 from hefsearch.tui.present import pick_compare_spaces, space_label
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 
 # -- naming, without any model -------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from hefsearch.index.chunk import Chunk, chunk_text
 from hefsearch.readers.extract import ExtractedText, extract
-from tests.document_builders import make_pdf
+from tests.support.document_builders import make_pdf
 
 
 def sentence(r: random.Random, words: int) -> str:

@@ -37,8 +37,8 @@ from hefsearch.readers.extract import ExtractedText, ExtractionError, docx_to_te
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import RawVectors
 from hefsearch.index.sync import DiskFull, SyncOptions, sync
-from tests.document_builders import docx_with_body, garbage_bytes, make_docx, make_pdf
-from tests.library_helpers import assert_consistent, write_corpus
+from tests.support.document_builders import docx_with_body, garbage_bytes, make_docx, make_pdf
+from tests.support.library_helpers import assert_consistent, write_corpus
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, symlinks and byte names as on POSIX")
 

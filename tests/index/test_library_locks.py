@@ -30,7 +30,7 @@ from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
 from hefsearch.cli.main import main
 from hefsearch.search.request import SearchRequest
-from tests.library_helpers import sim_library, write_corpus
+from tests.support.library_helpers import sim_library, write_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 

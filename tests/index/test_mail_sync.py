@@ -15,8 +15,8 @@ from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
 from hefsearch.search.filters import make_filters
 from hefsearch.search.keyword import keyword_search
-from tests.container_builders import make_eml, make_mbox
-from tests.library_helpers import assert_consistent, count_passages
+from tests.support.container_builders import make_eml, make_mbox
+from tests.support.library_helpers import assert_consistent, count_passages
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from hefsearch.readers import ocr
 from hefsearch.readers.extract_pdf import extract_pdf, extract_pdf_ocr
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from tests.container_builders import make_image_pdf, render_page
-from tests.document_builders import make_pdf
+from tests.support.container_builders import make_image_pdf, render_page
+from tests.support.document_builders import make_pdf
 
 pytestmark = pytest.mark.skipif(not ocr.available(), reason="Tesseract is not installed (.ci/run installs it)")
 

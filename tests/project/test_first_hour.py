@@ -21,8 +21,8 @@ from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
 from hefsearch.search.request import SearchRequest
-from tests.library_helpers import ctrl_c_on_batch, write_corpus
-from tests.tui_support import noisy_encoder
+from tests.support.library_helpers import ctrl_c_on_batch, write_corpus
+from tests.support.tui_support import noisy_encoder
 
 REPO = Path(__file__).resolve().parents[2]
 

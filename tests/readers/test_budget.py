@@ -17,7 +17,7 @@ from hefsearch.readers.budget import Budget, Limits, OverBudget, reading
 from hefsearch.readers.extract_epub import extract_epub
 from hefsearch.readers.extract_office import extract_xlsx
 from hefsearch.readers.extract_pdf import extract_pdf, extract_pdf_ocr
-from tests.container_builders import (big_png, epub_empty_chapters, make_epub, make_xlsx, pdf_sharing_one_image,
+from tests.support.container_builders import (big_png, epub_empty_chapters, make_epub, make_xlsx, pdf_sharing_one_image,
                                       xlsx_shared_strings_bomb)
 
 

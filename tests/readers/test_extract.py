@@ -34,9 +34,9 @@ from hefsearch.readers.ocr import available as ocr_available
 from hefsearch.readers.extract_mail import read_message, split_mbox
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
-from tests.container_builders import (LazyMbox, billion_laughs_odt, make_eml, make_epub, make_mbox, make_odt,
+from tests.support.container_builders import (LazyMbox, billion_laughs_odt, make_eml, make_epub, make_mbox, make_odt,
                                       nested_mime, png_bomb, xlsx_zip_bomb)
-from tests.document_builders import garbage_bytes, make_docx, make_pdf
+from tests.support.document_builders import garbage_bytes, make_docx, make_pdf
 
 #: the peak-memory tests reset Linux's peak RSS (``/proc/self/clear_refs``)
 peak_rss = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux peak-RSS reset")
@@ -262,7 +262,7 @@ def test_a_big_sheet_streams_in_memory_bounded_by_its_text(tmp_path):
     of text and below the size of its XML (a tree of it takes ~10x that)."""
     import random
 
-    from tests.container_builders import xlsx_zip_bomb
+    from tests.support.container_builders import xlsx_zip_bomb
 
     rng = random.Random(0)
     words = tuple("".join(rng.choice("abcdefghij") for _ in range(8)).encode() for _ in range(5000))

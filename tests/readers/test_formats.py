@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from hefsearch.readers import formats
 from hefsearch.readers.extract import ExtractedText, ExtractionError, extract
 from hefsearch.readers import ocr
-from tests.container_builders import (make_eml, make_epub, make_mbox, make_odp, make_ods, make_odt, make_pptx,
+from tests.support.container_builders import (make_eml, make_epub, make_mbox, make_odp, make_ods, make_odt, make_pptx,
                                       make_xlsx, render_page)
-from tests.document_builders import make_docx, make_pdf
+from tests.support.document_builders import make_docx, make_pdf
 
 _RENT = "The rent rises in May."
 _PAGE = ["THE RENT RISES IN MAY."]

@@ -10,7 +10,7 @@ import pytest
 
 from hefsearch.readers.extract_epub import extract_epub
 from hefsearch.readers.extract_office import extract_odf, extract_pptx, extract_xlsx
-from tests.container_builders import make_epub, make_odp, make_ods, make_odt, make_pptx, make_xlsx
+from tests.support.container_builders import make_epub, make_odp, make_ods, make_odt, make_pptx, make_xlsx
 
 
 def _section(doc, number: int) -> str:

@@ -1,6 +1,6 @@
 """FP32 re-ranking of an 8-bit space's candidates, the FP32 cache, and back-fill.
 
-The "NPU" space is the npu-sim a8 simulation of the sharpened tiny BERT (tests/quality_fixtures.py),
+The "NPU" space is the npu-sim a8 simulation of the sharpened tiny BERT (tests/support/quality_fixtures.py),
 so its ranking genuinely differs from FP32 on some queries.
 """
 
@@ -13,7 +13,7 @@ from hefsearch.embed import Encoder
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
 from hefsearch.search.request import SearchRequest
-from tests.library_helpers import TOPICS
+from tests.support.library_helpers import TOPICS
 
 QUERIES = [base for _, base in TOPICS] + ["payment deadline", "platform four", "olive oil sauce",
                                           "firmware update", "late filing penalty", "evening concert"]

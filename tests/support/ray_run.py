@@ -1,5 +1,5 @@
 """Run ``hefsearch ARGS...`` the way a user's shell would, and report which of its processes
-outlived it: ``python -m tests.ray_run REPORT [--hold READY] -- ARGS...``.
+outlived it: ``python -m tests.support.ray_run REPORT [--hold READY] -- ARGS...``.
 
 This process becomes a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so every process
 the run leaves behind, even one re-parented when its own parent died (a Ray agent whose
@@ -44,7 +44,7 @@ def supervise(report: Path, argv: list[str]) -> None:
     import psutil
 
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    child = subprocess.Popen([sys.executable, "-m", "tests.ray_run", "--driver", *argv])
+    child = subprocess.Popen([sys.executable, "-m", "tests.support.ray_run", "--driver", *argv])
     # a signal to the whole group reaches the child directly; this process only reports
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, lambda *_: None)

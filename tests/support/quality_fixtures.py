@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.library_helpers import sim_library
+from tests.support.library_helpers import sim_library
 
 
 def make_edited_bundle(tiny_model: Path, work: Path, edit, name: str) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.process_helpers import Proc
+from tests.support.process_helpers import Proc
 
 #: file -> text; distinct words make keyword checks exact
 SERVED_DOCS = {

@@ -126,7 +126,7 @@ def calib_bundle(calib_bundle_template, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def sharp_calib_template(sharp_bundle, corpus, tmp_path_factory) -> Path:
-    """The sharpened tiny BERT (attention matters, tests/quality_fixtures.py) with a calibration
+    """The sharpened tiny BERT (attention matters, tests/support/quality_fixtures.py) with a calibration
     set (SEQ 64, 96 rows, seed 3). Copy before changing."""
     return _with_calibration(sharp_bundle, corpus, tmp_path_factory.mktemp("sharp-calib"))
 

@@ -1,6 +1,6 @@
 """Fixtures of the web page's tests: a library with an NPU-simulation space beside FP32 over a
 small folder that holds hostile file names and documents, ``hefsearch serve`` on it
-(127.0.0.1, an ephemeral port), and one headless Chromium per test module (tests/browser.py)."""
+(127.0.0.1, an ephemeral port), and one headless Chromium per test module (tests/support/browser.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.process_helpers import Proc
-from tests.tui_support import CORPUS
+from tests.support.process_helpers import Proc
+from tests.support.tui_support import CORPUS
 
 HOSTILE_NAME = "<img src=x onerror=window.__pwned=1>.txt"
 #: the tests assert that window.__pwned is never set: each of these would set it if run
@@ -48,7 +48,7 @@ def build_web_library(base: Path, sim_bundle: Path) -> tuple[Path, Path]:
     from hefsearch.embed import Encoder
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
-    from tests.tui_support import write_corpus
+    from tests.support.tui_support import write_corpus
 
     docs = write_corpus(base / "docs", WEB_DOCS)
     os.utime(docs / OLD_FILE, (OLD_MTIME, OLD_MTIME))
@@ -83,7 +83,7 @@ def web_server(sim_bundle, tmp_path_factory) -> WebServer:
 
 @pytest.fixture(scope="module")
 def browser():
-    from tests.browser import need_browser, open_browser
+    from tests.support.browser import need_browser, open_browser
 
     need_browser()
     driver = open_browser()
