@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "out" / "browser"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "browser"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 INSTALL = "apt-get install chromium chromium-driver (Debian) and pip install selenium (the test extra)"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-FAKES = Path(__file__).resolve().parent / "fakes"
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 
 _PARAGRAPHS = {
     "en": "The quarterly report was delayed because the auditors asked for the signed invoices. "

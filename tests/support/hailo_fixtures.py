@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle
 
-FAKES = Path(__file__).resolve().parent / "fakes"
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 
 
 def _drop_hailo_modules() -> None:

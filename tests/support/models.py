@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hefsearch.embed.samples import VERIFY_TEXTS
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 CORPUS = VERIFY_TEXTS + [
     "The quick brown fox jumps over the lazy dog.",
