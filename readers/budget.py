@@ -28,7 +28,7 @@ from hefsearch.base import settings
 
 from .extract_base import ExtractionError
 
-log = logging.getLogger("hefsearch.index")
+log = logging.getLogger("hefsearch.readers")
 
 
 @dataclass(frozen=True)
