@@ -143,7 +143,9 @@ def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, ol
     """A mail file's member jobs, then its own (:func:`hefsearch.index.containers.expand`,
     which tells ``at`` the message it reads); the file's job alone when its bytes are those
     already indexed."""
-    from .containers import expand, file_sha256
+    from hefsearch.readers.mail_file import file_sha256
+
+    from .containers import expand
 
     try:
         if old_sha is not None and job.old_status == "ok":
