@@ -1,6 +1,6 @@
 """Manual pages: roff rendered to text (headings kept, fonts and macros gone, accents and
-special characters as letters, ``.gz`` read), found by content (``ls.1``, ``chsh.1.gz``), shown
-with their language folder in the TUI and opened there as the text that was indexed."""
+special characters as letters, ``.gz`` read), found by content (``ls.1``, ``chsh.1.gz``). Indexed
+and searched: tests/index/test_man_pages_indexed.py; in the TUI: tests/tui/test_tui_man_pages.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import gzip
 from hefsearch.index.crawl import FoundFile, crawl
 from hefsearch.readers.extract import extract
 from hefsearch.readers.extract_man import looks_like_roff, render
-from hefsearch.search.request import SearchRequest
 
 GERMAN_CHSH = r""".\"     Title: chsh
 .\"  Language: German
@@ -84,41 +83,3 @@ def test_man_pages_are_found_by_content_and_other_numbered_files_stay_text(tmp_p
     doc = extract(de / "chsh.1.gz", kind="man")
     assert "ändert die Anmelde-Shell" in doc.text and "\\(:a" not in doc.text
     assert looks_like_roff(b'.\\" comment\n.TH X 1\n') and not looks_like_roff(b"Just a README.\n")
-
-
-def test_a_german_man_page_is_found_by_a_german_word(tmp_path, tiny_bert_bundle):
-    from hefsearch.embed.encoder import Encoder
-    from hefsearch.index.library import Library
-    from hefsearch.index.sync import sync
-    from hefsearch.search import Searcher
-
-    de = tmp_path / "docs" / "de" / "man1"
-    de.mkdir(parents=True)
-    (de / "chsh.1.gz").write_bytes(gzip.compress(GERMAN_CHSH.encode()))
-    with Encoder.open(tiny_bert_bundle) as enc, Library.open(tmp_path / "lib") as lib:
-        sync(lib, [tmp_path / "docs"], [enc])
-        hits = Searcher(lib, encoders={enc.space_name: enc}).search(SearchRequest("ändert", mode="keyword", k=3)).hits
-        assert [h.path.rsplit("/", 1)[-1] for h in hits] == ["chsh.1.gz"]
-        assert hits[0].doc_kind == "man"
-
-
-def test_the_tui_shows_the_language_folder_and_opens_the_indexed_text(tmp_path):
-    from hefsearch.tui.launch import plan_open
-    from hefsearch.tui.present import short_path
-
-    shown = {short_path(f"/usr/share/man/{lang}man1/chsh.1.gz") for lang in ("", "de/", "fr/")}
-    assert shown == {"man1/chsh.1.gz", "de/man1/chsh.1.gz", "fr/man1/chsh.1.gz"}
-    assert short_path("/usr/share/man/de/man1/chsh.1.gz", 1) == "de/man1/chsh.1.gz"
-    assert short_path("/home/me/notes/todo.txt") == "notes/todo.txt"
-
-    page = tmp_path / "chsh.1.gz"
-    page.write_bytes(gzip.compress(GERMAN_CHSH.encode()))
-    notes = tmp_path / "NEWS.gz"
-    notes.write_bytes(gzip.compress(b"Version 2\nFixed the search.\n"))
-    for path, kind, expected in ((page, "man", "ändert die Anmelde-Shell"), (notes, "text", "Fixed the search.")):
-        argv = plan_open(str(path), line=4, kind=kind, env={"EDITOR": "nano"}, platform="linux").argv
-        assert argv[:2] == ["nano", "+4"] and argv[2] != str(path)
-        opened = argv[2]
-        assert opened.endswith(path.name[:-3] + ".txt")
-        with open(opened, encoding="utf-8") as f:
-            assert expected in f.read()
