@@ -1,7 +1,7 @@
 """The file formats hefsearch reads: one row each, and every list of formats elsewhere is
 derived from this table (never written out again):
 
-- :func:`hefsearch.readers.extract.extract` picks the row's extractor by kind;
+- :func:`hefsearch.readers.extract.extract` runs the row's reader by kind;
 - the crawler and the watcher take :data:`SUPPORTED_SUFFIXES` (plus the library's
   ``extra_suffixes``, which map a suffix onto one of these kinds);
 - ``hefsearch index --help`` and calibration's hint list :func:`suffix_list`;
