@@ -89,7 +89,7 @@ def freshness(library) -> Freshness:
 
 def watcher_running(folder: Path) -> bool:
     """Whether a watcher holds ``<folder>/watch.lock``."""
-    from hefsearch.index.library import flock_held
+    from hefsearch.index.lockfile import flock_held
 
     return flock_held(Path(folder) / WATCH_LOCK, unknown=False)
 

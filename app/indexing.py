@@ -131,7 +131,8 @@ def run_index(request: IndexRequest, *, say: Callable[[Notice], None] | None = N
     :raises DiskFull: the disk is full (``exit_code`` 4); every batch committed before stays.
     :raises KeyboardInterrupt: Ctrl+C before the sync started (during it, the result says so).
     """
-    from hefsearch.index.library import Library, library_exists, resolve_library_path
+    from hefsearch.index.library import Library
+    from hefsearch.index.library_folder import library_exists, resolve_library_path
 
     _check_options(request)
     # Every check that needs no encoder comes first, and a library is created only once they
@@ -177,7 +178,7 @@ def _check_before_creating(request: IndexRequest, existed: bool, folder: Path) -
 
 
 def _discard_if_unfilled(library: "Library", existed: bool, folder: Path, folder_existed: bool) -> None:
-    from hefsearch.index.library import discard_new_library
+    from hefsearch.index.library_folder import discard_new_library
 
     if not existed and not library.document_count() and not library.space_names():
         library.close()
@@ -315,6 +316,6 @@ def secret_rule_text() -> str:
 
 def supported_suffixes() -> str:
     """The file suffixes ``index`` reads, as a list for its help (the formats table's)."""
-    from hefsearch.index.formats import suffix_list
+    from hefsearch.readers.formats import suffix_list
 
     return suffix_list()

@@ -6,7 +6,7 @@ so a search is asked for the same way everywhere; the search layer answers it
 
 from __future__ import annotations
 
-from hefsearch.index.formats import KINDS, kind_families, type_names
+from hefsearch.readers.formats import KINDS, kind_families, type_names
 from hefsearch.search.searcher import SearchError, prepare_query
 from hefsearch.search.filters import Filters, make_filters, parse_filter_line
 from hefsearch.search.rerank import parse_depth

@@ -88,8 +88,8 @@ def error_json(error: HefsearchError) -> dict:
 def document_title(path: str, kind: str, text: str) -> str:
     """What a reader is titled: a mail message by its subject (its stored path ends in a key
     derived from the Message-ID, which names nothing for a person), any other file by its name."""
-    from hefsearch.index.extract_mail import subject_of
-    from hefsearch.index.formats import CONTAINER_KINDS
+    from hefsearch.readers.extract_mail import subject_of
+    from hefsearch.readers.formats import CONTAINER_KINDS
 
     subject = subject_of(text) if kind in CONTAINER_KINDS else None
     return subject or path.rsplit("/", 1)[-1]

@@ -213,9 +213,9 @@ def display_form(path: str, kind: str | None) -> str:
     """How to show the document at ``path`` (of ``kind``, when known): "opener" (a binary
     format: the system's program), "text" (compressed, or a manual page: the text hefsearch
     indexed, see :func:`indexed_text`), or "file" (the file itself, in an editor). The table of
-    formats decides (:mod:`hefsearch.index.formats`)."""
-    from hefsearch.index.filetypes import compression_of
-    from hefsearch.index.formats import OPENER_KINDS, OPENER_SUFFIXES
+    formats decides (:mod:`hefsearch.readers.formats`)."""
+    from hefsearch.readers.filetypes import compression_of
+    from hefsearch.readers.formats import OPENER_KINDS, OPENER_SUFFIXES
 
     if kind in OPENER_KINDS or Path(path).suffix.lower() in OPENER_SUFFIXES:
         return "opener"
@@ -228,8 +228,8 @@ def indexed_text(path: str, kind: str | None) -> tuple[str, str] | None:
     """The text hefsearch indexes from ``path`` (decompressed, a manual page rendered) and the
     document's own name (``chsh.1`` for ``chsh.1.gz``); None when the file cannot be read now."""
     from hefsearch.base.errors import HefsearchError
-    from hefsearch.index.extract import extract
-    from hefsearch.index.filetypes import inner_name
+    from hefsearch.readers.extract import extract
+    from hefsearch.readers.filetypes import inner_name
 
     try:
         text = extract(Path(path), kind=kind).text

@@ -276,7 +276,7 @@ class Watcher:
         supported type, an ignore file (its folder is synced), or something gone under which
         documents are stored."""
         from hefsearch.index.crawl_options import CrawlOptions
-        from hefsearch.index.filetypes import indexed_suffixes, may_be_indexed
+        from hefsearch.readers.filetypes import indexed_suffixes, may_be_indexed
 
         crawl = crawl or CrawlOptions()
         suffixes = indexed_suffixes(crawl.extra_suffixes)

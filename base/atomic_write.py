@@ -77,6 +77,22 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, mode: int | None = 
     write_atomic(path, write, mode)
 
 
+def create_bytes_atomic(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
+    """Create ``path`` holding ``data``, whole or not at all, and never over an existing file or
+    link (FileExistsError): written and fsynced beside it, then hard-linked to its name."""
+    path = Path(path)
+    tmp = _create_temp_beside(path, mode)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
 def write_json_atomic(path: str | os.PathLike, data: Any, mode: int | None = None) -> None:
     """JSON, indented, UTF-8, ending with a newline."""
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"

@@ -43,7 +43,7 @@ HAILO_DEVICE_BATCH = Setting("HEFSEARCH_HAILO_DEVICE_BATCH", "frames per device 
 PROGRESS_SECONDS = Setting("HEFSEARCH_PROGRESS_SECONDS", "seconds between progress lines", "60")
 DOCUMENT_LIMITS = Setting("HEFSEARCH_DOCUMENT_LIMITS",
                           "one document's limits raised, e.g. seconds=600,memory_mb=1024,ocr_pages=2000",
-                          "index/budget.py: Limits (docs/indexing.md)")
+                          "readers/budget.py: Limits (docs/indexing.md)")
 
 ALL = (HOME, LIBRARY, BUNDLE, BACKEND, TOKEN, SIM, THREADS, ORT_CACHE, ORT_FUSE, HAILO_DEVICE, HAILO_SERVICE,
        HAILO_STREAMS, HAILO_TIMEOUT_MS, HAILO_DEVICE_BATCH, PROGRESS_SECONDS, DOCUMENT_LIMITS)

@@ -59,7 +59,7 @@ def rss_mb(field: str = "VmRSS") -> float:
 
 
 def tests_importable() -> None:
-    """Make the test suite's shared helpers (``tests.document_builders``, ``tests.fakes`` ...)
+    """Make the test suite's shared helpers (``tests.support.document_builders``, ``tests.fakes`` ...)
     importable: some benches build their inputs with them, and tests/ is not installed. The one
     place a bench touches ``sys.path``; appended, so it shadows nothing."""
     if str(ROOT) not in sys.path:

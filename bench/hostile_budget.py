@@ -35,7 +35,7 @@ from hefsearch.bench.harness import tests_importable
 
 def build_cases(folder: Path, scale: float) -> dict[str, Path]:
     tests_importable()
-    from tests.container_builders import big_png, epub_empty_chapters, pdf_sharing_one_image, xlsx_shared_strings_bomb
+    from tests.support.container_builders import big_png, epub_empty_chapters, pdf_sharing_one_image, xlsx_shared_strings_bomb
 
     n = lambda k: max(1, int(k * scale))  # noqa: E731
     side = max(100, int(10_000 * scale ** 0.5))
@@ -61,7 +61,7 @@ def build_cases(folder: Path, scale: float) -> dict[str, Path]:
 def tiny_bundle(folder: Path) -> Path:
     tests_importable()
     from hefsearch.compile.export.bundle import ExportOptions, export_bundle
-    from tests.models import make_tiny_bert
+    from tests.support.models import make_tiny_bert
 
     bundle = folder / "bundle"
     if not (bundle / "manifest.json").exists():

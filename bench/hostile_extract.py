@@ -2,7 +2,7 @@
 
     python bench/hostile_extract.py [--scale 1.0] [--repeats 3] [--keep DIR]
 
-Each file is extracted by ``hefsearch.index.extract.extract`` (with the crawler's 20 MB
+Each file is extracted by ``hefsearch.readers.extract.extract`` (with the crawler's 20 MB
 ``--max-size`` cap on the text a compressed format may unpack to) in a fresh child process,
 ``--repeats`` times; the table shows the medians: the child's peak RSS above what it held just
 before reading the file (interpreter and imports; Linux ``VmHWM``, reset through
@@ -20,7 +20,7 @@ read since: an XLSX zip bomb (64 MB of sheet XML packed 340x), a big real-lookin
 of XML, 5M characters of text), an ODT "billion laughs", a message of 5,000 nested MIME
 parts, an EPUB whose spine points outside the archive and a 100,000 x 100,000 pixel PNG of a
 few hundred bytes. (The 500 MB mail attachment is streamed past without being held:
-``tests/index/test_extract.py``.)
+``tests/readers/test_extract.py``.)
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def build_corpus(folder: Path, scale: float) -> dict[str, Path]:
     import random
 
     tests_importable()
-    from tests.container_builders import billion_laughs_odt, make_epub, nested_mime, png_bomb, xlsx_zip_bomb
-    from tests.document_builders import docx_with_body, make_pdf
+    from tests.support.container_builders import billion_laughs_odt, make_epub, nested_mime, png_bomb, xlsx_zip_bomb
+    from tests.support.document_builders import docx_with_body, make_pdf
 
     rng = random.Random(0)
     words = tuple("".join(rng.choice("abcdefghij") for _ in range(8)).encode() for _ in range(5000))
@@ -110,7 +110,7 @@ def child(path: str, how: str) -> None:
     import PIL.PngImagePlugin  # noqa: F401
     from bs4 import BeautifulSoup
 
-    from hefsearch.index.extract import ExtractionError, extract
+    from hefsearch.readers.extract import ExtractionError, extract
 
     extract(Path(__file__).with_name("hostile_extract.py"), kind="text")  # first-use allocations
     before = reset_peak_kb()

@@ -38,7 +38,7 @@ def tokenizer_counter():
 
 def corpus_text(paragraphs: int, seed: int = 0) -> str:
     sample = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
-    from hefsearch.index.extract import extract
+    from hefsearch.readers.extract import extract
 
     docs = [extract(p).text for p in sorted(sample.iterdir()) if p.suffix in (".txt", ".md", ".html", ".pdf", ".docx")]
     paras = [p for d in docs for p in d.split("\n\n") if p.strip()]
@@ -48,7 +48,7 @@ def corpus_text(paragraphs: int, seed: int = 0) -> str:
 
 def bench_chunking(repeat: int) -> None:
     from hefsearch.index.chunk import chunk_text
-    from hefsearch.index.extract import ExtractedText
+    from hefsearch.readers.extract import ExtractedText
 
     count, calls = tokenizer_counter()
     words = "the invoice is due within thirty days by bank transfer to the account".split()
@@ -73,7 +73,7 @@ def bench_chunking(repeat: int) -> None:
 
 
 def bench_extraction(repeat: int) -> None:
-    from hefsearch.index.extract import extract
+    from hefsearch.readers.extract import extract
 
     with tempfile.TemporaryDirectory() as tmp:
         for encoding in ("utf-8", "cp1252"):

@@ -31,7 +31,7 @@ def main() -> None:
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
     tests_importable()
-    from tests.container_builders import make_eml, make_mbox
+    from tests.support.container_builders import make_eml, make_mbox
 
     tmp = Path(tempfile.mkdtemp(prefix="hefsearch-mbox-"))
     bundle = args.bundle or export_temp_bundle(tmp=tmp)

@@ -10,7 +10,7 @@ language: English, German, French, Spanish, Russian, Chinese, Japanese.
 - **Accuracy**: characters right, as ``difflib``'s ratio between the page's text and what OCR
   read, whitespace removed (1.00: every character).
 - **Engines**: Tesseract (Debian's ``tesseract-ocr`` and its language packs, all seven
-  languages in one run, as :mod:`hefsearch.index.ocr` runs it; peak memory: the child's max
+  languages in one run, as :mod:`hefsearch.readers.ocr` runs it; peak memory: the child's max
   RSS) and, when ``--rapidocr-path`` names a folder where ``rapidocr-onnxruntime`` is installed
   (``pip install --target DIR rapidocr-onnxruntime``), RapidOCR with the models in its wheel
   (peak memory: this process's growth; measured in a child).
@@ -60,14 +60,14 @@ def accuracy(truth: str, read: str) -> float:
 
 def rendered() -> dict[str, bytes]:
     tests_importable()
-    from tests.container_builders import render_page
+    from tests.support.container_builders import render_page
 
     return {lang: render_page(lines, cjk=lang in CJK) for lang, lines in PAGES.items()}
 
 
 def tesseract_run(png: bytes) -> tuple[str, float, int]:
     """(text, seconds, peak KB of the tesseract child) through hefsearch's OCR path."""
-    from hefsearch.index import ocr
+    from hefsearch.readers import ocr
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t = time.perf_counter()
@@ -92,7 +92,7 @@ def rapid_child(folder: str, pngs: str) -> None:
 
 
 def engines_table(pages: dict[str, bytes], repeats: int, rapid: str | None) -> None:
-    from hefsearch.index import ocr
+    from hefsearch.readers import ocr
 
     rows: dict[str, dict[str, tuple[float, float]]] = {}
     peaks: dict[str, int] = {}
@@ -132,11 +132,11 @@ def engines_table(pages: dict[str, bytes], repeats: int, rapid: str | None) -> N
 
 def rates(pages_n: int, repeats: int) -> None:
     """hefsearch's extraction: scanned pages through OCR vs the same text as a text layer."""
-    from hefsearch.index import ocr
-    from hefsearch.index.extract_pdf import extract_pdf, extract_pdf_ocr
+    from hefsearch.readers import ocr
+    from hefsearch.readers.extract_pdf import extract_pdf, extract_pdf_ocr
     tests_importable()
-    from tests.container_builders import make_image_pdf
-    from tests.document_builders import make_pdf
+    from tests.support.container_builders import make_image_pdf
+    from tests.support.document_builders import make_pdf
 
     lines = PAGES["en"] + PAGES["de"]
     text_pdf = make_pdf(["\n".join(lines)] * pages_n)

@@ -1,5 +1,5 @@
 """OCR and accents: every installed language in one run, against the page read again with its
-own language first (what :func:`hefsearch.index.ocr.ocr_image` does), in one run.
+own language first (what :func:`hefsearch.readers.ocr.ocr_image` does), in one run.
 
     python bench/ocr_languages.py [--repeats 3]
 
@@ -41,7 +41,7 @@ def accented(lines: list[str]) -> list[str]:
 
 
 def render(lines: list[str], size: int, font: str | None, cjk: bool) -> bytes:
-    from tests.container_builders import render_page
+    from tests.support.container_builders import render_page
 
     if font is None:
         return render_page(lines, cjk=cjk, size=size)
@@ -64,8 +64,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     tests_importable()
-    from hefsearch.index import ocr
-    from tests.container_builders import font_path
+    from hefsearch.readers import ocr
+    from tests.support.container_builders import font_path
 
     exe, langs = ocr._tesseract()
     if exe is None:

@@ -101,7 +101,7 @@ def compare(set_dir: Path, qfile: str, chunks: Path, pieces: Path, cache: Path) 
 def encode_cost(set_dir: Path, chunks: Path, pieces: Path, n: int) -> None:
     """Seconds to chunk and embed ``n`` documents at each library's window (median of 3)."""
     from hefsearch.index.chunk import chunk_text
-    from hefsearch.index.extract_base import ExtractedText
+    from hefsearch.readers.extract_base import ExtractedText
     from hefsearch.index.library import Library
     from hefsearch.search.searcher import Searcher
 

@@ -95,7 +95,7 @@ def open_encoders(bundle, sims: dict[str, str], robust: bool) -> dict:
 def load_corpus(spec: str, enc, n_pseudo: int, seed: int):
     """NAME=DIR[:QUERIES] -> (name, chunk texts, chunk doc names, queries, sources)."""
     from hefsearch.index.chunk import chunk_text
-    from hefsearch.index.extract import extract
+    from hefsearch.readers.extract import extract
 
     name, _, rest = spec.partition("=")
     folder, _, qfile = rest.partition(":")

@@ -55,7 +55,7 @@ def main() -> None:
     from hefsearch.bench.harness import export_temp_bundle
     from hefsearch.embed import Encoder
     tests_importable()
-    from tests.library_helpers import write_corpus
+    from tests.support.library_helpers import write_corpus
 
     tmp = Path(tempfile.mkdtemp(prefix="hefsearch-stop-"))
     bundle = Path(args.bundle) if args.bundle else export_temp_bundle(tmp=tmp)

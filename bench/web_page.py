@@ -146,7 +146,7 @@ def main() -> None:
     import httpx
 
     tests_importable()
-    from tests.browser import missing, open_browser
+    from tests.support.browser import missing, open_browser
 
     if missing():
         raise SystemExit(missing())

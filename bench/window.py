@@ -34,7 +34,7 @@ CORPUS = ROOT / "data" / "sample-corpus"
 def corpus_docs(chars: int) -> list:
     """The sample corpus extracted as indexing extracts it, cut after ``chars`` characters."""
     from hefsearch.index.crawl import FoundFile, crawl
-    from hefsearch.index.extract import extract
+    from hefsearch.readers.extract import extract
 
     docs, total = [], 0
     for f in sorted((f for f in crawl([CORPUS]) if isinstance(f, FoundFile)), key=lambda f: f.path.name):
@@ -50,7 +50,7 @@ def chunks_at(enc, docs, window: int, joined: bool) -> list[str]:
     """The chunks ``index`` would cut at ``window``; ``joined``: the documents as one long text,
     so every chunk fills the window (long documents: manuals, man pages, reports)."""
     from hefsearch.index.chunk import chunk_text
-    from hefsearch.index.extract_base import ExtractedText
+    from hefsearch.readers.extract_base import ExtractedText
 
     if joined:
         docs = [ExtractedText(text="\n\n".join(d.text for d in docs))]

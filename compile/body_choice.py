@@ -101,19 +101,24 @@ def robust_gain(bundle: Bundle) -> tuple[bool, str]:
     fp32 = (x.get("fp32_check") or {}).get("cosine_mean")
     if before is None or after is None or fp32 is None:
         return False, "the 8-bit-robust body has no recorded measurements (re-run compile robust)"
+    par = x.get("parallel") or {}
+    mrr = (par.get("original") or {}).get("mrr"), (par.get("robust") or {}).get("mrr")
+    return _judged(before, after, fp32, mrr if None not in mrr else None)
+
+
+def _judged(before: float, after: float, fp32: float, mrr: tuple[float, float] | None) -> tuple[bool, str]:
+    """The verdict on recorded measurements: the held-out 8-bit cosine must rise by MIN_GAIN,
+    and the FP32 vectors stay near the original's (or, measured, the parallel set rank as well)."""
     what = (f"held-out 8-bit cosine to FP32 {before:.4f} -> {after:.4f}, "
             f"its FP32 vectors at cosine {fp32:.4f} to the original")
-    par = x.get("parallel") or {}
-    p0, p1 = (par.get("original") or {}).get("mrr"), (par.get("robust") or {}).get("mrr")
-    ranked = p0 is not None and p1 is not None
-    if ranked:
-        what += f", parallel-set FP32 MRR {p0:.4f} -> {p1:.4f}"
+    if mrr is not None:
+        what += f", parallel-set FP32 MRR {mrr[0]:.4f} -> {mrr[1]:.4f}"
     if after - before < MIN_GAIN:
         return False, f"the 8-bit-robust body does not measurably help ({what})"
-    kept = ranked and p1 >= p0 - PARALLEL_TOLERANCE
+    kept = mrr is not None and mrr[1] >= mrr[0] - PARALLEL_TOLERANCE
     if fp32 < MIN_FP32_COSINE and not kept:
         return False, f"the 8-bit-robust body moved its FP32 vectors too far ({what})"
-    if ranked and not kept:
+    if mrr is not None and not kept:
         return False, f"the 8-bit-robust body ranks the parallel set worse in FP32 ({what})"
     return True, what
 

@@ -133,7 +133,7 @@ def collect_chunks(
     from hefsearch.index.chunk import chunk_text
     from hefsearch.index.crawl import FoundFile, crawl
     from hefsearch.index.crawl_options import DEFAULT_MAX_BYTES
-    from hefsearch.index.extract import extract
+    from hefsearch.readers.extract import extract
 
     found, skipped = [], 0
     for item in crawl([Path(r) for r in roots]):
@@ -215,7 +215,7 @@ def choose_texts(bundle: Bundle, roots: Sequence[str | Path], *, n: int = DEFAUL
     pool, read, failed, skipped = collect_chunks(roots, count_tokens, seq, rng, POOL_FACTOR * max(n_user_target, 1),
                                                  say)
     if not pool:
-        from hefsearch.index.formats import suffix_list
+        from hefsearch.readers.formats import suffix_list
 
         raise CalibrationError(
             f"No text found under {', '.join(str(r) for r in roots)} ({read} documents read, {failed} failed, "

@@ -182,9 +182,7 @@ def check_bundle(path: str | Path | None):
 
 def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
     """Per HEF: chip, DFC line vs chip and runtime, and (with HailoRT) its streams vs the manifest."""
-    from hefsearch.embed.hailo_device import arch_label
-    from hefsearch.embed.hef_file import hef_entries_for, inspect_hef, precision_name
-    from hefsearch.embed.runtime_pairing import pairing, ways_out
+    from hefsearch.embed.hef_file import hef_entries_for
 
     if bundle is None:
         return []
@@ -200,55 +198,87 @@ def check_hefs(bundle, devices: list, runtime: str | None) -> list[Check]:
         have = ", ".join(sorted({e.hw_arch or "?" for e in entries}))
         checks.append(Check("HEF", FAIL, f"no HEF for this {dev.label} ({dev.arch}); the bundle's HEFs are for {have}",
                             f"hefsearch compile hef {bundle.path} --hw-arch {dev.arch} (on an x86 host with the DFC)"))
+    return checks + [_check_hef(bundle, e, dev, runtime) for e in entries]
+
+
+@dataclass
+class _HefFindings:
+    """What one HEF's check found, in the order its line says it."""
+
+    problems: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    paired: list[str] = field(default_factory=list)
+
+    def check(self, name: str, detail: str) -> Check:
+        status = FAIL if self.problems else (WARN if self.notes else OK)
+        return Check(name, status, "; ".join([detail] + self.paired + self.problems + self.notes),
+                     "; ".join(dict.fromkeys(self.fixes)) or None)
+
+
+def _check_hef(bundle, e, dev, runtime: str | None) -> Check:
+    """One HEF: its DFC line against its chip; on this device's chip, against the installed
+    HailoRT too, and its streams against the manifest."""
+    from hefsearch.embed.hailo_device import arch_label
+    from hefsearch.embed.hef_file import precision_name
+
+    name, arch, dfc = f"HEF {e.file}", (e.hw_arch or "").lower(), e.extra.get("dfc_version")
+    found = _HefFindings()
+    want_rt = RUNTIME_MAJOR.get(arch)
+    if major_version(dfc) is not None and want_rt is not None and DFC_MAJOR[want_rt] != major_version(dfc):
+        found.problems.append(f"compiled with DFC {dfc}, but {arch_label(arch)} HEFs need DFC {DFC_MAJOR[want_rt]}.x")
+        found.fixes.append(f"recompile with DFC {DFC_MAJOR[want_rt]}.x")
+    if dfc is None:
+        found.notes.append("the manifest does not record the DFC version, so its runtime match is unknown")
+    if dev and arch != dev.arch:
+        detail = f"for {arch_label(arch)}, SEQ {e.seq_len} (not this device's chip; unused here)"
+        return Check(name, FAIL if found.problems else OK, "; ".join([detail] + found.problems + found.notes),
+                     "; ".join(found.fixes) or None)
+    _runtime_match(dfc, runtime, found)
+    contract = _hef_streams(bundle, e, runtime, found)
+    detail = f"{arch_label(arch)}, SEQ {e.seq_len}, precision {precision_name(e)}, DFC {dfc or 'unknown'}"
+    if contract is not None and contract.ok:
+        detail += ", streams match the manifest"
+    elif runtime is None:
+        detail += " (streams not checked: HailoRT is not installed)"
+    return found.check(name, detail)
+
+
+def _runtime_match(dfc: str | None, runtime: str | None, found: _HefFindings) -> None:
+    """The HEF's DFC line against the installed HailoRT: another major line is a problem; the
+    same line, a known release pair or a note."""
+    from hefsearch.embed.runtime_pairing import pairing, ways_out
+
     rt_major = major_version(runtime)
-    for e in entries:
-        name = f"HEF {e.file}"
-        arch = (e.hw_arch or "").lower()
-        dfc = e.extra.get("dfc_version")
-        dfc_major = major_version(dfc)
-        problems, fixes, notes, paired = [], [], [], []
-        want_rt = RUNTIME_MAJOR.get(arch)
-        if dfc_major is not None and want_rt is not None and DFC_MAJOR[want_rt] != dfc_major:
-            problems.append(f"compiled with DFC {dfc}, but {arch_label(arch)} HEFs need DFC {DFC_MAJOR[want_rt]}.x")
-            fixes.append(f"recompile with DFC {DFC_MAJOR[want_rt]}.x")
-        if dfc is None:
-            notes.append("the manifest does not record the DFC version, so its runtime match is unknown")
-        if dev and arch != dev.arch:
-            detail = f"for {arch_label(arch)}, SEQ {e.seq_len} (not this device's chip; unused here)"
-            checks.append(Check(name, FAIL if problems else OK, "; ".join([detail] + problems + notes),
-                                "; ".join(fixes) or None))
-            continue
-        need_rt = {v: k for k, v in DFC_MAJOR.items()}.get(dfc_major)
-        if rt_major is not None and need_rt is not None and need_rt != rt_major:
-            problems.append(f"DFC {dfc} HEFs run on HailoRT {need_rt}.x; HailoRT {runtime} is installed")
-            fixes.append(f"install HailoRT {need_rt}.x (sudo apt install {APT_PACKAGE[need_rt]}) or recompile "
-                         f"with DFC {DFC_MAJOR.get(rt_major, '?')}.x")
-        elif dfc is not None and runtime is not None:  # the same line: is it a known release pair?
-            pair = pairing(dfc, runtime)
-            (notes if pair.known is not True else paired).append(pair.detail)
-            if pair.mismatch:
-                fixes.append(ways_out(dfc, runtime))
-        contract = None
-        if runtime is not None:
-            try:
-                contract = inspect_hef(bundle.path / e.file, bundle).check
-            except HefsearchError as err:
-                problems.append(err.message)
-                fixes.append(err.hint or "recompile the HEF")
-        if contract is not None and not contract.ok:
-            problems.extend(contract.problems)
-            fixes.append(f"recompile the HEF from this bundle; 'hefsearch inspect {bundle.path / e.file}' "
-                         "shows its streams")
-        detail = (f"{arch_label(arch)}, SEQ {e.seq_len}, precision {precision_name(e)}, "
-                  f"DFC {dfc or 'unknown'}")
-        if contract is not None and contract.ok:
-            detail += ", streams match the manifest"
-        elif runtime is None:
-            detail += " (streams not checked: HailoRT is not installed)"
-        status = FAIL if problems else (WARN if notes else OK)
-        checks.append(Check(name, status, "; ".join([detail] + paired + problems + notes),
-                            "; ".join(dict.fromkeys(fixes)) or None))
-    return checks
+    need_rt = {v: k for k, v in DFC_MAJOR.items()}.get(major_version(dfc))
+    if rt_major is not None and need_rt is not None and need_rt != rt_major:
+        found.problems.append(f"DFC {dfc} HEFs run on HailoRT {need_rt}.x; HailoRT {runtime} is installed")
+        found.fixes.append(f"install HailoRT {need_rt}.x (sudo apt install {APT_PACKAGE[need_rt]}) or recompile "
+                           f"with DFC {DFC_MAJOR.get(rt_major, '?')}.x")
+    elif dfc is not None and runtime is not None:  # the same line: is it a known release pair?
+        pair = pairing(dfc, runtime)
+        (found.notes if pair.known is not True else found.paired).append(pair.detail)
+        if pair.mismatch:
+            found.fixes.append(ways_out(dfc, runtime))
+
+
+def _hef_streams(bundle, e, runtime: str | None, found: _HefFindings):
+    """The HEF's streams checked against the manifest (with HailoRT installed), or None."""
+    from hefsearch.embed.hef_file import inspect_hef
+
+    if runtime is None:
+        return None
+    try:
+        contract = inspect_hef(bundle.path / e.file, bundle).check
+    except HefsearchError as err:
+        found.problems.append(err.message)
+        found.fixes.append(err.hint or "recompile the HEF")
+        return None
+    if not contract.ok:
+        found.problems.extend(contract.problems)
+        found.fixes.append(f"recompile the HEF from this bundle; 'hefsearch inspect {bundle.path / e.file}' "
+                           "shows its streams")
+    return contract
 
 
 # -- library ----------------------------------------------------------------------------------------

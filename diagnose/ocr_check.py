@@ -2,7 +2,7 @@
 hefsearch reads scans in are installed, and what that means for scanned pages and images.
 
 Reads what the indexer reads (``tesseract --version`` and ``--list-langs``, the languages of
-:data:`hefsearch.index.ocr.LANGUAGES`), so the line says what the next ``index`` run will do.
+:data:`hefsearch.readers.ocr.LANGUAGES`), so the line says what the next ``index`` run will do.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _run(exe: str, *args: str) -> str:
 
 
 def check_ocr() -> Check:
-    from hefsearch.index.ocr import LANGUAGES
+    from hefsearch.readers.ocr import LANGUAGES
 
     exe = shutil.which("tesseract")
     every = " ".join(_package(lang) for lang in LANGUAGES)

@@ -1,5 +1,5 @@
-"""hefsearch.index: the library (SQLite + one FAISS index per vector space), crawl, extract,
-chunk and incremental sync.
+"""hefsearch.index: the library (SQLite + one FAISS index per vector space), crawl, chunk and
+incremental sync; reading a document is :mod:`hefsearch.readers`.
 
 The names below are imported on first use, so ``import hefsearch.index`` stays cheap.
 """
@@ -10,12 +10,11 @@ import importlib
 
 _EXPORTS = {
     "Library": "library", "ChunkRecord": "library", "LibraryStatus": "library",
-    "resolve_library_path": "library", "data_dir": "library",
+    "resolve_library_path": "library_folder", "data_dir": "library",
     "Space": "spaces", "SpaceInfo": "spaces",
     "LibraryError": "errors", "SpaceError": "errors", "FingerprintMismatch": "errors",
     "LibraryBusy": "errors",
     "SyncReport": "sync", "ProgressEvent": "sync", "SyncOptions": "sync",  # the function: hefsearch.index.sync.sync
-    "Format": "formats", "FORMATS": "formats",
 }
 
 __all__ = sorted(_EXPORTS)

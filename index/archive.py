@@ -173,13 +173,7 @@ def verify(archive: Path, schema_known: int) -> Manifest:
                                        "Use an archive made by 'hefsearch export'.")
                 if header is None and member.name != HEADER:
                     raise damaged(archive, f"it does not start with {HEADER}")
-                reader = HashingReader(tf.extractfile(member))
-                small = member.name in (HEADER, MANIFEST)  # read whole; the rest block by block
-                if small and member.size > MAX_JSON:
-                    raise damaged(archive, f"{member.name} is {member.size:,} bytes")
-                data = reader.read() if small else b""
-                while not small and reader.read(BLOCK):
-                    pass
+                data, reader = _read_member(tf, member, archive)
                 if member.name == HEADER:
                     header = _json(data, HEADER, archive)
                     check_header(header, archive, schema_known)
@@ -198,6 +192,19 @@ def verify(archive: Path, schema_known: int) -> Manifest:
     manifest = Manifest.of(header, body)
     _compare(manifest.files, seen, archive)
     return manifest
+
+
+def _read_member(tf, member, archive: Path):
+    """(its bytes, the reader that hashed it): a member read through once; the header and the
+    manifest whole (within MAX_JSON), the rest block by block (bytes: b"")."""
+    reader = HashingReader(tf.extractfile(member))
+    if member.name not in (HEADER, MANIFEST):
+        while reader.read(BLOCK):
+            pass
+        return b"", reader
+    if member.size > MAX_JSON:
+        raise damaged(archive, f"{member.name} is {member.size:,} bytes")
+    return reader.read(), reader
 
 
 def _compare(listed: dict[str, dict], seen: dict[str, tuple[int, str]], archive: Path) -> None:

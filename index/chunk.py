@@ -27,7 +27,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from hefsearch.index.extract import ExtractedText
+from hefsearch.readers.extract import ExtractedText
 
 # Break levels, weakest to strongest; the level of an atom is that of the break after it.
 CHAR, WORD, LINE, SENTENCE, PARAGRAPH, END = range(6)

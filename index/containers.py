@@ -9,7 +9,7 @@ on paths holds: a hit names the message, ``--path '*/inbox.mbox/*'`` keeps one m
 a row of its own (no chunks) with its size, mtime and hash, so an unchanged mailbox is skipped
 as any file is.
 
-A changed mailbox is read as a stream (:func:`~hefsearch.index.extract_mail.split_mbox`): a
+A changed mailbox is read as a stream (:mod:`hefsearch.readers.mail_file`): a
 message whose bytes hash as before is left as it is, a new or changed one becomes a member
 :class:`~hefsearch.index.sync_types.Job` of its own (so batches stay bounded however large the
 mailbox), and members no longer in the file are removed with the file's own job, last.
@@ -18,14 +18,13 @@ mailbox), and members no longer in the file are removed with the file's own job,
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from typing import Callable, Collection, Iterator
 
 from hefsearch.base.terminal_text import printable
 
-from .extract_base import ExtractedText, ExtractionError
-from .formats import CONTAINER_KINDS
+from hefsearch.readers.extract_base import ExtractedText, ExtractionError
+from hefsearch.readers.formats import CONTAINER_KINDS
 from .sync_types import Job
 
 
@@ -66,21 +65,15 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
     is one failed job and keeps its members. ``at`` hears where the reading is ("message 812",
     "message 812, already indexed"): a run after an interruption passes the messages it
     committed before (same hash) without embedding them again."""
-    from .extract_mail import open_regular, split_mbox
+    from hefsearch.readers.mail_file import open_mail_file, read_messages
 
     old = getattr(job, "old_members", None) or {}
     seen: dict[str, int] = {}
     kept: set[str] = set()
     digest = hashlib.sha256()
     try:
-        with _opened(job.path, max_bytes) as stream:
-            if job.kind == "mbox":
-                messages = split_mbox(_Hashing(stream, digest), max_bytes)
-            else:
-                raw = stream.read(max_bytes + 1 if max_bytes is not None else -1)
-                digest.update(raw)
-                messages = iter([(1, raw, None)])
-            for number, raw, error in messages:
+        with open_mail_file(job.path, max_bytes) as stream:
+            for number, raw, error in read_messages(stream, job.kind, max_bytes, digest):
                 member = _member_job(job, _member_name(number, raw, seen), raw or b"", error, max_bytes)
                 kept.add(member.path)
                 if at is not None:
@@ -104,65 +97,13 @@ def expand(job: Job, prepare_text: Callable[[Job, ExtractedText], None], max_byt
     yield job
 
 
-def _opened(path: str, max_bytes: int | None):
-    """The mail file as a stream: the file itself, or, for ``inbox.mbox.gz``, its bytes
-    decompressed in memory under the --max-size cap (a gzip bomb stops there)."""
-    from .filetypes import CompressionBomb, CorruptCompressed, compression_of, decompress
-    from .extract_base import too_much_text
-    from .extract_mail import open_regular
-
-    suffix = compression_of(path)
-    if suffix is None:
-        return open_regular(path)
-    with open_regular(path) as f:
-        data = f.read()
-    try:
-        return _Unpacked(decompress(data, suffix, max_bytes), hashlib.sha256(data).hexdigest())
-    except CompressionBomb:
-        raise too_much_text(suffix[1:], max_bytes) from None
-    except CorruptCompressed as e:
-        raise ExtractionError(e.message) from None
-
-
-class _Unpacked(io.BytesIO):
-    """Decompressed bytes read as a file, with the sha256 of the compressed file (what
-    :func:`file_sha256` gives, so an unchanged ``.mbox.gz`` is skipped next time)."""
-
-    def __init__(self, data: bytes, sha256: str):
-        super().__init__(data)
-        self.sha256 = sha256
-
-
-def file_sha256(path: str) -> str:
-    """A file's sha256, read in steps (a mailbox may be far larger than memory)."""
-    from .extract_mail import open_regular
-
-    digest = hashlib.sha256()
-    with open_regular(path) as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-class _Hashing:
-    """A stream that hashes what is read from it (the file's sha256, in the same pass)."""
-
-    def __init__(self, stream, digest):
-        self.stream, self.digest = stream, digest
-
-    def readline(self, limit: int = -1) -> bytes:
-        line = self.stream.readline(limit)
-        self.digest.update(line)
-        return line
-
-
 def _member_name(number: int, raw: bytes | None, seen: dict[str, int]) -> str:
     """A message's name inside its file: from its Message-ID (or its hash), unique in ``seen``;
     one refused by the stream (too large, ``raw`` None) is named by its number."""
     from email.parser import BytesHeaderParser
     from email import policy
 
-    from .extract_mail import header_text, member_key
+    from hefsearch.readers.extract_mail import header_text, member_key
 
     if raw is None:
         return f"message-{number}"
@@ -177,7 +118,7 @@ def _member_name(number: int, raw: bytes | None, seen: dict[str, int]) -> str:
 def _member_job(job: Job, key: str, raw: bytes, error: str | None, max_bytes: int | None) -> Job:
     """The job of one message of a mail file: unchanged (same hash as its stored row), failed,
     or read, its text waiting in ``text_of``."""
-    from .extract_mail import read_message
+    from hefsearch.readers.extract_mail import read_message
 
     path = f"{job.path}/{key}"
     row = (getattr(job, "old_members", None) or {}).get(path)

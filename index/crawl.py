@@ -2,7 +2,7 @@
 
 Nothing here opens a file but to look at the first 8 KB of a regular file whose name has no
 file-type suffix (``NEWS``, ``README.Debian``, ``changelog.gz``: text or not, see
-:mod:`hefsearch.index.filetypes`), through the extractor's non-blocking guard; the crawler
+:mod:`hefsearch.readers.filetypes`), through the extractor's non-blocking guard; the crawler
 otherwise only lists directories and stats entries, so FIFOs, sockets and devices are
 reported ("special") without ever being touched. Directories are
 followed through symlinks once; a directory reached again (a symlink loop, or a second route
@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING
 
 from hefsearch.base.sizes import human_size
 from hefsearch.base.terminal_text import printable
-from hefsearch.index.formats import STREAMED_KINDS, SUPPORTED_SUFFIXES
+from hefsearch.readers.formats import STREAMED_KINDS, SUPPORTED_SUFFIXES
 
-from . import filetypes
+from hefsearch.readers import filetypes
+
 from .crawl_options import CrawlOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -509,8 +510,8 @@ UNREADABLE = "permission denied"
 def document_kind(path: str | os.PathLike, supported: Mapping[str, str]) -> tuple[str | None, str]:
     """Whether ``hefsearch index`` reads the regular file ``path`` as a document: (its kind, "")
     or (None, why not). The crawler's decision (``compile calib --from`` takes the crawl's; the
-    watcher applies its name stage, :func:`~hefsearch.index.filetypes.may_be_indexed`): a known
-    suffix (``supported``: :func:`~hefsearch.index.filetypes.indexed_suffixes`) gives the kind,
+    watcher applies its name stage, :func:`~hefsearch.readers.filetypes.may_be_indexed`): a known
+    suffix (``supported``: :func:`~hefsearch.readers.filetypes.indexed_suffixes`) gives the kind,
     ``NAME.gz`` is judged by ``NAME``, and a name without a file-type suffix (``NEWS``,
     ``Apache-2.0``, ``ls.1.gz``) is text when its first bytes are."""
     path = Path(path)
@@ -529,8 +530,8 @@ def document_kind(path: str | os.PathLike, supported: Mapping[str, str]) -> tupl
 def _kind_by_content(path: Path) -> str | None:
     """"man" when the start of the file (decompressed for ls.1.gz) is a manual page's roff,
     "mbox" when it starts as a mailbox does, "text" when it is other text, else None."""
-    from hefsearch.index.extract import ExtractionError, looks_like_text, read_regular_file
-    from hefsearch.index.extract_man import looks_like_roff
+    from hefsearch.readers.extract import ExtractionError, looks_like_text, read_regular_file
+    from hefsearch.readers.extract_man import looks_like_roff
 
     compression = filetypes.compression_of(path)
     try:  # compressed: enough input for SNIFF_BYTES of output, even at a high ratio

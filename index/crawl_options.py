@@ -104,8 +104,8 @@ class CrawlOptions:
 
         :raises ValueError: what is wrong (not a suffix, not a document kind).
         """
-        from .filetypes import normalise_suffix
-        from .formats import KINDS
+        from hefsearch.readers.filetypes import normalise_suffix
+        from hefsearch.readers.formats import KINDS
 
         kinds = set(KINDS)
         out: dict[str, str] = {}

@@ -174,28 +174,38 @@ def _trim(con, folder: Path, wanted, vectors: bool) -> tuple[dict, dict[str, np.
         raise ArchiveError(f"The library {folder} has no space {unknown[0]!r} (spaces: {', '.join(names) or 'none'}).",
                            "Name one of its spaces with --space, or leave --space out for all.")
     keep = [n for n in names if vectors and (not wanted or n in wanted)]
-    trimmed = False
-    for name in names:
-        if name not in keep:
-            con.execute("DELETE FROM space_members WHERE space = ?", [name])
-            con.execute("DELETE FROM spaces WHERE name = ?", [name])
-            trimmed = True
-    settings = {k: json.loads(v) for k, v in con.execute("SELECT key, value FROM settings")}
-    if settings.get("default_space") and settings["default_space"] not in keep:
-        settings.pop("default_space")
-        con.execute("DELETE FROM settings WHERE key = 'default_space'")
+    trimmed = _drop_spaces(con, names, keep)
     members = {n: np.fromiter((r[0] for r in con.execute(
         "SELECT chunk_id FROM space_members WHERE space = ? ORDER BY chunk_id", [n])), np.int64) for n in keep}
+    kept_rows = [r for r in rows if r[0] in keep]
+    return _manifest_body(con, folder, kept_rows, members, vectors, trimmed), members
+
+
+def _drop_spaces(con, names: list[str], keep: list[str]) -> bool:
+    """The spaces not in ``keep`` removed from the copy (rows and memberships; the default
+    space setting too unless it names a kept one); whether any space was."""
+    dropped = [n for n in names if n not in keep]
+    for name in dropped:
+        con.execute("DELETE FROM space_members WHERE space = ?", [name])
+        con.execute("DELETE FROM spaces WHERE name = ?", [name])
+    row = con.execute("SELECT value FROM settings WHERE key = 'default_space'").fetchone()
+    if row is not None and json.loads(row[0]) and json.loads(row[0]) not in keep:
+        con.execute("DELETE FROM settings WHERE key = 'default_space'")
+    return bool(dropped)
+
+
+def _manifest_body(con, folder: Path, rows, members: dict[str, np.ndarray], vectors: bool, trimmed: bool) -> dict:
+    """What the archive's manifest says of the trimmed copy: its spaces, settings, roots, counts."""
     spaces = [{"name": r[0], "kind": r[1], "fingerprint": r[2], "parts": json.loads(r[3]), "dim": r[4],
                "backend": r[5], "backend_opts": json.loads(r[6]), "label": r[7], "index_factory": r[8],
-               "count": len(members[r[0]])} for r in rows if r[0] in keep]
+               "count": len(members[r[0]])} for r in rows]
+    settings = {k: json.loads(v) for k, v in con.execute("SELECT key, value FROM settings")}
     roots = settings.get("roots") or (settings.get("last_sync") or {}).get("roots") or []
-    body = {"spaces": spaces, "settings": settings, "roots": roots, "vectors": vectors,
+    return {"spaces": spaces, "settings": settings, "roots": roots, "vectors": vectors,
             "documents": con.execute("SELECT COUNT(*) FROM documents").fetchone()[0],
             "chunks": con.execute("SELECT COUNT(*) FROM chunks").fetchone()[0],
             "source": str(folder), "trimmed": trimmed,
             "schema": con.execute("PRAGMA user_version").fetchone()[0]}
-    return body, members
 
 
 def _open_space_files(folder: Path, members: dict[str, np.ndarray]

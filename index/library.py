@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import shutil
 import threading
 import time
@@ -39,71 +38,25 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 import numpy as np
 
 from hefsearch.base import settings
-from hefsearch.base.errors import HefsearchError
 from hefsearch.base.locations import data_dir  # the data folder; also part of index's API
 
 from . import documents, store
 from .documents import ChunkRecord  # noqa: F401  (part of the library's API)
 from .crawl import FAILED_SKIPS
 from .errors import LibraryBusy, LibraryError, SpaceError
-from .lockfile import acquire_before, flock_before, flock_held, read_holder, write_holder
+from . import library_folder
+from .library_folder import DB_FILE, LOCK_FILE, resolve_library_path
+from .lockfile import acquire_before, release_file_lock, take_file_lock
 from .spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, MAX_THRESHOLD, Space, SpaceInfo,
                      check_fingerprint, factory_problem, read_index_stats, sorted_ids)
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no cross-process lock, single writer assumed
-    fcntl = None
-
 log = logging.getLogger("hefsearch.index")
 
-DB_FILE = "library.db"
-LOCK_FILE = "library.lock"
-DEFAULT_NAME = "library"
 #: seconds a writer waits for another writer before giving up (interactive: a few seconds)
 LOCK_WAIT_S = 5.0
-
-
-def resolve_library_path(name_or_path: str | os.PathLike | None = None) -> Path:
-    """``None`` -> $HEFSEARCH_LIBRARY or ``<data dir>/library``; a bare name (no path
-    separator, not starting with ``.`` or ``~``) -> ``<data dir>/<name>``; else a path."""
-    if name_or_path is None or str(name_or_path) == "":
-        env = settings.LIBRARY.value()
-        if env:
-            return resolve_library_path(env)
-        return data_dir() / DEFAULT_NAME
-    text = str(name_or_path)
-    is_name = (
-        isinstance(name_or_path, str)
-        and os.sep not in text
-        and (os.altsep is None or os.altsep not in text)
-        and not text.startswith((".", "~"))
-    )
-    return data_dir() / text if is_name else Path(text).expanduser().resolve()
-
-
-def library_exists(name_or_path: str | os.PathLike | None = None) -> bool:
-    """Whether a library (its ``library.db``) is at ``name_or_path`` (see
-    :func:`resolve_library_path`)."""
-    return (resolve_library_path(name_or_path) / DB_FILE).exists()
-
-
-def discard_new_library(folder: Path, folder_existed: bool) -> None:
-    """Remove a library a failed command created and never filled (its database, lock and
-    empty ``spaces``; the folder too when the command made it), so no empty library stays
-    behind to look like a real one."""
-    for name in (DB_FILE, DB_FILE + "-wal", DB_FILE + "-shm", LOCK_FILE):
-        with contextlib.suppress(OSError):
-            (folder / name).unlink()
-    spaces = folder / "spaces"
-    if spaces.is_dir() and not any(p.is_file() for p in spaces.rglob("*")):
-        shutil.rmtree(spaces, ignore_errors=True)
-    if not folder_existed:
-        with contextlib.suppress(OSError):
-            folder.rmdir()
 
 
 def utc_now() -> str:
@@ -193,9 +146,9 @@ class Library:
         elif folder.is_file():  # pragma: no cover
             raise LibraryError(f"{folder} is a file, not a library folder.")
         reason = "opened read-only" if read_only else None
-        if read_only is None and not _writable(folder):
+        if read_only is None and not library_folder.writable(folder):
             reason = "the library folder is not writable for this user"
-        db, reason = _connect(dbfile, reason)
+        db, reason = library_folder.connect(dbfile, reason)
         lib = cls(folder, db)
         lib._load_at_open = load_spaces
         try:
@@ -227,7 +180,7 @@ class Library:
         except (OSError, LibraryError) as e:
             if not store.refuses_writes(e):
                 raise
-            self._start_reading(_cannot_write_reason(self.path, e))
+            self._start_reading(library_folder.cannot_write_reason(self.path, e))
 
     def _start_reading(self, reason: str) -> None:
         self.read_only_reason = reason
@@ -338,30 +291,11 @@ class Library:
                 sp.save()
 
     def _acquire_file_lock(self, deadline: float) -> None:
-        f = open(self.path / LOCK_FILE, "a+")
-        if fcntl is not None:
-            try:
-                flock_before(f, deadline)
-            except BlockingIOError:
-                holder = read_holder(f)
-                f.close()
-                raise LibraryBusy(
-                    f"Another process{' (' + holder + ')' if holder else ''} is writing to the "
-                    f"library {self.path}.",
-                    "Wait for it to finish, then run this again (searching still works "
-                    "meanwhile).") from None
-            except BaseException:
-                f.close()
-                raise
-        write_holder(f)
-        self._lockfile = f
+        self._lockfile = take_file_lock(self.path / LOCK_FILE, deadline, f"the library {self.path}")
 
     def _release_file_lock(self) -> None:
         if self._lockfile is not None:
-            with contextlib.suppress(OSError):
-                self._lockfile.truncate(0)
-            with contextlib.suppress(OSError):
-                self._lockfile.close()  # closing releases the flock
+            release_file_lock(self._lockfile)
             self._lockfile = None
 
     @property
@@ -611,7 +545,7 @@ class Library:
             info.index_stats = read_index_stats(self.path / "spaces" / info.name)
         last = settings.get("last_sync") or {}
         started = (settings.get("sync_started") or {}).get("at")
-        writing = self.writing or _writer_active(self.path)
+        writing = self.writing or library_folder.writer_active(self.path)
         unfinished = settings.get("unfinished") or {}
         interrupted = started if started and started > (last.get("at") or "") else None
         if unfinished:
@@ -641,49 +575,6 @@ class Library:
         """Every chunk id, sorted (read as :meth:`member_ids` reads)."""
         with self._dblock:
             return np.fromiter(documents.all_chunk_ids(self.db.execute), np.int64)
-
-
-# -- opening and locking helpers -----------------------------------------------------------
-def _connect(dbfile: Path, read_only_reason: str | None):
-    """(connection, why it is read-only or None). A full disk refuses even the ``-shm`` a
-    read-write connection needs: then the library is read without one."""
-    def writer_active() -> bool:
-        return _writer_active(dbfile.parent)
-
-    try:
-        try:
-            db = store.connect(dbfile, read_only=read_only_reason is not None,
-                               writer_active=writer_active)
-            return db, read_only_reason
-        except LibraryError as e:
-            if read_only_reason is not None or not store.refuses_writes(e):
-                raise
-            db = store.connect(dbfile, read_only=True, writer_active=writer_active)
-            return db, _cannot_write_reason(dbfile.parent, e)
-    except HefsearchError:
-        raise
-    except Exception as e:
-        raise LibraryError(f"Cannot open {dbfile}: {e}", "Is it a hefsearch library?") from None
-
-
-def _cannot_write_reason(folder: Path, error: Exception) -> str:
-    """Why writing failed, in words: a full disk often reaches us as an SQLite I/O error."""
-    with contextlib.suppress(OSError):
-        if os.statvfs(folder).f_bavail == 0:
-            return "the disk holding it is full"
-    return (getattr(error, "message", None) or str(error)).rstrip(".")
-
-
-def _writer_active(folder: Path) -> bool:
-    """Whether a process holds the library's write lock (probed with a shared lock that is
-    released at once; asked only when a reader must choose how to open SQLite)."""
-    return flock_held(folder / LOCK_FILE, unknown=True)
-
-
-def _writable(folder: Path) -> bool:
-    """Whether this process may write the library's files (a writer needs all three)."""
-    files = [folder, folder / DB_FILE, folder / LOCK_FILE]
-    return all(os.access(f, os.W_OK) for f in files if f == folder or f.exists())
 
 
 def _wait_seconds(wait: bool | float) -> float:

@@ -90,3 +90,34 @@ def read_holder(f) -> str:
         f.seek(0)
         return f.read(200).strip()
     return ""
+
+
+def take_file_lock(path: Path, deadline: float, what: str):
+    """The open lock file ``path``, flock'ed before ``deadline`` and naming this process as its
+    holder; :class:`~hefsearch.index.errors.LibraryBusy` names the other holder (``what``: what
+    it is writing to) when it is still held then."""
+    from .errors import LibraryBusy
+
+    f = open(path, "a+")
+    if fcntl is not None:
+        try:
+            flock_before(f, deadline)
+        except BlockingIOError:
+            holder = read_holder(f)
+            f.close()
+            raise LibraryBusy(
+                f"Another process{' (' + holder + ')' if holder else ''} is writing to {what}.",
+                "Wait for it to finish, then run this again (searching still works meanwhile).") from None
+        except BaseException:
+            f.close()
+            raise
+    write_holder(f)
+    return f
+
+
+def release_file_lock(f) -> None:
+    """The holder's line cleared and the file closed (closing releases the flock)."""
+    with contextlib.suppress(OSError):
+        f.truncate(0)
+    with contextlib.suppress(OSError):
+        f.close()

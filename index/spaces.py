@@ -6,7 +6,8 @@ The public Space API; its parts live in their own modules:
 - :mod:`~hefsearch.index.segments`: the raw vectors, append-only segment files and their
   merging (:class:`RawVectors`), the source of truth;
 - :mod:`~hefsearch.index.faiss_index`: the FAISS index (which index a size gets, building,
-  tuning, compression, the search kernels), a cache rebuilt from the raw vectors at will.
+  tuning, compression, the search kernels), a cache rebuilt from the raw vectors at will;
+- :mod:`~hefsearch.index.space_checks`: that index checked against the raw vectors, its recall.
 
 Which ids a space really holds is decided by SQLite alone (``space_members``, committed in
 the same transaction as the chunks). A segment written for a batch whose transaction never
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +42,7 @@ from .faiss_index import (  # noqa: F401  (re-exported: the Space API's names)
     compressed_factory, describe_index, doubling_steps, exact_scores, exact_top_k, factory_problem, faiss_reason,
     index_ids, inner_index, ivf_of, load_faiss, make_index, outside_own_document, read_index_stats, tune_nprobe,
     using_all_threads, vectors_to_train)
+from .space_checks import IndexChecks
 from .segments import (  # noqa: F401  (re-exported)
     FULL_COMPACT_ROWS, IDS_SUFFIX, MAX_SEGMENTS, MERGE_FANIN, SEGMENT_RE, RawVectors, ids_file,
     record_dtype)
@@ -77,7 +78,7 @@ class SpaceInfo:
         return self.index_factory == COMPRESSED_FACTORY
 
 
-class Space:
+class Space(IndexChecks):
     """One vector space of a library. Get it from ``Library.space(name)``."""
 
     def __init__(self, library, info: SpaceInfo):
@@ -203,64 +204,6 @@ class Space:
                 done["rebuilt"], done["index_mismatch"] = True, mismatch
             return done
 
-    def index_mismatch(self, sample: int = LOAD_CHECK_SAMPLE) -> str | None:
-        """Why the FAISS index does not hold the raw vectors, or None when a sample agrees.
-
-        An index that stores vectors exactly (flat, HNSW over flat) must give back the raw
-        vector of each sampled id; any other (IVF, PQ: lossy) must find most sampled raw
-        vectors themselves. Raw vectors that are not finite are left to ``doctor``.
-        """
-        with self._lock:
-            if self.index is None:
-                return None
-            ids = (self._members & self._in_index).ids
-            if not len(ids):
-                return None
-            # stdlib random: numpy.random costs a cold search ~6 ms to import
-            pick = ids[sorted(random.sample(range(len(ids)), min(sample, len(ids))))]
-            raw = self.raw.get(pick)
-            keep = np.isfinite(raw).all(axis=1)
-            pick, raw = pick[keep], np.ascontiguousarray(raw[keep])
-            if not len(pick):
-                return None
-            if self._stores_exact_vectors():
-                got = self.index.reconstruct_batch(pick)
-                differ = int((~np.isclose(got, raw, rtol=1e-5, atol=1e-6).all(axis=1)).sum())
-                if differ:
-                    return f"{differ} of {len(pick)} sampled vectors differ"
-                return None
-            # the index's own ranking, without re-scoring (which would hide any index
-            # whose candidates cover the space)
-            _scores, found = self.index.search(raw, min(10, self.index.ntotal))
-            share = float(np.mean([self._finds_itself(q, row) for q, row in zip(raw, found)]))
-            if share < SELF_FIND_SHARE:
-                return f"only {share:.0%} of {len(pick)} sampled vectors find themselves"
-            return None
-
-    def _finds_itself(self, query: np.ndarray, found: np.ndarray) -> bool:
-        """Whether a search hit holds the query's own raw vector (by value: a chunk repeated
-        more often than the search returns finds a twin, not necessarily its own id)."""
-        ids = found[(found >= 0) & self._members.contains(found)].astype(np.int64)
-        if not len(ids):
-            return False
-        return bool(np.isclose(self.raw.get(ids), query, rtol=1e-5, atol=1e-6).all(axis=1).any())
-
-    def nonfinite_ids(self, block: int = 65536) -> np.ndarray:
-        """Member ids whose stored vector holds NaN or infinity (reads every vector: doctor)."""
-        with self._lock:
-            ids = self._members.ids
-        ids = ids[self.raw.has(ids)] if len(ids) else ids
-        bad = [part[~np.isfinite(self.raw.get(part)).all(axis=1)]
-               for part in (ids[i : i + block] for i in range(0, len(ids), block))]
-        return np.concatenate(bad) if bad else np.empty(0, np.int64)
-
-    def _stores_exact_vectors(self) -> bool:
-        faiss = load_faiss()
-        base = inner_index(self.index)
-        if hasattr(base, "hnsw"):
-            base = faiss.downcast_index(base.storage)
-        return isinstance(base, faiss.IndexFlat)
-
     def _read_index(self):
         path = self.folder / INDEX_FILE
         if not path.exists():
@@ -373,43 +316,6 @@ class Space:
         return (COMPRESSED_FACTORY if n >= self.library.compress_threshold() else
                 DEFAULT_HNSW_FACTORY if n >= hnsw_threshold else
                 SQ8_FACTORY if n >= DEFAULT_SQ8_THRESHOLD else "Flat")
-
-    def measure_recall(self, queries: int = RECALL_QUERIES, k: int = 10) -> dict:
-        """recall@k of this space's search (re-scoring included) against exact search, with
-        ``queries`` stored vectors of the space as queries, each query's own document left out
-        of both lists (ids within :data:`RECALL_LEAVE_OUT` of its own id; reads every raw
-        vector once). An IVF index first gets the smallest
-        ``nprobe`` reaching :data:`TARGET_RECALL` (:func:`tune_nprobe`): how far neighbours
-        spread over the lists depends on the data, not only on its size; an HNSW index the
-        smallest efSearch of a doubling reaching :data:`HNSW_TARGET_RECALL`
-        (:func:`tune_ef_search`, kept in ``index.json`` as ``ef_search``)."""
-        with self._lock:
-            ids = (self._members & self._in_index).ids  # sorted
-            if len(ids) <= k:
-                return {}
-            rng = np.random.default_rng(1)
-            q_ids = np.sort(rng.choice(ids, min(queries, len(ids)), replace=False))
-            q = np.ascontiguousarray(self.raw.get(q_ids))
-            wide = k + 2 * RECALL_LEAVE_OUT + 1  # enough to keep k after leaving out
-            truth = exact_top_k(q, ids, self.raw.get, wide)
-
-            def recall(ef: int | None = None) -> float:
-                found = ann_search(self.index, self.raw, q, wide, ef_search=ef or self._ef_search())[1]
-                hits = [len(outside_own_document(f, own, k) & outside_own_document(t, own, k)) / k
-                        for f, t, own in zip(found, truth, q_ids)]
-                return float(np.mean(hits))
-
-            ivf = ivf_of(self.index)
-            out = {"recall_queries": len(q), "recall_vectors": int(len(ids))}
-            if ivf is not None:
-                r = tune_nprobe(ivf, recall)
-                out["nprobe"] = int(ivf.nprobe)
-            elif hasattr(inner_index(self.index), "hnsw"):
-                out["ef_search"], r = tune_ef_search(inner_index(self.index), recall)
-                self.index_stats["ef_search"] = out["ef_search"]
-            else:
-                r = recall()
-            return {"recall_at_10": round(r, 4), **out}
 
     def save(self) -> None:
         """Persist the FAISS index atomically (a cache: reconcile repairs a stale one)."""

@@ -37,8 +37,9 @@ from hefsearch.base.terminal_text import printable
 from . import documents
 from .containers import attach_members, split_members
 from .crawl import is_under
+from hefsearch.readers.formats import CONTAINER_KINDS
+
 from .crawl_options import CrawlOptions
-from .formats import CONTAINER_KINDS
 from .library import Library, utc_now
 from .ocr_cache import OcrPageCache
 from .store import is_disk_full, put_setting
@@ -157,7 +158,7 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
             index_files(Target(library, spaces, list(encoders), report, state), plan.todo, opts,
                         {p: plan.existing[p][3] for p in plan.existing})
         if report.ocr_waiting:  # once per run, with how to install it
-            from .ocr import INSTALL_HINT
+            from hefsearch.readers.ocr import INSTALL_HINT
 
             n = len(report.ocr_waiting)
             report.notes.append((report.ocr_waiting[0], f"{n} file(s) with pages only OCR can read "

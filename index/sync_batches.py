@@ -106,12 +106,30 @@ def land(target: Target, sent: tuple) -> None:
 
 def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None = None) -> None:
     """Embed one batch (``ready``: vectors already computed, by space name) and commit it."""
-    library, spaces, encoders, report, state = (target.library, target.spaces, target.encoders, target.report,
-                                                target.state)
     texts = [c.text for job in jobs for c, _ in job.chunks]
-    vectors = []
+    vectors = embed_batch(target, jobs, texts, ready or {})
+    added, removed = commit(target.library, target.spaces, jobs, vectors)
+    for sp, vecs in zip(target.spaces, vectors):
+        sp.committed(added, vecs, removed)
+    for job in jobs:
+        count_job(target.report, job)
+    target.report.chunks_embedded += len(texts)
+    files = [job for job in jobs if not job.member]
+    state = target.state
+    state.embedded(jobs)
+    state.chunks += len(texts)
+    state.files_done += len(files)
+    state.todo_done += len(files)
+    state.tick(force=True)
+
+
+def embed_batch(target: Target, jobs: list[Job], texts: list[str], ready: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The batch's vectors in every space, in the encoders' order: those ``ready``, those
+    derived from a base space's, the rest encoded (the first encoder's progress shown)."""
+    encoders, state = target.encoders, target.state
+    vectors: list[np.ndarray] = []
     for i, enc in enumerate(encoders):
-        if ready and enc.space_name in ready:
+        if enc.space_name in ready:
             vectors.append(ready[enc.space_name])
             continue
         derived = derived_vectors(enc, encoders[:i], vectors, texts)
@@ -124,42 +142,33 @@ def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None =
         try:
             t = time.perf_counter()
             vectors.append(encode_stoppable(enc, texts) if texts else np.empty((0, enc.dim), np.float32))
-            report.encode_seconds += time.perf_counter() - t
+            target.report.encode_seconds += time.perf_counter() - t
         finally:
             enc.on_batch = None
-    added, removed = commit(library, spaces, jobs, vectors)
-    for sp, vecs in zip(spaces, vectors):
-        sp.committed(added, vecs, removed)
-    files = [job for job in jobs if not job.member]
-    for job in jobs:
-        report.notes.extend((job.shown, note) for note in job.notes)
-        if job.ocr_missing:
-            report.ocr_waiting.append(job.shown)
-            if not job.chunks and job.error is None:
-                continue
-        if job.encoding and job.encoding.startswith("ocr:") and job.error is None:
-            report.ocr_pages += len(job.ocr_pages)
-        if job.member and job.error is None:  # a message: its file is counted
-            report.chunks_cut += sum(1 for c, _ in job.chunks if c.cut)
-            continue
-        if job.error is not None:
-            if job.old_status in ("ok", "stale"):
-                report.stale.append((job.shown, job.error))
-            else:
-                report.failed.append((job.shown, job.error))
-        elif job.same_content:
-            report.unchanged += 1
-        elif job.doc_id is None or job.old_status == "failed":
-            report.added += 1
-        else:
-            report.changed += 1
-        report.chunks_cut += sum(1 for c, _ in job.chunks if c.cut)
-    report.chunks_embedded += len(texts)
-    state.embedded(jobs)
-    state.chunks += len(texts)
-    state.files_done += len(files)
-    state.todo_done += len(files)
-    state.tick(force=True)
+    return vectors
+
+
+def count_job(report: SyncReport, job: Job) -> None:
+    """One committed job in the run's report: its notes, OCR, and added, changed, unchanged,
+    failed or stale (a message is counted with its file, save its cut chunks)."""
+    report.notes.extend((job.shown, note) for note in job.notes)
+    if job.ocr_missing:
+        report.ocr_waiting.append(job.shown)
+        if not job.chunks and job.error is None:
+            return
+    if job.encoding and job.encoding.startswith("ocr:") and job.error is None:
+        report.ocr_pages += len(job.ocr_pages)
+    report.chunks_cut += sum(1 for c, _ in job.chunks if c.cut)
+    if job.member and job.error is None:
+        return
+    if job.error is not None:
+        (report.stale if job.old_status in ("ok", "stale") else report.failed).append((job.shown, job.error))
+    elif job.same_content:
+        report.unchanged += 1
+    elif job.doc_id is None or job.old_status == "failed":
+        report.added += 1
+    else:
+        report.changed += 1
 
 
 def encode_stoppable(enc, texts: list[str]) -> np.ndarray:

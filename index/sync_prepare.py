@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Iterator
 from hefsearch.base.errors import HefsearchError
 from hefsearch.base.terminal_text import printable
 
-from . import ocr
-from .formats import CONTAINER_KINDS
+from hefsearch.readers import ocr
+from hefsearch.readers.formats import CONTAINER_KINDS
 from .sync_types import Job, SyncOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +33,7 @@ SECTIONED_KINDS = frozenset({"epub", "ods", "odp", "pptx", "xlsx"})
 
 def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> Job:
     """Hash, extract and chunk one file (runs in the background thread)."""
-    from .extract import extract, read_regular_file
+    from hefsearch.readers.extract import extract, read_regular_file
 
     try:
         # Read through the extractor's guard: a file swapped for a FIFO since the crawl must
@@ -63,14 +63,14 @@ def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old
 
 def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, at=None, cache=None) -> Job:
     """A file with pages to read by OCR (an image, a PDF's pages without text), after the
-    files with text: each page within the OCR budget (:mod:`hefsearch.index.ocr`); a page that
+    files with text: each page within the OCR budget (:mod:`hefsearch.readers.ocr`); a page that
     fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``. ``at``
     hears the page being read ("page 40, 12 of 300 by OCR"); with ``cache`` (an
     :class:`~hefsearch.index.ocr_cache.OcrPageCache`) each page's text is kept as it is read,
     and pages read by an earlier run that stopped are not read again."""
-    from .extract import decompressed, read_regular_file
-    from .extract_image import extract_image
-    from .extract_pdf import extract_pdf_ocr
+    from hefsearch.readers.extract import decompressed, read_regular_file
+    from hefsearch.readers.extract_image import extract_image
+    from hefsearch.readers.extract_pdf import extract_pdf_ocr
 
     try:  # scan.pdf.gz: read through, as the text pass read it
         data = decompressed(Path(job.path), read_regular_file(Path(job.path), max_bytes=max_bytes), max_bytes)
@@ -97,7 +97,7 @@ def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int,
 def _failed(job: Job, e: Exception) -> None:
     """The job's error, said for a person: the extractor's message, the OS's reason, or (an
     extractor bug) the exception, logged with its traceback at debug level."""
-    from .extract import ExtractionError
+    from hefsearch.readers.extract import ExtractionError
 
     if isinstance(e, ExtractionError):
         job.error = printable(e.message)
@@ -122,7 +122,7 @@ def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
     import dataclasses
 
     from .chunk import chunk_text
-    from .extract_base import ExtractedText
+    from hefsearch.readers.extract_base import ExtractedText
 
     if doc.pages and len(doc.pages) > 1 and (doc.kind in SECTIONED_KINDS or doc.ocr_pages):
         chunks = []
@@ -143,7 +143,9 @@ def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, ol
     """A mail file's member jobs, then its own (:func:`hefsearch.index.containers.expand`,
     which tells ``at`` the message it reads); the file's job alone when its bytes are those
     already indexed."""
-    from .containers import expand, file_sha256
+    from hefsearch.readers.mail_file import file_sha256
+
+    from .containers import expand
 
     try:
         if old_sha is not None and job.old_status == "ok":

@@ -109,6 +109,6 @@ class Progress:
 
 def size_key(job: Job) -> tuple:
     """Files whose text per byte is alike: same kind, compressed or not."""
-    from .filetypes import compression_of
+    from hefsearch.readers.filetypes import compression_of
 
     return job.kind, compression_of(job.path) is not None

@@ -207,7 +207,7 @@ PHOTO_LINES = ["KASSENBON - BÄCKEREI SONNENSCHEIN", "", "2 Roggenbrot          
 def write_kept_formats(out: Path) -> None:
     """Mail, ebook, OpenDocument and Office files, and two scanned pages (tests/container_builders)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.container_builders import (make_eml, make_epub, make_image_pdf, make_mbox, make_odp, make_ods,
+    from tests.support.container_builders import (make_eml, make_epub, make_image_pdf, make_mbox, make_odp, make_ods,
                                           make_odt, make_pptx, make_xlsx, render_page)
 
     files = {

@@ -158,7 +158,7 @@ def _from_iso(s: str) -> float:
 def normalise_types(values: Iterable[str]) -> tuple[str, ...] | None:
     """File types as given (``PDF``, ``.md``, ``markdown``) -> lower case without dots; an
     unknown one is an error that lists the known ones."""
-    from hefsearch.index.formats import KINDS, SUPPORTED_SUFFIXES
+    from hefsearch.readers.formats import KINDS, SUPPORTED_SUFFIXES
 
     known = {s.lstrip(".") for s in SUPPORTED_SUFFIXES} | set(KINDS)  # man pages: a kind, no suffix
     out = []
@@ -184,7 +184,7 @@ def normalise_langs(values: Iterable[str]) -> tuple[str, ...] | None:
 def type_condition(types: Sequence[str]) -> tuple[str, list]:
     """SQL on ``documents d`` for file types: an extension matches the path's suffix (any case),
     a kind name the document's kind."""
-    from hefsearch.index.formats import KINDS
+    from hefsearch.readers.formats import KINDS
 
     kinds = set(KINDS)
     conds, params = [], []

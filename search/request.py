@@ -1,5 +1,5 @@
 """One query as a user asked it (:class:`SearchRequest`), and the working state of its search
-(:class:`SearchRun`) that the stages of :meth:`~hefsearch.search.searcher.Searcher.run` fill in turn."""
+(:class:`SearchRun`) that the stages of :meth:`~hefsearch.search.searcher.Searcher.search` fill in turn."""
 
 from __future__ import annotations
 

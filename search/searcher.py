@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError, NotFound
 from hefsearch.embed.space_names import FP32_SPACE
-from hefsearch.index.formats import CONTAINER_KINDS
+from hefsearch.readers.formats import CONTAINER_KINDS
 
 from .filters import Filters
 from .fusion import rrf

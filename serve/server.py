@@ -106,14 +106,14 @@ def load_or_create_token(path: Path) -> tuple[str, bool]:
     except OSError as e:
         raise ServeError(f"Cannot create the folder {path.parent} for the token file: {e.strerror or e}.",
                          "Give a token file in a folder you can write with --token-file FILE.") from None
+    from hefsearch.base.atomic_write import create_bytes_atomic
+
     token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:  # whole or not at all, 0600 from the start, never over a file or link put there meanwhile
+        create_bytes_atomic(path, (token + "\n").encode("utf-8"), mode=0o600)
     except OSError as e:
         raise ServeError(f"Cannot create the token file {path}: {e.strerror or e}.",
                          "Give a token file in a folder you can write with --token-file FILE.") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(token + "\n")
     return token, True
 
 

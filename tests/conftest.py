@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests import isolation
-from tests.models import make_tiny_bert, make_tiny_xlmr, minilm_folder
+from tests.support import isolation
+from tests.support.models import make_tiny_bert, make_tiny_xlmr, minilm_folder
 
-pytest_plugins = ["tests.hailo_fixtures", "tests.compile_fixtures", "tests.quality_fixtures", "tests.serve_fixtures",
-                  "tests.web_fixtures"]
+pytest_plugins = ["tests.support.hailo_fixtures", "tests.support.compile_fixtures", "tests.support.quality_fixtures", "tests.support.serve_fixtures",
+                  "tests.support.web_fixtures"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -23,7 +23,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Isolation starts here, at import, before any fixture of any scope runs (session- and module-scoped
 # fixtures index and remember bundles too) and in every xdist worker (each imports this file):
 # hefsearch's home and the platform's data/cache/config/state folders all point into one temporary
-# root. The user's real folders are recorded first so tests/isolation.py can check, at the end of
+# root. The user's real folders are recorded first so tests/support/isolation.py can check, at the end of
 # the session, that nothing was written there.
 REAL_USER_DIRS = isolation.real_user_dirs()
 ISOLATED_ROOT = isolation.isolate_process(REAL_USER_DIRS)

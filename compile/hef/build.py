@@ -273,7 +273,7 @@ def optimize_stage(b: _Build, parsed: Parsed, cal: Calibrated, sites: dict, rung
         extra_lines=() if report else b.plan.extra_lines, recipe=b.plan.recipe, mask_command=b.plan.mask_command))
     skey = stage_key(parsed.key, script, cal.info.get("sha256", ""))
     script_path = b.work / f"model-{skey}.alls"
-    script_path.write_text(script, encoding="utf-8")
+    write_bytes_atomic(script_path, script.encode("utf-8"))
     att.model_script = script_path.name
     opt_har = b.work / f"optimized-{skey}.har"
     rec = state.data["optimized"].get(skey)

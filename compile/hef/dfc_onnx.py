@@ -95,21 +95,39 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str 
                   source: str | Path | None = None) -> DfcOnnx:
     """Write the DFC-facing variant of ``bundle``'s encoder.onnx (or of the body at ``source``,
     e.g. the robust one) to ``out`` (fixed S = seq_len)."""
+    mode, heads = _mask_mode(bundle, mask_mode)
+    onnx = _onnx()
+    src = Path(source) if source else bundle.path / "encoder.onnx"
+    model = onnx.load(str(src))
+    _check_io(model.graph, src)
+    chain, bias = _mask_chain(model, src)
+    _cut_mask_prep(model.graph, chain, bias)
+    dfc = DfcOnnx(Path(out), int(seq_len), bundle.hidden, bundle.mask_value, mode.name, max(heads, 1))
+    _fixed_io(model.graph, dfc, produced={t for n in chain for t in n.output})
+    model.doc_string = (f"hefsearch DFC-facing encoder body, mask mode {mode.name}: the mask input is the "
+                        f"additive bias on the attention scores (mask value {bundle.mask_value})")
+    onnx.checker.check_model(model)
+    dfc.path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(dfc.path))
+    return dfc
+
+
+def _mask_mode(bundle: Bundle, mask_mode: str):
+    """The HEF mask mode named ``mask_mode`` and the bundle's attention heads (which a
+    scores-layout mask needs)."""
     try:
         mode = hef_mask_mode(mask_mode)
     except ValueError as e:
         raise DfcOnnxError(f"Unknown mask mode {mask_mode!r}.", str(e)) from None
-    mask_mode = mode.name
     heads = int(bundle.model.get("heads") or 0)
     if mode.layout == "scores" and heads <= 0:
         raise DfcOnnxError("The bundle's manifest does not record the number of attention heads.",
                            "Re-export the bundle with 'hefsearch compile export'.")
-    onnx = _onnx()
-    from onnx import TensorProto, helper, shape_inference
+    return mode, heads
 
-    src = Path(source) if source else bundle.path / "encoder.onnx"
-    model = onnx.load(str(src))
-    g = model.graph
+
+def _check_io(g, src: Path) -> None:
+    """The body's inputs and outputs are those hefsearch's export writes."""
     names = [i.name for i in g.input]
     if EMBEDDINGS not in names or MASK not in names:
         raise DfcOnnxError(
@@ -120,13 +138,18 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str 
         raise DfcOnnxError(f"{src} has outputs {[o.name for o in g.output]}; expected ['{OUTPUT}'].",
                            "Re-export the bundle with 'hefsearch compile export'.")
 
+
+def _mask_chain(model, src: Path) -> tuple[list, str]:
+    """The mask's preparation nodes, from the graph input to the additive bias the score Adds
+    take, and the bias tensor's name."""
+    from onnx import TensorProto, shape_inference
+
     inferred = shape_inference.infer_shapes(model)
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in
              list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output)}
     elem = {vi.name: vi.type.tensor_type.elem_type for vi in list(inferred.graph.value_info) + list(inferred.graph.input)}
-
     consumers: dict[str, list] = {}
-    for node in g.node:
+    for node in model.graph.node:
         for t in node.input:
             consumers.setdefault(t, []).append(node)
 
@@ -137,7 +160,6 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str 
             u.op_type == "Add" and any(w.op_type == "Softmax" for w in consumers.get(u.output[0], []))
             for u in users)
 
-    # Follow the mask from the graph input through its preparation to the additive bias.
     chain, tensor = [], MASK
     while not (ranks.get(tensor) == 4 and elem.get(tensor) == TensorProto.FLOAT and feeds_scores(tensor)):
         users = consumers.get(tensor, [])
@@ -149,36 +171,38 @@ def make_dfc_onnx(bundle: Bundle, out: str | Path, seq_len: int, mask_mode: str 
             )
         chain.append(users[0])
         tensor = users[0].output[0]
+    return chain, tensor
+
+
+def _cut_mask_prep(g, chain: list, bias: str) -> None:
+    """The preparation nodes removed (and what only they used): the mask input feeds the bias's
+    users itself."""
     dropped = {id(n) for n in chain}
     keep = [n for n in g.node if id(n) not in dropped]
     for node in keep:
         for i, t in enumerate(node.input):
-            if t == tensor:
+            if t == bias:
                 node.input[i] = MASK
     keep = _live_nodes(keep, {OUTPUT})  # e.g. the Constants the removed nodes used
     del g.node[:]
     g.node.extend(keep)
 
-    hidden = bundle.hidden
-    dfc = DfcOnnx(Path(out), int(seq_len), hidden, bundle.mask_value, mask_mode, max(heads, 1))
-    new_inputs = [
-        helper.make_tensor_value_info(EMBEDDINGS, TensorProto.FLOAT, ["batch", seq_len, hidden]),
-        helper.make_tensor_value_info(MASK, TensorProto.FLOAT, ["batch", *dfc.mask_shape[1:]]),
-    ]
+
+def _fixed_io(g, dfc: DfcOnnx, produced: set[str]) -> None:
+    """The graph's inputs and output at the fixed sequence length, the mask in its mode's shape;
+    the value infos of the removed nodes' outputs dropped."""
+    from onnx import TensorProto, helper
+
+    s, h = dfc.seq_len, dfc.hidden
     del g.input[:]
-    g.input.extend(new_inputs)
+    g.input.extend([
+        helper.make_tensor_value_info(EMBEDDINGS, TensorProto.FLOAT, ["batch", s, h]),
+        helper.make_tensor_value_info(MASK, TensorProto.FLOAT, ["batch", *dfc.mask_shape[1:]]),
+    ])
     del g.output[:]
-    g.output.extend([helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", seq_len, hidden])])
-    produced = {t for n in chain for t in n.output}
-    stale = [vi for vi in g.value_info if vi.name in produced]
-    for vi in stale:
+    g.output.extend([helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", s, h])])
+    for vi in [vi for vi in g.value_info if vi.name in produced]:
         g.value_info.remove(vi)
-    model.doc_string = (f"hefsearch DFC-facing encoder body, mask mode {mask_mode}: the mask input is the "
-                        f"additive bias on the attention scores (mask value {bundle.mask_value})")
-    onnx.checker.check_model(model)
-    dfc.path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(dfc.path))
-    return dfc
 
 
 def _live_nodes(nodes: list, outputs: set[str]) -> list:

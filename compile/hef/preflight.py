@@ -113,6 +113,23 @@ def _value_sample(arr: np.ndarray) -> np.ndarray:
 
 def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray], layout: MaskLayout) -> dict:
     """Raise :class:`CalibrationMismatch` on the first problem; return a small summary dict."""
+    _check_keys(layers, calib)
+    n_rows = set()
+    for layer in layers:
+        arr = calib[layer.name]
+        _check_array(layer, arr, layout)
+        n_rows.add(arr.shape[0])
+    if len(n_rows) != 1:
+        raise CalibrationMismatch(f"The calibration arrays have different row counts {sorted(n_rows)}.",
+                                  "Rebuild the calibration with 'hefsearch compile calib'.")
+    (n,) = n_rows
+    if n == 0:
+        raise CalibrationMismatch("The calibration set is empty.", "Rebuild it with 'hefsearch compile calib'.")
+    return {"rows": int(n), "inputs": {layer.name: [int(d) for d in layer.shape] for layer in layers}}
+
+
+def _check_keys(layers: list[InputLayer], calib: dict[str, np.ndarray]) -> None:
+    """The calibration is keyed by exactly the parsed network's input layers."""
     names = {layer.name for layer in layers}
     given = set(calib)
     if given != names:
@@ -123,55 +140,53 @@ def preflight(layers: list[InputLayer], calib: dict[str, np.ndarray], layout: Ma
             "Key the calibration dict by the parsed input-layer names (hefsearch does this itself "
             "for calibration made by 'hefsearch compile calib').",
         )
-    n_rows = set()
-    for layer in layers:
-        arr = calib[layer.name]
-        what = f"Calibration for input layer '{layer.name}' ({layer.role})"
-        if not isinstance(arr, np.ndarray):
-            raise CalibrationMismatch(f"{what} is a {type(arr).__name__}, not a numpy array.", _fix(layer))
-        if arr.ndim != len(layer.shape):
-            raise CalibrationMismatch(
-                f"{what} has shape {tuple(arr.shape)} (rank {arr.ndim}); the parsed network expects "
-                f"{layer.expected(arr.shape[0] if arr.ndim else 'N')} (rank {len(layer.shape)}). The DFC turns the "
-                f"body's {'3-D [N,S,H]' if layer.role == EMBEDDINGS else '[N,S]'} input into a 4-D layer, and "
-                "optimize() would crash with an IndexError inside LayerNorm decomposition.",
-                _fix(layer),
-            )
-        if tuple(arr.shape[1:]) != layer.sample_shape:
-            raise CalibrationMismatch(
-                f"{what} has shape {tuple(arr.shape)}; the parsed network expects {layer.expected(arr.shape[0])}.",
-                _fix(layer),
-            )
-        if arr.dtype != np.float32:
-            raise CalibrationMismatch(
-                f"{what} is {arr.dtype}; the network takes float32.",
-                "Convert it with arr.astype(np.float32), or rebuild it with 'hefsearch compile calib'.",
-            )
-        vals = _value_sample(arr)
-        if not np.isfinite(vals).all():
-            bad = int(vals.size - np.isfinite(vals).sum())
-            raise CalibrationMismatch(f"{what} holds {bad} NaN or infinite values.",
-                                      "Rebuild the calibration with 'hefsearch compile calib'.")
-        if layer.role == MASK:
-            binary = layout.binary
-            allowed = (0.0, 1.0) if binary else (0.0, float(layout.mask_value))
-            odd = ~np.isin(vals, allowed)
-            if odd.any():
-                why = ("With set_input_mask_to_softmax() the mask input is the 0/1 token mask, not an additive bias."
-                       if binary else f"In the additive mask mode the mask input is the bias: 0 or {allowed[1]:g}.")
-                raise CalibrationMismatch(
-                    f"{what} holds values other than {allowed[0]:g} and {allowed[1]:g} (e.g. {vals[odd].flat[0]!r}). "
-                    + why, "Rebuild the calibration with 'hefsearch compile calib'.")
-            real = (vals == 1.0) if binary else (vals == 0.0)
-            empty = int((~real.any(axis=1)).sum())
-            if empty:
-                raise CalibrationMismatch(f"{what} has {empty} rows without any real token.",
-                                          "Rebuild the calibration with 'hefsearch compile calib'.")
-        n_rows.add(arr.shape[0])
-    if len(n_rows) != 1:
-        raise CalibrationMismatch(f"The calibration arrays have different row counts {sorted(n_rows)}.",
+
+
+def _check_array(layer: InputLayer, arr, layout: MaskLayout) -> None:
+    """One input's calibration: a float32 numpy array of the layer's shape, finite; a mask's
+    values those of its layout, every row with a real token."""
+    what = f"Calibration for input layer '{layer.name}' ({layer.role})"
+    if not isinstance(arr, np.ndarray):
+        raise CalibrationMismatch(f"{what} is a {type(arr).__name__}, not a numpy array.", _fix(layer))
+    if arr.ndim != len(layer.shape):
+        raise CalibrationMismatch(
+            f"{what} has shape {tuple(arr.shape)} (rank {arr.ndim}); the parsed network expects "
+            f"{layer.expected(arr.shape[0] if arr.ndim else 'N')} (rank {len(layer.shape)}). The DFC turns the "
+            f"body's {'3-D [N,S,H]' if layer.role == EMBEDDINGS else '[N,S]'} input into a 4-D layer, and "
+            "optimize() would crash with an IndexError inside LayerNorm decomposition.",
+            _fix(layer),
+        )
+    if tuple(arr.shape[1:]) != layer.sample_shape:
+        raise CalibrationMismatch(
+            f"{what} has shape {tuple(arr.shape)}; the parsed network expects {layer.expected(arr.shape[0])}.",
+            _fix(layer),
+        )
+    if arr.dtype != np.float32:
+        raise CalibrationMismatch(
+            f"{what} is {arr.dtype}; the network takes float32.",
+            "Convert it with arr.astype(np.float32), or rebuild it with 'hefsearch compile calib'.",
+        )
+    vals = _value_sample(arr)
+    if not np.isfinite(vals).all():
+        bad = int(vals.size - np.isfinite(vals).sum())
+        raise CalibrationMismatch(f"{what} holds {bad} NaN or infinite values.",
                                   "Rebuild the calibration with 'hefsearch compile calib'.")
-    (n,) = n_rows
-    if n == 0:
-        raise CalibrationMismatch("The calibration set is empty.", "Rebuild it with 'hefsearch compile calib'.")
-    return {"rows": int(n), "inputs": {layer.name: [int(d) for d in layer.shape] for layer in layers}}
+    if layer.role == MASK:
+        _check_mask(what, vals, layout)
+
+
+def _check_mask(what: str, vals: np.ndarray, layout: MaskLayout) -> None:
+    binary = layout.binary
+    allowed = (0.0, 1.0) if binary else (0.0, float(layout.mask_value))
+    odd = ~np.isin(vals, allowed)
+    if odd.any():
+        why = ("With set_input_mask_to_softmax() the mask input is the 0/1 token mask, not an additive bias."
+               if binary else f"In the additive mask mode the mask input is the bias: 0 or {allowed[1]:g}.")
+        raise CalibrationMismatch(
+            f"{what} holds values other than {allowed[0]:g} and {allowed[1]:g} (e.g. {vals[odd].flat[0]!r}). "
+            + why, "Rebuild the calibration with 'hefsearch compile calib'.")
+    real = (vals == 1.0) if binary else (vals == 0.0)
+    empty = int((~real.any(axis=1)).sum())
+    if empty:
+        raise CalibrationMismatch(f"{what} has {empty} rows without any real token.",
+                                  "Rebuild the calibration with 'hefsearch compile calib'.")

@@ -25,7 +25,7 @@ from hefsearch.index.library import Library
 from hefsearch.index.spaces import Space
 from hefsearch.search.request import SearchRequest
 
-from tests.library_helpers import small_indexed_library
+from tests.support.library_helpers import small_indexed_library
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from hefsearch.search.request import SearchRequest
 
 @pytest.fixture(scope="module")
 def service(tiny_bert_bundle, tmp_path_factory):
-    from tests.serve_fixtures import service_over_served_docs
+    from tests.support.serve_fixtures import service_over_served_docs
 
     yield from service_over_served_docs(tmp_path_factory.mktemp("app-service"), tiny_bert_bundle)
 
@@ -127,7 +127,7 @@ def test_a_mail_message_is_titled_by_its_subject_and_a_file_by_its_name(tiny_ber
     from its Message-ID, which names nothing for a person; its subject does."""
     from hefsearch.app.service import LibraryService
     from hefsearch.app.session import LibrarySession
-    from tests.serve_fixtures import build_library, write_docs
+    from tests.support.serve_fixtures import build_library, write_docs
 
     mail = ("Message-ID: <20240301.abc123@mail.example>\nSubject: Heating invoice for March\n"
             "From: a@example.org\nTo: b@example.org\nDate: Fri, 1 Mar 2024 10:00:00 +0000\n\n"

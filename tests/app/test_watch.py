@@ -17,8 +17,8 @@ from hefsearch.index.crawl_options import CrawlOptions
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search.request import SearchRequest
-from tests.process_helpers import HEFSEARCH, Proc, wait_until
-from tests.serve_fixtures import build_library, write_docs
+from tests.support.process_helpers import HEFSEARCH, Proc, wait_until
+from tests.support.serve_fixtures import build_library, write_docs
 
 
 def keyword_names(library: Path, word: str) -> list[str]:

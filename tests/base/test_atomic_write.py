@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from hefsearch.base.atomic_write import TMP_SUFFIX, write_atomic, write_json_atomic
+from hefsearch.base.atomic_write import TMP_SUFFIX, create_bytes_atomic, write_atomic, write_json_atomic
 
 
 def _mode(path) -> int:
@@ -40,4 +40,21 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path):
     with pytest.raises(OSError):
         write_atomic(target, fail, mode=0o600)
     assert json.loads(target.read_text()) == {"old": True}
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(TMP_SUFFIX)]
+
+
+def test_create_makes_a_new_file_whole_and_never_replaces_one(tmp_path):
+    """create_bytes_atomic (the serve token file): the file appears whole with its mode, and an
+    existing file or a link at the name (dangling too) is left alone, with no temp file behind."""
+    new = tmp_path / "token"
+    create_bytes_atomic(new, b"secret\n", mode=0o600)
+    assert new.read_bytes() == b"secret\n" and _mode(new) == 0o600
+    with pytest.raises(FileExistsError):
+        create_bytes_atomic(new, b"other\n", mode=0o600)
+    assert new.read_bytes() == b"secret\n"
+    link = tmp_path / "link"
+    os.symlink(tmp_path / "elsewhere", link)
+    with pytest.raises(FileExistsError):
+        create_bytes_atomic(link, b"x", mode=0o600)
+    assert not (tmp_path / "elsewhere").exists() and os.path.islink(link)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(TMP_SUFFIX)]

@@ -48,14 +48,14 @@ def test_folders_for_every_env_combination(env, hef_home, xdg):
 def test_the_modules_keeping_files_follow_locations(env):
     from hefsearch import index
     from hefsearch.embed import bundle, ort_session
-    from hefsearch.index import encoders, library
+    from hefsearch.index import encoders, library, library_folder
     from hefsearch.serve import server
 
     monkeypatch, tmp, _ = env
     monkeypatch.setenv("HEFSEARCH_HOME", str(tmp / "h"))
     data, cache = tmp / "h", tmp / "h" / "cache"
     assert index.data_dir() == library.data_dir() == data
-    assert library.resolve_library_path() == data / library.DEFAULT_NAME
+    assert library.resolve_library_path() == data / library_folder.DEFAULT_NAME
     assert encoders._default_bundle_file().parent == data
     assert server.default_token_file().parent == data
     assert ort_session.ort_cache_dir() == cache / "ort"

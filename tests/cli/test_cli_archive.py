@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.cli.main import main
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 
 def run(*args):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 
 def hefsearch(*args, env_home: Path, timeout=180) -> subprocess.CompletedProcess:

@@ -16,9 +16,10 @@ from click.testing import CliRunner
 
 from hefsearch.cli.main import main
 from hefsearch.index import library as library_module
+from hefsearch.index import library_folder
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import (DEFAULT_COMPRESS_THRESHOLD, DEFAULT_HNSW_THRESHOLD, INDEX_META_FILE)
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 KEYS = ["hnsw_threshold", "compress_threshold", "index_factory", "extra_suffixes"]
 
@@ -192,7 +193,7 @@ def test_unknown_key_lists_the_known_ones(lib_path):
 
 
 def test_read_only_library_refuses_with_the_library_message(lib_path, monkeypatch):
-    monkeypatch.setattr(library_module, "_writable", lambda folder: False)
+    monkeypatch.setattr(library_folder, "writable", lambda folder: False)
     res = run("settings", "hnsw_threshold", "1000", library=lib_path)
     assert res.exit_code == 2 and "is open read-only here" in res.output, res.output
     monkeypatch.undo()

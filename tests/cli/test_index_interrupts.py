@@ -96,7 +96,7 @@ def test_mailbox_killed_twice_resumes_without_losing_a_committed_message(tmp_pat
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 @pytest.mark.timeout(200)
 def test_sigterm_and_ctrl_c_stop_a_run_with_its_summary(tmp_path, tiny_bert_bundle, sig, code):
-    from tests.library_helpers import write_corpus
+    from tests.support.library_helpers import write_corpus
 
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=300, paragraphs=6)

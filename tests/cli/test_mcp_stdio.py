@@ -34,7 +34,7 @@ def _drive(library, env, calls, errlog=os.devnull):
 
 def test_mcp_stdio_lists_tools_searches_and_gets(served_library, tmp_path):
     # a library of its own (no server runs for it): this process opens it
-    from tests.serve_fixtures import build_library, write_docs
+    from tests.support.serve_fixtures import build_library, write_docs
 
     docs = write_docs(tmp_path / "docs")
     from hefsearch.index.library import Library

@@ -118,7 +118,7 @@ async def test_tui_results_preview_and_library_screen_show_names_escaped(hostile
     from hefsearch.index.library import Library
     from hefsearch.tui.app import sync_progress_text
     from hefsearch.index.sync import ProgressEvent
-    from tests.tui_support import build_app, search, wait_for
+    from tests.support.tui_support import build_app, search, wait_for
 
     lib_path, docs, _ = hostile
     library = Library.open(lib_path, create=False)

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.cli.main import main
-from tests.container_builders import make_eml, make_mbox
+from tests.support.container_builders import make_eml, make_mbox
 
 #: every character a terminal must never receive raw from document text or a file name
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -61,7 +61,7 @@ def hostile(tmp_path_factory, tiny_bert_bundle):
 
 
 def test_the_message_key_is_made_safe_where_it_is_derived():
-    from hefsearch.index.extract_mail import member_key
+    from hefsearch.readers.extract_mail import member_key
 
     key = member_key(MESSAGE_ID.strip("<>"), b"", {})
     assert clean(key) and "/" not in key
@@ -138,7 +138,7 @@ async def test_tui_render_paths_are_terminal_safe(hostile, tiny_bert_bundle):
     pytest.importorskip("textual")
     from hefsearch.embed.encoder import Encoder
     from hefsearch.index.library import Library
-    from tests.tui_support import build_app, search, wait_for
+    from tests.support.tui_support import build_app, search, wait_for
 
     lib_path, _, _ = hostile
     library = Library.open(lib_path, create=False)

@@ -134,7 +134,7 @@ def test_calibration_reads_what_index_reads(tiny_bert_bundle, tmp_path):
     import gzip
 
     from hefsearch.index.crawl import FoundFile, crawl
-    from hefsearch.index.extract import extract
+    from hefsearch.readers.extract import extract
 
     docs = tmp_path / "docs"
     docs.mkdir()

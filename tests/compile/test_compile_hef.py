@@ -920,7 +920,7 @@ def test_acceptance_default_hailo10h_build_indexes_and_searches_like_the_cpu(fak
     import shutil
 
     from hefsearch.compile.hef.model_script import script_commands
-    from tests.library_helpers import write_corpus as write_library_corpus
+    from tests.support.library_helpers import write_corpus as write_library_corpus
 
     bundle = tmp_path / "bundle"
     shutil.copytree(sharp_bundle, bundle)

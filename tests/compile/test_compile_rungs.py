@@ -21,7 +21,7 @@ import pytest
 from hefsearch.compile.hef.build import build_hef
 from hefsearch.compile.hef.model_script import QWEN_HAILO10H, script_commands, sixteen_bit_layers
 from hefsearch.compile.hef.plan import HefOptions
-from tests.compile_fixtures import FAKES
+from tests.support.compile_fixtures import FAKES
 
 #: the public Hailo-10H report's model script, section 7 (96 calibration rows here)
 REPORT_LINES = [

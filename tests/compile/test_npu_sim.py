@@ -1,5 +1,5 @@
 """The NPU simulation: ``compile sim`` (graph rewrite, calibration) and the ``npu-sim`` backend,
-on a sharpened tiny BERT (tests/quality_fixtures.py) where 8 bits visibly matter."""
+on a sharpened tiny BERT (tests/support/quality_fixtures.py) where 8 bits visibly matter."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hefsearch.embed import Bundle, Encoder
 from hefsearch.base.errors import BackendUnavailable
 from hefsearch.embed.precision import SITE_GROUPS, PrecisionProfile
 from hefsearch.embed import metrics as M
-from tests.models import CORPUS
+from tests.support.models import CORPUS
 
 TEXTS = sorted(set(CORPUS))
 ALL16 = PrecisionProfile("all16", {g: 16 for g in SITE_GROUPS})

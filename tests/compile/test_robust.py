@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from hefsearch.cli.main import main
 from hefsearch.compile.body_choice import ROBUST_FILE, ROBUST_KIND, BodyError, resolve_body
 from hefsearch.embed.bundle import Bundle
-from tests.quality_fixtures import make_edited_bundle
+from tests.support.quality_fixtures import make_edited_bundle
 
 #: the planted sink: FFN neuron 11 of the first layer fires on [CLS] and [SEP] only and writes
 #: 40 x its activation into residual channel 7 (about 200, where the other values stay within 3)

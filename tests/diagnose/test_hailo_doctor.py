@@ -109,7 +109,7 @@ def test_doctor_checks_the_library(fake_hailo, hef_bundle, tmp_path):
     from hefsearch.embed.encoder import Encoder
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
-    from tests.library_helpers import write_corpus
+    from tests.support.library_helpers import write_corpus
 
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=4)

@@ -581,7 +581,7 @@ def holding_process(script: str, *args: str, env: dict | None = None):
     import sys
     from pathlib import Path
 
-    from tests.hailo_fixtures import FAKES
+    from tests.support.hailo_fixtures import FAKES
 
     repo = Path(__file__).resolve().parents[2]
     path = os.pathsep.join([str(FAKES), str(repo), os.environ.get("PYTHONPATH", "")])

@@ -159,7 +159,7 @@ def test_index_device_option_picks_the_chip(fake_hailo, hef_bundle, tmp_path):
     from click.testing import CliRunner
 
     from hefsearch.cli.main import main
-    from tests.library_helpers import write_corpus
+    from tests.support.library_helpers import write_corpus
 
     two_chips(fake_hailo)
     docs = tmp_path / "docs"

@@ -164,7 +164,7 @@ def test_keyword_only_search_never_opens_an_encoder(tmp_path, tiny_bert_bundle, 
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
     from hefsearch.search import Searcher
-    from tests.library_helpers import write_corpus
+    from tests.support.library_helpers import write_corpus
 
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=4, paragraphs=3)

@@ -55,7 +55,7 @@ def test_a_centred_derived_space_is_searched_with_its_stored_transform(tmp_path,
     from hefsearch.index.sync import sync
     from hefsearch.search import Searcher
     from hefsearch.search.derived_space import write_derived_space
-    from tests.library_helpers import write_corpus
+    from tests.support.library_helpers import write_corpus
 
     docs = tmp_path / "docs"
     write_corpus(docs, n_files=6, paragraphs=2)

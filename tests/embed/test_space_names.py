@@ -1,17 +1,17 @@
 """Space kinds and names in one place (embed/space_names.py), the backend base class that
 carries them, and the int8 CPU space taking part wherever an NPU space does: its own space,
-FP32 re-ranking by default, ``bench quality``, the TUI compare view, ``doctor --verify``, and
+FP32 re-ranking by default, the compare view, ``bench quality``, ``doctor --verify``, and
 the fingerprint guard in both directions. The int8 encoder is built in the test from the tiny
 model (needs the onnx package)."""
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
+from hefsearch.app.spaces import pick_compare_spaces
 from hefsearch.embed import space_names as S
 from hefsearch.embed.backends import load_backend_class, resolve_backend_name
 from hefsearch.embed.backends.base import Backend
@@ -24,8 +24,7 @@ from hefsearch.index.sync import sync
 from hefsearch.search import Searcher
 from hefsearch.search.request import SearchRequest
 from hefsearch.search.rerank import default_depth
-from hefsearch.tui.present import pick_compare_spaces, space_label
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 
 # -- naming, without any model -------------------------------------------------------------
@@ -66,31 +65,6 @@ def test_the_base_supplies_the_defaults():
     assert Minimal.available(None)[0] is False  # only accelerators are picked by "auto"
     b.space_name = "alt"  # a second space of the same backend
     assert b.space_name == "alt"
-
-
-@dataclass
-class _Info:
-    name: str
-    kind: str
-    label: str = ""
-
-
-def test_compare_view_takes_npu_spaces_first_then_cpu_int8():
-    fp32, int8 = _Info("cpu-fp32", "cpu-fp32"), _Info("cpu-int8", "cpu-int8")
-    assert pick_compare_spaces([fp32, int8]) == ("cpu-int8", "cpu-fp32")
-    assert pick_compare_spaces([int8, _Info("npu-sim-a8", "npu-sim"), fp32]) == ("npu-sim-a8", "cpu-fp32")
-    assert pick_compare_spaces([int8]) is None
-    assert space_label(int8) == "CPU int8" and "NPU" not in space_label(int8)
-
-
-def test_compare_view_sets_the_neutral_spaces_side_by_side():
-    """A multilingual library searches language-neutral copies: the compare view shows the
-    NPU's neutral ranking beside FP32's neutral one (not beside plain FP32)."""
-    fp32, npu = _Info("cpu-fp32", "cpu-fp32"), _Info("npu-sim-a8", "npu-sim")
-    fp32n, npun = _Info("cpu-fp32-neutral", "cpu-fp32"), _Info("npu-sim-a8-neutral", "npu-sim")
-    assert pick_compare_spaces([fp32, npu, fp32n, npun]) == ("npu-sim-a8-neutral", "cpu-fp32-neutral")
-    assert pick_compare_spaces([npun, fp32]) == ("npu-sim-a8-neutral", "cpu-fp32")  # no neutral FP32
-    assert pick_compare_spaces([npu, fp32, fp32n]) == ("npu-sim-a8", "cpu-fp32")  # no neutral NPU space
 
 
 # -- the int8 CPU space end to end -----------------------------------------------------------

@@ -20,7 +20,7 @@ from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.evaluate.quality import QualityOptions, QuerySet, config_line, expected_chunks, read_queries, run_quality
 from hefsearch.cli.main import main
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -195,7 +195,7 @@ def test_bench_quality_on_minilm_and_the_sample_corpus(minilm_bundle, tmp_path):
 def test_fp32_vectors_of_a_library_without_them_are_said_first_and_kept(npu_only_library, sim_bundle):
     """Issue 21 item 9: an 8-bit-only library made the bench encode every chunk in FP32 on
     every run, saying so only at the end."""
-    from tests.library_helpers import count_passages
+    from tests.support.library_helpers import count_passages
 
     lib = npu_only_library
     assert "cpu-fp32" not in lib.space_names()

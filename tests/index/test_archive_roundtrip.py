@@ -20,7 +20,7 @@ from hefsearch.index.library import Library
 from hefsearch.index.remap import FolderMap
 from hefsearch.index.restore import import_library
 from hefsearch.index.sync import SyncOptions, sync
-from tests.library_helpers import count_passages, write_corpus
+from tests.support.library_helpers import count_passages, write_corpus
 
 QUERIES = ["invoice payment deadline", "train platform", "tomato sauce garlic", "router firmware",
            "orchestra concert", "tax return penalty"]

@@ -19,7 +19,7 @@ from hefsearch.cli.main import main
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import (COMPRESSED_FACTORY, INDEX_FILE, INDEX_META_FILE, index_ids,
                                     ivf_of, make_index)
-from tests.library_helpers import assert_consistent
+from tests.support.library_helpers import assert_consistent
 from tests.index.test_library_spaces import FakeEncoder, add_chunks
 
 DIM = 384

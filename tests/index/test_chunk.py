@@ -12,8 +12,8 @@ import random
 import pytest
 
 from hefsearch.index.chunk import Chunk, chunk_text
-from hefsearch.index.extract import ExtractedText, extract
-from tests.document_builders import make_pdf
+from hefsearch.readers.extract import ExtractedText, extract
+from tests.support.document_builders import make_pdf
 
 
 def sentence(r: random.Random, words: int) -> str:

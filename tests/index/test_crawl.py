@@ -34,12 +34,12 @@ from hefsearch.index import sync_prepare as prepare_module  # the extraction thr
 from hefsearch.index.crawl import IGNORE_FILE, FoundFile, SkippedFile, crawl
 from hefsearch.index.crawl_options import DEFAULT_MAX_BYTES, CrawlOptions
 from hefsearch.index.errors import LibraryError
-from hefsearch.index.extract import ExtractedText, ExtractionError, docx_to_text, extract, pdf_to_text
+from hefsearch.readers.extract import ExtractedText, ExtractionError, docx_to_text, extract, pdf_to_text
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import RawVectors
 from hefsearch.index.sync import DiskFull, SyncOptions, sync
-from tests.document_builders import docx_with_body, garbage_bytes, make_docx, make_pdf
-from tests.library_helpers import assert_consistent, write_corpus
+from tests.support.document_builders import docx_with_body, garbage_bytes, make_docx, make_pdf
+from tests.support.library_helpers import assert_consistent, write_corpus
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, symlinks and byte names as on POSIX")
 
@@ -653,7 +653,7 @@ def test_docx_bomb_stops_at_the_text_cap_without_loading_the_body(tmp_path, monk
 
 
 def test_large_docx_is_streamed_with_the_same_text(monkeypatch):
-    from hefsearch.index import extract_docx as extract_module  # the DOCX parser's module
+    from hefsearch.readers import extract_docx as extract_module  # the DOCX parser's module
 
     data = make_docx(["Dear tenant,", "", "the rent rises in May."], [["Month", "Rent"], ["May", "900 EUR"]])
     expected = docx_to_text(data)

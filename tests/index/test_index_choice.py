@@ -17,7 +17,7 @@ from hefsearch.index import spaces
 from hefsearch.index.faiss_index import HNSW_EF_MAX, HNSW_TARGET_RECALL, exact_top_k
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import INDEX_META_FILE, describe_index
-from tests.library_helpers import assert_consistent
+from tests.support.library_helpers import assert_consistent
 from tests.index.test_library_spaces import FakeEncoder, add_chunks, unit
 
 N = 3000

@@ -26,7 +26,7 @@ from hefsearch.index.spaces import INDEX_FILE, make_index
 from hefsearch.index.sync import SyncOptions, sync
 from hefsearch.diagnose.doctor import FAIL, OK, WARN, check_sqlite, run_doctor
 from hefsearch.cli.main import main
-from tests.library_helpers import assert_consistent, small_indexed_library, write_corpus
+from tests.support.library_helpers import assert_consistent, small_indexed_library, write_corpus
 
 
 def _copy(bundle: Path, tmp_path: Path) -> Path:

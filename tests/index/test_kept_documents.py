@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from hefsearch.index import ocr
-from tests.container_builders import (make_eml, make_epub, make_image_pdf, make_mbox, make_odt, make_pptx,
+from hefsearch.readers import ocr
+from tests.support.container_builders import (make_eml, make_epub, make_image_pdf, make_mbox, make_odt, make_pptx,
                                       make_xlsx, render_page)
 from tests.cli.test_cli_index import hefsearch
 

@@ -22,7 +22,7 @@ from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search.request import SearchRequest
-from tests.library_helpers import assert_consistent, chunk_rows, write_corpus
+from tests.support.library_helpers import assert_consistent, chunk_rows, write_corpus
 
 WRITER = r"""
 import json, random, sys, time

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from hefsearch.embed import Encoder
 from hefsearch.index import library as library_module
+from hefsearch.index import library_folder
 from hefsearch.index import store
 from hefsearch.index.errors import LibraryBusy, LibraryError
 from hefsearch.index.library import Library
@@ -29,7 +30,7 @@ from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
 from hefsearch.cli.main import main
 from hefsearch.search.request import SearchRequest
-from tests.library_helpers import sim_library, write_corpus
+from tests.support.library_helpers import sim_library, write_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -227,7 +228,7 @@ def test_read_only_open_writes_nothing_and_still_searches(cpu_library, caplog):
 
 
 def test_unwritable_folder_opens_read_only_by_itself(cpu_library, monkeypatch):
-    monkeypatch.setattr(library_module, "_writable", lambda folder: False)
+    monkeypatch.setattr(library_folder, "writable", lambda folder: False)
     with Library.open(cpu_library, create=False) as lib:
         assert lib.read_only and "not writable" in lib.read_only_reason
     r = run_cli("search", "--library", cpu_library, "--json", "olive oil sauce")

@@ -16,7 +16,7 @@ from hefsearch.embed.fingerprint import space_fingerprint
 from hefsearch.index.errors import FingerprintMismatch, SpaceError
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import INDEX_FILE, index_ids
-from tests.library_helpers import assert_consistent
+from tests.support.library_helpers import assert_consistent
 
 DIM = 16
 

@@ -12,7 +12,7 @@ import pytest
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
-from tests.library_helpers import assert_consistent, chunk_rows, count_passages, write_corpus
+from tests.support.library_helpers import assert_consistent, chunk_rows, count_passages, write_corpus
 
 
 @pytest.fixture

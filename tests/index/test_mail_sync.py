@@ -16,8 +16,8 @@ from hefsearch.index.sync import SyncOptions, sync
 from hefsearch.index.crawl_options import CrawlOptions
 from hefsearch.search.filters import make_filters
 from hefsearch.search.keyword import keyword_search
-from tests.container_builders import make_eml, make_mbox
-from tests.library_helpers import assert_consistent, count_passages
+from tests.support.container_builders import make_eml, make_mbox
+from tests.support.library_helpers import assert_consistent, count_passages
 
 
 @pytest.fixture
@@ -147,7 +147,7 @@ def test_mailboxes_without_a_suffix_and_compressed(tmp_path, encoder):
 
 
 def test_bodies_are_decoded_whatever_the_charset_says():
-    from hefsearch.index.extract_mail import read_message
+    from hefsearch.readers.extract_mail import read_message
 
     body = "Grüße aus Köln, die Straße ist gesperrt."
     for charset, cte in (("utf-8", "base64"), ("iso-8859-1", "quoted-printable"), ("windows-1252", "8bit"),

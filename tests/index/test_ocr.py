@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from hefsearch.embed import Encoder
-from hefsearch.index import ocr
-from hefsearch.index.extract_pdf import extract_pdf, extract_pdf_ocr
+from hefsearch.readers import ocr
+from hefsearch.readers.extract_pdf import extract_pdf, extract_pdf_ocr
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from tests.container_builders import make_image_pdf, render_page
-from tests.document_builders import make_pdf
+from tests.support.container_builders import make_image_pdf, render_page
+from tests.support.document_builders import make_pdf
 
 pytestmark = pytest.mark.skipif(not ocr.available(), reason="Tesseract is not installed (.ci/run installs it)")
 
@@ -142,7 +142,7 @@ def _scan(pages: list[str]) -> bytes:
 def test_a_stopped_scan_keeps_the_pages_read_and_the_next_run_reads_only_the_rest(tmp_path, encoder, monkeypatch):
     import threading
 
-    from hefsearch.index import ocr as ocr_module
+    from hefsearch.readers import ocr as ocr_module
     from hefsearch.index.ocr_cache import FOLDER
 
     docs = tmp_path / "docs"

@@ -29,8 +29,8 @@ from hefsearch.index.ray_pool import RayEncoder, RayPoolError, RayPoolOptions, _
 from hefsearch.index.ray_worker import device_for_rank, open_bundle_encoder, ranks_on_nodes
 from hefsearch.index.sync import SyncOptions, sync
 from tests.fakes.fake_hef import add_fake_hef, copy_bundle
-from tests.hailo_fixtures import FAKES
-from tests.library_helpers import assert_consistent, chunk_rows, write_corpus
+from tests.support.hailo_fixtures import FAKES
+from tests.support.library_helpers import assert_consistent, chunk_rows, write_corpus
 
 CHIP_A, CHIP_B = "0000:01:00.0", "0000:02:00.0"
 

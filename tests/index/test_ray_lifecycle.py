@@ -2,7 +2,7 @@
 
 Each test has a Ray temp folder of its own (``$RAY_TMPDIR``, short: Ray's socket paths must
 fit 107 bytes) holding a stale ``ray_current_cluster`` that points at a port where nothing
-listens, as a Ray that died leaves it. Runs of the command go through ``tests/ray_run.py``,
+listens, as a Ray that died leaves it. Runs of the command go through ``tests/support/ray_run.py``,
 a child subreaper that reports every process the run left behind (psutil), so other Ray
 clusters on this machine cannot disturb the count. A local Ray listens on 127.0.0.1 only.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 pytest.importorskip("ray")
 pytest.importorskip("psutil")
@@ -55,9 +55,9 @@ def ray_tmp(monkeypatch):
 
 
 def start(args: list[str], tmp_path: Path, hold: Path | None = None) -> tuple[subprocess.Popen, Path]:
-    """``hefsearch ARGS`` under tests/ray_run.py, in a session of its own (a terminal's job)."""
+    """``hefsearch ARGS`` under tests/support/ray_run.py, in a session of its own (a terminal's job)."""
     report = tmp_path / "report.json"
-    cmd = [sys.executable, "-m", "tests.ray_run", str(report), *(["--hold", str(hold)] if hold else []), "--", *args]
+    cmd = [sys.executable, "-m", "tests.support.ray_run", str(report), *(["--hold", str(hold)] if hold else []), "--", *args]
     proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     return proc, report

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hefsearch.index.ray_address import address_host, is_loopback_address, join_hint
-from tests.library_helpers import chunk_rows, write_corpus
+from tests.support.library_helpers import chunk_rows, write_corpus
 
 
 def _free_port() -> int:

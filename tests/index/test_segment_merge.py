@@ -16,7 +16,7 @@ import pytest
 
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import IDS_SUFFIX, MAX_SEGMENTS, MERGE_FANIN, RawVectors
-from tests.library_helpers import assert_consistent
+from tests.support.library_helpers import assert_consistent
 from tests.index.test_library_spaces import FakeEncoder, add_chunks
 from tests.index.test_space_appends import fresh_map, id_map
 

@@ -13,7 +13,7 @@ import pytest
 from hefsearch.index import faiss_index, spaces
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import IdSet, RawVectors, describe_index
-from tests.library_helpers import assert_consistent
+from tests.support.library_helpers import assert_consistent
 from tests.index.test_library_spaces import DIM, FakeEncoder, add_chunks, unit
 
 

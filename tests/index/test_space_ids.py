@@ -17,7 +17,7 @@ import pytest
 from hefsearch.index import segments, spaces
 from hefsearch.index.library import Library
 from hefsearch.index.spaces import IDS_SUFFIX, SEGMENT_RE, IdSet, RawVectors, ids_file
-from tests.library_helpers import assert_consistent
+from tests.support.library_helpers import assert_consistent
 from tests.index.test_library_spaces import FakeEncoder, add_chunks, unit
 
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ["hefsearch", "base", "embed", "compile", "index", "search", "evaluate", "diagnose", "app", "serve", "cli", "tui"]
+PRODUCT = ["hefsearch", "base", "embed", "compile", "readers", "index", "search", "evaluate", "diagnose", "app", "serve", "cli", "tui"]
 QUERY_PATH = [r"search/.*\.py", r"app/session\.py", r"cli/cmd_search\.py", r"serve/.*\.py",
               r"index/.*(space|faiss|segment|vector).*\.py"]
 SYNC_PATH = [r"index/(sync|crawl|extract|chunk|library|store|documents|formats|filetypes).*\.py",

@@ -214,7 +214,7 @@ def test_the_readme_makes_no_speed_claims_and_the_performance_page_marks_its_fig
 
 
 # -- citations a reader can follow ----------------------------------------------------------
-PRODUCT_DIRS = ("app", "bench", "cli", "compile", "diagnose", "embed", "evaluate", "index", "search", "serve", "tui")
+PRODUCT_DIRS = ("app", "bench", "cli", "compile", "diagnose", "embed", "evaluate", "index", "readers", "search", "serve", "tui")
 
 
 def test_product_code_and_docs_cite_sources_a_user_can_reach():

@@ -22,8 +22,8 @@ from hefsearch.index.library import Library
 from hefsearch.index.sync import SyncOptions, sync
 from hefsearch.index.crawl_options import CrawlOptions
 from hefsearch.search.request import SearchRequest
-from tests.library_helpers import ctrl_c_on_batch, write_corpus
-from tests.tui_support import noisy_encoder
+from tests.support.library_helpers import ctrl_c_on_batch, write_corpus
+from tests.support.tui_support import noisy_encoder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -181,7 +181,7 @@ def test_text_without_a_suffix_and_gz_are_indexed(tmp_path, bert_encoder):
 
 
 def test_a_gzip_bomb_is_reported_with_bounded_memory(tmp_path, bert_encoder):
-    from hefsearch.index.filetypes import CompressionBomb, decompress
+    from hefsearch.readers.filetypes import CompressionBomb, decompress
 
     bomb = gzip.compress(b"A" * (64 << 20), compresslevel=9)  # 64 MiB of text in ~64 KB
     tracemalloc.start()

@@ -1,7 +1,7 @@
 """The front ends (cli/, tui/, serve/) take only types (classes) and constants (UPPER_CASE
 values) from the layers under the app core, and never the classes that open a library, a
 searcher, an encoder or a Ray pool: everything they run goes through hefsearch.app. A function
-or module imported from index/embed/search, or one of those classes, fails here with its place."""
+or module imported from readers/index/embed/search, or one of those classes, fails here with its place."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-LOWER = ("hefsearch.index", "hefsearch.embed", "hefsearch.search")
+LOWER = ("hefsearch.readers", "hefsearch.index", "hefsearch.embed", "hefsearch.search")
 #: every module of the front ends
 MODULES = sorted(p.relative_to(REPO).as_posix() for top in ("cli", "tui", "serve") for p in (REPO / top).rglob("*.py"))
 #: classes a front end may not even name: the app core opens these for it

@@ -23,7 +23,7 @@ def _loaded_after(stmt: str) -> set[str]:
 def test_core_packages_import_no_heavy_or_hardware_modules():
     """Every module of embed/ too, the backends and the Hailo device and HEF modules among them:
     they import HailoRT only when called."""
-    embed = _modules("base") + _modules("embed")  # embed/backends/ included
+    embed = _modules("base") + _modules("embed") + _modules("readers")  # embed/backends/ included
     assert {"hefsearch.embed.hailo_device", "hefsearch.embed.hef_file", "hefsearch.embed.backends.hailo"} <= set(embed)
     loaded = _loaded_after("import hefsearch.embed, hefsearch.index, hefsearch.search, hefsearch.cli.main\n"
                            + "\n".join(f"import {m}" for m in embed))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import conftest, isolation
+from tests import conftest
+from tests.support import isolation
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +41,7 @@ def _probe(sentinel: Path, **env) -> subprocess.CompletedProcess:
     child = {k: v for k, v in os.environ.items()
              if k not in (isolation.HOME_VAR, isolation.ISOLATED_MARK, *isolation.XDG_VARS)}
     child.update({v: str(sentinel) for v in isolation.XDG_VARS}, **env)
-    return subprocess.run([sys.executable, "-m", "pytest", "tests/isolation_probe.py", "-n", "0", "-q",
+    return subprocess.run([sys.executable, "-m", "pytest", "tests/support/isolation_probe.py", "-n", "0", "-q",
                            "-p", "no:cacheprovider"],
                           cwd=REPO, env=child, capture_output=True, text=True, timeout=240)
 

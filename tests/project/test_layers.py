@@ -3,7 +3,7 @@
 literal name) goes along an allowed edge.
 
     base <- every other package       (locations, settings, errors, terminal text; imports nothing)
-    embed <- index <- search <- evaluate <- diagnose
+    embed <- readers <- index <- search <- evaluate <- diagnose
     compile -> embed, index
     app -> search, index, embed            (the application layer under every front end)
     serve -> app, search, index, embed     (HTTP + MCP)
@@ -34,19 +34,20 @@ REPO = Path(__file__).resolve().parents[2]
 ALLOWED: dict[str, set[str]] = {
     "base": set(),
     "embed": {"base"},
-    "index": {"base", "embed"},
-    "search": {"base", "embed", "index"},
-    "evaluate": {"base", "embed", "index", "search"},
-    "diagnose": {"base", "embed", "index", "search", "evaluate"},
-    "compile": {"base", "embed", "index", "evaluate"},
-    "app": {"base", "embed", "index", "search"},
-    "serve": {"base", "embed", "index", "search", "app"},
-    "tui": {"base", "embed", "index", "search", "app"},
-    "cli": {"base", "embed", "index", "search", "evaluate", "diagnose", "compile", "app", "serve", "tui"},
+    "readers": {"base", "embed"},
+    "index": {"base", "embed", "readers"},
+    "search": {"base", "embed", "readers", "index"},
+    "evaluate": {"base", "embed", "readers", "index", "search"},
+    "diagnose": {"base", "embed", "readers", "index", "search", "evaluate"},
+    "compile": {"base", "embed", "readers", "index", "evaluate"},
+    "app": {"base", "embed", "readers", "index", "search"},
+    "serve": {"base", "embed", "readers", "index", "search", "app"},
+    "tui": {"base", "embed", "readers", "index", "search", "app"},
+    "cli": {"base", "embed", "readers", "index", "search", "evaluate", "diagnose", "compile", "app", "serve", "tui"},
     "hefsearch": {"cli"},
     # the benchmark scripts (bench/README.md) measure every layer, the CLI as a user runs it;
     # nothing imports them
-    "bench": {"base", "embed", "index", "search", "evaluate", "diagnose", "compile", "app", "serve", "cli"},
+    "bench": {"base", "embed", "readers", "index", "search", "evaluate", "diagnose", "compile", "app", "serve", "cli"},
 }
 
 # hefsearch.<name> -> the repository folder it lives in (pyproject's package-dir).

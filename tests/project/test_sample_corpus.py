@@ -8,8 +8,8 @@ from pathlib import Path
 
 from hefsearch.index.chunk import chunk_text
 from hefsearch.index.crawl import FoundFile, SkippedFile, crawl
-from hefsearch.index import ocr
-from hefsearch.index.extract import extract
+from hefsearch.readers import ocr
+from hefsearch.readers.extract import extract
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-corpus"
 
@@ -23,7 +23,7 @@ def sample_queries() -> list[tuple[str, list[str], str]]:
 
 def _text(path: Path) -> str | None:
     """The document's text; None for a scanned one where OCR is not installed."""
-    from hefsearch.index.extract_pdf import extract_pdf_ocr
+    from hefsearch.readers.extract_pdf import extract_pdf_ocr
 
     if path.suffix == ".png" or path.name.endswith("-scan.pdf"):
         if not ocr.available():

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hefsearch.search.filters import FilterError, Filters, make_filters, parse_filter_line, parse_when
-from tests.serve_fixtures import build_library, write_docs
+from tests.support.serve_fixtures import build_library, write_docs
 
 
 @pytest.fixture
@@ -138,7 +138,7 @@ async def test_tui_filter_line_and_similar_key(small_library, tiny_bert_bundle):
     pytest.importorskip("textual")
     from hefsearch.embed import Encoder
     from hefsearch.index.library import Library
-    from tests.tui_support import build_app, wait_for
+    from tests.support.tui_support import build_app, wait_for
 
     docs, lib = small_library
     with Library.open(lib) as library, Encoder.open(tiny_bert_bundle, backend="cpu", threads=1) as enc:

@@ -13,7 +13,7 @@ from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
 from hefsearch.search.searcher import Searcher
 from hefsearch.search.request import SearchRequest
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from hefsearch.tui.history import QueryHistory
 from hefsearch.tui.launch import on_disk_path, plan_open
 from hefsearch.tui.present import MAX_HIGHLIGHT_TERMS, query_terms
 from hefsearch.tui.screens.library import LibraryScreen
-from tests.tui_support import build_app, cpu_encoder, noisy_encoder, search, wait_for
+from tests.support.tui_support import build_app, cpu_encoder, noisy_encoder, search, wait_for
 
 MODES = ("keyword", "vector", "hybrid")
 

@@ -20,8 +20,8 @@ from hefsearch.search import snippets
 from hefsearch.search.request import SearchRequest
 from hefsearch.search.grouping import tidy_snippet
 from hefsearch.search.snippets import quick_snippets
-from tests.library_helpers import count_passages
-from tests.tui_support import noisy_encoder
+from tests.support.library_helpers import count_passages
+from tests.support.tui_support import noisy_encoder
 
 #: shares no word with the corpus (as a query in another language would)
 FOREIGN_QUERY = "Rechnung Zahlungsfrist Steuerbehoerde"

@@ -1,6 +1,6 @@
 """FP32 re-ranking of an 8-bit space's candidates, the FP32 cache, and back-fill.
 
-The "NPU" space is the npu-sim a8 simulation of the sharpened tiny BERT (tests/quality_fixtures.py),
+The "NPU" space is the npu-sim a8 simulation of the sharpened tiny BERT (tests/support/quality_fixtures.py),
 so its ranking genuinely differs from FP32 on some queries.
 """
 
@@ -13,7 +13,7 @@ from hefsearch.embed import Encoder
 from hefsearch.search import Searcher
 from hefsearch.search import rerank as R
 from hefsearch.search.request import SearchRequest
-from tests.library_helpers import TOPICS
+from tests.support.library_helpers import TOPICS
 
 QUERIES = [base for _, base in TOPICS] + ["payment deadline", "platform four", "olive oil sauce",
                                           "firmware update", "late filing penalty", "evening concert"]
@@ -195,96 +195,3 @@ def test_backfill_refuses_a_different_encoder(npu_only_library, sim_bundle, tiny
     with Encoder.open(tiny_bert_bundle, "cpu", threads=1) as other:
         with pytest.raises(FingerprintMismatch):
             R.backfill(lib, other)
-
-
-def test_cli_backfill(npu_only_library, tmp_path):
-    from click.testing import CliRunner
-
-    from hefsearch.cli.main import main
-
-    path = str(npu_only_library.path)
-    total = len(npu_only_library.chunk_ids())
-    npu_only_library.close()
-    runner = CliRunner()
-    res = runner.invoke(main, ["backfill", "--library", path, "--limit", "5", "--batch", "2"])
-    assert res.exit_code == 0, res.output
-    assert "Added 5 FP32 vectors" in res.output and f"{total - 5} of {total}" in res.output
-    res = runner.invoke(main, ["backfill", "--library", path])
-    assert res.exit_code == 0 and f"0 of {total} chunks still without one" in res.output
-    res = runner.invoke(main, ["backfill", "--library", path])
-    assert "Nothing to do" in res.output
-
-
-def test_cli_search_rerank_switch_and_what_the_answer_says(npu_only_library):
-    """`hefsearch search --rerank N|off` on a library whose FP32 space is empty: the answer
-    says the depth asked, that nothing was re-scored and how many candidates were left; off
-    says off; a bad value is a usage error."""
-    import json
-
-    from click.testing import CliRunner
-
-    from hefsearch.cli.main import main
-
-    path = str(npu_only_library.path)
-    npu_only_library.close()
-    run = CliRunner().invoke
-    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "20", "--json"])
-    assert res.exit_code == 0, res.output
-    rr = json.loads(res.stdout)["rerank"]
-    assert rr["depth"] == 20 and rr["rescored"] == 0 and rr["deferred"] == 20 and rr["budget_ms"] == R.DEFAULT_BUDGET_MS
-    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "off", "--json"])
-    assert res.exit_code == 0 and json.loads(res.stdout)["rerank"]["note"] == "off"
-    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "20"])
-    assert res.exit_code == 0 and "not re-ranked (top 20 asked" in res.stderr
-    res = run(main, ["search", QUERIES[0], "--library", path, "--rerank", "deep"])
-    assert res.exit_code == 2 and "not a depth" in res.output
-
-
-def test_server_and_mcp_take_the_rerank_argument(npu_only_library, sim_bundle):
-    from hefsearch.app.service import LibraryService
-    from hefsearch.app.session import LibrarySession
-    from hefsearch.base.errors import HefsearchError
-    from hefsearch.serve.schema import SearchBody
-
-    with Encoder.open(sim_bundle, "cpu", threads=1) as cpu:
-        R.backfill(npu_only_library, cpu)
-    path = npu_only_library.path
-    npu_only_library.close()
-    with LibrarySession.open(path) as session:
-        service = LibraryService(session)
-        def ask(**fields):
-            return service.search(SearchBody(query=QUERIES[2], k=3, mode="vector", **fields).to_request())
-
-        on = ask(rerank=7)
-        assert on["rerank"]["depth"] == 7 and on["rerank"]["rescored"] == 7
-        assert ask()["rerank"]["depth"] == R.DEFAULT_DEPTH
-        assert ask(rerank="off")["rerank"]["depth"] == 0
-        with pytest.raises(HefsearchError, match="not a depth") as e:
-            ask(rerank="many")
-        assert e.value.http_status == 400
-
-
-def test_tui_rerank_option_reaches_the_app(npu_only_library, monkeypatch):
-    """`hefsearch tui --rerank off|N` starts the app with that depth (tui/app.py puts it on
-    every request it submits)."""
-    from click.testing import CliRunner
-
-    from hefsearch.cli.main import main
-    from hefsearch.tui import factory
-
-    seen = []
-
-    class App:
-        def __init__(self, settings):
-            self.settings = settings
-
-        def run(self):
-            seen.append(self.settings)
-
-    monkeypatch.setattr(factory, "make_app", lambda session, settings: App(settings))
-    path = str(npu_only_library.path)
-    npu_only_library.close()
-    for value, depth in (("off", 0), ("12", 12)):
-        res = CliRunner().invoke(main, ["tui", "--library", path, "--rerank", value])
-        assert res.exit_code == 0, res.output
-        assert seen[-1].rerank == depth

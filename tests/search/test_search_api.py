@@ -23,7 +23,7 @@ from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 from hefsearch.search.fusion import rrf
 from hefsearch.search.keyword import keyword_search, parse_query
-from tests.library_helpers import write_corpus
+from tests.support.library_helpers import write_corpus
 
 HOSTILE_QUERIES = ['"', "AND", "NEAR(", "a OR", "*", "-foo", "col:val", "^x", "C++", "it's", "((", '"open',
                    "x*", "🙂", "", "   ", "NOT NOT", '"" ""', 'a"b', "chunks_fts", "'; DROP TABLE chunks; --",

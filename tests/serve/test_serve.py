@@ -14,7 +14,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from tests.process_helpers import HEFSEARCH, Proc
+from tests.support.process_helpers import HEFSEARCH, Proc
 
 
 def test_search_answers_the_json_of_search_json(served_library):
@@ -197,8 +197,8 @@ def test_serve_refuses_to_start_off_loopback_without_a_token():
 
 
 def test_serve_watch_indexes_a_saved_file_in_the_same_process(tiny_bert_bundle, tmp_path):
-    from tests.process_helpers import wait_until
-    from tests.serve_fixtures import build_library, write_docs
+    from tests.support.process_helpers import wait_until
+    from tests.support.serve_fixtures import build_library, write_docs
 
     docs = write_docs(tmp_path / "docs")
     lib = build_library(tmp_path / "lib", docs, tiny_bert_bundle)

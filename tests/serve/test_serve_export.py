@@ -14,7 +14,7 @@ TOKEN = "export-token-of-at-least-16-chars"
 
 @pytest.fixture(scope="module")
 def service(tiny_bert_bundle, tmp_path_factory):
-    from tests.serve_fixtures import service_over_served_docs
+    from tests.support.serve_fixtures import service_over_served_docs
 
     yield from service_over_served_docs(tmp_path_factory.mktemp("export-api"), tiny_bert_bundle)
 

@@ -14,8 +14,8 @@ import time
 import httpx
 import pytest
 
-from tests.process_helpers import Proc, wait_until
-from tests.serve_fixtures import Served, build_library, write_docs
+from tests.support.process_helpers import Proc, wait_until
+from tests.support.serve_fixtures import Served, build_library, write_docs
 
 TOKEN = "hardening-token-0123456789abcdef"
 

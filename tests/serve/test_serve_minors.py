@@ -21,7 +21,7 @@ import pytest
 
 from tests.serve.test_serve_hostile_clients import (  # noqa: F401  (hardened: the fixture)
     _answer, _connect, _initialize, _port, _status_and_json, hardened)
-from tests.serve_fixtures import Served
+from tests.support.serve_fixtures import Served
 
 
 @pytest.fixture(scope="module")

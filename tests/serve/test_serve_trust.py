@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
-from tests.serve_fixtures import build_library, write_docs
+from tests.support.serve_fixtures import build_library, write_docs
 
 
 class _Recorder(BaseHTTPRequestHandler):

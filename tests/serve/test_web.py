@@ -19,7 +19,7 @@ TOKEN = "test-token-of-more-than-16-chars"
 
 @pytest.fixture(scope="module")
 def service(tiny_bert_bundle, tmp_path_factory):
-    from tests.serve_fixtures import service_over_served_docs
+    from tests.support.serve_fixtures import service_over_served_docs
 
     yield from service_over_served_docs(tmp_path_factory.mktemp("web-api"), tiny_bert_bundle)
 
@@ -126,7 +126,7 @@ def test_compare_is_the_search_apis_comparison(tiny_bert_bundle, tmp_path):
     from hefsearch.app.requests import CompareRequest
     from hefsearch.search.filters import make_filters
     from hefsearch.search.request import SearchRequest
-    from tests.tui_support import cpu_encoder, noisy_encoder, write_corpus
+    from tests.support.tui_support import cpu_encoder, noisy_encoder, write_corpus
 
     noisy, cpu = noisy_encoder(tiny_bert_bundle), cpu_encoder(tiny_bert_bundle)
     library = Library.open(tmp_path / "lib")

@@ -1,4 +1,4 @@
-"""The web page of ``hefsearch serve`` in a real headless Chromium (tests/browser.py): one
+"""The web page of ``hefsearch serve`` in a real headless Chromium (tests/support/browser.py): one
 server (a real ``hefsearch serve`` process on 127.0.0.1) and one browser for the module.
 
 What the page shows is checked against what the JSON API answers for the same request (the
@@ -15,8 +15,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tests.browser import js, missing, required, screenshot, set_dark, set_phone, wait
-from tests.web_fixtures import HOSTILE_NAME, OLD_FILE, start_server
+from tests.support.browser import js, missing, required, screenshot, set_dark, set_phone, wait
+from tests.support.web_fixtures import HOSTILE_NAME, OLD_FILE, start_server
 
 if missing() and not required():  # before any model is built (the browser fixture fails in CI)
     pytest.skip(missing(), allow_module_level=True)

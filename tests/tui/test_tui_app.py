@@ -6,7 +6,7 @@ readable scores, a library screen that tells symlinks not followed from failures
 interrupted run from one never made, the re-index summary, and a compare view that names the
 command it needs.
 
-The NPU side of the compare and fallback tests is ``tests.tui_support.NoisyBackend``, a
+The NPU side of the compare and fallback tests is ``tests.support.tui_support.NoisyBackend``, a
 test-only distortion of the FP32 encoder (not a model of any hardware); everything else is the
 real library, search API and app.
 """
@@ -32,8 +32,8 @@ from hefsearch.search.request import SearchRequest  # noqa: E402
 from hefsearch.tui.screens.library import LibraryScreen  # noqa: E402
 from hefsearch.tui.present import one_line  # noqa: E402
 from hefsearch.tui.widgets import ResultsList  # noqa: E402
-from tests.library_helpers import ctrl_c_on_batch  # noqa: E402
-from tests.tui_support import (CORPUS, build_app, cpu_encoder, noisy_encoder, search, wait_for,  # noqa: E402
+from tests.support.library_helpers import ctrl_c_on_batch  # noqa: E402
+from tests.support.tui_support import (CORPUS, build_app, cpu_encoder, noisy_encoder, search, wait_for,  # noqa: E402
                                write_corpus)
 
 SIZE = (120, 36)

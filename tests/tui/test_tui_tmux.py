@@ -12,7 +12,7 @@ import pytest
 
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from tests.tui_support import CORPUS, cpu_encoder, write_corpus
+from tests.support.tui_support import CORPUS, cpu_encoder, write_corpus
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]

@@ -214,7 +214,7 @@ def test_reindex_encoders_cover_every_space_default_first(tiny_bert_bundle, tmp_
     from hefsearch.index.library import Library
     from hefsearch.index.sync import sync
     from hefsearch.index.encoders import open_sync_encoders
-    from tests.tui_support import cpu_encoder, write_corpus
+    from tests.support.tui_support import cpu_encoder, write_corpus
 
     root = write_corpus(tmp_path / "docs", {"a.txt": "hello world"})
     with Library.open(tmp_path / "lib") as lib:
