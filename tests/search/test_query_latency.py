@@ -180,10 +180,10 @@ def test_quick_snippets_final_or_pending():
 def test_cli_prints_semantic_snippets_unless_quick_ones_are_asked(two_spaces, tiny_bert_bundle, monkeypatch):
     from click.testing import CliRunner
 
-    from hefsearch.app import searching
     from hefsearch.cli.main import main
+    from hefsearch.search import snippets as snippets_module
 
-    monkeypatch.setattr(searching, "CLI_BUDGET_MS", 1e9)  # a budget every hit fits (the cap: below)
+    monkeypatch.setattr(snippets_module, "CLI_BUDGET_MS", 1e9)  # a budget every hit fits (the cap: below)
 
     lib, _ = two_spaces
     s = searcher_over(two_spaces)
@@ -216,10 +216,10 @@ def test_cli_caps_semantic_snippets_at_its_budget(two_spaces, tiny_bert_bundle, 
     (its snippet is by meaning) and prints every other hit with its stand-in."""
     from click.testing import CliRunner
 
-    from hefsearch.app import searching
     from hefsearch.cli.main import main
+    from hefsearch.search import snippets as snippets_module
 
-    monkeypatch.setattr(searching, "CLI_BUDGET_MS", 0.0)  # the budget the CLI asks the session for
+    monkeypatch.setattr(snippets_module, "CLI_BUDGET_MS", 0.0)  # the budget the CLI asks the session for
     lib, _ = two_spaces
     s = searcher_over(two_spaces)
     expected = s.search(SearchRequest(FOREIGN_QUERY, mode="vector", space="cpu-fp32", k=8, all_chunks=True))
