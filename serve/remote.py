@@ -16,7 +16,7 @@ from hefsearch.app.service import ServiceError
 from hefsearch.search.filters import Filters
 from hefsearch.search.request import SearchRequest
 
-from .hosts import on_this_machine
+from hefsearch.base.hosts import on_this_machine
 
 TIMEOUT_S = 30.0
 
