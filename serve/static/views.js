@@ -36,11 +36,23 @@ export function renderHits(list, data, terms, hrefFor) {
   list.replaceChildren(...data.hits.map((hit) => hitItem(hit, terms, hrefFor(hit.chunk_id))));
 }
 
+// the passage's text with a box (mark.passage) around each paragraph, and none around the
+// blank lines between them or the blanks at its ends
+export function passageMarks(text, terms) {
+  return text.split(/(\n[ \t]*\n\s*)/).flatMap((part, i) => {
+    if (i % 2 === 1 || !part.trim()) return part ? [part] : [];
+    const lead = part.match(/^\s*/)[0];
+    const trail = part.match(/\s*$/)[0];
+    const body = part.slice(lead.length, part.length - trail.length);
+    return [lead, el("mark", { class: "passage" }, highlighted(body, terms)), trail].filter((p) => p !== "");
+  });
+}
+
 // the document's text with the passage marked (and its query words), or the passage alone
 // when it is not in the text the server sent (a document cut at the server's limit)
 function documentText(doc, chunk, terms) {
   const at = doc.text.indexOf(chunk.text);
-  const passage = el("mark", { class: "passage", id: "passage", tabindex: "-1" }, highlighted(chunk.text, terms));
+  const passage = el("span", { class: "passage-text", id: "passage", tabindex: "-1" }, passageMarks(chunk.text, terms));
   if (at < 0) return el("div", { class: "doc-text" }, passage);
   return el("div", { class: "doc-text" }, doc.text.slice(0, at), passage, doc.text.slice(at + chunk.text.length));
 }

@@ -189,6 +189,22 @@ def test_keyboard_opens_a_hit_at_its_highlighted_passage(browser, web_server):
     assert "open" not in query_of(browser)
 
 
+def test_the_passage_box_leaves_blank_lines_out(browser, web_server):
+    answer = httpx.get(f"{web_server.url}/search", params={"query": "quetzal lake", "mode": "keyword"}).json()
+    hit = next(h for h in answer["hits"] if h["path"].endswith("guatemala.md"))
+    assert "\n\n" in hit["text"].strip()  # a heading, a blank line, a paragraph
+    browser.get(f"{web_server.url}/?q=quetzal+lake&mode=keyword&open={hit['chunk_id']}")
+    wait(browser, lambda: js(browser, "return document.getElementById('passage')?.textContent"), what="the reader")
+    assert js(browser, "return document.getElementById('passage').textContent") == hit["text"]
+    boxes = js(browser, "return [...document.querySelectorAll('#passage mark.passage')].map(m => m.textContent)")
+    assert len(boxes) >= 2, boxes  # one box per paragraph
+    assert all(b == b.strip() and "\n\n" not in b for b in boxes), boxes
+    assert boxes == [p.strip() for p in hit["text"].split("\n\n") if p.strip()]
+    # every box is drawn: none is an empty line's outline
+    assert js(browser, "return [...document.querySelectorAll('#passage mark.passage')]"
+                       ".every(m => m.getBoundingClientRect().height > 0 && m.textContent.trim())")
+
+
 def test_more_like_this_lists_other_documents(browser, web_server):
     hit = httpx.get(f"{web_server.url}/search", params={"query": "garden", "mode": "keyword"}).json()["hits"][0]
     browser.get(f"{web_server.url}/?q=garden&mode=keyword&open={hit['chunk_id']}")
