@@ -32,8 +32,16 @@ export function hitItem(hit, terms, href) {
       more.length ? el("span", { class: "more" }, more.join(" · ")) : null));
 }
 
+// the hits, and where relevance ends (data.relevance.above hits stand out from the query's
+// other candidates) a line before the first weaker one; the hits below it stay listed
 export function renderHits(list, data, terms, hrefFor) {
-  list.replaceChildren(...data.hits.map((hit) => hitItem(hit, terms, hrefFor(hit.chunk_id))));
+  const items = data.hits.map((hit) => hitItem(hit, terms, hrefFor(hit.chunk_id)));
+  const line = data.relevance;
+  if (line && line.above < items.length) {
+    items.splice(line.above, 0, el("li", { class: "relevance-line", role: "separator" },
+      `weaker matches below (cosine under ${line.threshold.toFixed(3)})`));
+  }
+  list.replaceChildren(...items);
 }
 
 // the passage's text with a box (mark.passage) around each paragraph, and none around the
