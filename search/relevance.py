@@ -22,8 +22,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
-import numpy as np
-
 #: candidates ranked above this (1-based) are never in the tail: they may be the answer
 TAIL_FROM = 11
 #: a tail shorter than this says too little about the query's scores: no line
@@ -69,13 +67,19 @@ def cut_for(model_name: str | None, manifest: dict | None = None) -> float:
 def tail_stats(candidate_scores: Iterable[float]) -> tuple[float, float] | None:
     """(median, spread) of the candidates ranked below :data:`TAIL_FROM`, best first by score;
     None when the tail is too short."""
-    ranked = sorted(candidate_scores, reverse=True)
-    tail = np.asarray(ranked[TAIL_FROM - 1:], dtype=np.float64)
+    tail = sorted(candidate_scores, reverse=True)[TAIL_FROM - 1:]
     if len(tail) < MIN_TAIL:
         return None
-    median = float(np.median(tail))
-    spread = max(1.4826 * float(np.median(np.abs(tail - median))), MIN_SPREAD)
+    median = _median(tail)
+    spread = max(1.4826 * _median([abs(x - median) for x in tail]), MIN_SPREAD)
     return median, spread
+
+
+def _median(values: list[float]) -> float:
+    """The median of a few dozen scores (numpy's would load numpy.ma into a one-shot search)."""
+    ordered = sorted(float(v) for v in values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def line_position(hits: Sequence[tuple[float | None, bool]], threshold: float) -> int:
