@@ -524,7 +524,8 @@ class Searcher:
         bundle = getattr(run.encoder, "bundle", None)
         manifest = getattr(bundle, "manifest", None) or {}
         line = relevance_line([(h.similarity, "keyword" in h.sources) for h in hits], run.vec_scores.values(),
-                              cut_for((manifest.get("model") or {}).get("id"), manifest))
+                              cut_for((manifest.get("model") or {}).get("id"), manifest,
+                                      quantised=bool(getattr(run.encoder, "is_quantised", False))))
         for n, hit in enumerate(hits):
             hit.relevant = None if line is None else n < line.above
         return line

