@@ -95,11 +95,18 @@ def bench_pipeline(bundle: Path, tmp: Path, repeats: int, n_files: int) -> None:
 
 # -- 2. query latency ----------------------------------------------------------------------
 class StubEncoder:
-    """Random unit query vectors of the right dimension: isolates the library's latency."""
+    """Random unit query vectors of the right dimension: isolates the library's latency. It has
+    what ``Library.ensure_space`` and ``Searcher`` read of an encoder (the space's name, options,
+    kind and label, the fingerprint)."""
+
+    space_name = "cpu-fp32"
+    space_kind = "cpu-fp32"
+    space_opts: dict = {}
+    label = "stub"
+    post_transform = None
 
     def __init__(self):
         self.dim = DIM
-        self.space_kind = "cpu-fp32"
         self.backend = SimpleNamespace(name="cpu", label="stub")
         self._rng = np.random.default_rng(1)
 

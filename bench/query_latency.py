@@ -40,21 +40,12 @@ from pathlib import Path
 import numpy as np
 
 from hefsearch.bench.harness import load
-from hefsearch.bench.index import DIM, StubEncoder as _IndexBenchStub, vocabulary
+from hefsearch.bench.index import DIM, StubEncoder, vocabulary
 from hefsearch.search.request import SearchRequest
 
 LIBRARY_GOAL_MS = 10.0
 WHOLE_QUERY_GOAL_MS = 30.0  # p95
 STAGES = ("encode", "search", "keyword", "fetch", "snippet", "total")
-
-
-class StubEncoder(_IndexBenchStub):
-    """Random unit vectors (bench/index.py's stub) with what ``Library.ensure_space`` asks of an
-    encoder today."""
-
-    space_name = "cpu-fp32"
-    space_opts: dict = {}
-    label = "stub"
 
 
 def synthetic_text(rng: random.Random, vocab: list[str], cum_weights: list[float]) -> str:

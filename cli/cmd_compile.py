@@ -84,7 +84,7 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
     """Build the calibration set that 'hefsearch compile hef' quantises with.
 
     Draws chunks of your documents at random (seeded), mixes in the bundled multilingual sample
-    texts (at most a quarter of the set), embeds them with the bundle's own host pipeline and
+    texts (at most a quarter of the rows asked), embeds them with the bundle's own host pipeline and
     saves 4-D arrays in BUNDLE/calib/calib_s<SEQ>.npz: embeddings [N,1,SEQ,H] float32 and the
     0/1 mask [N,1,1,SEQ] float32 (the shapes the DFC's parsed network takes). Runs anywhere;
     no Dataflow Compiler needed.
@@ -96,6 +96,8 @@ def calib_cmd(bundle, roots, n, seed, seq_len):
     summary = build_calibration(bundle, list(roots), n=n, seed=seed, seq_len=seq_len,
                                 progress=lambda m: click.echo(m, err=True))
     click.echo(format_summary(summary))
+    for note in summary.notes:
+        click.echo(f"note: {note}", err=True)
     for w in summary.warnings:
         click.secho(f"warning: {w}", fg="yellow", err=True)
 

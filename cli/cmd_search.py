@@ -45,7 +45,9 @@ def search_cmd(query, library_path, k, mode, space, filters, quick_snippets, all
     the file matched, the files holding the same text (folded under it) and a snippet
     (--all-chunks lists every chunk). Scores: the cosine similarity of query and passage
     (vector and hybrid; '+kw': keyword search found it too, so it ranks higher), BM25
-    (keyword); JSON has both as 'similarity' and the ranking's own 'score'. An empty QUERY
+    (keyword); JSON has both as 'similarity' and the ranking's own 'score'. A row 'weaker
+    matches below' marks where relevance ends: the hits above it stand out from the query's
+    other candidates (JSON: 'relevant' per hit, 'relevance' for the line). An empty QUERY
     is an error (exit code 2); a keyword query with no words (only punctuation) finds
     nothing and says why. Snippets of hits sharing no word with the query are chosen by meaning after the
     search, on the CPU in FP32, for as many hits as fit 100 ms (timed apart as semantic_snippets;

@@ -50,13 +50,23 @@ def grouping_text(hit) -> str:
     return " · ".join(parts + ([hit.also_in_text()] if hit.also_in else []))
 
 
-def hits_table(hits) -> Table:
+def relevance_text(relevance: dict) -> str:
+    """'weaker matches below (cosine under 0.812)': the row where relevance ends."""
+    return f"weaker matches below (cosine under {relevance['threshold']:.3f})"
+
+
+def hits_table(hits, relevance: dict | None = None) -> Table:
+    """The hits, with a row where relevance ends (``relevance``: the answer's line) when some
+    hits fall below it."""
     table = Table(show_lines=True, expand=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("file · where", overflow="fold", ratio=2)
     table.add_column("snippet", overflow="fold", ratio=3)
-    for h in hits:
+    line = relevance["above"] if relevance and relevance["above"] < len(hits) else None
+    for i, h in enumerate(hits):
+        if i == line:
+            table.add_row("", "", Text(relevance_text(relevance), style="bold yellow"), "")
         extra = grouping_text(h)
         table.add_row(str(h.rank), score_text(h),
                       Text.assemble(for_terminal(h.path), "\n", (for_terminal(h.location()), "dim"),
@@ -123,7 +133,7 @@ def print_search(result) -> None:
         shown = None if result.filters.empty else for_terminal(printable(result.filters.describe()))
         err.print(Text(f"No results. (filters: {shown})" if shown else "No results."))
         return
-    out.print(hits_table(result.hits))
+    out.print(hits_table(result.hits, result.relevance))
     err.print(search_footer(result))
 
 

@@ -76,6 +76,13 @@ class CalibSummary:
     embeddings_abs_p999: float
     mask_ones_share: float
     warnings: list[str] = field(default_factory=list)
+    #: what the user should know but need not act on now (a small library wholly drawn)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def whole_library(self) -> bool:
+        """Every chunk the documents hold is in the set: more rows need more documents."""
+        return 0 < self.pool_chunks == self.user_rows
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -287,12 +294,14 @@ def build_calibration(
         length_edges=edges,
         length_counts=np.histogram(lengths, bins=edges)[0].tolist(),
         pool_length_counts=np.histogram(drawn.pool_lengths, bins=edges)[0].tolist(),
-        ks_distance=_ks(lengths.astype(np.int64), drawn.pool_lengths, seq),
+        # the documents' rows against the documents: the samples are short by nature, and their
+        # share is judged on its own (_warnings)
+        ks_distance=_ks(lengths[drawn.source == 0].astype(np.int64), drawn.pool_lengths, seq),
         embeddings_min=float(emb.min()), embeddings_max=float(emb.max()),
         embeddings_abs_p999=float(np.quantile(real, 0.999)) if real.size else 0.0,
         mask_ones_share=float(mask.mean()),
     )
-    summary.warnings = _warnings(summary, n)
+    summary.warnings, summary.notes = _warnings(summary, n)
     summary.sha256 = sha256_file(path)
     # Recorded under "calibration", not "files": Bundle.open requires every listed file, and
     # calib/ is build input that a Pi does not need and a shared bundle should not carry.
@@ -302,20 +311,27 @@ def build_calibration(
     return summary
 
 
-def _warnings(s: CalibSummary, asked: int) -> list[str]:
-    out = []
-    if s.rows < MIN_ROWS:
+def _warnings(s: CalibSummary, asked: int) -> tuple[list[str], list[str]]:
+    """(warnings, notes). A small set drawn from every chunk of the documents is a note: it is
+    all the library holds (a demo's, a first folder's), and the remedy is to make the set again
+    when the library has grown; a small set that left chunks undrawn is a warning."""
+    out, notes = [], []
+    if s.rows < MIN_ROWS and s.whole_library:
+        notes.append(f"Your documents hold {s.user_rows} chunks, all of them in the set ({s.rows} rows with "
+                     f"the samples, asked {asked}); ranges from fewer than {MIN_ROWS} rows are rough. Make the "
+                     "set again when the library has grown.")
+    elif s.rows < MIN_ROWS:
         out.append(f"Only {s.rows} calibration rows (asked {asked}); below {MIN_ROWS} the 8-bit ranges are "
                    "poorly estimated. Point --from at more documents.")
     elif s.rows < asked:
-        out.append(f"Your documents gave {s.user_rows} chunks, so the set has {s.rows} rows instead of {asked}.")
+        notes.append(f"Your documents gave {s.user_rows} chunks, so the set has {s.rows} rows instead of {asked}.")
     if s.rows and s.sample_rows / s.rows > 0.5:
         out.append(f"{s.sample_rows} of {s.rows} rows are bundled sample texts, not your documents: the ranges "
                    "may not fit your library. Point --from at more documents.")
     if s.ks_distance is not None and s.ks_distance > KS_WARN:
-        out.append(f"The calibration token lengths differ from your documents' chunks (KS distance "
+        out.append(f"The token lengths of the chunks drawn differ from your documents' (KS distance "
                    f"{s.ks_distance:.2f} > {KS_WARN}); the set is unlike the library it will embed.")
-    return out
+    return out, notes
 
 
 def load_calibration(bundle: Bundle, seq_len: int, path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -369,7 +385,7 @@ def format_summary(s: CalibSummary) -> str:
         bar = "#" * int(round(30 * c / total))
         lines.append(f"  {lo:>4}-{hi - 1:<5} {100 * c / total:5.1f}%  {100 * p / pool_total:5.1f}%  {bar}")
     ks = "n/a" if s.ks_distance is None else f"{s.ks_distance:.3f}"
-    lines.append(f"  length distance to your documents (KS): {ks}")
+    lines.append(f"  length distance of the chunks drawn to your documents (KS): {ks}")
     lines.append(f"  embeddings: min {s.embeddings_min:.3f}, max {s.embeddings_max:.3f}, "
                  f"|x| p99.9 {s.embeddings_abs_p999:.3f}; mask: {100 * s.mask_ones_share:.1f}% real tokens")
     return "\n".join(lines)

@@ -25,10 +25,11 @@ setting can reach it over loopback, and :func:`join_hint` says how to start it i
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 from pathlib import Path
+
+from hefsearch.base.hosts import is_loopback
 
 SINGLE_NODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 LOOPBACK_NODE = "127.0.0.1"
@@ -44,15 +45,10 @@ def address_host(address: str) -> str | None:
 
 
 def is_loopback_address(address: str) -> bool:
+    """Whether ``address`` names a head on this machine's loopback (localhost, 127.0.0.0/8, ::1,
+    ::ffff:127.0.0.1): the same answer as the server's (:func:`hefsearch.base.hosts.is_loopback`)."""
     host = address_host(address)
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return host is not None and is_loopback(host)
 
 
 def join_options(address: str) -> dict:

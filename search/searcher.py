@@ -88,6 +88,8 @@ class Hit:
     #: the message a hit comes from when its document is a message inside a mail file; ``path``
     #: is then that file, the one on disk (the library stores the message below it: FILE/KEY)
     message: str | None = None
+    #: above the answer's relevance line (:mod:`.relevance`); None: no line was drawn
+    relevant: bool | None = None
 
     def __post_init__(self) -> None:
         if self.message is None and self.doc_kind in CONTAINER_KINDS and "/" in self.path:
@@ -154,6 +156,9 @@ class SearchResult:
     #: a "similar", which has no query)
     filters: Filters = field(default_factory=Filters)
     request: SearchRequest | None = None
+    #: where relevance ends (:class:`~hefsearch.search.relevance.RelevanceLine` as a dict:
+    #: ``above`` hits are relevant); None: no line (keyword mode, too few candidates)
+    relevance: dict | None = None
 
     def apply_snippets(self, snippets: dict[int, str]) -> None:
         """Put semantic snippets (chunk id -> snippet) into the hits; they are no longer pending."""
@@ -167,7 +172,7 @@ class SearchResult:
                 "backend": self.backend_label, "notice": self.notice,
                 "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
                 "rerank": self.rerank, "space_transform": self.space_transform,
-                "hits": [h.to_dict() for h in self.hits]}
+                "relevance": self.relevance, "hits": [h.to_dict() for h in self.hits]}
 
 
 
@@ -412,7 +417,8 @@ class Searcher:
         t = time.perf_counter()
         allowed = self._allowed(run.filters)
         sp = self.library.space(run.space)
-        scores, ids = sp.search(run.query_vec, max(run.depth, run.rerank or 0), allowed=allowed)
+        # never fewer than FUSION_DEPTH: the relevance line reads the query's weaker candidates
+        scores, ids = sp.search(run.query_vec, max(run.depth, run.rerank or 0, FUSION_DEPTH), allowed=allowed)
         run.timings["search"] = elapsed_ms(t)
         run.vec_ids = [int(i) for i in ids[0] if i >= 0]
         run.vec_scores = {int(i): float(s) for s, i in zip(scores[0], ids[0]) if i >= 0}
@@ -499,6 +505,7 @@ class Searcher:
                             line=rec.line, start=rec.start, end=rec.end, snippet=snip, text=rec.text,
                             doc_kind=rec.doc_kind, sources=dict(src), similarity=similarity.get(i),
                             more_in_file=len(g.more) if g else 0, also_in=list(g.also_in) if g else []))
+        line = self._relevance(run, hits)
         run.timings["total"] = elapsed_ms(run.started)
         if run.query_vec is not None:
             self._last_query = (run.space, run.query, run.query_vec[0])
@@ -506,7 +513,23 @@ class Searcher:
         return SearchResult(query=run.query, mode=run.mode, space=run.space, hits=hits, timings=run.timings,
                             notice=notice, backend_label=run.label, pending_snippets=run.pending,
                             all_chunks=run.request.all_chunks, rerank=run.rerank_info,
-                            space_transform=run.space_transform, filters=run.request.filters, request=run.request)
+                            space_transform=run.space_transform, filters=run.request.filters, request=run.request,
+                            relevance=None if line is None else line.to_dict())
+
+    def _relevance(self, run: SearchRun, hits: list[Hit]):
+        """The relevance line of the hits against the query's vector candidates; each hit marked."""
+        from .relevance import cut_for, relevance_line
+
+        if not run.vec_scores or run.encoder is None:
+            return None
+        bundle = getattr(run.encoder, "bundle", None)
+        manifest = getattr(bundle, "manifest", None) or {}
+        line = relevance_line([(h.similarity, "keyword" in h.sources) for h in hits], run.vec_scores.values(),
+                              cut_for((manifest.get("model") or {}).get("id"), manifest,
+                                      quantised=bool(getattr(run.encoder, "is_quantised", False))))
+        for n, hit in enumerate(hits):
+            hit.relevant = None if line is None else n < line.above
+        return line
 
     def _similarities(self, ids: list[int], vec_scores: dict[int, float], space: str | None,
                       query_vec) -> dict[int, float]:

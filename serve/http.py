@@ -394,7 +394,7 @@ def _replay(body: bytes, receive):
 
 
 def _loopback_name(host: str) -> bool:
-    from .hosts import is_loopback
+    from hefsearch.base.hosts import is_loopback
 
     return bool(host) and is_loopback(host)
 

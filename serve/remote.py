@@ -13,7 +13,8 @@ import urllib.request
 
 from hefsearch.app.service import ServiceError
 
-from .hosts import on_this_machine
+from hefsearch.base.hosts import on_this_machine
+
 from .operations import OPERATIONS, Operation
 
 TIMEOUT_S = 30.0

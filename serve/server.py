@@ -35,7 +35,7 @@ from typing import Callable
 
 from hefsearch.base.errors import HefsearchError
 
-from .hosts import is_loopback
+from hefsearch.base.hosts import is_loopback
 
 log = logging.getLogger("hefsearch.serve")
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from hefsearch.base.errors import HefsearchError
 
-from .hosts import LOCAL_NAMES, loopback_host
+from hefsearch.base.hosts import LOCAL_NAMES, loopback_host
 from .server import SERVE_STATE
 
 

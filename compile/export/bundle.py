@@ -168,54 +168,100 @@ class ExportOptions:
 
 def export_bundle(model: str, out: str | os.PathLike, options: ExportOptions = ExportOptions(),
                   progress: Callable[[str], None] | None = None) -> ExportReport:
-    seq_len, query_prefix, passage_prefix = options.seq_len, options.query_prefix, options.passage_prefix
-    mask_value, verify_texts, overwrite = options.mask_value, options.verify_texts, options.overwrite
+    """Export ``model`` into the bundle folder ``out``: resolve and load it, choose the window and
+    the prefixes, write the tables and the body into ``out``.partial, describe them in the
+    manifest, verify the bundle against the full model and only then put it in place."""
     say = progress or (lambda msg: log.info(msg))
     folder = resolve_model(model, say=say)
     out = Path(out).expanduser()
+    _check_destination(out, options.overwrite)
+    config, hf_model = _load_model(folder)
+    pooling, normalize, st_max, notices = read_sentence_transformers_config(folder)
+    for n in notices:
+        say(n)
+    offset = int(config.pad_token_id) + 1 if config.model_type != "bert" else 0
+    max_positions = int(config.max_position_embeddings) - offset
+    seq_len = _choose_seq_len(options.seq_len, st_max, max_positions, say)
+    prefixes = _choose_prefixes(model, folder, options, notices, say)
+
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "embeddings").mkdir(parents=True)
+    say(f"Writing tokenizer and embedding tables from {folder}")
+    _write_tokenizer_and_tables(folder, hf_model, tmp)
+    say("Exporting the encoder body to ONNX")
+    export_body_onnx(hf_model, tmp / "encoder.onnx", int(config.hidden_size), mask_value=options.mask_value)
+    manifest = _manifest(model, folder, tmp, config, max_positions, {
+        "position_ids": {"scheme": "padding_offset" if offset else "absolute", "offset": offset},
+        "seq_len": int(seq_len), "pooling": pooling, "normalize": bool(normalize), "prefixes": prefixes,
+        "mask_value": float(options.mask_value)})
+    write_json_atomic(tmp / "manifest.json", manifest)
+
+    report = ExportReport(tmp, manifest["model"]["id"], int(seq_len), pooling, bool(normalize), notices)
+    say("Verifying the bundle against the full model")
+    report.cosines = verify_against_model(tmp, hf_model, pooling, options.verify_texts or VERIFY_TEXTS)
+    _check_parity(report.cosines, tmp)
+    _publish(tmp, out)
+    report.bundle = out
+    say(f"Bundle written to {out} (min cosine {report.min_cosine:.6f} on {len(report.cosines)} texts)")
+    return report
+
+
+def _check_destination(out: Path, overwrite: bool) -> None:
+    """``out`` may be written: empty, or a bundle and ``overwrite`` (never another folder)."""
     if out.exists() and any(out.iterdir()):
         if not overwrite:
             raise ExportError(f"{out} exists and is not empty.", "Choose another --out, or pass --overwrite.")
         if not (out / "manifest.json").is_file():
             raise ExportError(f"{out} is not a bundle; refusing to overwrite it.", "Choose an empty --out folder.")
+
+
+def _load_model(folder: Path):
+    """(config, model in eval mode with eager attention) of a supported BERT-family encoder."""
     try:
-        import torch
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel
     except ImportError:
         raise ExportError("Export needs torch and transformers.", "pip install 'hefsearch[compile]'") from None
-
     config = AutoConfig.from_pretrained(folder)
     if config.model_type not in SUPPORTED_MODEL_TYPES:
         raise ExportError(
             f"Model type {config.model_type!r} is not supported.",
             f"Supported: {', '.join(sorted(SUPPORTED_MODEL_TYPES))} (BERT-family encoders).",
         )
-    pooling, normalize, st_max, notices = read_sentence_transformers_config(folder)
-    for n in notices:
-        say(n)
-    hf_model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
-    emb = hf_model.embeddings
-    is_roberta = config.model_type != "bert"
-    offset = int(config.pad_token_id) + 1 if is_roberta else 0
-    max_positions = int(config.max_position_embeddings) - offset
+    return config, AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+
+
+def _choose_seq_len(asked: int | None, st_max: int | None, max_positions: int, say: Callable[[str], None]) -> int:
+    """The window: the one asked, else the model's sentence-transformers max_seq_length, else 256."""
+    seq_len = asked
     if seq_len is None:
         seq_len = int(st_max) if st_max else 256
         if st_max:
             say(f"Sequence length {seq_len} (the model's sentence-transformers max_seq_length).")
     if seq_len > max_positions:
         raise ExportError(f"--seq-len {seq_len} exceeds the model's {max_positions} positions.")
-    prefixes, prompt_notice = model_prefixes(folder, query_prefix, passage_prefix)
+    return seq_len
+
+
+def _choose_prefixes(model: str, folder: Path, options: ExportOptions, notices: list[str],
+                     say: Callable[[str], None]) -> dict:
+    """The query and passage prefixes (given, else the model's prompts); what was chosen or is
+    missing is said and added to ``notices``."""
+    prefixes, prompt_notice = model_prefixes(folder, options.query_prefix, options.passage_prefix)
     if prompt_notice:
         notices.append(prompt_notice)
         say(prompt_notice)
     if not any(prefixes.values()) and "e5" in str(model).lower():
         notices.append("e5 models expect --query-prefix 'query: ' --passage-prefix 'passage: '.")
         say(notices[-1])
+    return prefixes
 
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "embeddings").mkdir(parents=True)
-    say(f"Writing tokenizer and embedding tables from {folder}")
+
+def _write_tokenizer_and_tables(folder: Path, hf_model, tmp: Path) -> None:
+    """tokenizer.json and the float32 embedding tables (word, position, token type)."""
+    import torch
+    from transformers import AutoTokenizer
+
     # Save the tokenizer transformers actually runs, not a copy of the file: transformers 5
     # rebuilds some pipelines (XLM-R's pre-tokenizer) from the vocabulary, and the bundle must
     # tokenise exactly as the full model it is checked against.
@@ -227,12 +273,15 @@ def export_bundle(model: str, out: str | os.PathLike, options: ExportOptions = E
         shutil.copyfile(folder / "tokenizer.json", tmp / "tokenizer.json")
     else:
         backend.save(str(tmp / "tokenizer.json"))
+    emb = hf_model.embeddings
     for name, module in (("word", emb.word_embeddings), ("position", emb.position_embeddings),
                          ("token_type", emb.token_type_embeddings)):
         np.save(tmp / f"embeddings/{name}.npy", module.weight.detach().to(torch.float32).cpu().numpy())
-    say("Exporting the encoder body to ONNX")
-    export_body_onnx(hf_model, tmp / "encoder.onnx", int(config.hidden_size), mask_value=mask_value)
 
+
+def _manifest(model: str, folder: Path, tmp: Path, config, max_positions: int, pipeline: dict) -> dict:
+    """The manifest of the files in ``tmp``: their sizes and sha256, the model's identity and
+    shape, ``pipeline`` (window, pooling, prefixes, mask value, position ids) and the FP32 body."""
     files = {}
     for rel in ("tokenizer.json", "embeddings/word.npy", "embeddings/position.npy",
                 "embeddings/token_type.npy", "encoder.onnx"):
@@ -243,7 +292,8 @@ def export_bundle(model: str, out: str | os.PathLike, options: ExportOptions = E
     for rel in ("tokenizer.json", "embeddings/word.npy", "embeddings/position.npy", "embeddings/token_type.npy"):
         identity.update(files[rel]["sha256"].encode())
     identity.update(weights_sha.encode())
-    manifest = {
+    hidden = int(config.hidden_size)
+    return {
         "schema": SCHEMA_VERSION,
         "model": {
             "id": _model_id(model, folder),
@@ -252,18 +302,13 @@ def export_bundle(model: str, out: str | os.PathLike, options: ExportOptions = E
             "weights": {"file": weights_name, "sha256": weights_sha},
             "hash": identity.hexdigest()[:24],
             "type": config.model_type,
-            "hidden": int(config.hidden_size),
+            "hidden": hidden,
             "layers": int(config.num_hidden_layers),
             "heads": int(config.num_attention_heads),
             "vocab": int(config.vocab_size),
             "max_positions": max_positions,
         },
-        "position_ids": {"scheme": "padding_offset" if is_roberta else "absolute", "offset": offset},
-        "seq_len": int(seq_len),
-        "pooling": pooling,
-        "normalize": bool(normalize),
-        "prefixes": prefixes,
-        "mask_value": float(mask_value),
+        **pipeline,
         "files": files,
         "encoders": [
             EncoderEntry(
@@ -271,32 +316,32 @@ def export_bundle(model: str, out: str | os.PathLike, options: ExportOptions = E
                 file="encoder.onnx",
                 extra={
                     "precision": "fp32",
-                    "inputs": {"embeddings": ["N", "S", config.hidden_size], "attention_mask": ["N", "S"]},
-                    "outputs": {"last_hidden_state": ["N", "S", config.hidden_size]},
+                    "inputs": {"embeddings": ["N", "S", hidden], "attention_mask": ["N", "S"]},
+                    "outputs": {"last_hidden_state": ["N", "S", hidden]},
                 },
             ).to_dict()
         ],
     }
-    write_json_atomic(tmp / "manifest.json", manifest)
 
-    report = ExportReport(tmp, manifest["model"]["id"], int(seq_len), pooling, bool(normalize), notices)
-    say("Verifying the bundle against the full model")
-    report.cosines = verify_against_model(tmp, hf_model, pooling, verify_texts or VERIFY_TEXTS)
-    bad = [(i, c) for i, c in enumerate(report.cosines) if not c >= PARITY_MIN_COSINE]
+
+def _check_parity(cosines: list[float], tmp: Path) -> None:
+    """Fail loudly unless every sample text's cosine (bundle vs full model) reaches PARITY_MIN_COSINE."""
+    bad = [(i, c) for i, c in enumerate(cosines) if not c >= PARITY_MIN_COSINE]
     if bad:
         raise ExportError(
             f"Export did not verify: {len(bad)} sample texts have cosine < {PARITY_MIN_COSINE} between the "
             f"bundle and the full model (worst {min(c for _, c in bad):.6f}). The partial bundle is in {tmp}.",
             "This model's architecture may differ from a BERT/XLM-R encoder; please report it.",
         )
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Replace ``out`` with the verified ``tmp``, durably."""
     if out.exists():
         shutil.rmtree(out)
     fsync_tree(tmp)  # a power cut after the rename must not leave a bundle of empty files
     os.replace(tmp, out)
     fsync_dir(out.parent)
-    report.bundle = out
-    say(f"Bundle written to {out} (min cosine {report.min_cosine:.6f} on {len(report.cosines)} texts)")
-    return report
 
 
 def verify_against_model(bundle_path: Path, hf_model, pooling: str, texts: list[str]) -> list[float]:

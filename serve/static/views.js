@@ -32,15 +32,35 @@ export function hitItem(hit, terms, href) {
       more.length ? el("span", { class: "more" }, more.join(" · ")) : null));
 }
 
+// the hits, and where relevance ends (data.relevance.above hits stand out from the query's
+// other candidates) a line before the first weaker one; the hits below it stay listed
 export function renderHits(list, data, terms, hrefFor) {
-  list.replaceChildren(...data.hits.map((hit) => hitItem(hit, terms, hrefFor(hit.chunk_id))));
+  const items = data.hits.map((hit) => hitItem(hit, terms, hrefFor(hit.chunk_id)));
+  const line = data.relevance;
+  if (line && line.above < items.length) {
+    items.splice(line.above, 0, el("li", { class: "relevance-line", role: "separator" },
+      `weaker matches below (cosine under ${line.threshold.toFixed(3)})`));
+  }
+  list.replaceChildren(...items);
+}
+
+// the passage's text with a box (mark.passage) around each paragraph, and none around the
+// blank lines between them or the blanks at its ends
+export function passageMarks(text, terms) {
+  return text.split(/(\n[ \t]*\n\s*)/).flatMap((part, i) => {
+    if (i % 2 === 1 || !part.trim()) return part ? [part] : [];
+    const lead = part.match(/^\s*/)[0];
+    const trail = part.match(/\s*$/)[0];
+    const body = part.slice(lead.length, part.length - trail.length);
+    return [lead, el("mark", { class: "passage" }, highlighted(body, terms)), trail].filter((p) => p !== "");
+  });
 }
 
 // the document's text with the passage marked (and its query words), or the passage alone
 // when it is not in the text the server sent (a document cut at the server's limit)
 function documentText(doc, chunk, terms) {
   const at = doc.text.indexOf(chunk.text);
-  const passage = el("mark", { class: "passage", id: "passage", tabindex: "-1" }, highlighted(chunk.text, terms));
+  const passage = el("span", { class: "passage-text", id: "passage", tabindex: "-1" }, passageMarks(chunk.text, terms));
   if (at < 0) return el("div", { class: "doc-text" }, passage);
   return el("div", { class: "doc-text" }, doc.text.slice(0, at), passage, doc.text.slice(at + chunk.text.length));
 }

@@ -103,8 +103,28 @@ def test_few_documents_and_mostly_samples_are_warned_about(tiny_bert_bundle, tmp
     shutil.copytree(tiny_bert_bundle, bundle)
     s = build_calibration(bundle, [docs], n=60, seed=0)
     assert s.rows == 16 and s.user_rows == 1 and s.sample_rows == 15
-    text = " ".join(s.warnings)
-    assert "Only 16 calibration rows" in text and "bundled sample texts" in text
+    # the one chunk the documents hold is in the set: its size is a note, its samples a warning
+    assert "bundled sample texts" in " ".join(s.warnings) and "Only" not in " ".join(s.warnings)
+    assert "hold 1 chunks, all of them in the set (16 rows" in " ".join(s.notes)
+
+
+def test_a_small_library_wholly_drawn_is_a_note_not_a_warning(tiny_bert_bundle, tmp_path):
+    # the demo's case: every chunk of a small folder in the set, the samples filling it up to a
+    # quarter of the rows asked; the samples are short, the documents long
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(24):
+        (docs / f"d{i}.txt").write_text(" ".join(f"word{i}x{j}" for j in range(40)), encoding="utf-8")
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bert_bundle, bundle)
+    res = CliRunner().invoke(main, ["compile", "calib", str(bundle), "--from", str(docs), "--n", "256",
+                                    "--seed", "0", "--seq-len", "64"])
+    assert res.exit_code == 0, res.output
+    s = json.loads((bundle / "manifest.json").read_text())["calibration"]["s64"]
+    assert s["user_rows"] == s["pool_chunks"] and s["rows"] < 256 and s["sample_rows"] > 0
+    assert s["ks_distance"] < 0.2  # the chunks drawn are the documents' chunks
+    assert "warning:" not in res.stderr, res.stderr
+    assert "note: Your documents hold" in res.stderr and s["notes"] and not s["warnings"]
 
 
 def test_empty_folder_and_too_long_window_are_errors(tiny_bert_bundle, tmp_path):

@@ -118,4 +118,7 @@ def test_loopback_addresses_are_recognised():
     assert is_loopback_address("127.0.0.1:6379") and is_loopback_address("localhost:6379")
     assert is_loopback_address("[::1]:6379") and not is_loopback_address("192.168.1.4:6379")
     assert not is_loopback_address("auto") and not is_loopback_address("local")
+    # an IPv4-mapped IPv6 loopback is loopback (the server's answer, base/hosts.py)
+    assert is_loopback_address("[::ffff:127.0.0.1]:6379") and is_loopback_address("ray://[::ffff:127.0.0.2]:10001")
+    assert not is_loopback_address("[::ffff:192.168.1.4]:6379")
     assert "--port 7000" in join_hint("127.0.0.1:7000") and "ray start --head" in join_hint("head:6379")

@@ -98,7 +98,7 @@ def test_rerank_true_is_read_by_one_rule_in_a_body_and_in_parameters(server):
 
 # -- IPv4-mapped loopback -----------------------------------------------------------------------
 def test_an_ipv4_mapped_loopback_url_never_goes_through_the_proxy(server, monkeypatch):
-    from hefsearch.serve.hosts import is_loopback, loopback_host
+    from hefsearch.base.hosts import is_loopback, loopback_host
     from hefsearch.serve.remote import RemoteService
 
     seen = []

@@ -189,6 +189,47 @@ def test_keyboard_opens_a_hit_at_its_highlighted_passage(browser, web_server):
     assert "open" not in query_of(browser)
 
 
+def test_the_hit_list_marks_where_relevance_ends(browser, web_server):
+    # the page draws what the answer says: the line before its first weaker hit, all hits listed
+    browser.get(f"{web_server.url}/?q=zanzibar+ferry")
+    answer = httpx.get(f"{web_server.url}/search", params={"query": "zanzibar ferry", "k": 20}).json()
+    shows(browser, [h["path"].rsplit("/", 1)[1] for h in answer["hits"]], "hits")
+    items = js(browser, "return [...document.querySelectorAll('#hits > li')].map(li => li.className)")
+    line = answer["relevance"]
+    if line is None or line["above"] == len(answer["hits"]):
+        assert "relevance-line" not in items
+    else:
+        assert items.index("relevance-line") == line["above"] and items.count("hit") == len(answer["hits"])
+    # and with a line drawn after the second of four hits
+    shown = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import('/static/views.js').then((m) => {
+          const hit = (i) => ({rank: i, chunk_id: i, path: `/d/f${i}.txt`, doc_kind: 'text', score: 0.9,
+            similarity: 0.9 - i / 100, snippet: 's', text: 't', sources: {vector: i}, also_in: [], more_in_file: 0});
+          const list = document.createElement('ol'), none = document.createElement('ol');
+          m.renderHits(list, {hits: [1, 2, 3, 4].map(hit), relevance: {above: 2, threshold: 0.8181}}, [], String);
+          m.renderHits(none, {hits: [1, 2].map(hit), relevance: null}, [], String);
+          done([[...list.children].map((li) => li.className), list.children[2].textContent, none.children.length]);
+        });""")
+    assert shown == [["hit", "hit", "relevance-line", "hit", "hit"], "weaker matches below (cosine under 0.818)", 2]
+
+
+def test_the_passage_box_leaves_blank_lines_out(browser, web_server):
+    answer = httpx.get(f"{web_server.url}/search", params={"query": "quetzal lake", "mode": "keyword"}).json()
+    hit = next(h for h in answer["hits"] if h["path"].endswith("guatemala.md"))
+    assert "\n\n" in hit["text"].strip()  # a heading, a blank line, a paragraph
+    browser.get(f"{web_server.url}/?q=quetzal+lake&mode=keyword&open={hit['chunk_id']}")
+    wait(browser, lambda: js(browser, "return document.getElementById('passage')?.textContent"), what="the reader")
+    assert js(browser, "return document.getElementById('passage').textContent") == hit["text"]
+    boxes = js(browser, "return [...document.querySelectorAll('#passage mark.passage')].map(m => m.textContent)")
+    assert len(boxes) >= 2, boxes  # one box per paragraph
+    assert all(b == b.strip() and "\n\n" not in b for b in boxes), boxes
+    assert boxes == [p.strip() for p in hit["text"].split("\n\n") if p.strip()]
+    # every box is drawn: none is an empty line's outline
+    assert js(browser, "return [...document.querySelectorAll('#passage mark.passage')]"
+                       ".every(m => m.getBoundingClientRect().height > 0 && m.textContent.trim())")
+
+
 def test_more_like_this_lists_other_documents(browser, web_server):
     hit = httpx.get(f"{web_server.url}/search", params={"query": "garden", "mode": "keyword"}).json()["hits"][0]
     browser.get(f"{web_server.url}/?q=garden&mode=keyword&open={hit['chunk_id']}")

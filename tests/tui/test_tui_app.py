@@ -86,7 +86,10 @@ async def test_enter_shows_ranked_results_with_highlighted_terms(app_factory):
         shown = option_texts(app.results)
         assert len(shown) == len(result.hits) > 0
         for line, hit in zip(shown, result.hits):
-            assert line.lstrip().startswith(f"{hit.rank} ")
+            # the first hit below the relevance line (if one is drawn) has the line above it
+            first_weak = result.relevance is not None and hit.rank == result.relevance["above"] + 1
+            assert line.startswith("── weaker matches below") == first_weak
+            assert line.split("\n", 1)[first_weak].lstrip().startswith(f"{hit.rank} ")
             # the cosine a person can read (issue 21), not the fused rank value (0.016..0.033)
             assert hit.similarity is not None and f"{hit.similarity:6.3f}".strip() in line
             assert hit.path.rsplit("/", 1)[-1] in line

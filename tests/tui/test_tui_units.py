@@ -314,3 +314,16 @@ def test_index_progress_without_a_terminal_prints_a_line_per_phase_and_interval(
     assert [ln.split(":")[0] for ln in lines] == ["Scanning", "Indexing", "Indexing", "Indexing", "Indexing",
                                                   "Indexing", "Done"]
     assert lines[2] == "Indexing: 6/50 files, 65 chunks, 1.0 chunks/s, ETA 3:55, 0:01:05 elapsed"
+
+
+def test_the_results_list_draws_the_relevance_line_above_the_first_weaker_hit():
+    from hefsearch.search.searcher import Hit
+    from hefsearch.tui.widgets.results import hit_prompt
+
+    hits = [Hit(rank=i, chunk_id=i, score=0.9, path=f"/d/f{i}.txt", page=None, line=1, start=0, end=5,
+                snippet="a snippet", text="t", doc_kind="text", similarity=0.9) for i in (1, 2, 3)]
+    line = {"above": 1, "cut": 4.5, "median": 0.8, "spread": 0.004, "threshold": 0.818}
+    shown = [hit_prompt(h, [], 80, relevance=line).plain for h in hits]
+    assert [("weaker matches below (cosine under 0.818)" in s) for s in shown] == [False, True, False]
+    assert shown[1].index("weaker matches") < shown[1].index("f2.txt")  # the rule comes first
+    assert all("weaker" not in hit_prompt(h, [], 80).plain for h in hits)  # no line, no rule

@@ -34,10 +34,17 @@ def sources_tag(hit) -> str:
     return " · ".join(f"{names.get(k, k)} {v}" for k, v in src.items() if v is not None)
 
 
-def hit_prompt(hit, terms, width: int = 80, lines: int = 2) -> Content:
+def relevance_rule(relevance: dict, width: int) -> Content:
+    """'── weaker matches below (cosine under 0.818) ──': above the first hit under the line."""
+    text = f" weaker matches below (cosine under {relevance['threshold']:.3f}) "
+    return Content.styled(("──" + text).ljust(max(len(text) + 4, width - 1), "─"), "$text-warning")
+
+
+def hit_prompt(hit, terms, width: int = 80, lines: int = 2, relevance: dict | None = None) -> Content:
     """Two-part option: a head line (rank, score, file, place) and the snippet wrapped to
     ``lines`` indented lines, query terms highlighted; then, for a hit standing for more chunks
-    of its file or for copies in other files, a line saying so."""
+    of its file or for copies in other files, a line saying so. ``relevance``: the answer's
+    line, drawn above this hit when it is the first one below it."""
     head = Content.assemble(
         (f"{hit.rank:>2} ", "bold $text-primary"),
         (f" {hit.shown_score:6.3f} ", "$text-muted"),
@@ -58,7 +65,9 @@ def hit_prompt(hit, terms, width: int = 80, lines: int = 2) -> Content:
     grouped = grouping_tag(hit)  # its own line: a file name cut off would say nothing
     if grouped:
         body.append(Content.styled(" " * INDENT + grouped, "$text-accent").truncate(room + INDENT, ellipsis=True))
-    return Content("\n").join([head.truncate(max(20, width - 1), ellipsis=True), *body])
+    first_weak = relevance is not None and hit.rank == relevance["above"] + 1
+    rule = [relevance_rule(relevance, width).truncate(max(20, width - 1))] if first_weak else []
+    return Content("\n").join([*rule, head.truncate(max(20, width - 1), ellipsis=True), *body])
 
 
 class ResultsList(OptionList):
@@ -87,7 +96,9 @@ class ResultsList(OptionList):
             self.add_option(Option(Content.styled(f"No results for {result.query!r}.", "$text-muted"),
                                    disabled=True))
             return
-        self.add_options(Option(hit_prompt(h, terms, width), id=str(i)) for i, h in enumerate(self.hits))
+        line = getattr(result, "relevance", None)
+        self.add_options(Option(hit_prompt(h, terms, width, relevance=line), id=str(i))
+                         for i, h in enumerate(self.hits))
         self.highlighted = highlighted_index or 0
 
     def on_resize(self) -> None:
@@ -103,7 +114,8 @@ class ResultsList(OptionList):
         width = self.scrollable_content_region.width or self.size.width or 80
         for i, hit in enumerate(self.hits):
             if hit.chunk_id in chunk_ids:
-                self.replace_option_prompt_at_index(i, hit_prompt(hit, terms, width))
+                self.replace_option_prompt_at_index(i, hit_prompt(hit, terms, width,
+                                                                  relevance=getattr(self._result, "relevance", None)))
 
     def visible_hits(self) -> list:
         """The hits on screen (about: each takes 2-3 rows), plus the highlighted one."""

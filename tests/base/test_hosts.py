@@ -1,11 +1,11 @@
-"""serve/hosts.py: the one answer to "is this host this machine", for the bind, the client and a
+"""base/hosts.py: the one answer to "is this host this machine", for the bind, the client and a
 recorded server."""
 
 from __future__ import annotations
 
 import pytest
 
-from hefsearch.serve.hosts import is_loopback, loopback_host, on_this_machine
+from hefsearch.base.hosts import is_loopback, loopback_host, on_this_machine
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.3.4.5", "::1", "[::1]", "localhost", "LOCALHOST.", "localhost.localdomain"])
