@@ -80,6 +80,7 @@ def tidy_exported(proto, opset: int = OPSET):
     from onnx import version_converter
 
     _shapes_from_embeddings(proto)
+    _one_axis_unsqueezes(proto)
     seen: dict[str, int] = {}
     for node in proto.graph.node:
         base = f"{_module_path(node)}/{node.op_type}"
@@ -120,6 +121,31 @@ def _shapes_from_embeddings(proto) -> None:
         nodes += [helper.make_node("Shape", [source], [f"{out}/shape"]),
                   helper.make_node("Gather", [f"{out}/shape", index], [f"{out}/size"], axis=0),
                   helper.make_node("Unsqueeze", [f"{out}/size", axes], [out])]
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes)
+
+
+def _one_axis_unsqueezes(proto) -> None:
+    """An ``Unsqueeze`` of several constant axes (the new exporter's mask ``[N,S] -> [N,1,1,S]``)
+    becomes one ``Unsqueeze`` per axis, the TorchScript form: ONNX Runtime's attention fusion
+    (:mod:`hefsearch.embed.attention_fusion`, the CPU's fused copy) finds the mask by the path
+    Mul <- Sub <- Unsqueeze <- Unsqueeze and fuses nothing without it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    nodes = []
+    for node in proto.graph.node:
+        axes = consts.get(node.input[1]) if node.op_type == "Unsqueeze" and len(node.input) == 2 else None
+        if axes is None or axes.size < 2 or (axes < 0).any():
+            nodes.append(node)
+            continue
+        source = node.input[0]
+        for n, axis in enumerate(sorted(int(a) for a in axes.reshape(-1))):
+            name = f"{node.output[0]}/axis{axis}"
+            proto.graph.initializer.append(helper.make_tensor(f"{name}/axes", TensorProto.INT64, [1], [axis]))
+            out = node.output[0] if n == axes.size - 1 else name
+            nodes.append(helper.make_node("Unsqueeze", [source, f"{name}/axes"], [out]))
+            source = out
     del proto.graph.node[:]
     proto.graph.node.extend(nodes)
 
