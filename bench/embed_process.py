@@ -97,7 +97,8 @@ def main() -> None:
         t = time.perf_counter()
         if sides[name] is None:
             cmd = [sys.executable, str(work / "st.py"), model, str(src), str(out), str(window)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            # offline: the peer never waits on the Hugging Face hub (the model is a local folder)
+            proc = subprocess.run(cmd, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True)
         else:
             cmd, env = sides[name]
             with open(out, "wb") as f:
