@@ -11,6 +11,8 @@ Two ways to use several cores for a bulk encode (index, ``embed`` of many texts,
 
 A search (one query, few texts) always runs ``operators``. ``HEFSEARCH_ORT_PARALLEL`` =
 ``batches`` or ``operators`` overrides the family's choice (to measure another processor).
+The graph form: on Zen 4/5 ONNX Runtime's ``SkipLayerNormalization`` (residual Add + LayerNorm
+in one node) cost 5x the two ops apart, so those sessions are built without that fusion.
 Which int8 kernel ONNX Runtime's MLAS picks is read from the same flags, as MLAS reads them
 (``platform.cpp``: AVX512-VNNI, AVX-VNNI, AVX2 on x86-64; the ``asimddp`` dot product, ``i8mm``
 on arm64); it is reported, not chosen. Pure functions of the flags, so tests can ask what a
@@ -55,6 +57,8 @@ class RunPlan:
     threads: int  # cores used: intra-op threads (operators) or pieces run at once (batches)
     int8_kernel: str  # MLAS's int8 matrix-multiply path on these flags
     why: str
+    #: ONNX Runtime graph fusions left out when a session is optimised (names of its transformers)
+    unfused: tuple[str, ...] = ()
 
     @property
     def intra_op_threads(self) -> int:
@@ -69,7 +73,8 @@ class RunPlan:
         """One line for ``doctor`` and the benches."""
         how = (f"each batch in {self.threads} pieces at once, 1 ONNX Runtime thread each"
                if self.workers > 1 else f"{self.threads} ONNX Runtime thread(s) per operator")
-        return f"{self.family}: bulk encoding runs {how} ({self.why}); int8 kernel {self.int8_kernel}"
+        graph = f"; without {', '.join(self.unfused)}" if self.unfused else ""
+        return f"{self.family}: bulk encoding runs {how} ({self.why}); int8 kernel {self.int8_kernel}{graph}"
 
 
 def parse_cpuinfo(text: str, machine: str) -> CpuFacts:
@@ -116,25 +121,29 @@ def int8_kernel(cpu: CpuFacts) -> str:
     return "portable"
 
 
-def family_of(cpu: CpuFacts) -> tuple[str, str]:
-    """(family name, the bulk parallel mode measured best on it)."""
+#: the fusion measured slower than the ops it replaces on AMD Zen 4/5 (docs/performance.md)
+SKIP_LAYER_NORM = "SkipLayerNormFusion"
+
+
+def family_of(cpu: CpuFacts) -> tuple[str, str, tuple[str, ...]]:
+    """(family name, the bulk parallel mode measured best on it, fusions to leave out)."""
     f = cpu.flags
     if cpu.vendor == "AuthenticAMD" and cpu.family >= 25 and "avx512f" in f:
         # Zen 4 (family 25) and Zen 5 (26): ONNX Runtime's intra-op threads gained ~nothing here
-        return "AMD Zen 4/5 (AVX-512)", BATCHES
+        return "AMD Zen 4/5 (AVX-512)", BATCHES, (SKIP_LAYER_NORM,)
     if cpu.arm64:
-        return ("arm64 with dot product" if "asimddp" in f else "arm64"), OPERATORS
+        return ("arm64 with dot product" if "asimddp" in f else "arm64"), OPERATORS, ()
     if "avx512f" in f:
-        return "x86-64 AVX-512", OPERATORS
+        return "x86-64 AVX-512", OPERATORS, ()
     if "avx2" in f:
-        return "x86-64 AVX2", OPERATORS
-    return cpu.machine or "unknown", OPERATORS
+        return "x86-64 AVX2", OPERATORS, ()
+    return cpu.machine or "unknown", OPERATORS, ()
 
 
 def choose(cpu: CpuFacts, cores: int, threads: int | None = None, override: str = "") -> RunPlan:
     """The plan for ``cpu`` with ``cores`` cores; ``threads``: the user's thread count (default:
     every core); ``override``: ``batches`` / ``operators`` (anything else: the family's choice)."""
-    family, mode = family_of(cpu)
+    family, mode, unfused = family_of(cpu)
     why = "measured best on this family" if mode == BATCHES else "the default; not measured otherwise here"
     n = max(1, threads or cores)
     override = override.strip().lower()
@@ -142,7 +151,7 @@ def choose(cpu: CpuFacts, cores: int, threads: int | None = None, override: str 
         mode, why = override, f"{settings.ORT_PARALLEL.name}={override}"
     if n == 1 and mode == BATCHES:
         mode, why = OPERATORS, "one thread"
-    return RunPlan(family=family, parallel=mode, threads=n, int8_kernel=int8_kernel(cpu), why=why)
+    return RunPlan(family=family, parallel=mode, threads=n, int8_kernel=int8_kernel(cpu), why=why, unfused=unfused)
 
 
 @functools.lru_cache(maxsize=1)

@@ -42,14 +42,14 @@ def test_amd_zen4_runs_pieces_of_batches_with_the_vnni_kernel():
     assert (cpu.vendor, cpu.family, cpu.model_name) == ("AuthenticAMD", 25, "AMD EPYC 9R14")
     plan = cpu_plan.choose(cpu, cores=2)
     assert plan.parallel == cpu_plan.BATCHES and plan.workers == 2 and plan.intra_op_threads == 1
-    assert plan.int8_kernel.startswith("AVX512-VNNI")
+    assert plan.int8_kernel.startswith("AVX512-VNNI") and plan.unfused == ("SkipLayerNormFusion",)
     assert "Zen 4/5" in plan.line() and "2 pieces" in plan.line()
 
 
 def test_other_families_keep_onnx_runtimes_own_threads():
     intel = cpu_plan.choose(cpu_plan.parse_cpuinfo(INTEL_AVX2, "x86_64"), cores=4)
     assert (intel.family, intel.parallel, intel.intra_op_threads, intel.workers) == ("x86-64 AVX2", "operators", 4, 1)
-    assert intel.int8_kernel == "AVX2"
+    assert intel.int8_kernel == "AVX2" and intel.unfused == ()
     pi5 = cpu_plan.choose(cpu_plan.parse_cpuinfo(PI5, "aarch64"), cores=4)
     assert (pi5.family, pi5.parallel, pi5.int8_kernel) == ("arm64 with dot product", "operators",
                                                            "NEON dot product (udot)")
@@ -125,3 +125,24 @@ def test_pieces_give_the_vectors_of_the_whole_batch_padded_to_the_window(backend
     assert cos.min() > (0.99999 if backend == "cpu" else 0.98)
     if backend == "cpu":
         np.testing.assert_allclose(got, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("cpuinfo, skip_nodes", [(ZEN4, 0), (INTEL_AVX2, 1)])
+def test_zen_sessions_keep_the_residual_add_and_layernorm_apart(cpuinfo, skip_nodes, tiny_bert_bundle, monkeypatch):
+    pytest.importorskip("onnx")
+    import onnx
+
+    from hefsearch.embed import ort_session
+
+    monkeypatch.delenv(ort_session.ENV_FUSE, raising=False)  # conftest turns the fusion off elsewhere
+    monkeypatch.setattr(cpu_plan, "_this_cpu", lambda: cpu_plan.parse_cpuinfo(cpuinfo, "x86_64"))
+    with Encoder.open(tiny_bert_bundle, threads=1, bulk=True) as enc:
+        assert enc.backend.session_kind == "fused"
+        vecs = enc.encode_passages(list(VERIFY_TEXTS))
+    (entry,) = [p for p in ort_session.ort_cache_dir().glob("*.fused") if p.is_dir()]
+    ops = [n.op_type for n in onnx.load(str(entry / "model.onnx"), load_external_data=False).graph.node]
+    assert ops.count("Attention") == 2  # attention is still fused
+    assert ("SkipLayerNormalization" in ops) == bool(skip_nodes)
+    monkeypatch.setenv(ort_session.ENV_CACHE, "0")
+    with Encoder.open(tiny_bert_bundle, threads=1) as plain:  # the body as ONNX Runtime alone optimises it
+        np.testing.assert_allclose(plain.encode_passages(list(VERIFY_TEXTS)), vecs, atol=1e-5)
