@@ -30,7 +30,8 @@ BUNDLE = Setting("HEFSEARCH_BUNDLE", "the model bundle folder",
 BACKEND = Setting("HEFSEARCH_BACKEND", "the backend (cpu, cpu-int8, npu-sim, hailo, auto)", "auto")
 TOKEN = Setting("HEFSEARCH_TOKEN", "the server's bearer token for clients", "the default token file")
 SIM = Setting("HEFSEARCH_SIM", "the npu-sim simulation profile", "the only one, else balanced")
-THREADS = Setting("HEFSEARCH_THREADS", "ONNX Runtime intra-op threads", "every core")
+THREADS = Setting("HEFSEARCH_THREADS", "CPU encoder threads (ONNX Runtime intra-op threads, or batch pieces run at once)",
+                  "every core")
 ORT_CACHE = Setting("HEFSEARCH_ORT_CACHE", "0 turns the optimised-model cache off", "on")
 ORT_FUSE = Setting("HEFSEARCH_ORT_FUSE", "0 turns ORT graph fusion off", "on")
 ORT_PARALLEL = Setting("HEFSEARCH_ORT_PARALLEL", "bulk CPU encoding: batches (pieces of a batch at once) or "
