@@ -5,9 +5,9 @@ Two ways to use several cores for a bulk encode (index, ``embed`` of many texts,
 
 - ``operators``: one run per batch, ONNX Runtime splitting each operator over ``threads``
   intra-op threads (the setting the earlier figures were measured with);
-- ``batches``: each batch cut into ``threads`` pieces of neighbouring rows (the rows are
-  length-sorted, so each piece is padded only to its own longest), run at once on one session
-  with one intra-op thread each. No barrier after every operator; measured on AMD Zen 4/5.
+- ``batches``: each batch cut into pieces of neighbouring rows (the rows are length-sorted, so
+  each piece is padded only to its own longest), run ``threads`` at a time on one session with
+  one intra-op thread each. No barrier after every operator; measured on AMD Zen 4/5.
 
 A search (one query, few texts) always runs ``operators``. ``HEFSEARCH_ORT_PARALLEL`` =
 ``batches`` or ``operators`` overrides the family's choice (to measure another processor).
@@ -71,7 +71,7 @@ class RunPlan:
 
     def line(self) -> str:
         """One line for ``doctor`` and the benches."""
-        how = (f"each batch in {self.threads} pieces at once, 1 ONNX Runtime thread each"
+        how = (f"each batch in pieces, {self.threads} at once, 1 ONNX Runtime thread each"
                if self.workers > 1 else f"{self.threads} ONNX Runtime thread(s) per operator")
         graph = f"; without {', '.join(self.unfused)}" if self.unfused else ""
         return f"{self.family}: bulk encoding runs {how} ({self.why}); int8 kernel {self.int8_kernel}{graph}"

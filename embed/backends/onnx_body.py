@@ -59,7 +59,7 @@ class OnnxBodyBackend(Backend):
         import onnxruntime as ort
 
         mask = mask.astype(np.int64, copy=False)
-        pieces = split_rows(mask, self._workers)
+        pieces = split_rows(mask, piece_count(mask.shape, self._workers))
         options = self._running = [ort.RunOptions() for _ in pieces]
         if self.stopping:  # asked to stop just before this run began (stop_running read no options)
             for o in options:
@@ -97,6 +97,21 @@ class OnnxBodyBackend(Backend):
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+
+
+#: a piece of at least this many tokens (rows x width) costs per token what the whole batch does
+#: (MiniLM on one Zen 5 thread: 8 rows x 32 tokens 0.97x of 32 x 32, 8 x 16 1.09x of 32 x 16)
+PIECE_MIN_TOKENS = 256
+
+
+def piece_count(shape: tuple[int, int], workers: int) -> int:
+    """Pieces to cut an [N,S] batch into for ``workers`` threads: two per worker when they stay
+    large enough (a thread that finishes early takes the next, so one slowed by another
+    program's work does not hold the batch up), else one each."""
+    if workers <= 1:
+        return 1
+    rows, width = shape
+    return 2 * workers if rows * width >= 2 * workers * PIECE_MIN_TOKENS else workers
 
 
 def split_rows(mask: np.ndarray, pieces: int) -> list[tuple[int, int, int]]:

@@ -17,4 +17,4 @@ def test_doctor_names_the_processor_family_and_the_chosen_settings(tmp_path, mon
     assert "2 ONNX Runtime thread(s) per operator" in check.detail and "int8 kernel" in check.detail
     monkeypatch.setenv("HEFSEARCH_ORT_PARALLEL", "batches")
     r = CliRunner().invoke(main, ["doctor", "--library", str(tmp_path / "nolib")])
-    assert "CPU encoder" in r.output and "each batch in 2 pieces at once" in r.output
+    assert "CPU encoder" in r.output and "each batch in pieces, 2 at once" in r.output

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hefsearch.embed import cpu_plan
-from hefsearch.embed.backends.onnx_body import split_rows
+from hefsearch.embed.backends.onnx_body import piece_count, split_rows
 from hefsearch.embed.encoder import Encoder
 from hefsearch.embed.samples import VERIFY_TEXTS
 
@@ -43,7 +43,7 @@ def test_amd_zen4_runs_pieces_of_batches_with_the_vnni_kernel():
     plan = cpu_plan.choose(cpu, cores=2)
     assert plan.parallel == cpu_plan.BATCHES and plan.workers == 2 and plan.intra_op_threads == 1
     assert plan.int8_kernel.startswith("AVX512-VNNI") and plan.unfused == ("SkipLayerNormFusion",)
-    assert "Zen 4/5" in plan.line() and "2 pieces" in plan.line()
+    assert "Zen 4/5" in plan.line() and "pieces, 2 at once" in plan.line()
 
 
 def test_other_families_keep_onnx_runtimes_own_threads():
@@ -90,6 +90,12 @@ def test_rows_are_cut_into_neighbouring_pieces_of_similar_tokens():
     assert split_rows(mask, 1) == [(0, 6, 12)]
     assert split_rows(mask[:1], 4) == [(0, 1, 2)]  # never more pieces than rows
     assert [w for *_, w in split_rows(np.zeros((3, 5), dtype=np.int64), 2)] == [1, 1]  # all padding
+
+
+def test_large_batches_get_two_pieces_per_worker_small_ones_one():
+    assert piece_count((32, 64), 2) == 4  # a thread done early takes the next piece
+    assert piece_count((32, 12), 2) == 2  # pieces of 8 x 12 tokens would cost more per token
+    assert piece_count((32, 256), 1) == 1
 
 
 @pytest.mark.parametrize("backend", ["cpu", "cpu-int8"])
