@@ -4,8 +4,10 @@
 
 Times one batch shape set (32 texts of 256 tokens, 32 of 64, 4 of 12: an indexing batch at the
 window, a typical chunk batch, a query) on sessions that differ in one setting each, against
-the one hefsearch opens (``embed/ort_session.py``: intra-op threads = cores, no spinning, the
-cached optimised model, fused attention when built): threads 1, spinning on, the unfused body.
+the one hefsearch opens for a search (``embed/ort_session.py``: intra-op threads = cores, no
+spinning, the cached optimised model, fused attention when built; a bulk encode may run
+``batches`` instead, per ``embed/cpu_plan.py``: ``bench/encode.py`` compares the two modes):
+threads 1, spinning on, the unfused body.
 Sessions run alternated round by round; each row is the median of the per-round time ratios
 (the default's time / the variant's: above 1 the variant is faster), with min-max and the load.
 """
