@@ -4,12 +4,13 @@
 
 Needs the arm64 root `make pi-check` builds (scripts/pi_check.py; $HEFSEARCH_PI_CHECK_CACHE) with
 onnxruntime in its venv. qemu-user shows the host's /proc/cpuinfo, on which ONNX Runtime's
-cpuinfo library fails (and crashes once /sys is there), so the root gets a Pi 5's /proc/cpuinfo
-(Cortex-A76 part 0xd0b, its Features line) bound over its own, and qemu emulates that CPU
-(``QEMU_CPU``). The int8 body runs once with qemu logging every guest instruction it translates
-(``QEMU_LOG=in_asm``); the script counts the dot-product (``udot``/``sdot``) and ``i8mm``
-(``ummla``/``smmla``) encodings among them: MLAS picks its u8s8 kernel from those features
-(onnxruntime/core/mlas/lib/platform.cpp). Selection only: timings under emulation mean nothing.
+cpuinfo library fails (and crashes once /sys is there), so the root gets a Pi's /proc/cpuinfo
+(Pi 5: Cortex-A76 part 0xd0b and its Features line; or a Pi 4's) bound over its own, and qemu
+emulates that CPU (``QEMU_CPU``). The int8 body runs once with qemu logging every guest
+instruction it translates (``QEMU_LOG=in_asm``); the script counts the dot-product
+(``udot``/``sdot``) and ``i8mm`` (``ummla``/``smmla``) encodings among them: MLAS picks its u8s8
+kernel from those features (onnxruntime/core/mlas/lib/platform.cpp). Selection only: timings
+under emulation mean nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from pathlib import Path
 CACHE = Path(os.environ.get("HEFSEARCH_PI_CHECK_CACHE", "/var/cache/hefsearch-pi-check"))
 ROOT = CACHE / "trixie-arm64"
 PYTHON = "/home/pi/hefsearch-venv/bin/python"
-FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
+#: what each board's kernel reports (/proc/cpuinfo "Features", "CPU part"): ONNX Runtime's cpuinfo
+#: library reads them, so the file must match the CPU qemu emulates
+BOARDS = {"cortex-a76": ("fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc "
+                         "dcpop asimddp", "0xd0b", "0x4"),  # Pi 5
+          "cortex-a72": ("fp asimd evtstrm crc32 cpuid", "0xd08", "0x0")}  # Pi 4
 PROBE = """
 import ctypes, sys, numpy as np, onnxruntime as ort
 libc = ctypes.CDLL(None); libc.getauxval.restype = ctypes.c_ulong
@@ -57,7 +62,8 @@ def kind(word: int) -> str | None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="an encoder.cpu-int8.onnx")
-    ap.add_argument("--cpu", default="cortex-a76", help="the CPU qemu emulates (default: the Pi 5's)")
+    ap.add_argument("--cpu", default="cortex-a76", choices=sorted(BOARDS),
+                    help="the CPU qemu emulates (default: the Pi 5's; cortex-a72: the Pi 4's)")
     args = ap.parse_args()
     if not (ROOT / PYTHON.lstrip("/")).exists():
         sys.exit(f"No arm64 root with a venv at {ROOT}: run 'make pi-check' first.")
@@ -65,9 +71,10 @@ def main() -> int:
     shutil.copy(args.model, tmp / "kernels-int8.onnx")
     (tmp / "kernels-probe.py").write_text(PROBE)
     cpuinfo = tmp / "kernels-cpuinfo"
-    cpuinfo.write_text("".join(f"processor\t: {i}\nBogoMIPS\t: 108.00\nFeatures\t: {FEATURES}\nCPU implementer\t: 0x41\n"
-                               f"CPU architecture: 8\nCPU variant\t: 0x4\nCPU part\t: 0xd0b\nCPU revision\t: 1\n\n"
-                               for i in range(os.cpu_count() or 1)))
+    features, part, variant = BOARDS[args.cpu]
+    block = (f"BogoMIPS\t: 108.00\nFeatures\t: {features}\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+             f"CPU variant\t: {variant}\nCPU part\t: {part}\nCPU revision\t: 1\n\n")
+    cpuinfo.write_text("".join(f"processor\t: {i}\n{block}" for i in range(os.cpu_count() or 1)))
     mounts = [(["-t", "proc", "proc"], ROOT / "proc"), (["--bind", str(cpuinfo)], ROOT / "proc/cpuinfo"),
               (["-t", "sysfs", "sysfs"], ROOT / "sys")]
     done = []
