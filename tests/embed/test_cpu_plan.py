@@ -152,3 +152,15 @@ def test_zen_sessions_keep_the_residual_add_and_layernorm_apart(cpuinfo, skip_no
     monkeypatch.setenv(ort_session.ENV_CACHE, "0")
     with Encoder.open(tiny_bert_bundle, threads=1) as plain:  # the body as ONNX Runtime alone optimises it
         np.testing.assert_allclose(plain.encode_passages(list(VERIFY_TEXTS)), vecs, atol=1e-5)
+
+
+def test_a_stop_ends_every_piece_of_a_batch(tiny_bert_bundle, monkeypatch):
+    monkeypatch.setenv("HEFSEARCH_ORT_PARALLEL", "batches")
+    with Encoder.open(tiny_bert_bundle, backend="cpu", threads=2, bulk=True) as enc:
+        texts = ["the train leaves at noon", "an invoice is due", "a", "the hiking checklist " * 9]
+        e, mask, _ = enc._prepare(texts, [0, 1, 2, 3], "")
+        enc.backend.stop_running()  # asked before the run began: each piece ends at its first operator
+        with pytest.raises(Exception, match="terminate"):
+            enc.backend.run(e, mask)
+        assert enc.backend._running is None
+        assert enc.encode_passages(texts).shape == (4, enc.dim)  # the next encode runs again
