@@ -30,9 +30,12 @@ BUNDLE = Setting("HEFSEARCH_BUNDLE", "the model bundle folder",
 BACKEND = Setting("HEFSEARCH_BACKEND", "the backend (cpu, cpu-int8, npu-sim, hailo, auto)", "auto")
 TOKEN = Setting("HEFSEARCH_TOKEN", "the server's bearer token for clients", "the default token file")
 SIM = Setting("HEFSEARCH_SIM", "the npu-sim simulation profile", "the only one, else balanced")
-THREADS = Setting("HEFSEARCH_THREADS", "ONNX Runtime intra-op threads", "every core")
+THREADS = Setting("HEFSEARCH_THREADS", "CPU encoder threads (ONNX Runtime intra-op threads, or batch pieces run at once)",
+                  "every core")
 ORT_CACHE = Setting("HEFSEARCH_ORT_CACHE", "0 turns the optimised-model cache off", "on")
 ORT_FUSE = Setting("HEFSEARCH_ORT_FUSE", "0 turns ORT graph fusion off", "on")
+ORT_PARALLEL = Setting("HEFSEARCH_ORT_PARALLEL", "bulk CPU encoding: batches (pieces of a batch at once) or "
+                       "operators (ONNX Runtime's intra-op threads)", "the processor family's choice")
 HAILO_DEVICE = Setting("HEFSEARCH_HAILO_DEVICE", "the Hailo device id to open", "the only one")
 HAILO_SERVICE = Setting("HEFSEARCH_HAILO_SERVICE", "1 shares the device through the HailoRT service",
                         "the backend's choice")
@@ -45,5 +48,5 @@ DOCUMENT_LIMITS = Setting("HEFSEARCH_DOCUMENT_LIMITS",
                           "one document's limits raised, e.g. seconds=600,memory_mb=1024,ocr_pages=2000",
                           "readers/budget.py: Limits (docs/indexing.md)")
 
-ALL = (HOME, LIBRARY, BUNDLE, BACKEND, TOKEN, SIM, THREADS, ORT_CACHE, ORT_FUSE, HAILO_DEVICE, HAILO_SERVICE,
+ALL = (HOME, LIBRARY, BUNDLE, BACKEND, TOKEN, SIM, THREADS, ORT_CACHE, ORT_FUSE, ORT_PARALLEL, HAILO_DEVICE, HAILO_SERVICE,
        HAILO_STREAMS, HAILO_TIMEOUT_MS, HAILO_DEVICE_BATCH, PROGRESS_SECONDS, DOCUMENT_LIMITS)

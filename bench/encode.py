@@ -11,7 +11,9 @@ alike; the script prints each side's texts/s, the median of the per-slice ratios
 of each side's vectors to sentence-transformers' and of int8's to FP32's, and the machine's
 load (``os.getloadavg()``) at the start and the end beside the figures. The hefsearch encoders
 are opened as an indexer opens them (``bulk=True``): FP32 runs the cached optimised session
-with fused attention (``embed/ort_session.py``) when the ``onnx`` package is installed.
+with fused attention (``embed/ort_session.py``) when the ``onnx`` package is installed, both
+with this processor's plan (``embed/cpu_plan.py``, printed first); FP32 also runs with the other
+parallel mode (``cpu-operators`` or ``cpu-batches``) and without the cache (``cpu-unfused``).
 
 The ceiling: the encoder's arithmetic per text is counted from the FP32 body's weight matrices
 (2 x rows x columns per token per MatMul, plus the two attention products, 4 x S x H per token
@@ -124,6 +126,7 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     from hefsearch.embed import Encoder
+    from hefsearch.embed.cpu_plan import BATCHES, OPERATORS
 
     model = args.model or minilm_folder()
     bundle = with_int8(Path(args.bundle) if args.bundle else export_temp_bundle(model))
@@ -133,14 +136,22 @@ def main() -> None:
     load_start = load()
     sides = {name: Encoder.open(bundle, backend=name, batch_size=args.batch_size, threads=args.threads, bulk=True)
              for name in ("cpu", "cpu-int8")}
+    plan = sides["cpu"].backend.plan
+    other = OPERATORS if plan.parallel == BATCHES else BATCHES
+    os.environ["HEFSEARCH_ORT_PARALLEL"] = other  # the other parallel mode, same cached session
+    sides[f"cpu-{other}"] = Encoder.open(bundle, backend="cpu", batch_size=args.batch_size, threads=args.threads,
+                                         bulk=True)
+    del os.environ["HEFSEARCH_ORT_PARALLEL"]
     # the old path beside it: the body optimised by ONNX Runtime in memory, no fused attention
     os.environ["HEFSEARCH_ORT_CACHE"] = "0"
-    sides["cpu-unfused"] = Encoder.open(bundle, backend="cpu", batch_size=args.batch_size, threads=args.threads)
+    sides["cpu-unfused"] = Encoder.open(bundle, backend="cpu", batch_size=args.batch_size, threads=args.threads,
+                                        bulk=True)
     del os.environ["HEFSEARCH_ORT_CACHE"]
     fp32 = sides["cpu"]
     st.max_seq_length = fp32.max_tokens
     import torch
 
+    print(f"plan: {plan.line()}")
     print(f"model {model}\n{len(texts)} texts, window {fp32.max_tokens} tokens, batch {args.batch_size}, "
           f"torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
 
@@ -181,6 +192,8 @@ def main() -> None:
         print(f"hefsearch {name:<12}: {len(texts) / sum(times[name]):8.1f} texts/s   "
               f"{statistics.median(ratios):.2f}x sentence-transformers ({spread(ratios)}; {at})   "
               f"cosine to it: mean {cos.mean():.4f}, min {cos.min():.4f}")
+    mode_gain = [o / f for f, o in zip(times["cpu"], times[f"cpu-{other}"])]
+    print(f"FP32 {plan.parallel} vs {other}: {statistics.median(mode_gain):.2f}x ({spread(mode_gain)}; {at})")
     fused_gain = [u / f for f, u in zip(times["cpu"], times["cpu-unfused"])]
     print(f"FP32 {fp32.backend.session_kind} session vs the unfused one: {statistics.median(fused_gain):.2f}x "
           f"({spread(fused_gain)}; {at})")

@@ -4,8 +4,11 @@
 
 Times one batch shape set (32 texts of 256 tokens, 32 of 64, 4 of 12: an indexing batch at the
 window, a typical chunk batch, a query) on sessions that differ in one setting each, against
-the one hefsearch opens (``embed/ort_session.py``: intra-op threads = cores, no spinning, the
-cached optimised model, fused attention when built): threads 1, spinning on, the unfused body.
+the one hefsearch opens for a search (``embed/ort_session.py``: intra-op threads = cores, no
+spinning, the cached optimised model, fused attention when built; a bulk encode may run
+``batches`` instead, per ``embed/cpu_plan.py``: ``bench/encode.py`` compares the two modes):
+threads 1, spinning on, the unfused body, and the fused copy with and without ONNX Runtime's
+``SkipLayerNormalization`` (residual Add + LayerNorm in one node: slower on AMD Zen 4/5).
 Sessions run alternated round by round; each row is the median of the per-round time ratios
 (the default's time / the variant's: above 1 the variant is faster), with min-max and the load.
 """
@@ -23,6 +26,25 @@ import numpy as np
 from hefsearch.bench.harness import export_temp_bundle, paired_ratios
 
 SHAPES = [(32, 256), (32, 64), (4, 12)]
+
+
+def skip_layer_norm_forms(body) -> dict:
+    """The fused-attention copy with the residual Add + LayerNorm as one SkipLayerNormalization
+    node and as two nodes, each optimised by ONNX Runtime (which would fuse them otherwise)."""
+    import onnxruntime as ort
+
+    from hefsearch.embed.attention_fusion import fuse
+    from hefsearch.embed.cpu_plan import SKIP_LAYER_NORM
+    from hefsearch.embed.ort_session import session_options
+
+    tmp = tempfile.mkdtemp(prefix="hefsearch-ortset-skip-")
+    out = {}
+    for fused, name in ((True, "fused, SkipLayerNormalization"), (False, "fused, Add + LayerNorm apart")):
+        path = f"{tmp}/{int(fused)}.onnx"
+        fuse(str(body.path), path, body.heads, body.hidden, skip_layer_norm=fused)
+        out[name] = ort.InferenceSession(path, sess_options=session_options(), providers=["CPUExecutionProvider"],
+                                         disabled_optimizers=[] if fused else [SKIP_LAYER_NORM])
+    return out
 
 
 def main() -> None:
@@ -47,7 +69,7 @@ def main() -> None:
         return ort.InferenceSession(str(body.path), sess_options=opts, providers=["CPUExecutionProvider"])
 
     variants = {"threads 1": make_session(body.path, 1), "spinning on (unfused)": spinning(),
-                "unfused body (ORT in memory)": make_session(body.path)}
+                "unfused body (ORT in memory)": make_session(body.path), **skip_layer_norm_forms(body)}
     rng = np.random.default_rng(0)
     feeds = [{"embeddings": rng.standard_normal((n, s, bundle.hidden), dtype=np.float32),
               "attention_mask": np.ones((n, s), dtype=np.int64)} for n, s in SHAPES]

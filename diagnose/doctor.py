@@ -4,7 +4,7 @@ Each check returns a :class:`Check` (ok / warn / fail / skip) with a plain detai
 something is wrong, the fix. The CLI only prints them. Checks:
 
 - Python and package versions (and HailoRT's numpy<2 pin on Python < 3.13); OCR (Tesseract,
-  its languages: :mod:`.ocr_check`);
+  its languages: :mod:`.ocr_check`); the CPU encoder's settings for this processor (one line);
 - HailoRT: installed, version;
 - devices: present, architecture read from the device;
 - runtime vs device: HailoRT 5.x drives Hailo-10H, 4.x drives Hailo-8/8L;
@@ -101,6 +101,13 @@ def check_packages() -> Check:
         return Check("packages", FAIL, f"missing: {', '.join(missing)}; found: {', '.join(found)}",
                      "Reinstall: pip install hefsearch (inside the venv you run it from).")
     return Check("packages", OK, ", ".join(found))
+
+
+def check_cpu_plan() -> Check:
+    """How the CPU backends run on this processor (embed/cpu_plan.py): informational."""
+    from hefsearch.embed.cpu_plan import current_plan
+
+    return Check("CPU encoder", OK, current_plan().line())
 
 
 def check_hailort() -> tuple[Check, str | None]:
@@ -463,7 +470,7 @@ def run_doctor(bundle: str | Path | None = None, library: str | Path | None = No
     report = DoctorReport()
     from .ocr_check import check_ocr  # its own module: Tesseract, the languages scans are read in
 
-    report.checks += [check_python(), check_packages(), check_ocr()]
+    report.checks += [check_python(), check_packages(), check_cpu_plan(), check_ocr()]
     hrt, runtime = check_hailort()
     report.checks.append(hrt)
     dev_checks, devices = check_devices(runtime)

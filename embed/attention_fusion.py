@@ -5,7 +5,8 @@
 ONNX Runtime's transformer optimizer (``onnxruntime.transformers.optimizer``) turns each layer's
 unfused Q/K/V MatMuls, Reshape/Transpose chain, scaled scores, mask add and Softmax into one
 ``Attention`` node (one packed QKV GEMM, no transposes), the residual Add + LayerNorm into
-``SkipLayerNormalization`` and bias + GELU into ``BiasGelu``. Its attention pattern expects the
+``SkipLayerNormalization`` (unless ``--no-skip-layer-norm``: slower on some processors,
+:mod:`hefsearch.embed.cpu_plan`) and bias + GELU into ``BiasGelu``. Its attention pattern expects the
 score scale as a ``Div``; the body scales with a ``Mul`` by 1/sqrt(head size), which the matcher
 confuses with the mask's ``Mul``, so the copy first turns that ``Mul(c)`` into ``Div(1/c)``
 (the same value to a rounding step). The mask stays the raw 0/1 mask [N,S] (not lengths), so
@@ -57,8 +58,9 @@ def scale_mul_to_div(model) -> int:
     return done
 
 
-def fuse(src: str, dst: str, heads: int, hidden: int) -> int:
-    """Write the fused copy of ``src`` to ``dst``; returns the number of Attention nodes."""
+def fuse(src: str, dst: str, heads: int, hidden: int, skip_layer_norm: bool = True) -> int:
+    """Write the fused copy of ``src`` to ``dst``; returns the number of Attention nodes.
+    ``skip_layer_norm=False``: the residual Add and LayerNorm stay two nodes."""
     import onnx
     from onnxruntime.transformers import optimizer
     from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions
@@ -67,6 +69,7 @@ def fuse(src: str, dst: str, heads: int, hidden: int) -> int:
     scale_mul_to_div(model)
     opts = FusionOptions("bert")
     opts.attention_mask_format = AttentionMaskFormat.AttentionMask  # the raw 0/1 mask, any layout
+    opts.enable_skip_layer_norm = skip_layer_norm
     fused = optimizer.optimize_model(model, model_type="bert", num_heads=heads, hidden_size=hidden,
                                      opt_level=0, use_gpu=False, optimization_options=opts)
     n = sum(1 for node in fused.model.graph.node if node.op_type == "Attention")
@@ -81,11 +84,12 @@ def main(argv=None) -> int:
     ap.add_argument("dst")
     ap.add_argument("--heads", type=int, required=True)
     ap.add_argument("--hidden", type=int, required=True)
+    ap.add_argument("--no-skip-layer-norm", action="store_true", help="keep the residual Add and LayerNorm apart")
     args = ap.parse_args(argv)
     import logging
 
     logging.disable(logging.WARNING)  # the optimizer logs every pattern it does not find
-    n = fuse(args.src, args.dst, args.heads, args.hidden)
+    n = fuse(args.src, args.dst, args.heads, args.hidden, skip_layer_norm=not args.no_skip_layer_norm)
     print(n)
     return 0 if n else 3
 

@@ -38,6 +38,8 @@ from hefsearch.base import settings
 from hefsearch.base.atomic_write import TMP_SUFFIX, fsync_dir, fsync_tree
 from hefsearch.base.errors import BundleError
 
+from .cpu_plan import SKIP_LAYER_NORM
+
 log = logging.getLogger("hefsearch.embed")
 
 ENV_CACHE = settings.ORT_CACHE.name
@@ -86,8 +88,12 @@ def make_session(path, threads: int | None = None, providers: Sequence[str] | No
         opts.add_session_config_entry("session.optimized_model_external_initializers_file_name", ENTRY_WEIGHTS)
         opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
                                       str(EXTERNAL_MIN_BYTES))
+    # fusions this processor runs slower than the ops they replace (embed/cpu_plan.py); only an
+    # optimising open applies fusions, a cached optimised model keeps the form it was built with
+    unfused = {"disabled_optimizers": list(graph_form())} if optimize and graph_form() else {}
     try:
-        return ort.InferenceSession(str(path), sess_options=opts, providers=list(providers or DEFAULT_PROVIDERS))
+        return ort.InferenceSession(str(path), sess_options=opts, providers=list(providers or DEFAULT_PROVIDERS),
+                                    **unfused)
     except Exception as e:  # ORT raises its own Fail/InvalidGraph types
         raise BundleError(f"ONNX Runtime cannot load {path}: {e}", "Re-export the bundle.") from None
 
@@ -104,6 +110,13 @@ class BodyFile:
     fusable: bool = False
 
 
+def graph_form() -> tuple[str, ...]:
+    """ONNX Runtime fusions left out on this processor (part of a cache entry's key)."""
+    from .cpu_plan import current_plan
+
+    return current_plan().unfused
+
+
 def ort_cache_dir() -> Path:
     from hefsearch.base.locations import cache_dir
 
@@ -117,7 +130,7 @@ def cache_key(body: BodyFile, variant: str) -> str:
 
     st = body.path.stat()
     parts = [body.sha256, st.st_size, st.st_mtime_ns, ort.__version__, platform.machine(), RECIPE, variant,
-             "external-weights"]
+             "external-weights", *graph_form()]
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32]
 
 
@@ -250,6 +263,8 @@ def _build_fused(body: BodyFile, target: Path, threads: int | None):
         fused = Path(tmp) / "fused.onnx"
         cmd = [sys.executable, "-m", "hefsearch.embed.attention_fusion", str(body.path), str(fused),
                "--heads", str(body.heads), "--hidden", str(body.hidden)]
+        if SKIP_LAYER_NORM in graph_form():
+            cmd.append("--no-skip-layer-norm")
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=FUSE_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as e:

@@ -25,12 +25,13 @@ class CpuInt8Backend(OnnxBodyBackend):
     closed_message = "The int8 CPU encoder was closed."
 
     def __init__(self, bundle: Bundle, threads: int | None = None, batch_size: int = 32,
-                 providers=None, **_):
+                 providers=None, bulk: bool = False, **_):
         entries = bundle.encoder_entries(KIND)
         if not entries:
             raise BackendUnavailable(f"Bundle {bundle.path} has no int8 CPU encoder.",
                                      f"Build one with: hefsearch compile cpu-int8 {bundle.path}")
-        super().__init__(bundle, entries[0], threads=threads, batch_size=batch_size, providers=providers)
+        super().__init__(bundle, entries[0], threads=threads, batch_size=batch_size, providers=providers,
+                         bulk=bulk)
 
     def describe(self) -> dict:
         x = self.entry.extra

@@ -137,9 +137,9 @@ def test_providers_are_passed_through_with_the_cpu_default(tiny_bert_bundle, mon
     seen = []
     real = ort.InferenceSession
 
-    def recording(path, sess_options=None, providers=None):
+    def recording(path, sess_options=None, providers=None, **kw):  # kw: disabled_optimizers (cpu_plan)
         seen.append(list(providers))
-        return real(path, sess_options=sess_options, providers=["CPUExecutionProvider"])
+        return real(path, sess_options=sess_options, providers=["CPUExecutionProvider"], **kw)
 
     monkeypatch.setattr(ort, "InferenceSession", recording)
     with Encoder.open(tiny_bert_bundle, threads=1):
