@@ -162,4 +162,4 @@ def test_doctor_runs_without_torch_or_hailort(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     data = json.loads(out.stdout.strip().splitlines()[-1])
     assert not [m for m in ("torch", "transformers", "textual") if m in data["mods"]]
-    assert data["names"][:4] == ["python", "packages", "OCR", "HailoRT"]
+    assert data["names"][:5] == ["python", "packages", "CPU encoder", "OCR", "HailoRT"]
