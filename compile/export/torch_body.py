@@ -90,6 +90,7 @@ def tidy_exported(proto, opset: int = OPSET):
         del node.metadata_props[:]
     _name_tensors(proto)
     _name_axes(proto)
+    _drop_unused_initializers(proto)
     if opset != EXPORTER_OPSET:
         proto = version_converter.convert_version(proto, opset)
     proto.ir_version = IR_VERSION
@@ -148,6 +149,16 @@ def _one_axis_unsqueezes(proto) -> None:
             source = out
     del proto.graph.node[:]
     proto.graph.node.extend(nodes)
+
+
+def _drop_unused_initializers(proto) -> None:
+    """Initializers no node reads (the axes a split ``Unsqueeze`` no longer uses): ONNX Runtime
+    warns about each one every time a session opens the body."""
+    used = {name for node in proto.graph.node for name in node.input}
+    used |= {o.name for o in proto.graph.output}
+    keep = [t for t in proto.graph.initializer if t.name in used]
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(keep)
 
 
 def _module_path(node) -> str:

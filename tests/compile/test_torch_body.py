@@ -2,7 +2,7 @@
 (``dynamo=True``), with no deprecation warning, and reads as the TorchScript export's did where
 the compile recipe reads it: opset 17 / IR 8, the inputs and outputs (the DFC's start and end
 nodes), every site group of every layer under the names the NPU simulation, the robust body and
-the HEF model script look for, and the mask path (Cast, Unsqueeze, Sub, Mul into the score Adds)
+the HEF model script look for, and the mask path (Cast, Unsqueeze, Unsqueeze, Sub, Mul into the score Adds)
 that the DFC variant cuts. No path of the exporting machine is written into it."""
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ def test_the_body_is_exported_without_deprecation_as_the_recipe_reads_it(tiny_be
 
     users = [n.op_type for n in g.node if "attention_mask" in n.input]
     assert users == ["Cast"]  # the mask feeds its path only (sizes are read from the embeddings)
+    made_by = {t: n for n in g.node for t in n.output}
+    step, chain = made_by[next(n for n in g.node if n.op_type == "Sub").input[1]], []
+    while step.op_type != "Cast":  # one Unsqueeze per axis: the path ONNX Runtime's fusion finds
+        chain.append(step.op_type)
+        step = made_by[step.input[0]]
+    assert chain == ["Unsqueeze", "Unsqueeze"]
+    read = {name for n in g.node for name in n.input}
+    assert [t.name for t in g.initializer if t.name not in read] == []  # ONNX Runtime warns of each
     assert not any(n.metadata_props for n in g.node)
     assert b"/compile/export/" not in path.read_bytes()  # the exporter's stack traces are dropped
 
