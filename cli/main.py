@@ -131,6 +131,12 @@ def may_exit_quickly(*leave) -> None:
         _left_to_exit.extend(leave)
 
 
+def in_executable() -> bool:
+    """True while :func:`run` runs (the ``hefsearch`` executable), False when ``main`` is
+    invoked in-process (tests, an embedding program), whose process must not end under it."""
+    return _left_to_exit is not None
+
+
 def run(prog_name: str = "hefsearch") -> None:
     """The ``hefsearch`` executable (console script and ``python -m hefsearch``): :data:`main`,
     then, after a command that called :func:`may_exit_quickly` succeeded, ``os._exit(0)`` once

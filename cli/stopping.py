@@ -53,7 +53,11 @@ def stop_signals_interrupt():
 def exit_now(code: int) -> None:
     """Exit with ``code``; without the interpreter's shutdown while one of the run's daemon
     threads is still alive (see the module)."""
-    if any(t.daemon and t.name.startswith("hefsearch-") and t.is_alive() for t in threading.enumerate()):
+    from .main import in_executable
+
+    # only the executable's own process: in-process (a test's worker) other threads are not ours
+    if in_executable() and any(t.daemon and t.name.startswith("hefsearch-") and t.is_alive()
+                               for t in threading.enumerate()):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

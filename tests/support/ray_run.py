@@ -84,9 +84,11 @@ def drive(argv: list[str]) -> None:
                 time.sleep(0.05)
 
         ray_pool.RayEncoder.collect = collect_then_hold
-    from hefsearch.cli.main import main
+    from hefsearch.cli.main import run
 
-    main(argv[argv.index("--") + 1:] if "--" in argv else argv, prog_name="hefsearch")
+    # as the executable runs it (run, not main): its way out after an interrupted run is the real one
+    sys.argv = ["hefsearch", *(argv[argv.index("--") + 1:] if "--" in argv else argv)]
+    run(prog_name="hefsearch")
 
 
 if __name__ == "__main__":
