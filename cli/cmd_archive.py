@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from hefsearch.base.terminal_text import for_terminal
@@ -45,7 +47,7 @@ def _export_to_stdout(library_path, spaces, vectors: bool) -> None:
     """``export -``: the archive on stdout (``ssh pi hefsearch export - > pi.tar``)."""
     from hefsearch.app.archives import stream_export
 
-    out = click.get_binary_stream("stdout")
+    out = sys.stdout.buffer  # click.get_binary_stream is deprecated (removed in Click 9)
     if out.isatty():
         raise click.UsageError("Not writing an archive to a terminal: redirect it, e.g. 'hefsearch export - > lib.tar'.")
     _name, body = stream_export(library_path, spaces, vectors)
