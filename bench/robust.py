@@ -112,7 +112,7 @@ def load_corpus(spec: str, enc, n_pseudo: int, seed: int):
             docs.append(p.name)
     rng = random.Random(seed)
     if qfile:
-        from hefsearch.evaluate.quality import read_queries
+        from hefsearch.evaluate.query_sets import read_queries
 
         qs = read_queries(qfile)
         queries = qs.texts

@@ -54,7 +54,8 @@ def quality_cmd(library_path, bundle, spaces, queries_file, n_queries, rerank, n
     An NPU simulation ('hefsearch compile sim') shows what a build choice would cost before
     you compile; it is labelled as a simulation, never as a HEF.
     """
-    from hefsearch.evaluate.quality import QualityOptions, plot_recall, read_queries, run_quality
+    from hefsearch.evaluate.quality import QualityOptions, plot_recall, run_quality
+    from hefsearch.evaluate.query_sets import read_queries
 
     library = None
     if not no_library:

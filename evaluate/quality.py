@@ -22,8 +22,6 @@ reported beside the numbers of each space.
 from __future__ import annotations
 
 import logging
-import random
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +35,7 @@ from hefsearch.embed import metrics as M
 from hefsearch.embed import space_names
 from hefsearch.embed.reference import REFERENCE_BACKEND
 from .parallel import ParallelPair, by_language_pair, languages, load_parallel, near_duplicate_rows
+from .query_sets import QuerySet, expected_chunks, pseudo_queries
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -269,89 +268,6 @@ def evaluate_parallel(a: np.ndarray, b: np.ndarray, pairs: list[ParallelPair], m
 
 
 # -- the library ---------------------------------------------------------------------------------
-_SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
-
-
-def pseudo_queries(library: "Library", n: int, seed: int = 0) -> list[tuple[str, int]]:
-    """(query, source chunk id): a sentence (4-30 words) or a 12-word window of random chunks."""
-    ids = library.chunk_ids().tolist()
-    rng = random.Random(seed)
-    pick = rng.sample(ids, min(n, len(ids)))
-    out = []
-    for rec in library.chunks(pick):
-        sents = [s.strip() for s in _SENTENCE.findall(rec.text) if 4 <= len(s.split()) <= 30]
-        if sents:
-            q = rng.choice(sents)
-        else:
-            words = rec.text.split()
-            if len(words) > 1:
-                start = rng.randrange(max(1, len(words) - 12))
-                q = " ".join(words[start : start + 12])
-            else:  # a CJK chunk without spaces or punctuation: a character window
-                text = rec.text.strip()
-                start = rng.randrange(max(1, len(text) - 24))
-                q = text[start : start + 24]
-        if q.strip():
-            out.append((q, rec.id))
-    return out
-
-
-@dataclass
-class QuerySet:
-    """Queries for the library benchmark; ``expected[i]`` names the document that answers
-    query i (a file name or path suffix), when the file says so."""
-
-    texts: list[str]
-    expected: list[str | None] | None = None
-
-
-def read_queries(path: str | Path) -> QuerySet:
-    """One query per line, or a TSV with a header holding ``query`` (and optionally
-    ``expected``: the file that answers it, or several separated by "|"). Blank lines and '#'
-    lines are skipped."""
-    p = Path(path).expanduser()
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise QualityError(f"Cannot read the queries file {p}: {e}", "Give a UTF-8 text file, one query per line.") from None
-    lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    header = [h.strip().lower() for h in lines[0].split("\t")] if lines else []
-    if "query" in header:
-        qi = header.index("query")
-        ei = header.index("expected") if "expected" in header else None
-        texts, expected = [], []
-        for ln in lines[1:]:
-            cols = ln.split("\t")
-            if qi < len(cols) and cols[qi].strip():
-                texts.append(cols[qi].strip())
-                expected.append(cols[ei].strip() or None if ei is not None and ei < len(cols) else None)
-        qs = QuerySet(texts, expected if ei is not None else None)
-    else:
-        qs = QuerySet([ln.strip() for ln in lines])
-    if not qs.texts:
-        raise QualityError(f"The queries file {p} holds no query.", "Write one query per line.")
-    return qs
-
-
-def expected_chunks(library: "Library", expected: Sequence[str | None]) -> list[set[int]]:
-    """Per query, the chunk ids of the documents whose path ends with the expected name
-    (several names separated by "|" are alternatives)."""
-    rows = library.query("SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id")
-    out = []
-    for name in expected:
-        if not name:
-            out.append(set())
-            continue
-        ids: set[int] = set()
-        for alt in name.split("|"):  # "a.md|b.txt": any of these documents answers
-            tail = alt.strip().replace("\\", "/").lstrip("/")
-            if tail:
-                ids |= {cid for cid, path in rows
-                        if path.replace("\\", "/") == tail or path.replace("\\", "/").endswith("/" + tail)}
-        out.append(ids)
-    return out
-
-
 def _ranking(scores: np.ndarray, ids: np.ndarray, k: int) -> list[list[int]]:
     top = M.topk_ids(scores, min(k, scores.shape[1]))
     return [ids[row].tolist() for row in top]

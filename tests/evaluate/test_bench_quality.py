@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from hefsearch.embed import Encoder
 from hefsearch.index.library import Library
 from hefsearch.index.sync import sync
-from hefsearch.evaluate.quality import QualityOptions, QuerySet, config_line, expected_chunks, read_queries, run_quality
+from hefsearch.evaluate.quality import QualityOptions, config_line, run_quality
+from hefsearch.evaluate.query_sets import QuerySet, expected_chunks, read_queries
 from hefsearch.cli.main import main
 from tests.support.library_helpers import write_corpus
 
