@@ -209,12 +209,13 @@ def read_set(folder: Path, queries: str = "queries.tsv") -> list[tuple[str, set[
         return [(r["query"], set(r["expected"].split("|"))) for r in csv.DictReader(fh, delimiter="\t")]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(build_set=None, doc: str | None = None) -> None:
+    """Build a set (``build_set(out, debs)``: this module's :func:`build` unless given) and say its size."""
+    ap = argparse.ArgumentParser(description=(doc or __doc__).split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--debs", type=Path, help="a folder holding the .deb files already (else apt-get download)")
     args = ap.parse_args()
-    rows = build(args.out, args.debs)
+    rows = (build_set or build)(args.out, args.debs)
     files = sorted((args.out / "docs").iterdir())
     sizes = [len(f.read_text(encoding="utf-8")) for f in files]
     print(f"{len(rows)} queries, {len(files)} files, {sum(sizes) // max(len(files), 1)} characters a file on average")

@@ -18,7 +18,6 @@ Used by ``bench/hubness.py``; peer: the short-document labelled sets of docs/sea
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import tempfile
 from pathlib import Path
@@ -107,13 +106,7 @@ def build(out: Path, debs: Path | None = None) -> list[tuple[str, set[str]]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--debs", type=Path, help="a folder holding the .deb files already (else apt-get download)")
-    args = ap.parse_args()
-    rows = build(args.out, args.debs)
-    files = sorted((args.out / "docs").iterdir())
-    print(f"{len(rows)} queries, {len(files)} files")
+    lp.main(build, __doc__)
 
 
 if __name__ == "__main__":

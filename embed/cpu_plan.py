@@ -159,8 +159,11 @@ def _this_cpu() -> CpuFacts:
     return read_cpu()
 
 
+def default_threads() -> int:
+    """Threads a CPU encoder uses unless told: ``HEFSEARCH_THREADS``, else every core."""
+    return int(settings.THREADS.value("0") or 0) or (os.cpu_count() or 1)
+
+
 def current_plan(threads: int | None = None) -> RunPlan:
-    """This machine's plan (``threads`` default: ``HEFSEARCH_THREADS``, else every core)."""
-    env_threads = int(settings.THREADS.value("0") or 0)
-    return choose(_this_cpu(), os.cpu_count() or 1, threads or env_threads or None,
-                  settings.ORT_PARALLEL.value(""))
+    """This machine's plan (``threads`` default: :func:`default_threads`)."""
+    return choose(_this_cpu(), os.cpu_count() or 1, threads or default_threads(), settings.ORT_PARALLEL.value(""))

@@ -38,7 +38,7 @@ from hefsearch.base import settings
 from hefsearch.base.atomic_write import TMP_SUFFIX, fsync_dir, fsync_tree
 from hefsearch.base.errors import BundleError
 
-from .cpu_plan import SKIP_LAYER_NORM
+from .cpu_plan import SKIP_LAYER_NORM, default_threads
 
 log = logging.getLogger("hefsearch.embed")
 
@@ -65,8 +65,7 @@ def session_options(threads: int | None = None, *, optimize: bool = True, spinni
     opts = ort.SessionOptions()
     opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                      else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    n = threads or int(settings.THREADS.value("0")) or (os.cpu_count() or 1)
-    opts.intra_op_num_threads = n
+    opts.intra_op_num_threads = threads or default_threads()
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     # Spinning worker threads win a little on an idle machine and lose badly when the TUI,
