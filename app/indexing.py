@@ -250,6 +250,7 @@ def _sync_options(library: "Library", request: IndexRequest, say: _Say) -> "Sync
     (field, value as given) and the changes (field, before, after), for a front end to word its
     own way."""
     from hefsearch.index.crawl_options import ADDED_UP, OPTION_NAMES, CrawlOptions
+    from hefsearch.index.passages import PASSAGE_TOKENS
     from hefsearch.index.sync import SyncOptions
 
     remembered = CrawlOptions.remembered(library.settings())
@@ -270,7 +271,8 @@ def _sync_options(library: "Library", request: IndexRequest, say: _Say) -> "Sync
         say("options_changed", "crawl options changed (kept for later runs, 'watch' and the TUI's re-index): "
             + "; ".join(f"{OPTION_NAMES[k]}: {old} -> {new}" for k, old, new in changes), *changes)
     batch = {"batch_chunks": request.batch_chunks} if request.batch_chunks is not None else {}
-    return SyncOptions(crawl=crawl, **batch)
+    passages = None if request.passages is None else PASSAGE_TOKENS if request.passages else 0
+    return SyncOptions(crawl=crawl, passage_tokens=passages, **batch)
 
 
 def _start_ray(library: "Library", request: IndexRequest):

@@ -40,6 +40,9 @@ class IndexRequest:
     forget_options: bool = False
     #: chunks embedded per commit (None: the sync's default)
     batch_chunks: int | None = None
+    #: cut passages scored with their sections (``index/passages.py``) or chunks that fill the
+    #: window; None: as the library was made (a new one: passages where the window allows)
+    passages: bool | None = None
 
 
 @dataclass

@@ -310,6 +310,7 @@ def default_search(lib_path: Path, queries, expected, k: int = 30, library=None)
         if library is None:
             lib.close()
     m = metrics(ranked, expected)
+    m["ms"] = float(np.median(ms))
     hub = (transform or {}).get("hub_correction")
     print(f"\ndefault search of {lib_path.name} ({space}, hub correction {hub}): MRR {m['mrr']:.3f}, "
           f"s@1 {m['s1']:.2f}, s@3 {m['s3']:.2f}, hub3 {m['hub3']:.2f}; {np.median(ms):.0f} ms a query (median)")

@@ -95,6 +95,12 @@ def _index_help() -> str:
               help="Start from the default crawl options instead of the ones the library remembers "
                    "(--exclude, --include-hidden, --follow-links, --max-size, --overlap: each run "
                    "keeps those not given from the run before, and 'watch' and the TUI use them).")
+@click.option("--passages/--no-passages", "passages", default=None,
+              help="Cut documents into passages of 128 tokens, each scored with the passages around it "
+                   "that fill the encoder's window (its section): a detail inside a long page is "
+                   "found. Default: on for a new library whose window is 256+ tokens; a library keeps "
+                   "what it was made with (older ones: chunks that fill the window). --no-passages on "
+                   "a new library: chunks that fill the window (fewer vectors, less NPU time).")
 @click.option("--batch", "batch_chunks", type=click.IntRange(1, 100_000), default=256, show_default=True,
               help="Chunks embedded per commit.")
 @click.option("--ray", "ray_address", metavar="ADDRESS",
@@ -121,8 +127,8 @@ def _index_help() -> str:
                    "extra_suffixes), so later runs keep them. Repeatable.")
 @json_option("Print the summary as JSON on stdout.")
 def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes, include_hidden, follow_links,
-              max_size_mb, overlap, forget_options, batch_chunks, ray_address, ray_actors, language_neutral, exts,
-              as_json):
+              max_size_mb, overlap, forget_options, passages, batch_chunks, ray_address, ray_actors, language_neutral,
+              exts, as_json):
     """The ``index`` verb (its help: :data:`_HELP`): the request, the run, what it says."""
     from hefsearch.app.indexing import EXIT_INTERRUPTED, IndexRequestError, run_index
     from hefsearch.app.requests import IndexRequest
@@ -134,7 +140,7 @@ def index_cmd(paths, library_path, bundle, backend, device, also_fp32, excludes,
     request = IndexRequest(paths=paths, library_path=library_path, bundle=bundle, backend=backend, device=device,
                            also_fp32=also_fp32, ray_address=ray_address, ray_actors=ray_actors,
                            language_neutral=language_neutral, crawl=_crawl_given(click.get_current_context()),
-                           forget_options=forget_options, batch_chunks=batch_chunks)
+                           forget_options=forget_options, batch_chunks=batch_chunks, passages=passages)
     err = console(stderr=True)
     try:
         with stop_signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl+C, exit 143, 129

@@ -151,8 +151,22 @@ class Encoder:
     def encode_queries(self, texts: Iterable[str]) -> np.ndarray:
         return self.encode(texts, prefix=self.bundle.prefixes["query"])
 
-    def encode_passages(self, texts: Iterable[str]) -> np.ndarray:
-        return self.encode(texts, prefix=self.bundle.prefixes["passage"], passages=True)
+    def encode_passages(self, texts: Iterable[str], sections=None) -> np.ndarray:
+        """Chunks' vectors. ``sections``: each chunk's section text or None (``embed/in_context.py``):
+        a chunk with a section gets the mean of its vector and its section's, before the
+        post-transform (as a derived space makes it from its base space's vectors)."""
+        prefix = self.bundle.prefixes["passage"]
+        texts = list(texts)
+        if sections is None:
+            return self.encode(texts, prefix=prefix, passages=True)
+        from .in_context import ContextPlan
+
+        plan = ContextPlan(texts, sections)
+        if plan.plain:
+            return self.encode(texts, prefix=prefix, passages=True)
+        raw = plan.fuse(self.encode(plan.flat, prefix=prefix, passages=True, transform=False))
+        # a language is told from the section: a short passage alone misleads the identifier
+        return self.transformed(raw, [s or t for t, s in zip(texts, sections)], passages=True)
 
     def count_tokens(self, text: str, *, passage: bool = True) -> int:
         prefix = self.bundle.prefixes["passage" if passage else "query"]

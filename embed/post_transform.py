@@ -12,7 +12,7 @@ does), so it is opt-in.
 
 :class:`LanguageNeutral` removes part of the language component that multilingual encoders
 put in every vector: each vector moves by ``alpha`` times its language's offset from the
-library mean (``offset_L = mean(chunks in L) - mean(all chunks)``) and is re-normalised.
+library mean (``offset_L = mean(chunks in L) - mean(all chunks)``) and is brought back to its length.
 Languages come from the texts (``embed/language.py``), so this transform takes the texts as
 well as the vectors (``uses_texts``); a text of unknown language, or of a language with fewer
 than ``min_chunks`` chunks in the library, is not moved. Measured figures and the choice of
@@ -122,7 +122,7 @@ class HubCorrection:
 
 
 class LanguageNeutral:
-    """Shift each vector by ``-alpha * offset[language]``, then re-normalise (see module doc)."""
+    """Shift each vector by ``-alpha * offset[language]``, then back to its length (see module doc)."""
 
     kind = "language-neutral"
     space_suffix = NEUTRAL_SUFFIX
@@ -198,7 +198,7 @@ class LanguageNeutral:
 
     def apply(self, vectors: np.ndarray, texts=None, *, languages=None, passages: bool = True) -> np.ndarray:
         """``vectors`` moved off their language (identified from ``texts`` unless ``languages``
-        is given) and re-normalised; zero vectors (empty texts) stay zero. ``passages``: they are
+        is given), at their length; zero vectors (empty texts) stay zero. ``passages``: they are
         chunks of documents; queries (False) also get the hub correction."""
         v = np.asarray(vectors, dtype=np.float32)
         if v.shape[-1] != self.dim:
@@ -207,24 +207,28 @@ class LanguageNeutral:
         return out if self.hubs is None or passages else self.hubs.apply(out)
 
     def moved(self, v: np.ndarray, languages) -> np.ndarray:
-        """The language move alone: ``v`` shifted off its languages and re-normalised."""
+        """The language move alone: ``v`` shifted off its languages and brought back to its own
+        length (1 for a unit vector; a passage in context is shorter: ``embed/in_context.py``)."""
+        length = np.linalg.norm(v, axis=1, keepdims=True)
         out = v - self._shifts(len(v), languages)
         n = np.linalg.norm(out, axis=1, keepdims=True)
-        out = out / np.where(n > 0, n, 1.0)
-        out[np.linalg.norm(v, axis=1) == 0] = 0.0
+        out = out * (length / np.where(n > 0, n, 1.0))
+        out[length[:, 0] == 0] = 0.0
         return out.astype(np.float32)
 
     def invert(self, vectors: np.ndarray, texts=None, *, languages=None) -> np.ndarray:
-        """The unit vectors :meth:`apply` made ``vectors`` from (exact up to float rounding):
-        ``v = s*w + alpha*o`` with the ``s > 0`` that makes ``|v| = 1``. Lets a space be re-fitted
-        from its own vectors (``search/language_neutral.py``). For passages: the hub correction
-        moves queries only."""
+        """The vectors :meth:`apply` made ``vectors`` from (exact up to float rounding): ``v =
+        s*u + alpha*o`` (``u`` the direction of ``w``) with the ``s > 0`` that makes ``|v| =
+        |w|``. Lets a space be re-fitted from its own vectors (``search/language_neutral.py``).
+        For passages: the hub correction moves queries only."""
         w = np.asarray(vectors, dtype=np.float64)
+        r = np.linalg.norm(w, axis=1)
+        u = w / np.where(r > 0, r, 1.0)[:, None]
         shift = self._shifts(len(w), self._languages(texts, languages)).astype(np.float64)
-        wo = np.einsum("ij,ij->i", w, shift)
-        s = -wo + np.sqrt(np.maximum(wo * wo - np.einsum("ij,ij->i", shift, shift) + 1.0, 0.0))
-        out = s[:, None] * w + shift
-        out[np.linalg.norm(w, axis=1) == 0] = 0.0
+        wo = np.einsum("ij,ij->i", u, shift)
+        s = -wo + np.sqrt(np.maximum(wo * wo - np.einsum("ij,ij->i", shift, shift) + r * r, 0.0))
+        out = s[:, None] * u + shift
+        out[r == 0] = 0.0
         return out.astype(np.float32)
 
     def describe(self) -> dict:

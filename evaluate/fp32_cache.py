@@ -21,6 +21,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from hefsearch.embed.in_context import passage_vectors
+from hefsearch.index.passages import stored_sections
+
 log = logging.getLogger("hefsearch.evaluate")
 
 CACHE_DIR = "bench-cache"
@@ -72,7 +75,8 @@ def fp32_vectors_for_bench(library, encoder, chunk_ids: Sequence[int],
     ids = [int(i) for i in chunk_ids]
     records = {r.id: r for r in library.chunks(ids)}
     texts = [records[i].text if i in records else "" for i in ids]
-    hashes = [_text_hash(t) for t in texts]
+    sections = stored_sections(library, ids)  # a passage's vector is made with its section's
+    hashes = [_text_hash(t if s is None else f"{t}\0{s}") for t, s in zip(texts, sections)]
     path = cache_path(library, encoder)
     cached = _load(path)
     out = np.empty((len(ids), encoder.dim), np.float32)
@@ -91,7 +95,7 @@ def fp32_vectors_for_bench(library, encoder, chunk_ids: Sequence[int],
         t0 = time.perf_counter()
         for start in range(0, len(todo), BATCH):
             rows = todo[start:start + BATCH]
-            out[rows] = encoder.encode_passages([texts[r] for r in rows])
+            out[rows] = passage_vectors(encoder, [texts[r] for r in rows], [sections[r] for r in rows])
             done = start + len(rows)
             rate = done / max(time.perf_counter() - t0, 1e-6)
             if done < len(todo):

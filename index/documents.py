@@ -243,10 +243,10 @@ def drop_chunks(conn, doc_id: int) -> list[int]:
 
 
 def insert_chunks(conn, doc_id: int, rows: Sequence[tuple]) -> list[int]:
-    """A document's chunks, ``rows`` = (ordinal, text, start, end, page, line, tokens, cut, lang);
-    their new ids in ordinal order."""
-    conn.executemany('INSERT INTO chunks(doc_id, ordinal, text, start, "end", page, line, tokens, cut, lang) '
-                     "VALUES (?,?,?,?,?,?,?,?,?,?)", [(doc_id, *r) for r in rows])
+    """A document's chunks, ``rows`` = (ordinal, text, start, end, page, line, tokens, cut, lang,
+    section); their new ids in ordinal order."""
+    conn.executemany('INSERT INTO chunks(doc_id, ordinal, text, start, "end", page, line, tokens, cut, lang, '
+                     "section) VALUES (?,?,?,?,?,?,?,?,?,?,?)", [(doc_id, *r) for r in rows])
     if not rows:
         return []
     return [r[0] for r in conn.execute("SELECT id FROM chunks WHERE doc_id=? ORDER BY ordinal", [doc_id])]

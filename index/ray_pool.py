@@ -296,16 +296,20 @@ class RayEncoder(_RemoteEncoder):
                 return vecs
             self._send(ticket)
 
-    def encode_passages(self, texts, space: str | None = None) -> np.ndarray:
+    def encode_passages(self, texts, sections=None, *, space: str | None = None) -> np.ndarray:
         """Embed ``texts`` into the first space (or ``space``) now, spread over the live actors
-        (back-fill, small batches)."""
-        texts, space = list(texts), space or self.space_name
-        if not texts:
+        (back-fill, small batches); ``sections`` as ``Encoder.encode_passages`` takes them (the
+        actors' encoders have no post-transform, so the mean is taken here)."""
+        from hefsearch.embed.in_context import ContextPlan
+
+        plan, space = ContextPlan(list(texts), sections), space or self.space_name
+        if not plan.texts:
             return np.empty((0, self.dim), np.float32)
-        parts = max(1, min(len(self.live), len(texts) // 16))
-        step = -(-len(texts) // parts)
-        tickets = [self.submit_passages(texts[i : i + step], space) for i in range(0, len(texts), step)]
-        return np.concatenate([self.collect(t)[space] for t in tickets])
+        flat = plan.flat
+        parts = max(1, min(len(self.live), len(flat) // 16))
+        step = -(-len(flat) // parts)
+        tickets = [self.submit_passages(flat[i : i + step], space) for i in range(0, len(flat), step)]
+        return plan.fuse(np.concatenate([self.collect(t)[space] for t in tickets]))
 
     def _send(self, ticket: _Ticket) -> None:
         live = self.live
@@ -467,8 +471,8 @@ class RemoteSpaceEncoder(_RemoteEncoder):
         super().__init__(bundle, ident, f"{ident['backend']} ({ident['label']}) on {actors} Ray actor(s)")
         self._ray_pool = pool
 
-    def encode_passages(self, texts) -> np.ndarray:
-        return self._ray_pool.encode_passages(texts, space=self.space_name)
+    def encode_passages(self, texts, sections=None) -> np.ndarray:
+        return self._ray_pool.encode_passages(texts, sections, space=self.space_name)
 
     def close(self) -> None:
         pass  # the pool (the first encoder) stops the actors

@@ -202,7 +202,14 @@ def _migration_3(db: Database) -> None:
 
 
 #: the numbered migrations; never edit a released one, append a new one
-MIGRATIONS: list[Callable[[Database], None]] = [_migration_1, _migration_2, _migration_3]
+def _migration_4(db: Database) -> None:
+    """``chunks.section``: the ordinal of the first chunk of the chunk's section (consecutive
+    short chunks that fill the encoder's window, ``index/passages.py``), whose text a vector of
+    the chunk is made with; NULL for chunks stored before (each its own section)."""
+    db.execute("ALTER TABLE chunks ADD COLUMN section INTEGER")
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [_migration_1, _migration_2, _migration_3, _migration_4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

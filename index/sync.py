@@ -43,6 +43,7 @@ from .crawl_options import CrawlOptions
 from .library import Library, utc_now
 from .ocr_cache import OcrPageCache
 from .store import is_disk_full, put_setting
+from .passages import library_passage_tokens, stored_sections
 from .sync_batches import Target, encode_stoppable, index_files
 from .sync_plan import compare, crawl_stage
 from .sync_prepare import chunk_languages
@@ -139,6 +140,9 @@ def _sync(library: Library, resolved: list[Path], encoders, opts: SyncOptions, e
     t0 = time.perf_counter()
     root_strs = [str(r) for r in resolved]
     with library.write_lock(wait=True):  # bounded (LOCK_WAIT_S): a back-fill between windows lets go
+        # decided by the first sync, under the lock; a wish checked against it
+        opts = dataclasses.replace(opts, passage_tokens=library_passage_tokens(
+            library, encoders[0].max_tokens, opts.passage_tokens))
         spaces = _open_spaces(library, encoders, report, root_strs, opts, only is None)
         crawled = crawl_stage(resolved, opts, emit, only)
         containers = {str(f.path) for f in crawled.found if f.kind in CONTAINER_KINDS}
@@ -284,7 +288,7 @@ def _backfill(library: Library, space, encoder, batch_chunks: int, state: Progre
             return total
         state.phase = "backfill"
         ids = np.array([r[0] for r in rows], np.int64)
-        vecs = encode_stoppable(encoder, [r[1] for r in rows])
+        vecs = encode_stoppable(encoder, [r[1] for r in rows], stored_sections(library, ids))
         space.add(ids, vecs)
         total += len(ids)
         state.chunks += len(ids)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hefsearch.embed.in_context import ContextPlan, passage_vectors
+
 from . import documents, sync_prepare
 from .library import Library, utc_now
 from .sync_progress import Progress
@@ -58,8 +60,8 @@ def index_files(target: Target, todo: list[Job], opts: SyncOptions, old_sha: dic
             return
         while len(sent) >= remote.max_in_flight:  # back-pressure: commit the oldest first
             land(target, sent.popleft())
-        texts = [c.text for job in jobs for c, _ in job.chunks]
-        sent.append((jobs, remote.submit_passages(texts) if texts else None))
+        plan = ContextPlan(*batch_texts(jobs))
+        sent.append((jobs, plan, remote.submit_passages(plan.flat) if plan.texts else None))
 
     try:
         while True:
@@ -97,17 +99,19 @@ def index_files(target: Target, todo: list[Job], opts: SyncOptions, old_sha: dic
 
 def land(target: Target, sent: tuple) -> None:
     """Collect one batch from the remote first encoder, then embed the other spaces and commit."""
-    jobs, ticket = sent
+    jobs, plan, ticket = sent
     t = time.perf_counter()
     ready = target.encoders[0].collect(ticket) if ticket is not None else {}  # no texts: nothing to embed
     target.report.encode_seconds += time.perf_counter() - t
-    flush(target, jobs, ready=ready)
+    # the actors' encoders have no post-transform (derived spaces are made here): their vectors
+    # are the backend's, which the plan turns into the chunks' as Encoder.encode_passages does
+    flush(target, jobs, ready={name: plan.fuse(v) for name, v in ready.items()})
 
 
 def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None = None) -> None:
     """Embed one batch (``ready``: vectors already computed, by space name) and commit it."""
-    texts = [c.text for job in jobs for c, _ in job.chunks]
-    vectors = embed_batch(target, jobs, texts, ready or {})
+    texts, sections = batch_texts(jobs)
+    vectors = embed_batch(target, jobs, (texts, sections), ready or {})
     added, removed = commit(target.library, target.spaces, jobs, vectors)
     for sp, vecs in zip(target.spaces, vectors):
         sp.committed(added, vecs, removed)
@@ -123,16 +127,27 @@ def flush(target: Target, jobs: list[Job], ready: dict[str, np.ndarray] | None =
     state.tick(force=True)
 
 
-def embed_batch(target: Target, jobs: list[Job], texts: list[str], ready: dict[str, np.ndarray]) -> list[np.ndarray]:
+def batch_texts(jobs: list[Job]) -> tuple[list[str], list[str | None]]:
+    """The batch's chunk texts and each chunk's section text (None: its own section)."""
+    texts = [c.text for job in jobs for c, _ in job.chunks]
+    sections = [text for job in jobs
+                for text in ([t for _, t in job.sections] if len(job.sections) == len(job.chunks)
+                             else [None] * len(job.chunks))]
+    return texts, sections
+
+
+def embed_batch(target: Target, jobs: list[Job], chunks: tuple[list[str], list], ready: dict[str, np.ndarray]
+                ) -> list[np.ndarray]:
     """The batch's vectors in every space, in the encoders' order: those ``ready``, those
-    derived from a base space's, the rest encoded (the first encoder's progress shown)."""
-    encoders, state = target.encoders, target.state
+    derived from a base space's, the rest encoded (the first encoder's progress shown).
+    ``chunks``: their texts and section texts (:func:`batch_texts`)."""
+    (texts, sections), encoders, state = chunks, target.encoders, target.state
     vectors: list[np.ndarray] = []
     for i, enc in enumerate(encoders):
         if enc.space_name in ready:
             vectors.append(ready[enc.space_name])
             continue
-        derived = derived_vectors(enc, encoders[:i], vectors, texts)
+        derived = derived_vectors(enc, encoders[:i], vectors, [s or t for t, s in zip(texts, sections)])
         if derived is not None:
             vectors.append(derived)
             continue
@@ -141,7 +156,7 @@ def embed_batch(target: Target, jobs: list[Job], texts: list[str], ready: dict[s
             enc.on_batch = lambda n: state.tick(extra_chunks=n)
         try:
             t = time.perf_counter()
-            vectors.append(encode_stoppable(enc, texts) if texts else np.empty((0, enc.dim), np.float32))
+            vectors.append(encode_stoppable(enc, texts, sections) if texts else np.empty((0, enc.dim), np.float32))
             target.report.encode_seconds += time.perf_counter() - t
         finally:
             enc.on_batch = None
@@ -171,8 +186,8 @@ def count_job(report: SyncReport, job: Job) -> None:
         report.changed += 1
 
 
-def encode_stoppable(enc, texts: list[str]) -> np.ndarray:
-    """``enc.encode_passages(texts)`` in a helper thread while this thread waits in steps a
+def encode_stoppable(enc, texts: list[str], sections: list | None = None) -> np.ndarray:
+    """``enc.encode_passages(texts, sections)`` in a helper thread while this thread waits in steps a
     signal can break: Ctrl+C or SIGTERM (raised in the main thread, which a call into ONNX
     Runtime would hold for a whole batch: seconds on a loaded CPU) stop the run at once. The
     encoder is told to stop (its batch in flight is cut short where the backend can) and is
@@ -181,7 +196,7 @@ def encode_stoppable(enc, texts: list[str]) -> np.ndarray:
 
     def work() -> None:
         try:
-            box["out"] = enc.encode_passages(texts)
+            box["out"] = passage_vectors(enc, texts, sections)
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
             box["error"] = e
 
@@ -208,7 +223,8 @@ def encode_stoppable(enc, texts: list[str]) -> np.ndarray:
 
 def derived_vectors(enc, earlier, vectors: list[np.ndarray], texts: list[str]) -> np.ndarray | None:
     """A post-transformed space's vectors (the language-neutral one) made from the vectors of its
-    base encoder already computed for this batch, or None. The encoder itself would run the
+    base encoder already computed for this batch, or None (``texts``: what each chunk's language
+    is told from, its section's text where it has one). The encoder itself would run the
     whole model again on the same texts and then apply the same transform (embed/encoder.py):
     deriving halves the CPU time of indexing a multilingual library, and with Ray it uses the
     FP32 vectors the actors sent."""
@@ -276,9 +292,10 @@ def write_job(conn, job: Job, now: str) -> tuple[list[int], list[int]]:
     cut = sum(1 for c, _ in job.chunks if c.cut)
     doc_id = upsert_document(conn, job, "ok", len(job.chunks), cut, now)
     langs = job.langs if len(job.langs) == len(job.chunks) else [None] * len(job.chunks)
+    sections = [s for s, _ in job.sections] if len(job.sections) == len(job.chunks) else [None] * len(job.chunks)
     return removed, documents.insert_chunks(conn, doc_id, [
-        (c.ordinal, c.text, c.start, c.end, c.page, ln, c.tokens, int(c.cut), lang)
-        for (c, ln), lang in zip(job.chunks, langs)])
+        (c.ordinal, c.text, c.start, c.end, c.page, ln, c.tokens, int(c.cut), lang, section)
+        for (c, ln), lang, section in zip(job.chunks, langs, sections)])
 
 
 def upsert_document(conn, job: Job, status: str, nchunks: int, cut: int, now: str) -> int:

@@ -17,6 +17,7 @@ from hefsearch.base.terminal_text import printable
 
 from hefsearch.readers import ocr
 from hefsearch.readers.formats import CONTAINER_KINDS
+from .passages import Cutting, section_starts, sections_of
 from .sync_types import Job, SyncOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +32,7 @@ WORKER_JOIN_S = 0.5
 SECTIONED_KINDS = frozenset({"epub", "ods", "odp", "pptx", "xlsx"})
 
 
-def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None) -> Job:
+def prepare(job: Job, first: "Encoder", cutting: "Cutting | int", max_bytes: int, old_sha: str | None) -> Job:
     """Hash, extract and chunk one file (runs in the background thread)."""
     from hefsearch.readers.extract import extract, read_regular_file
 
@@ -55,13 +56,13 @@ def prepare(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old
             job.ocr_missing = True
             if not doc.text.strip():
                 return job
-        chunked(job, doc, first, overlap_tokens)
+        chunked(job, doc, first, cutting)
     except Exception as e:  # noqa: BLE001 - an extractor bug must not stop the whole sync
         _failed(job, e)
     return job
 
 
-def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, at=None, cache=None) -> Job:
+def prepare_ocr(job: Job, first: "Encoder", cutting: "Cutting | int", max_bytes: int, at=None, cache=None) -> Job:
     """A file with pages to read by OCR (an image, a PDF's pages without text), after the
     files with text: each page within the OCR budget (:mod:`hefsearch.readers.ocr`); a page that
     fails is noted and the rest indexed. ``documents.encoding`` records ``ocr:PAGES``. ``at``
@@ -88,7 +89,7 @@ def prepare_ocr(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int,
 
             doc = extract_pdf_ocr(data, max_bytes, ocr_page, job.notes)
         job.encoding = f"ocr:{len(doc.ocr_pages or ())}"
-        chunked(job, doc, first, overlap_tokens)
+        chunked(job, doc, first, cutting)
     except Exception as e:  # noqa: BLE001 - an OCR bug must not stop the whole sync
         _failed(job, e)
     return job
@@ -115,7 +116,7 @@ class OcrStart:
     pages: int
 
 
-def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
+def chunked(job: Job, doc, first: "Encoder", cutting: "Cutting | int") -> None:
     """``doc`` cut into the job's chunks, with their line numbers and languages. A book's
     chapters, a deck's slides and a workbook's sheets are cut apart, so no chunk spans two and
     a hit's page names its chapter, slide or sheet; so are the pages of a PDF read by OCR."""
@@ -124,21 +125,34 @@ def chunked(job: Job, doc, first: "Encoder", overlap_tokens: int) -> None:
     from .chunk import chunk_text
     from hefsearch.readers.extract_base import ExtractedText
 
+    cut = Cutting.of(cutting)
+    window = cut.window(first.max_tokens)
     if doc.pages and len(doc.pages) > 1 and (doc.kind in SECTIONED_KINDS or doc.ocr_pages):
         chunks = []
         for page, start, end in doc.pages:
             part = ExtractedText(text=doc.text[start:end], kind=doc.kind, pages=[(page, 0, end - start)])
-            for c in chunk_text(part, first.count_tokens, first.max_tokens, overlap_tokens):
+            for c in chunk_text(part, first.count_tokens, window, cut.overlap_tokens):
                 chunks.append(dataclasses.replace(c, ordinal=len(chunks), start=c.start + start, end=c.end + start))
     else:
-        chunks = chunk_text(doc, first.count_tokens, first.max_tokens, overlap_tokens)
+        chunks = chunk_text(doc, first.count_tokens, window, cut.overlap_tokens)
     lines = line_numbers(doc.text, [c.start for c in chunks])
     job.chunks = [(c, ln) for c, ln in zip(chunks, lines)]
+    if window < first.max_tokens:  # passages: each in its section (index/passages.py)
+        starts = section_starts(chunks, first.max_tokens)
+        job.sections = list(zip(starts, sections_of(chunks, starts)))
     job.notes.extend(printable(n) for n in getattr(doc, "notes", ()) if printable(n) not in job.notes)  # cut short: why
-    job.langs = chunk_languages([c.text for c in chunks])
+    job.langs = chunk_languages(_language_texts(chunks, job.sections))
 
 
-def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, old_sha: str | None,
+def _language_texts(chunks, sections) -> list[str]:
+    """The text each chunk's language is told from: its section's where it has one (a short
+    passage alone misleads the identifier: Chinese passages read as Wu), else its own."""
+    if len(sections) != len(chunks):
+        return [c.text for c in chunks]
+    return [text if text is not None else c.text for c, (_, text) in zip(chunks, sections)]
+
+
+def expanded(job: Job, first: "Encoder", cutting: "Cutting | int", max_bytes: int, old_sha: str | None,
              at=None) -> Iterator[Job]:
     """A mail file's member jobs, then its own (:func:`hefsearch.index.containers.expand`,
     which tells ``at`` the message it reads); the file's job alone when its bytes are those
@@ -154,7 +168,7 @@ def expanded(job: Job, first: "Encoder", overlap_tokens: int, max_bytes: int, ol
                 job.same_content = True
                 yield job
                 return
-        yield from expand(job, lambda member, doc: chunked(member, doc, first, overlap_tokens), max_bytes, at)
+        yield from expand(job, lambda member, doc: chunked(member, doc, first, cutting), max_bytes, at)
     except Exception as e:  # a reader bug must not stop the whole sync
         log.debug("unexpected error on %s", job.shown, exc_info=True)
         job.error = printable(f"unexpected error: {type(e).__name__}: {e}")
@@ -183,7 +197,8 @@ class Prefetch:
         self.stopped = threading.Event()
         #: the file being read and where in it ("inbox.mbox: message 812"), for progress
         self.where: str | None = None
-        self._args = (todo, first, opts.crawl.overlap_tokens, opts.crawl.max_bytes, old_sha)
+        self._args = (todo, first, Cutting(opts.crawl.overlap_tokens, opts.passage_tokens or 0), opts.crawl.max_bytes,
+                      old_sha)
         self.worker = threading.Thread(target=self._produce, name="hefsearch-extract", daemon=True)
         self.worker.start()
 
@@ -197,7 +212,7 @@ class Prefetch:
                 continue
 
     def _produce(self) -> None:
-        todo, first, overlap_tokens, max_bytes, old_sha = self._args
+        todo, first, cutting, max_bytes, old_sha = self._args
         deferred: list[Job] = []  # pages for OCR: read after every file with text
         try:
             for job in todo:
@@ -208,12 +223,12 @@ class Prefetch:
                     def at(position: str, shown: str = job.shown) -> None:
                         self.where = f"{shown}: {position}"
 
-                    for part in expanded(job, first, overlap_tokens, max_bytes, old_sha.get(job.path), at):
+                    for part in expanded(job, first, cutting, max_bytes, old_sha.get(job.path), at):
                         if self.stopped.is_set():
                             return
                         self._hand_over(part)
                     continue
-                prepared = prepare(job, first, overlap_tokens, max_bytes, old_sha.get(job.path))
+                prepared = prepare(job, first, cutting, max_bytes, old_sha.get(job.path))
                 if prepared.ocr_pages and not prepared.ocr_missing and prepared.error is None:
                     deferred.append(prepared)
                     continue
@@ -228,7 +243,7 @@ class Prefetch:
                 def at(position: str, shown: str = job.shown) -> None:
                     self.where = f"{shown}: {position}"
 
-                self._hand_over(prepare_ocr(job, first, overlap_tokens, max_bytes, at, self.ocr_cache))
+                self._hand_over(prepare_ocr(job, first, cutting, max_bytes, at, self.ocr_cache))
         finally:
             self._hand_over(None)
 

@@ -130,11 +130,15 @@ class SyncReport:
 @dataclass(frozen=True)
 class SyncOptions:
     """What one sync takes besides its folders: the crawl options, carried whole (None: those
-    the library remembers, :meth:`CrawlOptions.remembered`), and the batch size."""
+    the library remembers, :meth:`CrawlOptions.remembered`), the batch size and the passage
+    length."""
 
     crawl: CrawlOptions | None = None
     #: chunks embedded per commit
     batch_chunks: int = DEFAULT_BATCH_CHUNKS
+    #: the passage length (``index/passages.py``; 0: chunks fill the window). None: the
+    #: library's, decided at its first sync; given, it must agree with what the library holds
+    passage_tokens: int | None = None
 
 
 @dataclass
@@ -150,6 +154,9 @@ class Job:
     chunks: list = field(default_factory=list)
     #: each chunk's language ('' when unsure), detected once here and stored with it
     langs: list = field(default_factory=list)
+    #: with passages, each chunk's section: (ordinal of its first chunk, its text or None when
+    #: the chunk is alone in it); empty without passages
+    sections: list = field(default_factory=list)
     encoding: str | None = None
     error: str | None = None
     #: a document inside a file (a message of a mailbox; :mod:`hefsearch.index.containers`)

@@ -28,6 +28,8 @@ import numpy as np
 
 from hefsearch.base.errors import HefsearchError
 from hefsearch.embed.space_names import FP32_SPACE, NEUTRAL_SUFFIX, is_quantised
+from hefsearch.embed.in_context import passage_vectors
+from hefsearch.index.passages import stored_sections
 
 if TYPE_CHECKING:  # pragma: no cover
     from hefsearch.embed.encoder import Encoder
@@ -189,7 +191,7 @@ def fp32_vectors(library: "Library", encoder: "Encoder", chunk_ids: Sequence[int
     if missing:
         records = {r.id: r for r in library.chunks(missing)}
         texts = [records[i].text if i in records else "" for i in missing]
-        vecs = encoder.encode_passages(texts)
+        vecs = passage_vectors(encoder, texts, stored_sections(library, missing))
         out[~have] = vecs
         if cache:
             known = [j for j, i in enumerate(missing) if i in records]
@@ -297,7 +299,7 @@ def _compute_within(library, encoder, space, missing: list[int], budget_ms: floa
                 break
         batch, todo = todo[:step], todo[step:]
         t = time.perf_counter()
-        vecs = encoder.encode_passages([records[i].text for i in batch])
+        vecs = passage_vectors(encoder, [records[i].text for i in batch], stored_sections(library, batch))
         took = (time.perf_counter() - t) * 1000.0 / len(batch)
         per_chunk = took if per_chunk is None else max(per_chunk, took)
         out.update(zip(batch, vecs))
@@ -364,7 +366,8 @@ def backfill(library: "Library", encoder: "Encoder", *, batch: int = BACKFILL_BA
                 records = library.chunks(todo[i : i + batch].tolist())
                 if not records:
                     continue
-                vecs = encoder.encode_passages([r.text for r in records])
+                vecs = passage_vectors(encoder, [r.text for r in records],
+                                       stored_sections(library, [r.id for r in records]))
                 space.add([r.id for r in records], vecs)
                 added += len(records)
                 if progress:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError, NotFound
 from hefsearch.embed.space_names import FP32_SPACE
+from hefsearch.index.passages import passages_described
 from hefsearch.readers.formats import CONTAINER_KINDS
 
 from .filters import Filters
@@ -152,6 +153,9 @@ class SearchResult:
     #: the searched space's post-transform (language move, hub correction: what the space
     #: corrects before comparing), as described in its fingerprint; None: plain cosine
     space_transform: dict | None = None
+    #: how the library cut its chunks (``index/passages.py``): passages scored with their
+    #: sections, or None (chunks that fill the encoder's window)
+    passages: dict | None = None
     #: the filters it answers under (what rendering says), and the request it answers (None:
     #: a "similar", which has no query)
     filters: Filters = field(default_factory=Filters)
@@ -171,7 +175,7 @@ class SearchResult:
         return {"query": self.query, "mode": self.mode, "space": self.space, "all_chunks": self.all_chunks,
                 "backend": self.backend_label, "notice": self.notice,
                 "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
-                "rerank": self.rerank, "space_transform": self.space_transform,
+                "rerank": self.rerank, "space_transform": self.space_transform, "passages": self.passages,
                 "relevance": self.relevance, "hits": [h.to_dict() for h in self.hits]}
 
 
@@ -514,7 +518,8 @@ class Searcher:
                             notice=notice, backend_label=run.label, pending_snippets=run.pending,
                             all_chunks=run.request.all_chunks, rerank=run.rerank_info,
                             space_transform=run.space_transform, filters=run.request.filters, request=run.request,
-                            relevance=None if line is None else line.to_dict())
+                            relevance=None if line is None else line.to_dict(),
+                            passages=passages_described(self.library) if run.query_vec is not None else None)
 
     def _relevance(self, run: SearchRun, hits: list[Hit]):
         """The relevance line of the hits against the query's vector candidates; each hit marked."""

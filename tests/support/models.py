@@ -72,7 +72,8 @@ def make_tiny_bert(folder: Path, *, hidden: int = 32, layers: int = 2, max_seq_l
     fast.save_pretrained(folder)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=hidden, num_hidden_layers=layers,
-                        num_attention_heads=4, intermediate_size=hidden * 2, max_position_embeddings=128,
+                        num_attention_heads=4, intermediate_size=hidden * 2,
+                        max_position_embeddings=max(128, max_seq_length),
                         pad_token_id=0)
     BertModel(config).eval().save_pretrained(folder)
     _write_st_config(folder, hidden, max_seq_length)
