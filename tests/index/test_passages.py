@@ -184,3 +184,37 @@ def test_index_asks_for_passages_or_not(tmp_path, wide_bundle):
     assert res.exit_code == 0, res.output
     with Library.open(tmp_path / "cut", create=False) as lib:
         assert lib.settings()[passages.SETTING] == passages.PASSAGE_TOKENS
+
+
+def test_a_remote_first_encoder_stores_what_a_local_one_does(tmp_path, wide_bundle):
+    """A Ray pool sends the plan's texts (passages, then each section once) and gets the backend's
+    vectors back: the sync takes the means itself, as Encoder.encode_passages does."""
+    from hefsearch.embed.encoder import Encoder
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import sync
+
+    class Remote(Encoder):  # what index/ray_pool.RayEncoder is to the sync
+        max_in_flight = 2
+
+        def __init__(self, local):
+            super().__init__(local.bundle, local.backend)
+            self.sent = []
+
+        def submit_passages(self, texts):
+            self.sent.append(list(texts))
+            return self.encode(texts, prefix=self.bundle.prefixes["passage"], passages=True, transform=False)
+
+        def collect(self, ticket):
+            return {self.space_name: ticket}
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "long.txt").write_text(_long_text(50, 6), encoding="utf-8")
+    with Library.open(tmp_path / "lib") as lib, Encoder.open(wide_bundle, bulk=True) as enc:
+        remote = Remote(enc)
+        sync(lib, [docs], [remote])
+        ids = [int(i) for i in lib.chunk_ids()]
+        assert sum(map(len, remote.sent)) > len(ids)  # the sections travelled too
+        records = lib.chunks(ids)
+        local = enc.encode_passages([r.text for r in records], sections=passages.stored_sections(lib, ids))
+        assert np.allclose(lib.space(enc.space_name).vectors(ids), local, atol=1e-5)
