@@ -1,8 +1,8 @@
 """Passages in context, the library's side: how long its chunks are and which section each is in.
 
 A library made now cuts documents into passages of :data:`PASSAGE_TOKENS` tokens when its
-encoder's window holds two of them (:data:`PASSAGES_FROM`), and groups consecutive passages of a document
-(on one page, chapter or slide) into sections that fill the window. Each chunk row records its
+encoder's window holds two of them (:data:`PASSAGES_FROM`), and groups consecutive passages of
+a document (on one page, chapter or slide) into sections that fill the window. Each chunk row records its
 section (``chunks.section``: the ordinal of the section's first chunk), so a vector computed
 later (a re-rank, a back-fill, an evaluation) sees the same section as the sync did. How the two
 vectors combine: ``embed/in_context.py``. Why: docs/searching.md, "Hubs and long passages".
