@@ -96,7 +96,7 @@ def _index_help() -> str:
                    "(--exclude, --include-hidden, --follow-links, --max-size, --overlap: each run "
                    "keeps those not given from the run before, and 'watch' and the TUI use them).")
 @click.option("--passages/--no-passages", "passages", default=None,
-              help="Cut documents into passages of 128 tokens, each scored with the passages around it "
+              help="Cut documents into passages of 64 tokens, each scored with the passages around it "
                    "that fill the encoder's window (its section): a detail inside a long page is "
                    "found. Default: on for a new library whose window is 256+ tokens; a library keeps "
                    "what it was made with (older ones: chunks that fill the window). --no-passages on "

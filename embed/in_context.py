@@ -1,10 +1,10 @@
 """Passages in context: a short chunk's vector is the mean of its own and of its section's.
 
-A library with passages (``index/passages.py``) cuts documents into short chunks (128 tokens)
+A library with passages (``index/passages.py``) cuts documents into short chunks (64 tokens)
 and groups consecutive ones into *sections* that fill the encoder's window. Each chunk is
 encoded alone and its section once; the vector stored for the chunk is their mean, so a query
-scores ``(cos(q, chunk) + cos(q, section)) / 2``: a detail is not drowned in the mean over 512
-tokens (the chunk), and what the page is about still counts (the section). Measured in
+scores ``(cos(q, chunk) + cos(q, section)) / 2``: a detail is not drowned in a mean over the
+whole window, and what the page is about still counts (the section). Measured in
 docs/searching.md ("Hubs and long passages"). A chunk that is its own section keeps its unit
 vector; a mean is shorter than 1 where the two differ, and stays so (the cosine of a query with
 it is the mean of the two cosines; re-normalising it favoured chunks unlike their section).
