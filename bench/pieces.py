@@ -10,7 +10,9 @@ second form compares, on a set of ``bench/long_parallel.py`` or ``bench/long_par
 per file (its best chunk), k 30: the library's chunks (``LIB``, the bundle's own window), the
 pieces (``LIB2``), and both fused (a file's score the mean of its best chunk's and its best
 piece's cosine): each in the plain space and its language-neutral copy (made here, as the
-product makes it), with and without the hub correction (beta 0.25). MRR, success@1/@3.
+product makes it), with and without the hub correction (beta 0.25); then "in context": each
+piece scored as hefsearch scores a passage (the mean of its and its section's vector, the
+section here the chunk that holds it; ``embed/in_context.py``). MRR, success@1/@3.
 ``--cost N`` times encoding N documents of the set as chunks and as pieces (median of 3 each,
 in the same run; the peer: the chunks).
 
@@ -65,7 +67,8 @@ def spaces(lib: Path, cache: Path, queries, qfile: str, qlangs) -> dict:
     docs, q, files, _lengths, langs, ref, ref_langs = read_library(lib, [name], cache / lib.name, queries,
                                                                    Path(qfile).stem)[name]
     nd, nq, nr = neutral(docs, q, langs, qlangs, ref, ref_langs)
-    return {"name": name, "plain": (docs, q, files, ref), "neutral": (nd, nq, files, nr)}
+    return {"name": name, "plain": (docs, q, files, ref), "neutral": (nd, nq, files, nr),
+            "raw": (docs, q, files, langs, langs, ref, ref_langs)}
 
 
 def compare(set_dir: Path, qfile: str, chunks: Path, pieces: Path, cache: Path) -> dict:
@@ -95,7 +98,49 @@ def compare(set_dir: Path, qfile: str, chunks: Path, pieces: Path, cache: Path) 
                 key = f"{space} beta {beta} {label}"
                 out[key] = m
                 print(f"{key:32s} MRR {m['mrr']:.3f}  s@1 {m['s1']:.2f}  s@3 {m['s3']:.2f}")
+    m = out["in context"] = in_context(a, b, chunks, pieces, qlangs, names, expected)
+    print(f"{'in context (as the product)':32s} MRR {m['mrr']:.3f}  s@1 {m['s1']:.2f}  s@3 {m['s3']:.2f}")
     return out
+
+
+def chunk_spans(lib: Path, space: str) -> list[tuple[str, int, int]]:
+    """(file name, start, end) of each member of ``space``, in member order."""
+    from hefsearch.index.library import Library
+
+    with Library.open(lib, create=False) as opened:
+        ids = opened.member_ids(space)
+        recs = {r.id: r for r in opened.chunks(ids.tolist())}
+    return [(Path(recs[int(i)].path).name, recs[int(i)].start, recs[int(i)].end) for i in ids]
+
+
+def holders(pieces: list[tuple], chunks: list[tuple]) -> np.ndarray:
+    """For each piece, the chunk of its file that holds its middle (else the nearest one)."""
+    by_file: dict[str, list] = {}
+    for j, (f, s, e) in enumerate(chunks):
+        by_file.setdefault(f, []).append((s, e, j))
+    out = np.zeros(len(pieces), np.int64)
+    for i, (f, s, e) in enumerate(pieces):
+        mid = (s + e) / 2
+        out[i] = min(by_file[f], key=lambda t: 0 if t[0] <= mid < t[1] else min(abs(mid - t[0]), abs(mid - t[1])))[2]
+    return out
+
+
+def in_context(a: dict, b: dict, chunks: Path, pieces: Path, queries_langs, names, expected) -> dict:
+    """Each piece scored as the product scores a passage: the mean of its vector and its
+    section's (here the chunk that holds it), moved off its language by a transform fitted on
+    those means (the length kept), queries with the hub correction; MRR per file."""
+    from hefsearch.bench.hubness import metrics
+    from hefsearch.embed.post_transform import LanguageNeutral
+    from hefsearch.search.language_neutral import DEFAULT_ALPHA, MIN_CHUNKS
+
+    cd, pd = a["raw"][0], b["raw"][0]
+    q, pf, pl, ref, ref_langs = b["raw"][1], b["raw"][2], b["raw"][4], b["raw"][5], b["raw"][6]
+    fused = 0.5 * (pd + cd[holders(chunk_spans(pieces, b["name"]), chunk_spans(chunks, a["name"]))])
+    langs = [x or None for x in pl]
+    ln = LanguageNeutral.fit(fused, langs, alpha=DEFAULT_ALPHA, min_chunks=MIN_CHUNKS,
+                             reference=(ref, [x or None for x in ref_langs]), beta=0.25)
+    scores = ln.apply(q, languages=queries_langs, passages=False) @ ln.apply(fused, languages=langs).T
+    return metrics(ranked(file_scores(scores, pf, names), names), expected)
 
 
 def encode_cost(set_dir: Path, chunks: Path, pieces: Path, n: int) -> None:
