@@ -31,6 +31,8 @@ PASSAGE_TOKENS = 64
 PASSAGES_FROM = 256
 #: the library setting that remembers it (0: chunks fill the encoder's window)
 SETTING = "passage_tokens"
+#: and the window its sections fill
+SECTION_SETTING = "section_tokens"
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,18 @@ def library_passage_tokens(library: "Library", max_tokens: int, wanted: int | No
     if wanted is not None and bool(wanted) != bool(tokens):
         raise PassagesFixed(library.path, tokens)
     if SETTING not in settings and not getattr(library, "read_only", False):
-        library.set_settings(**{SETTING: tokens})
+        library.set_settings(**{SETTING: tokens, SECTION_SETTING: int(max_tokens)})
     return tokens
+
+
+def passages_per_section(settings: dict) -> int:
+    """How many passages a section holds at most (1 without passages). Neighbouring passages
+    share their section's half of the score, so a query's nearest candidates come in runs of
+    them: a search grouped by document asks this many times the candidates."""
+    tokens = int(settings.get(SETTING) or 0)
+    if not tokens:
+        return 1
+    return max(1, int(settings.get(SECTION_SETTING) or PASSAGES_FROM) // tokens)
 
 
 class PassagesFixed(HefsearchError):
@@ -81,13 +93,14 @@ class PassagesFixed(HefsearchError):
                          "Leave --passages/--no-passages out, or index into a new library (--library NEW).")
 
 
-def passages_described(library: "Library") -> dict | None:
-    """What a search result says of the library's chunks (JSON ``passages``), or None when its
-    chunks fill the encoder's window."""
-    tokens = int(library.settings().get(SETTING) or 0)
+def passages_described(settings: dict) -> dict | None:
+    """What a search result says of the library's chunks (JSON ``passages``), from the
+    library's settings, or None when its chunks fill the encoder's window."""
+    tokens = int(settings.get(SETTING) or 0)
     if not tokens:
         return None
-    return {"tokens": tokens, "score": "the mean of the cosine with the passage and with its section "
+    return {"tokens": tokens, "per_section": passages_per_section(settings),
+            "score": "the mean of the cosine with the passage and with its section "
             "(the passages around it that fill the encoder's window)"}
 
 

@@ -85,6 +85,8 @@ class SearchRun:
     #: the searched space's post-transform as its fingerprint describes it (language move, hub
     #: correction), or None
     space_transform: dict | None = None
+    #: how the library's chunks are cut (``index/passages.py``: ``passages_described``), or None
+    passages: dict | None = None
     fallback: bool = True
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)

@@ -393,12 +393,13 @@ class Searcher:
         query, notices = prepare_query(request.query)
         k = max(1, int(request.k))
         depth = max(FUSION_DEPTH, 3 * k) if request.mode == "hybrid" else k
+        passages = passages_described(self.library.settings())  # one read (index/passages.py)
         if not request.all_chunks:  # candidates enough for k documents after grouping
-            depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k)
+            depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k) * (passages or {}).get("per_section", 1)
         rerank = request.rerank_depth
         run = SearchRun(request=request, query=query, filters=request.filters, k=k, depth=depth,
                         rerank=rerank, asked_rerank=rerank, fallback=request.fallback, started=started,
-                        notices=notices)
+                        notices=notices, passages=passages)
         if not query or (request.mode == "keyword" and not parse_query(query)):
             run.notice = " ".join([*notices, NO_WORDS_NOTICE if query else EMPTY_QUERY_NOTICE])
         return run
@@ -519,7 +520,7 @@ class Searcher:
                             all_chunks=run.request.all_chunks, rerank=run.rerank_info,
                             space_transform=run.space_transform, filters=run.request.filters, request=run.request,
                             relevance=None if line is None else line.to_dict(),
-                            passages=passages_described(self.library) if run.query_vec is not None else None)
+                            passages=run.passages if run.query_vec is not None else None)
 
     def _relevance(self, run: SearchRun, hits: list[Hit]):
         """The relevance line of the hits against the query's vector candidates; each hit marked."""

@@ -218,3 +218,27 @@ def test_a_remote_first_encoder_stores_what_a_local_one_does(tmp_path, wide_bund
         records = lib.chunks(ids)
         local = enc.encode_passages([r.text for r in records], sections=passages.stored_sections(lib, ids))
         assert np.allclose(lib.space(enc.space_name).vectors(ids), local, atol=1e-5)
+
+
+def test_a_grouped_search_asks_enough_passages_for_k_files(tmp_path, wide_bundle):
+    """Neighbouring passages share their section's half of the score, so they come in runs:
+    one hit per file still fills k files."""
+    from hefsearch.embed.encoder import Encoder
+    from hefsearch.index.library import Library
+    from hefsearch.index.sync import sync
+    from hefsearch.search.request import SearchRequest
+    from hefsearch.search.searcher import Searcher
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    words = ["river", "stone", "lamp", "garden", "window", "letter", "violin", "harbour", "cloud", "engine"]
+    for i in range(12):  # one sentence again and again: a file's passages tie, a run of them
+        line = " ".join(np.random.default_rng(100 + i).choice(words, 12)) + "."
+        (docs / f"f{i:02d}.txt").write_text("\n\n".join([line] * 30), encoding="utf-8")
+    with Library.open(tmp_path / "lib") as lib, Encoder.open(wide_bundle, bulk=True) as enc:
+        sync(lib, [docs], [enc])
+        assert len(lib.chunk_ids()) > 8 * 12  # many passages a file
+        with Searcher(lib, encoders={enc.space_name: enc}) as s:
+            res = s.search(SearchRequest("river stone lamp", mode="vector", k=10))
+        assert len({h.path for h in res.hits}) == 10
+        assert res.to_dict()["passages"]["per_section"] == 512 // passages.PASSAGE_TOKENS
