@@ -141,7 +141,10 @@ def chunked(job: Job, doc, first: "Encoder", cutting: "Cutting | int") -> None:
         starts = section_starts(chunks, first.max_tokens)
         job.sections = list(zip(starts, sections_of(chunks, starts)))
     job.notes.extend(printable(n) for n in getattr(doc, "notes", ()) if printable(n) not in job.notes)  # cut short: why
-    job.langs = chunk_languages(_language_texts(chunks, job.sections))
+    texts = _language_texts(chunks, job.sections)
+    unique = list(dict.fromkeys(texts))  # a section's passages share its text: told once
+    told = dict(zip(unique, chunk_languages(unique)))
+    job.langs = [told[t] for t in texts]
 
 
 def _language_texts(chunks, sections) -> list[str]:
