@@ -4,6 +4,7 @@ a created, changed, renamed and deleted file reach search results, catches up af
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -28,6 +29,33 @@ def keyword_names(library: Path, word: str) -> list[str]:
     with Library.open(library, create=False, read_only=True) as lib:
         result = Searcher(lib).search(SearchRequest(word, k=20, mode="keyword"))
     return sorted(Path(h.path).name for h in result.hits)
+
+
+@contextlib.contextmanager
+def running_watcher(lib: Path, open_encoders, events: list, **options):
+    """A :class:`Watcher` of ``lib`` running in a thread (debounce 200 ms, no rescans, plus
+    ``options``), its events appended to ``events``, stopped and joined on the way out; yields
+    the thread."""
+    import threading
+
+    from hefsearch.app.watch import WatchOptions, Watcher
+
+    watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0, **options),
+                      open_encoders=open_encoders, on_event=events.append)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        watcher.stop()
+        thread.join(timeout=10)
+
+
+def cpu_encoders(bundle: Path):
+    """``open_encoders`` for a watcher: the bundle's CPU encoder, one thread."""
+    from hefsearch.index.encoders import EncoderChoice
+
+    return lambda: EncoderChoice([Encoder.open(bundle, backend="cpu", threads=1)])
 
 
 # -- changed paths, same rules ----------------------------------------------------------------
@@ -240,9 +268,6 @@ def test_changed_paths_follow_the_crawl_options_of_the_last_index_run(tiny_bert_
 
 def test_a_quiet_watcher_lets_the_encoders_go(tiny_bert_bundle, tmp_path):
     """The NPU (here the CPU encoder) is opened for a run and closed after idle_close_s."""
-    import threading
-
-    from hefsearch.app.watch import WatchOptions, Watcher
     from hefsearch.index.encoders import EncoderChoice
 
     docs = write_docs(tmp_path / "docs")
@@ -258,20 +283,13 @@ def test_a_quiet_watcher_lets_the_encoders_go(tiny_bert_bundle, tmp_path):
         return choice
 
     events = []
-    watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0, idle_close_s=0.5),
-                      open_encoders=open_encoders, on_event=events.append)
-    thread = threading.Thread(target=watcher.run, daemon=True)
-    thread.start()
-    try:
+    with running_watcher(lib, open_encoders, events, idle_close_s=0.5) as thread:
         wait_until(lambda: any(e.kind == "run" for e in events), what="the catch-up")
         wait_until(lambda: len(closed) == 1, what="the encoders closed after the catch-up")
         (docs / "notes/idle.md").write_text("A note about the tapir.\n")
         wait_until(lambda: keyword_names(lib, "tapir") == ["idle.md"], what="the change")
         assert len(opened) == 2  # opened again for the change
         wait_until(lambda: len(closed) == 2, what="the encoders closed again")
-    finally:
-        watcher.stop()
-        thread.join(timeout=10)
     assert not thread.is_alive() and events[-1].kind == "stop"
 
 
@@ -279,10 +297,8 @@ def test_watch_reads_what_index_reads_and_escapes_the_names_it_prints(tiny_bert_
     """After ``index --ext .log`` the watcher indexes new .log files, names without a suffix and
     .gz files (as index does), and a hostile file name cannot drive the terminal or forge a line."""
     import gzip
-    import threading
 
     from hefsearch.app.reindex import reindex
-    from hefsearch.app.watch import WatchOptions, Watcher
     from hefsearch.cli.cmd_watch import print_watch_event
     from hefsearch.index.encoders import EncoderChoice
     from hefsearch.index.sync import SyncOptions
@@ -293,13 +309,8 @@ def test_watch_reads_what_index_reads_and_escapes_the_names_it_prints(tiny_bert_
         reindex(library, [docs], EncoderChoice([enc]),
                 options=SyncOptions(crawl=CrawlOptions(extra_suffixes={".log": "text"})))
     events = []
-    watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0),
-                      open_encoders=lambda: EncoderChoice([Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)]),
-                      on_event=events.append)
-    thread = threading.Thread(target=watcher.run, daemon=True)
-    thread.start()
     evil = docs / "notes" / "evil\n12:00:00 indexed 0 path(s)\x1b]0;pwned\x07.txt"
-    try:
+    with running_watcher(lib, cpu_encoders(tiny_bert_bundle), events):
         wait_until(lambda: any(e.kind == "run" for e in events), what="the catch-up")
         (docs / "notes/app.log").write_text("The okapi log line.\n")
         (docs / "notes/NOTES").write_text("Notes on the okapi.\n")
@@ -309,9 +320,6 @@ def test_watch_reads_what_index_reads_and_escapes_the_names_it_prints(tiny_bert_
                    what="the .log, suffix-less and .gz files")
         failed = wait_until(lambda: next((e for e in events if e.run and e.run.report.failed), None), timeout=20,
                             what="the binary file reported")
-    finally:
-        watcher.stop()
-        thread.join(timeout=10)
     capsys.readouterr()
     print_watch_event(failed)
     printed = capsys.readouterr().err
@@ -323,12 +331,8 @@ def test_watch_reads_what_index_reads_and_escapes_the_names_it_prints(tiny_bert_
 def test_a_watcher_follows_the_remembered_include_hidden(tiny_bert_bundle, tmp_path):
     """After ``index --include-hidden``, a new file under a dot-folder is searchable within
     seconds: the watcher reads the options the library remembers, not defaults of its own."""
-    import threading
-
     from hefsearch.app.indexing import run_index
     from hefsearch.app.requests import IndexRequest
-    from hefsearch.app.watch import WatchOptions, Watcher
-    from hefsearch.index.encoders import EncoderChoice
 
     docs = write_docs(tmp_path / "docs")
     (docs / ".notes").mkdir()
@@ -338,16 +342,8 @@ def test_a_watcher_follows_the_remembered_include_hidden(tiny_bert_bundle, tmp_p
                            crawl={"include_hidden": True}))
     assert keyword_names(lib, "heron") == ["old.md"]
     events = []
-    watcher = Watcher(lib, options=WatchOptions(debounce_ms=200, step_ms=50, rescan_s=0),
-                      open_encoders=lambda: EncoderChoice([Encoder.open(tiny_bert_bundle, backend="cpu", threads=1)]),
-                      on_event=events.append)
-    thread = threading.Thread(target=watcher.run, daemon=True)
-    thread.start()
-    try:
+    with running_watcher(lib, cpu_encoders(tiny_bert_bundle), events):
         wait_until(lambda: any(e.kind == "run" for e in events), what="the catch-up")
         (docs / ".notes/new.md").write_text("A hidden note about the ibex.\n")
         wait_until(lambda: keyword_names(lib, "ibex") == ["new.md"], timeout=15, what="the file under .notes/")
-    finally:
-        watcher.stop()
-        thread.join(timeout=10)
     assert [e for e in events if e.kind == "run"][-1].run.report.added == 1  # a path run, not a rescan
