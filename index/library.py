@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from hefsearch.base import settings
 from hefsearch.base.locations import data_dir  # the data folder; also part of index's API
 
 from . import documents, store

@@ -62,7 +62,7 @@ def library_passage_tokens(library: "Library", max_tokens: int, wanted: int | No
     settings = library.settings()
     if SETTING in settings:
         tokens = int(settings[SETTING] or 0)
-    elif len(library.chunk_ids()) == 0:
+    elif not library.query("SELECT 1 FROM chunks LIMIT 1"):  # empty: not every id read to tell
         tokens = wanted if wanted is not None else PASSAGE_TOKENS if max_tokens >= PASSAGES_FROM else 0
         wanted = None
     else:

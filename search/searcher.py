@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from hefsearch.base.errors import BackendUnavailable, DeviceError, HefsearchError, NotFound
 from hefsearch.embed.space_names import FP32_SPACE
-from hefsearch.index.passages import passages_described
+from hefsearch.index.passages import SETTING as PASSAGES_SETTING, passages_described
 from hefsearch.readers.formats import CONTAINER_KINDS
 
 from .filters import Filters
@@ -247,6 +247,20 @@ class Searcher:
         #: that space is the FP32 one (encoded once, not twice)
         self._last_query: tuple | None = None
         self._last_encode_ms: float | None = None
+        #: how the library cuts its chunks, read once it is decided (its first sync decides)
+        self._passages: tuple[dict | None] | None = None
+        self.passages()
+
+    def passages(self) -> dict | None:
+        """The library's passages (``index/passages.py``: ``passages_described``), or None.
+        Fixed by the library's first sync: read from its settings until then, not per search after."""
+        if self._passages is not None:
+            return self._passages[0]
+        settings = self.library.settings()
+        described = passages_described(settings)
+        if PASSAGES_SETTING in settings:
+            self._passages = (described,)
+        return described
 
     # -- spaces and encoders -------------------------------------------------------------
     def space_names(self) -> list[str]:
@@ -393,7 +407,7 @@ class Searcher:
         query, notices = prepare_query(request.query)
         k = max(1, int(request.k))
         depth = max(FUSION_DEPTH, 3 * k) if request.mode == "hybrid" else k
-        passages = passages_described(self.library.settings())  # one read (index/passages.py)
+        passages = self.passages()
         if not request.all_chunks:  # candidates enough for k documents after grouping
             depth = max(depth, FUSION_DEPTH, CANDIDATES_PER_HIT * k) * (passages or {}).get("per_section", 1)
         rerank = request.rerank_depth
